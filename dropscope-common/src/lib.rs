@@ -1,0 +1,145 @@
+//! Map keys, values and names shared by the dropscope eBPF program and userspace.
+//!
+//! Every type here is `#[repr(C)]` with explicit padding fields, so the kernel and userspace agree
+//! on its bytes; each has a `const` size assertion.
+#![no_std]
+
+/// Slots in the mmap'd per-CPU counter array; userspace shrinks it to the possible CPU count.
+pub const MAX_CPUS: u32 = 512;
+/// Default capacity of the keyed (reason, location) map.
+pub const DEFAULT_MAX_KEYS: u32 = 10_240;
+/// Capacity of the kernel stack-trace map.
+pub const STACK_TRACE_ENTRIES: u32 = 16_384;
+/// Capacity of the (reason, location, stack) weight map.
+pub const STACK_COUNT_ENTRIES: u32 = 16_384;
+/// Frames the kernel stores per stack trace (`PERF_MAX_STACK_DEPTH`).
+pub const MAX_STACK_DEPTH: usize = 127;
+/// `BPF_F_MMAPABLE`: an array map that userspace can `mmap`.
+pub const BPF_F_MMAPABLE: u32 = 1 << 10;
+
+/// Map names, as the eBPF object declares them.
+pub mod maps {
+    /// Per-CPU hash: [`super::DropKey`] → drop count.
+    pub const DROPS: &str = "DROPS";
+    /// mmap'able array of [`super::CpuCounters`], one slot per CPU.
+    pub const COUNTERS: &str = "COUNTERS";
+    /// mmap'able array with one [`super::Control`].
+    pub const CONTROL: &str = "CONTROL";
+    /// Kernel stack traces, by stack id.
+    pub const STACKS: &str = "STACKS";
+    /// Per-CPU hash: [`super::StackKey`] → [`super::StackValue`].
+    pub const STACK_COUNTS: &str = "STACK_COUNTS";
+}
+
+/// Load-time globals of the eBPF program.
+pub mod globals {
+    /// `SKB_NOT_DROPPED_YET` of the running kernel.
+    pub const NOT_DROPPED_YET: &str = "NOT_DROPPED_YET";
+    /// `SKB_CONSUMED` of the running kernel.
+    pub const CONSUMED: &str = "CONSUMED";
+    /// Byte offset of `location` in the classic `skb:kfree_skb` record.
+    pub const TP_LOCATION_OFFSET: &str = "TP_LOCATION_OFFSET";
+    /// Byte offset of `reason` in the classic `skb:kfree_skb` record.
+    pub const TP_REASON_OFFSET: &str = "TP_REASON_OFFSET";
+    /// Thread-group id whose syscalls the `sys_enter` program counts (dropscope itself).
+    pub const SELF_TGID: &str = "SELF_TGID";
+}
+
+/// Program names in the eBPF object.
+pub mod programs {
+    /// `tp_btf/kfree_skb`: typed arguments, no tracefs needed.
+    pub const KFREE_SKB_BTF: &str = "kfree_skb_btf";
+    /// Classic `tracepoint/skb/kfree_skb`: the fallback.
+    pub const KFREE_SKB_TP: &str = "kfree_skb_tp";
+    /// `tp_btf/sys_enter`: counts dropscope's own syscalls.
+    pub const SYS_ENTER: &str = "sys_enter";
+}
+
+/// Key of the exact per-(reason, location) drop count.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DropKey {
+    /// Kernel address that freed the skb.
+    pub location: u64,
+    /// `enum skb_drop_reason` value.
+    pub reason: u32,
+    /// Explicit padding; always zero.
+    pub pad: u32,
+}
+const _: () = assert!(core::mem::size_of::<DropKey>() == 16);
+
+/// Key of a sampled stack's weight.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StackKey {
+    /// Kernel address that freed the skb.
+    pub location: u64,
+    /// `enum skb_drop_reason` value.
+    pub reason: u32,
+    /// Id in the stack-trace map.
+    pub stack_id: u32,
+}
+const _: () = assert!(core::mem::size_of::<StackKey>() == 16);
+
+/// Weight of a sampled stack: each sample stands for `period` drops.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StackValue {
+    /// Sum of the sampling periods of the samples: an estimate of the drops on this stack.
+    pub weight: u64,
+    /// Number of captured samples.
+    pub samples: u64,
+}
+const _: () = assert!(core::mem::size_of::<StackValue>() == 16);
+
+/// One CPU's counters, a cache line each so CPUs never share a line.
+///
+/// `total` counts every drop seen; `overflow` counts drops whose key did not fit in the keyed map,
+/// so that `sum(keyed) + overflow == total` always holds.
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuCounters {
+    /// Every drop seen (reason not NOT_DROPPED_YET nor CONSUMED).
+    pub total: u64,
+    /// Drops not keyed because the keyed map was full.
+    pub overflow: u64,
+    /// Stack samples captured and weighted.
+    pub stack_samples: u64,
+    /// Stack captures that failed (hash collision or full stack map).
+    pub stack_errors: u64,
+    /// Stack samples whose weight did not fit in the stack-count map.
+    pub stack_overflow: u64,
+    /// Drops left until the next periodic stack sample on this CPU.
+    pub stack_countdown: u64,
+    /// Syscalls made by dropscope itself (when the `sys_enter` program is attached).
+    pub self_syscalls: u64,
+    /// Explicit padding; always zero.
+    pub pad: u64,
+}
+const _: () = assert!(core::mem::size_of::<CpuCounters>() == 64);
+
+/// Settings userspace writes through the mmap'd control array while the probe runs.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Control {
+    /// Non-zero: capture stacks (on a key's first drop and then every `sample_period` drops).
+    pub stacks_enabled: u64,
+    /// Drops per periodic stack sample on each CPU (at least 1).
+    pub sample_period: u64,
+}
+const _: () = assert!(core::mem::size_of::<Control>() == 16);
+
+#[cfg(feature = "user")]
+mod pod {
+    // SAFETY: each type is #[repr(C)], Copy, has no padding bytes (size assertions above) and
+    // every bit pattern is a valid value.
+    unsafe impl aya::Pod for super::DropKey {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::StackKey {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::StackValue {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::CpuCounters {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::Control {}
+}

@@ -1,0 +1,183 @@
+//! The dropscope eBPF program: counts every kernel packet drop in maps, never streams events.
+//!
+//! Per drop: one per-CPU hash update keyed by (reason, location), one per-CPU counter bump in an
+//! mmap'd array, and, only on a key's first drop or once every `sample_period` drops, a kernel
+//! stack capture whose weight is the sampling period.
+#![no_std]
+#![no_main]
+
+use aya_ebpf::{
+    Global,
+    bindings::BPF_NOEXIST,
+    helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id},
+    macros::{btf_tracepoint, map, tracepoint},
+    maps::{Array, PerCpuHashMap, StackTrace},
+    programs::{BtfTracePointContext, TracePointContext, tracing::StackIdContext},
+};
+use dropscope_common::{
+    BPF_F_MMAPABLE, Control, CpuCounters, DEFAULT_MAX_KEYS, DropKey, MAX_CPUS, STACK_COUNT_ENTRIES,
+    STACK_TRACE_ENTRIES, StackKey, StackValue,
+};
+
+#[unsafe(no_mangle)]
+static NOT_DROPPED_YET: Global<u32> = Global::new(0);
+#[unsafe(no_mangle)]
+static CONSUMED: Global<u32> = Global::new(1);
+#[unsafe(no_mangle)]
+static TP_LOCATION_OFFSET: Global<u32> = Global::new(16);
+#[unsafe(no_mangle)]
+static TP_REASON_OFFSET: Global<u32> = Global::new(36);
+#[unsafe(no_mangle)]
+static SELF_TGID: Global<u32> = Global::new(0);
+
+#[map]
+static DROPS: PerCpuHashMap<DropKey, u64> = PerCpuHashMap::with_max_entries(DEFAULT_MAX_KEYS, 0);
+#[map]
+static COUNTERS: Array<CpuCounters> = Array::with_max_entries(MAX_CPUS, BPF_F_MMAPABLE);
+#[map]
+static CONTROL: Array<Control> = Array::with_max_entries(1, BPF_F_MMAPABLE);
+#[map]
+static STACKS: StackTrace = StackTrace::with_max_entries(STACK_TRACE_ENTRIES, 0);
+#[map]
+static STACK_COUNTS: PerCpuHashMap<StackKey, StackValue> =
+    PerCpuHashMap::with_max_entries(STACK_COUNT_ENTRIES, 0);
+
+/// `tp_btf/kfree_skb(skb, location, reason[, rx_sk])`: typed arguments, no tracefs.
+#[btf_tracepoint(function = "kfree_skb")]
+pub fn kfree_skb_btf(ctx: BtfTracePointContext) -> i32 {
+    let location: u64 = ctx.arg(1);
+    let reason: u32 = ctx.arg(2);
+    count_drop(&ctx, reason, location);
+    0
+}
+
+/// Classic `tracepoint/skb/kfree_skb`, with field offsets read from tracefs at load time.
+#[tracepoint(category = "skb", name = "kfree_skb")]
+pub fn kfree_skb_tp(ctx: TracePointContext) -> u32 {
+    // SAFETY: the offsets come from this kernel's tracepoint format file; read_at goes through
+    // bpf_probe_read_kernel, which fails cleanly on a bad address.
+    let fields = unsafe {
+        (
+            ctx.read_at::<u64>(TP_LOCATION_OFFSET.load() as usize),
+            ctx.read_at::<u32>(TP_REASON_OFFSET.load() as usize),
+        )
+    };
+    if let (Ok(location), Ok(reason)) = fields {
+        count_drop(&ctx, reason, location);
+    }
+    0
+}
+
+/// `tp_btf/sys_enter`: counts the syscalls of dropscope itself, for its cost display.
+#[btf_tracepoint(function = "sys_enter")]
+pub fn sys_enter(_ctx: BtfTracePointContext) -> i32 {
+    if (bpf_get_current_pid_tgid() >> 32) as u32 == SELF_TGID.load()
+        && let Some(c) = this_cpu()
+    {
+        // SAFETY: the slot belongs to this CPU and the kernel runs one instance of this program
+        // per CPU at a time (nested runs are skipped and counted as misses).
+        unsafe { (*c).self_syscalls += 1 };
+    }
+    0
+}
+
+#[inline(always)]
+fn this_cpu() -> Option<*mut CpuCounters> {
+    // SAFETY: bpf_get_smp_processor_id has no preconditions.
+    let cpu = unsafe { bpf_get_smp_processor_id() };
+    COUNTERS.get_ptr_mut(cpu)
+}
+
+#[inline(always)]
+fn count_drop<C: StackIdContext>(ctx: &C, reason: u32, location: u64) {
+    if reason == NOT_DROPPED_YET.load() || reason == CONSUMED.load() {
+        return;
+    }
+    let Some(c) = this_cpu() else { return };
+    // SAFETY: `c` is this CPU's slot (see sys_enter); per-CPU hash values are this CPU's own.
+    unsafe {
+        (*c).total += 1;
+        let key = DropKey {
+            location,
+            reason,
+            pad: 0,
+        };
+        let first = if let Some(v) = DROPS.get_ptr_mut(&key) {
+            *v += 1;
+            false
+        } else if DROPS.insert(&key, &1, BPF_NOEXIST as u64).is_ok() {
+            true
+        } else if let Some(v) = DROPS.get_ptr_mut(&key) {
+            // Another CPU inserted the key first.
+            *v += 1;
+            false
+        } else {
+            (*c).overflow += 1;
+            false
+        };
+        sample_stack(ctx, &mut *c, reason, location, first);
+    }
+}
+
+#[inline(always)]
+fn sample_stack<C: StackIdContext>(
+    ctx: &C,
+    c: &mut CpuCounters,
+    reason: u32,
+    location: u64,
+    first: bool,
+) {
+    let Some(control) = CONTROL.get(0) else {
+        return;
+    };
+    if control.stacks_enabled == 0 {
+        return;
+    }
+    let weight = if first {
+        1
+    } else if c.stack_countdown > 1 {
+        c.stack_countdown -= 1;
+        return;
+    } else {
+        let period = if control.sample_period == 0 {
+            1
+        } else {
+            control.sample_period
+        };
+        c.stack_countdown = period;
+        period
+    };
+    let Ok(id) = ctx.get_stackid(&STACKS, 0) else {
+        c.stack_errors += 1;
+        return;
+    };
+    let key = StackKey {
+        location,
+        reason,
+        stack_id: id as u32,
+    };
+    if let Some(v) = STACK_COUNTS.get_ptr_mut(&key) {
+        // SAFETY: a per-CPU hash value is this CPU's own.
+        unsafe {
+            (*v).weight += weight;
+            (*v).samples += 1;
+        }
+    } else {
+        let v = StackValue { weight, samples: 1 };
+        if STACK_COUNTS.insert(&key, &v, 0).is_err() {
+            c.stack_overflow += 1;
+            return;
+        }
+    }
+    c.stack_samples += 1;
+}
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 13] = *b"Dual MIT/GPL\0";

@@ -1,0 +1,8 @@
+//! The pure model: snapshots and the plain functions over them (rates, deltas, top-N, filter,
+//! stack tree). No aya, no terminal.
+pub mod snapshot;
+pub mod stacks;
+pub mod table;
+pub mod window;
+
+pub use snapshot::{DropCount, DropKey, Health, Reason, SessionInfo, Snapshot, StackCount};

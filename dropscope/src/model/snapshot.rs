@@ -1,0 +1,122 @@
+//! The Snapshot: cumulative, self-contained drop counts at one instant, live or replayed.
+use std::{sync::Arc, time::Duration};
+
+use serde::{Deserialize, Serialize};
+
+/// A drop reason: the kernel's `enum skb_drop_reason` value and its name (without the
+/// `SKB_DROP_REASON_` prefix), e.g. `NO_SOCKET`, or `UNKNOWN(n)`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Reason {
+    /// The raw enum value.
+    pub code: u32,
+    /// Its name on the kernel that produced it.
+    pub name: Arc<str>,
+}
+
+/// What a drop count is keyed by: reason and symbolized kernel location.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct DropKey {
+    /// Why the kernel dropped the packet.
+    pub reason: Reason,
+    /// Where: `function+0xoffset [module]`, symbolized on the machine that counted it.
+    pub location: Arc<str>,
+}
+
+/// Exact cumulative count of one key since the session started.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DropCount {
+    /// The key.
+    pub key: DropKey,
+    /// Exact number of drops.
+    pub count: u64,
+}
+
+/// Estimated cumulative count of drops of one key that came through one kernel call stack.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StackCount {
+    /// The (reason, location) the stack ended in.
+    pub key: DropKey,
+    /// Symbolized frames, outermost caller first, the drop site last.
+    pub frames: Arc<[Arc<str>]>,
+    /// Estimated drops: the sum of the sampling periods of the samples (a sampled estimate).
+    pub weight: u64,
+    /// Number of stack samples actually captured.
+    pub samples: u64,
+}
+
+/// The probe's own health: everything that could make a number incomplete, counted.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Health {
+    /// Keys in the keyed map / its capacity.
+    pub keys_used: u64,
+    /// Capacity of the keyed map.
+    pub keys_capacity: u64,
+    /// Stack samples captured.
+    pub stack_samples: u64,
+    /// Stack captures that failed in the kernel (collision or full stack map).
+    pub stack_errors: u64,
+    /// Stack samples that did not fit in the stack-count map.
+    pub stack_overflow: u64,
+    /// Stack samples whose frames could no longer be read (evicted before the collector saw them).
+    pub stack_lost: u64,
+    /// Current stack sampling period (drops per sample per CPU); 0 when stacks are off.
+    pub sample_period: u64,
+    /// Probe runs skipped by the kernel because the program was already running on that CPU.
+    pub recursion_misses: u64,
+    /// Cumulative BPF run time in ns (kernel.bpf_stats_enabled), if available.
+    pub bpf_run_ns: Option<u64>,
+    /// Cumulative BPF runs, if available.
+    pub bpf_run_cnt: Option<u64>,
+    /// dropscope's own syscalls so far, if counted.
+    pub self_syscalls: Option<u64>,
+    /// dropscope's own CPU time (user + system) so far, in microseconds.
+    pub self_cpu_us: u64,
+    /// Poll interval in force when this snapshot was taken, in milliseconds.
+    pub poll_interval_ms: u64,
+}
+
+/// Cumulative drop counts at one instant. Self-contained: names travel with the counts.
+///
+/// Invariant: `drops.iter().map(|d| d.count).sum::<u64>() + overflow == total`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// Time since the session started.
+    pub elapsed: Duration,
+    /// Wall-clock time, milliseconds since the Unix epoch.
+    pub unix_ms: u64,
+    /// Every drop counted since the session started.
+    pub total: u64,
+    /// Drops that could not be keyed because the keyed map was full.
+    pub overflow: u64,
+    /// Exact counts per key, in no particular order.
+    pub drops: Vec<DropCount>,
+    /// Estimated counts per stack, in no particular order.
+    pub stacks: Vec<StackCount>,
+    /// The probe's own health.
+    pub health: Health,
+}
+
+impl Snapshot {
+    /// Sum of the keyed counts.
+    pub fn keyed_sum(&self) -> u64 {
+        self.drops.iter().map(|d| d.count).sum()
+    }
+
+    /// Whether `sum(keyed) + overflow == total` holds.
+    pub fn invariant_holds(&self) -> bool {
+        self.keyed_sum() + self.overflow == self.total
+    }
+}
+
+/// Facts about the session a stream of snapshots came from.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionInfo {
+    /// Host name of the machine that counted.
+    pub host: String,
+    /// Its kernel release (`uname -r`).
+    pub kernel: String,
+    /// Session start, milliseconds since the Unix epoch.
+    pub started_unix_ms: u64,
+    /// The probe in use, e.g. `tp_btf/kfree_skb`.
+    pub probe: String,
+}

@@ -1,0 +1,1 @@
+//! Stack aggregation (placeholder, filled in by the stacks work).

@@ -1,0 +1,1 @@
+//! Table rows (placeholder, filled in by the TUI work).

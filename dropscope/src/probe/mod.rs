@@ -1,0 +1,1 @@
+//! The eBPF probe (placeholder).

@@ -1,0 +1,53 @@
+//! Where snapshots come from, live collector or recording: consumers cannot tell them apart.
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+
+use crate::model::{SessionInfo, Snapshot};
+
+/// A stream of snapshots with the facts of its session.
+pub struct Feed {
+    /// Host, kernel, start time and probe of the session.
+    pub info: SessionInfo,
+    /// Cumulative snapshots, oldest first. After a replay seek, a snapshot may be older than the
+    /// one before it: consumers must treat a decrease in `elapsed` as a restart of their history.
+    pub snapshots: mpsc::Receiver<Snapshot>,
+    /// Timeline controls, present only when replaying a recording.
+    pub replay: Option<ReplayHandle>,
+}
+
+/// Controls and position of a replay.
+pub struct ReplayHandle {
+    /// Commands to the replay task.
+    pub commands: mpsc::UnboundedSender<ReplayCommand>,
+    /// Where the replay is now.
+    pub status: watch::Receiver<ReplayStatus>,
+}
+
+/// A command to the replay timeline.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ReplayCommand {
+    /// Pause if playing, play if paused.
+    TogglePause,
+    /// Move by this many seconds (negative: backward).
+    SeekBy(f64),
+    /// Jump to the start.
+    Start,
+    /// Jump to the end.
+    End,
+    /// Set the playback speed (clamped to 0.25..=16).
+    Speed(f64),
+}
+
+/// The replay's position on its timeline.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ReplayStatus {
+    /// Position from the start of the recording.
+    pub position: Duration,
+    /// Length of the recording.
+    pub duration: Duration,
+    /// Playback speed.
+    pub speed: f64,
+    /// Whether playback is paused.
+    pub paused: bool,
+}

@@ -1,0 +1,1 @@
+//! Integration tests of dropscope against the real kernel; see tests/.

@@ -1,0 +1,2 @@
+//! Project tasks: set-up of toolchains, test runner, benchmarks.
+fn main() {}
