@@ -14,7 +14,9 @@ pub fn between(earlier: &Snapshot, later: &Snapshot) -> Snapshot {
         .iter()
         .map(|d| DropCount {
             key: d.key.clone(),
-            count: d.count.saturating_sub(before.get(&d.key).copied().unwrap_or(0)),
+            count: d
+                .count
+                .saturating_sub(before.get(&d.key).copied().unwrap_or(0)),
         })
         .filter(|d| d.count > 0)
         .collect();
@@ -93,7 +95,11 @@ mod tests {
         let w = between(&a, &b);
         assert_eq!(w.total, 14);
         assert_eq!(w.overflow, 2);
-        let mut got: Vec<_> = w.drops.iter().map(|d| (d.key.reason.code, d.count)).collect();
+        let mut got: Vec<_> = w
+            .drops
+            .iter()
+            .map(|d| (d.key.reason.code, d.count))
+            .collect();
         got.sort();
         assert_eq!(got, vec![(2, 5), (4, 7)]);
         assert!(w.invariant_holds());
