@@ -1,1 +1,399 @@
-//! collector (placeholder).
+//! The collector: polls the probe's maps adaptively and turns them into [`Snapshot`]s.
+//!
+//! Each poll reads the mmap'd totals first (no syscall). Only when they changed does it read the
+//! keyed map, in one batch syscall, and drain the sampled stack weights. The interval halves
+//! (down to half the base) while drops arrive and doubles (up to four times the base) while idle.
+//! It never wakes per event.
+use std::{
+    collections::HashMap,
+    os::fd::OwnedFd,
+    sync::Arc,
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use tokio::sync::mpsc;
+
+use crate::{
+    model::{DropCount, DropKey, Health, SessionInfo, Snapshot, StackCount},
+    probe::{Probe, Totals},
+    source::Feed,
+    symbolize::Symbolizer,
+};
+
+/// How the collector polls.
+#[derive(Clone, Debug)]
+pub struct CollectorOptions {
+    /// Base poll interval.
+    pub interval: Duration,
+    /// Capture sampled kernel stacks.
+    pub stacks: bool,
+    /// Stack samples per second to aim for (the sampling period follows the drop rate).
+    pub stack_budget: u64,
+    /// Turn on kernel BPF run-time statistics while running (off again on exit).
+    pub bpf_stats: bool,
+}
+
+impl Default for CollectorOptions {
+    fn default() -> Self {
+        Self {
+            interval: Duration::from_secs(1),
+            stacks: true,
+            stack_budget: 1000,
+            bpf_stats: false,
+        }
+    }
+}
+
+type Frames = Arc<[Arc<str>]>;
+
+/// Owns the probe and the symbolizer; produces cumulative snapshots.
+pub struct Collector {
+    probe: Probe,
+    symbolizer: Symbolizer,
+    opts: CollectorOptions,
+    info: SessionInfo,
+    started: Instant,
+    interval: Duration,
+    last_totals: Option<Totals>,
+    last: Snapshot,
+    last_poll: Instant,
+    stack_ids: HashMap<u32, Option<Frames>>,
+    stacks: HashMap<(DropKey, Frames), (u64, u64)>,
+    stack_lost: u64,
+    map_syscalls: u64,
+    _stats: Option<OwnedFd>,
+}
+
+impl Collector {
+    /// Wraps an attached probe. With `bpf_stats`, kernel run-time statistics are enabled for as
+    /// long as the collector lives (through a file descriptor: nothing to restore by hand).
+    pub fn new(probe: Probe, opts: CollectorOptions) -> Self {
+        let stats = opts
+            .bpf_stats
+            .then(|| aya::sys::enable_stats(aya::sys::Stats::RunTime).ok())
+            .flatten();
+        probe.set_stack_sampling(if opts.stacks { 1 } else { 0 });
+        let info = session_info(&probe);
+        Self {
+            interval: opts.interval,
+            probe,
+            symbolizer: Symbolizer::new(),
+            opts,
+            info,
+            started: Instant::now(),
+            last_totals: None,
+            last: Snapshot::default(),
+            last_poll: Instant::now(),
+            stack_ids: HashMap::new(),
+            stacks: HashMap::new(),
+            stack_lost: 0,
+            map_syscalls: 0,
+            _stats: stats,
+        }
+    }
+
+    /// Facts of this session.
+    pub fn info(&self) -> &SessionInfo {
+        &self.info
+    }
+
+    /// The attached probe.
+    pub fn probe(&self) -> &Probe {
+        &self.probe
+    }
+
+    /// The interval until the next poll.
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    /// BPF map syscalls made so far (batch reads and stack reads).
+    pub fn map_syscalls(&self) -> u64 {
+        self.map_syscalls
+    }
+
+    /// One poll: reads the mmap'd totals and, only if they changed, the maps. Returns the new
+    /// snapshot and whether any count changed. Adapts the interval.
+    pub fn poll(&mut self) -> std::io::Result<(Snapshot, bool)> {
+        let now = Instant::now();
+        let totals = self.probe.totals();
+        let changed = self.last_totals.is_none_or(|t| t != totals);
+        let dt = now.duration_since(self.last_poll).as_secs_f64().max(1e-3);
+        self.last_poll = now;
+        let base = self.opts.interval;
+        if changed {
+            let prev_total = self.last_totals.map_or(0, |t| t.total);
+            self.read_maps(totals)?;
+            self.adapt_sampling((totals.total - prev_total) as f64 / dt);
+            self.interval = (self.interval / 2).max(base / 2);
+        } else {
+            self.interval = (self.interval * 2).min(base * 4);
+        }
+        self.last.elapsed = self.started.elapsed();
+        self.last.unix_ms = unix_ms();
+        self.last.health = self.health();
+        Ok((self.last.clone(), changed))
+    }
+
+    /// Reads the maps now, whatever the totals say, and returns the snapshot.
+    pub fn snapshot_now(&mut self) -> std::io::Result<Snapshot> {
+        self.last_totals = None;
+        Ok(self.poll()?.0)
+    }
+
+    fn read_maps(&mut self, before: Totals) -> std::io::Result<()> {
+        let mut totals = before;
+        let mut drops = Vec::new();
+        // Re-read while drops arrive during the read (a few tries), so that the snapshot's total
+        // is the kernel's own counter whenever the counts are quiet; under a flood the total is
+        // the keyed sum plus overflow, consistent with the counts read.
+        for _ in 0..3 {
+            let (entries, calls) = self.probe.read_drops()?;
+            self.map_syscalls += u64::from(calls);
+            drops = entries;
+            let after = self.probe.totals();
+            let settled = after == totals;
+            totals = after;
+            if settled {
+                break;
+            }
+        }
+        self.symbolizer
+            .prefetch(drops.iter().map(|(k, _)| k.location));
+        let mut merged: HashMap<DropKey, u64> = HashMap::with_capacity(drops.len());
+        for (k, count) in &drops {
+            let key = DropKey {
+                reason: self.probe.reasons().reason(k.reason),
+                location: self.symbolizer.name(k.location),
+            };
+            *merged.entry(key).or_default() += count;
+        }
+        let keyed: u64 = merged.values().sum();
+        let overflow = totals.overflow;
+        self.last.total = if keyed + overflow == totals.total {
+            totals.total
+        } else {
+            keyed + overflow
+        };
+        self.last.overflow = overflow;
+        self.last.drops = merged
+            .into_iter()
+            .map(|(key, count)| DropCount { key, count })
+            .collect();
+        self.last_totals = Some(before);
+        if self.opts.stacks {
+            self.read_stacks()?;
+        }
+        Ok(())
+    }
+
+    fn read_stacks(&mut self) -> std::io::Result<()> {
+        let (entries, calls) = self.probe.drain_stack_counts()?;
+        self.map_syscalls += u64::from(calls);
+        let new_ids: Vec<u32> = entries
+            .iter()
+            .map(|(k, _)| k.stack_id)
+            .filter(|id| !self.stack_ids.contains_key(id))
+            .collect();
+        let mut raw = Vec::new();
+        for id in new_ids {
+            self.map_syscalls += 1;
+            match self.probe.stack_frames(id) {
+                Some(addrs) => raw.push((id, addrs)),
+                None => {
+                    self.stack_ids.insert(id, None);
+                }
+            }
+        }
+        self.symbolizer
+            .prefetch(raw.iter().flat_map(|(_, a)| a.iter().copied()));
+        for (id, addrs) in raw {
+            let frames: Vec<Arc<str>> = addrs
+                .iter()
+                .rev()
+                .map(|a| self.symbolizer.name(*a))
+                .filter(|n| !is_probe_frame(n))
+                .collect();
+            self.stack_ids.insert(id, Some(frames.into()));
+        }
+        for (k, v) in entries {
+            let Some(Some(frames)) = self.stack_ids.get(&k.stack_id) else {
+                self.stack_lost += v.samples;
+                continue;
+            };
+            let key = DropKey {
+                reason: self.probe.reasons().reason(k.reason),
+                location: self.symbolizer.name(k.location),
+            };
+            let e = self.stacks.entry((key, frames.clone())).or_default();
+            e.0 += v.weight;
+            e.1 += v.samples;
+        }
+        // Keep the kernel's stack map from filling up for good: once half of it is cached here,
+        // clear it (frames were copied out already) and start over.
+        if self.stack_ids.len() > dropscope_common::STACK_TRACE_ENTRIES as usize / 2 {
+            for id in std::mem::take(&mut self.stack_ids).into_keys() {
+                self.probe.forget_stack(id);
+                self.map_syscalls += 1;
+            }
+        }
+        self.last.stacks = self
+            .stacks
+            .iter()
+            .map(|((key, frames), (weight, samples))| StackCount {
+                key: key.clone(),
+                frames: frames.clone(),
+                weight: *weight,
+                samples: *samples,
+            })
+            .collect();
+        Ok(())
+    }
+
+    /// Sets the sampling period so that stack captures stay near the budget.
+    fn adapt_sampling(&mut self, drops_per_sec: f64) {
+        if !self.opts.stacks {
+            return;
+        }
+        let budget = self.opts.stack_budget.max(1) as f64;
+        let period = (drops_per_sec / budget)
+            .ceil()
+            .clamp(1.0, (1u64 << 24) as f64) as u64;
+        self.probe.set_stack_sampling(period);
+        self.last.health.sample_period = period;
+    }
+
+    fn health(&mut self) -> Health {
+        let t = self.last_totals.unwrap_or_default();
+        let stats = self.probe.prog_stats();
+        Health {
+            keys_used: self.last.drops.len() as u64,
+            keys_capacity: u64::from(self.probe.max_keys()),
+            stack_samples: t.stack_samples,
+            stack_errors: t.stack_errors,
+            stack_overflow: t.stack_overflow,
+            stack_lost: self.stack_lost,
+            sample_period: if self.opts.stacks {
+                self.last.health.sample_period.max(1)
+            } else {
+                0
+            },
+            recursion_misses: stats.map_or(0, |s| s.recursion_misses),
+            bpf_run_ns: stats
+                .filter(|_| self._stats.is_some())
+                .map(|s| s.run_time_ns),
+            bpf_run_cnt: stats.filter(|_| self._stats.is_some()).map(|s| s.run_cnt),
+            self_syscalls: self
+                .probe
+                .counts_self_syscalls()
+                .then(|| self.probe.totals().self_syscalls),
+            self_cpu_us: self_cpu_us(),
+            poll_interval_ms: self.interval.as_millis() as u64,
+        }
+    }
+
+    /// Runs a collector on a thread of its own (the symbolizer is not `Send`), feeding a
+    /// [`Feed`]. It stops when the [`Stopper`] is used or dropped, sending one last snapshot
+    /// read right then, or when the feed's receiver is dropped.
+    pub fn spawn(probe: Probe, opts: CollectorOptions) -> std::io::Result<(Feed, Stopper)> {
+        let (tx, rx) = mpsc::channel(64);
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let info = session_info(&probe);
+        std::thread::Builder::new()
+            .name("collector".into())
+            .spawn(move || {
+                let mut c = Collector::new(probe, opts);
+                loop {
+                    match c.poll() {
+                        Ok((s, _)) => {
+                            if tx.blocking_send(s).is_err() {
+                                return;
+                            }
+                        }
+                        Err(e) => {
+                            tracing::error!("reading the probe's maps: {e}");
+                            return;
+                        }
+                    }
+                    match stop_rx.recv_timeout(c.interval) {
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                        _ => break,
+                    }
+                }
+                if let Ok(s) = c.snapshot_now() {
+                    let _ = tx.blocking_send(s);
+                }
+            })?;
+        let feed = Feed {
+            info,
+            snapshots: rx,
+            replay: None,
+        };
+        Ok((feed, Stopper(stop_tx)))
+    }
+}
+
+/// Stops a spawned collector (also when dropped).
+pub struct Stopper(std::sync::mpsc::Sender<()>);
+
+impl Stopper {
+    /// Asks the collector to take a last snapshot and stop.
+    pub fn stop(self) {
+        let _ = self.0.send(());
+    }
+}
+
+/// Host, kernel, start time and probe kind of a live session starting now.
+pub fn session_info(probe: &Probe) -> SessionInfo {
+    SessionInfo {
+        host: uname_field(|u| &u.nodename),
+        kernel: uname_field(|u| &u.release),
+        started_unix_ms: unix_ms(),
+        probe: probe.kind().to_string(),
+    }
+}
+
+/// Frames of the tracing machinery itself, not of the network stack.
+fn is_probe_frame(name: &str) -> bool {
+    [
+        "bpf_prog_",
+        "bpf_trace_run",
+        "__bpf_trace_",
+        "__traceiter_",
+        "bpf_trampoline",
+    ]
+    .iter()
+    .any(|p| name.starts_with(p))
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+fn self_cpu_us() -> u64 {
+    // SAFETY: getrusage writes into the zeroed struct we pass and nothing else.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
+        ru
+    };
+    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    us(ru.ru_utime) + us(ru.ru_stime)
+}
+
+fn uname_field(f: impl Fn(&libc::utsname) -> &[libc::c_char; 65]) -> String {
+    // SAFETY: uname fills the zeroed struct; its fields are NUL-terminated C strings.
+    let u = unsafe {
+        let mut u: libc::utsname = std::mem::zeroed();
+        libc::uname(&mut u);
+        u
+    };
+    let bytes: Vec<u8> = f(&u)
+        .iter()
+        .take_while(|c| **c != 0)
+        .map(|c| *c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}

@@ -6,6 +6,8 @@
 //! [`flamegraph`] and the recorder.
 #![deny(missing_docs)]
 
+pub mod app;
+pub mod cli;
 pub mod collector;
 pub mod flamegraph;
 pub mod model;

@@ -1,1 +1,133 @@
-//! symbolize (placeholder).
+//! Kernel address symbolization with blazesym: one long-lived symbolizer, cached, batched.
+use std::{collections::HashMap, path::PathBuf, sync::Arc};
+
+use blazesym::symbolize::{
+    Input, Symbolized, Symbolizer as Blaze,
+    source::{Kernel, Source},
+};
+
+/// Turns kernel addresses into `function+0xoffset [module]`, caching every answer.
+pub struct Symbolizer {
+    blaze: Blaze,
+    source: Source<'static>,
+    cache: HashMap<u64, Arc<str>>,
+}
+
+impl Default for Symbolizer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Symbolizer {
+    /// A symbolizer over the running kernel's `/proc/kallsyms` (addresses KASLR-adjusted already).
+    pub fn new() -> Self {
+        let kernel = Kernel {
+            kallsyms: blazesym::MaybeDefault::Some(PathBuf::from("/proc/kallsyms")),
+            vmlinux: blazesym::MaybeDefault::None,
+            ..Default::default()
+        };
+        Self {
+            blaze: Blaze::new(),
+            source: Source::Kernel(kernel),
+            cache: HashMap::new(),
+        }
+    }
+
+    /// Symbolizes every address not yet cached, in one batch.
+    pub fn prefetch(&mut self, addrs: impl IntoIterator<Item = u64>) {
+        let mut todo: Vec<u64> = addrs
+            .into_iter()
+            .filter(|a| !self.cache.contains_key(a))
+            .collect();
+        if todo.is_empty() {
+            return;
+        }
+        todo.sort_unstable();
+        todo.dedup();
+        let names: Vec<Arc<str>> = match self.blaze.symbolize(&self.source, Input::AbsAddr(&todo)) {
+            Ok(syms) => syms
+                .iter()
+                .zip(&todo)
+                .map(|(s, a)| format_sym(s, *a))
+                .collect(),
+            Err(_) => todo.iter().map(|a| unknown(*a)).collect(),
+        };
+        self.cache.extend(todo.into_iter().zip(names));
+    }
+
+    /// The name of an address (symbolizing it now if it was not prefetched).
+    pub fn name(&mut self, addr: u64) -> Arc<str> {
+        if let Some(n) = self.cache.get(&addr) {
+            return n.clone();
+        }
+        self.prefetch([addr]);
+        self.cache
+            .get(&addr)
+            .cloned()
+            .unwrap_or_else(|| unknown(addr))
+    }
+
+    /// Number of cached addresses.
+    pub fn cached(&self) -> usize {
+        self.cache.len()
+    }
+}
+
+fn format_sym(sym: &Symbolized<'_>, addr: u64) -> Arc<str> {
+    match sym {
+        Symbolized::Sym(s) => {
+            let module = s
+                .module
+                .as_ref()
+                .map(|m| m.to_string_lossy())
+                .filter(|m| !m.is_empty() && !m.contains("kallsyms") && !m.contains("vmlinux"));
+            match module {
+                Some(m) => format!("{}+{:#x} [{}]", s.name, s.offset, m).into(),
+                None => format!("{}+{:#x}", s.name, s.offset).into(),
+            }
+        }
+        Symbolized::Unknown(_) => unknown(addr),
+    }
+}
+
+/// An address that no symbol covers. The raw address is not shown (it reveals the KASLR base).
+fn unknown(_addr: u64) -> Arc<str> {
+    Arc::from("[unknown]")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Needs root: /proc/kallsyms shows zero addresses to other users.
+    #[test]
+    fn symbolizes_a_known_kernel_function() {
+        assert!(
+            nix_is_root(),
+            "this test needs root (kallsyms addresses are hidden otherwise): run `cargo xtask test`"
+        );
+        let kallsyms = std::fs::read_to_string("/proc/kallsyms").expect("kallsyms");
+        let addr = kallsyms
+            .lines()
+            .find_map(|l| {
+                let mut f = l.split_whitespace();
+                let (a, _t, n) = (f.next()?, f.next()?, f.next()?);
+                (n == "kfree_skb_reason" || n == "sk_skb_reason_drop")
+                    .then(|| u64::from_str_radix(a, 16).ok())
+                    .flatten()
+            })
+            .expect("a kfree_skb function in kallsyms");
+        let mut s = Symbolizer::new();
+        s.prefetch([addr + 4, addr + 4]);
+        let name = s.name(addr + 4);
+        assert!(name.ends_with("+0x4"), "{name}");
+        assert!(name.contains("skb"), "{name}");
+        assert_eq!(s.cached(), 1);
+    }
+
+    fn nix_is_root() -> bool {
+        // SAFETY: geteuid has no preconditions.
+        unsafe { libc::geteuid() == 0 }
+    }
+}

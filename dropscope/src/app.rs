@@ -1,0 +1,241 @@
+//! The commands: each wires a source (live probe or recording) to a consumer.
+use std::{
+    io::{IsTerminal, Write},
+    path::Path,
+    time::Duration,
+};
+
+use anyhow::{Context as _, bail};
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::{
+    cli::{Cli, Command, FlamegraphArgs, Format, GraphFormat, InputWindow, LiveArgs, ReportArgs},
+    collector::{Collector, CollectorOptions, Stopper},
+    flamegraph::{self, GraphMeta},
+    model::{SessionInfo, Snapshot, window},
+    probe::{Probe, ProbeOptions, reasons::ReasonTable},
+    report,
+    source::Feed,
+};
+
+/// Runs the parsed command line.
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        None => live_tui(&cli.live, &cli.output_dir).await,
+        Some(Command::Report(args)) => report_cmd(args).await,
+        Some(Command::Reasons { format }) => reasons_cmd(format),
+        Some(Command::Record {
+            output,
+            duration,
+            live,
+        }) => record_cmd(&live, &output, duration).await,
+        Some(Command::Replay { file }) => replay_cmd(&file, &cli.output_dir).await,
+        Some(Command::Flamegraph(args)) => flamegraph_cmd(args).await,
+    }
+}
+
+fn require_terminal(what: &str) -> anyhow::Result<()> {
+    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        bail!(
+            "{what} needs a terminal, and stdin/stdout is not one; \
+             for text output use `dropscope report` (e.g. `dropscope report --duration 10s`)"
+        );
+    }
+    Ok(())
+}
+
+/// Attaches the probe and starts the collector.
+pub fn start_live(live: &LiveArgs, count_self_syscalls: bool) -> anyhow::Result<(Feed, Stopper)> {
+    let opts = ProbeOptions {
+        choice: live.probe,
+        max_keys: live.max_keys,
+        btf_path: live.btf.clone(),
+        count_self_syscalls,
+    };
+    let probe = Probe::attach(&opts)?;
+    let copts = CollectorOptions {
+        interval: live.interval,
+        stacks: !live.no_stacks,
+        stack_budget: live.stack_budget,
+        bpf_stats: live.bpf_stats,
+    };
+    Ok(Collector::spawn(probe, copts)?)
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn interrupted() {
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+    }
+}
+
+/// Resolves after `duration` (never without one) or on SIGINT/SIGTERM.
+async fn until(duration: Option<Duration>) {
+    let timer = async {
+        match duration {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = timer => {}
+        _ = interrupted() => {}
+    }
+}
+
+async fn live_tui(live: &LiveArgs, dir: &Path) -> anyhow::Result<()> {
+    bail!("not yet")
+}
+
+/// Counts live until `duration` or a signal; returns the last snapshot and the session info.
+async fn count_live(
+    live: &LiveArgs,
+    duration: Option<Duration>,
+    what: &str,
+) -> anyhow::Result<(SessionInfo, Snapshot)> {
+    let (mut feed, stopper) = start_live(live, false)?;
+    eprintln!(
+        "dropscope: counting drops with {} {}; {}",
+        feed.info.probe,
+        what,
+        match duration {
+            Some(d) => format!("for {}, Ctrl-C ends early", humantime::format_duration(d)),
+            None => "until Ctrl-C".into(),
+        }
+    );
+    let _ = std::io::stderr().flush();
+    let mut last = Snapshot::default();
+    let wait = until(duration);
+    tokio::pin!(wait);
+    loop {
+        tokio::select! {
+            s = feed.snapshots.recv() => match s {
+                Some(s) => last = s,
+                None => bail!("the collector stopped unexpectedly"),
+            },
+            _ = &mut wait => break,
+        }
+    }
+    stopper.stop();
+    while let Some(s) = feed.snapshots.recv().await {
+        last = s;
+    }
+    Ok((feed.info, last))
+}
+
+/// The window of a recording: the snapshot at `to` minus the one at `from`.
+fn recorded_window(
+    w: &InputWindow,
+) -> anyhow::Result<(SessionInfo, Snapshot, (Duration, Duration))> {
+    bail!("not yet")
+}
+
+async fn report_cmd(args: ReportArgs) -> anyhow::Result<()> {
+    let (snap, seconds) = if args.window.input.is_some() {
+        let (_, snap, (from, to)) = recorded_window(&args.window)?;
+        (snap, (to - from).as_secs_f64())
+    } else {
+        let (_, snap) = count_live(&args.live, args.duration, "").await?;
+        let secs = snap.elapsed.as_secs_f64();
+        (snap, secs)
+    };
+    let stdout = std::io::stdout();
+    match args.format {
+        Format::Table => report::write_table(&snap, seconds, stdout.lock())?,
+        Format::Json => {
+            serde_json::to_writer_pretty(stdout.lock(), &report::json(&snap, seconds))?;
+            println!();
+        }
+    }
+    Ok(())
+}
+
+fn reasons_cmd(format: Format) -> anyhow::Result<()> {
+    let table = ReasonTable::from_running_kernel()?;
+    match format {
+        Format::Table => {
+            println!("{:>10}  NAME", "VALUE");
+            for (v, n) in table.iter() {
+                println!("{v:>10}  {n}");
+            }
+            println!(
+                "({} reasons, read from {:?})",
+                table.iter().count(),
+                table.source
+            );
+        }
+        Format::Json => {
+            let rows: Vec<_> = table
+                .iter()
+                .map(|(v, n)| serde_json::json!({ "code": v, "name": n }))
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&rows)?);
+        }
+    }
+    Ok(())
+}
+
+async fn record_cmd(
+    live: &LiveArgs,
+    output: &Path,
+    duration: Option<Duration>,
+) -> anyhow::Result<()> {
+    bail!("not yet")
+}
+
+async fn replay_cmd(file: &Path, dir: &Path) -> anyhow::Result<()> {
+    bail!("not yet")
+}
+
+async fn flamegraph_cmd(args: FlamegraphArgs) -> anyhow::Result<()> {
+    let (info, snap, window) = if args.window.input.is_some() {
+        recorded_window(&args.window)?
+    } else {
+        if args.live.no_stacks {
+            bail!("--no-stacks leaves nothing to draw");
+        }
+        let (info, snap) = count_live(&args.live, args.duration, "and sampling stacks").await?;
+        (info, snap.clone(), (Duration::ZERO, snap.elapsed))
+    };
+    let meta = GraphMeta {
+        info: &info,
+        window,
+        filter: None,
+    };
+    let mut out = Vec::new();
+    match (args.format, &args.diff) {
+        (GraphFormat::Folded, None) => {
+            out.extend_from_slice(flamegraph::folded(&snap.stacks).as_bytes())
+        }
+        (GraphFormat::Svg, None) => flamegraph::write_svg(&snap.stacks, &meta, &mut out)?,
+        (GraphFormat::Svg, Some(base)) => {
+            let before = std::fs::read_to_string(base)
+                .with_context(|| format!("reading baseline {}", base.display()))?;
+            flamegraph::write_diff_svg(
+                &before,
+                &flamegraph::folded(&snap.stacks),
+                &meta,
+                &mut out,
+            )?;
+        }
+        (GraphFormat::Folded, Some(_)) => bail!("--diff writes an SVG; drop --format folded"),
+    }
+    std::fs::write(&args.output, out)
+        .with_context(|| format!("writing {}", args.output.display()))?;
+    let est: u64 = snap.stacks.iter().map(|s| s.weight).sum();
+    eprintln!(
+        "dropscope: wrote {} ({} stacks, ~{est} drops estimated from samples; {} drops counted exactly)",
+        args.output.display(),
+        snap.stacks.len(),
+        snap.total
+    );
+    Ok(())
+}

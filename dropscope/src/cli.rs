@@ -1,0 +1,213 @@
+//! The command line, parsed in one place; doc comments are the help text.
+use std::{path::PathBuf, time::Duration};
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::probe::ProbeChoice;
+
+/// Interactive terminal profiler for Linux kernel packet drops: which packets the kernel drops,
+/// why, where, from which stack, and since when. Counts in the kernel, never per event.
+///
+/// With no command, starts the live view (needs root and a terminal).
+#[derive(Debug, Parser)]
+#[command(name = "dropscope", version, about, long_about)]
+pub struct Cli {
+    /// What to do (default: the live view).
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Probe and polling options of the live view.
+    #[command(flatten)]
+    pub live: LiveArgs,
+    /// Directory where `f` writes flamegraph SVGs and `r` writes recordings.
+    #[arg(long, global = true, default_value = ".", value_name = "DIR")]
+    pub output_dir: PathBuf,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Count drops (live, or from a recording) and print the result.
+    Report(ReportArgs),
+    /// List the running kernel's drop reasons (read from BTF; no root needed).
+    Reasons {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// Record the live snapshot stream to a file, headless, until Ctrl-C or --duration.
+    Record {
+        /// The recording to write (created with owner-only permissions).
+        #[arg(short, long, value_name = "FILE")]
+        output: PathBuf,
+        /// Stop after this long (e.g. 30s, 10m, 2h).
+        #[arg(long, value_parser = parse_duration, value_name = "D")]
+        duration: Option<Duration>,
+        /// Probe and polling options.
+        #[command(flatten)]
+        live: LiveArgs,
+    },
+    /// Replay a recording in the live view's TUI (no root needed).
+    Replay {
+        /// The recording.
+        file: PathBuf,
+    },
+    /// Write a flamegraph SVG (or folded stacks) of the sampled drop stacks.
+    Flamegraph(FlamegraphArgs),
+}
+
+/// Options of `report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Count for this long (e.g. 10s); without it, count until Ctrl-C or SIGTERM.
+    #[arg(long, value_parser = parse_duration, value_name = "D")]
+    pub duration: Option<Duration>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Where the counts come from.
+    #[command(flatten)]
+    pub window: InputWindow,
+    /// Probe and polling options (live only).
+    #[command(flatten)]
+    pub live: LiveArgs,
+}
+
+/// Options of `flamegraph`.
+#[derive(Debug, Args)]
+pub struct FlamegraphArgs {
+    /// Sample live stacks for this long (e.g. 10s); without it, until Ctrl-C or SIGTERM.
+    #[arg(long, value_parser = parse_duration, value_name = "D")]
+    pub duration: Option<Duration>,
+    /// The file to write.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = GraphFormat::Svg)]
+    pub format: GraphFormat,
+    /// Write a differential flamegraph against this baseline (folded stacks, e.g. from an
+    /// earlier `--format folded`).
+    #[arg(long, value_name = "BASELINE.folded")]
+    pub diff: Option<PathBuf>,
+    /// Where the stacks come from.
+    #[command(flatten)]
+    pub window: InputWindow,
+    /// Probe and polling options (live only).
+    #[command(flatten)]
+    pub live: LiveArgs,
+}
+
+/// Read a recording instead of the live kernel, optionally one window of it.
+#[derive(Debug, Args)]
+pub struct InputWindow {
+    /// Read this recording instead of counting live (no root needed).
+    #[arg(long, value_name = "FILE")]
+    pub input: Option<PathBuf>,
+    /// Start of the window, from the recording's start (e.g. 30s).
+    #[arg(long, value_parser = parse_duration, value_name = "T", requires = "input")]
+    pub from: Option<Duration>,
+    /// End of the window, from the recording's start (default: its end).
+    #[arg(long, value_parser = parse_duration, value_name = "T", requires = "input")]
+    pub to: Option<Duration>,
+}
+
+/// Probe and polling options.
+#[derive(Debug, Args, Clone)]
+pub struct LiveArgs {
+    /// Base poll interval: quicker while drops arrive (down to half), slower while idle (up to 4x).
+    #[arg(long, global = true, value_parser = parse_interval, default_value = "1s", value_name = "D")]
+    pub interval: Duration,
+    /// Capacity of the in-kernel (reason, location) map; drops beyond it are counted as overflow.
+    #[arg(long, global = true, default_value_t = dropscope_common::DEFAULT_MAX_KEYS,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000), value_name = "N")]
+    pub max_keys: u32,
+    /// Which kernel hook to use.
+    #[arg(long, global = true, value_enum, default_value_t = ProbeChoice::Auto)]
+    pub probe: ProbeChoice,
+    /// Kernel BTF file (for tp_btf and drop-reason names).
+    #[arg(
+        long,
+        global = true,
+        default_value = "/sys/kernel/btf/vmlinux",
+        value_name = "PATH"
+    )]
+    pub btf: PathBuf,
+    /// Do not capture kernel stacks.
+    #[arg(long, global = true)]
+    pub no_stacks: bool,
+    /// Stack samples per second to aim for; the sampling period follows the drop rate.
+    #[arg(long, global = true, default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000), value_name = "N")]
+    pub stack_budget: u64,
+    /// Enable kernel BPF run-time statistics while running, to show the probe's ns per drop
+    /// (costs a little per drop; off again on exit).
+    #[arg(long, global = true)]
+    pub bpf_stats: bool,
+}
+
+/// Text or JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Aligned columns.
+    Table,
+    /// One JSON object.
+    Json,
+}
+
+/// Flamegraph output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum GraphFormat {
+    /// An interactive SVG (inferno).
+    Svg,
+    /// Collapsed stacks, one `frame;frame;... weight` line each.
+    Folded,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 10s, 1m30s, 500ms)"))
+}
+
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < Duration::from_millis(50) || d > Duration::from_secs(60) {
+        return Err("the interval must be between 50ms and 60s".into());
+    }
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn the_cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn parses_report_flags() {
+        let cli = Cli::try_parse_from([
+            "dropscope",
+            "report",
+            "--duration",
+            "2s",
+            "--format",
+            "json",
+        ])
+        .expect("parse");
+        let Some(Command::Report(r)) = cli.command else {
+            panic!("not a report")
+        };
+        assert_eq!(r.duration, Some(Duration::from_secs(2)));
+        assert_eq!(r.format, Format::Json);
+    }
+
+    #[test]
+    fn rejects_bad_values() {
+        assert!(Cli::try_parse_from(["dropscope", "--interval", "1ms"]).is_err());
+        assert!(Cli::try_parse_from(["dropscope", "report", "--duration", "soon"]).is_err());
+        assert!(Cli::try_parse_from(["dropscope", "--max-keys", "0"]).is_err());
+        assert!(Cli::try_parse_from(["dropscope", "report", "--from", "1s"]).is_err());
+    }
+}

@@ -1,0 +1,228 @@
+//! Drop-reason names read from the running kernel: BTF first, the tracepoint format as fallback.
+use std::{collections::BTreeMap, path::Path, sync::Arc};
+
+use anyhow::{Context as _, bail};
+use btf_rs::{Btf, Type};
+
+use crate::model::Reason;
+
+/// Where the reason table came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReasonSource {
+    /// `enum skb_drop_reason` (and subsystem enums) in kernel BTF.
+    Btf,
+    /// The `__print_symbolic` list of the `skb:kfree_skb` tracepoint format.
+    TracepointFormat,
+}
+
+/// The running kernel's drop reasons: value → name (without the `SKB_DROP_REASON_` prefix).
+#[derive(Clone, Debug)]
+pub struct ReasonTable {
+    names: BTreeMap<u32, Arc<str>>,
+    /// Where the names came from.
+    pub source: ReasonSource,
+}
+
+const PREFIX: &str = "SKB_DROP_REASON_";
+/// Subsystem reasons carry their subsystem id in the high 16 bits.
+pub const SUBSYS_SHIFT: u32 = 16;
+
+impl ReasonTable {
+    /// Reads the table of the running kernel: BTF, else the tracepoint format file.
+    pub fn from_running_kernel() -> anyhow::Result<Self> {
+        let btf = Path::new("/sys/kernel/btf/vmlinux");
+        match Self::from_btf_file(btf) {
+            Ok(t) => Ok(t),
+            Err(btf_err) => {
+                let format = super::tracefs::kfree_skb_format()
+                    .with_context(|| format!("no drop reasons in BTF ({btf_err:#})"))?;
+                Self::from_tracepoint_format(&format)
+            }
+        }
+    }
+
+    /// Reads `enum skb_drop_reason` and any other `*_drop_reason` enum (subsystem reasons,
+    /// whose values carry the subsystem in the high 16 bits) from a BTF file.
+    pub fn from_btf_file(path: &Path) -> anyhow::Result<Self> {
+        let btf = Btf::from_file(path).with_context(|| format!("reading {}", path.display()))?;
+        let mut names = BTreeMap::new();
+        for ty in btf
+            .resolve_types_by_name("skb_drop_reason")
+            .context("no `enum skb_drop_reason` in BTF")?
+        {
+            if let Type::Enum(e) = ty {
+                for m in &e.members {
+                    let name = btf.resolve_name(m)?;
+                    // Bookkeeping values, not reasons.
+                    if !name.ends_with("_MAX") && !name.ends_with("_MASK") {
+                        names.insert(m.val(), clean(&name));
+                    }
+                }
+            }
+        }
+        if names.is_empty() {
+            bail!("`enum skb_drop_reason` has no values in {}", path.display());
+        }
+        // Subsystem reasons (mac80211, openvswitch, ...) live in enums of their own.
+        let mut types = btf.type_iter();
+        while let Ok(Some(ty)) = fallible_next(&mut types) {
+            if let Type::Enum(e) = ty {
+                let Ok(enum_name) = btf.resolve_name(&e) else {
+                    continue;
+                };
+                if enum_name == "skb_drop_reason" || !enum_name.ends_with("drop_reason") {
+                    continue;
+                }
+                for m in &e.members {
+                    if m.val() >> SUBSYS_SHIFT != 0 {
+                        let name = btf.resolve_name(m)?;
+                        names.entry(m.val()).or_insert_with(|| clean(&name));
+                    }
+                }
+            }
+        }
+        Ok(Self {
+            names,
+            source: ReasonSource::Btf,
+        })
+    }
+
+    /// Parses the `__print_symbolic(REC->reason, { 2, "NOT_SPECIFIED" }, ...)` list of a
+    /// tracepoint format file.
+    pub fn from_tracepoint_format(format: &str) -> anyhow::Result<Self> {
+        let start = format
+            .find("__print_symbolic(REC->reason")
+            .context("the kfree_skb tracepoint format lists no drop reasons")?;
+        let mut names = BTreeMap::new();
+        let mut rest = &format[start..];
+        while let Some(open) = rest.find('{') {
+            rest = &rest[open + 1..];
+            let Some(close) = rest.find('}') else { break };
+            let pair = &rest[..close];
+            rest = &rest[close + 1..];
+            let Some((num, name)) = pair.split_once(',') else {
+                continue;
+            };
+            let name = name.trim().trim_matches('"');
+            if let Some(v) = parse_int(num.trim()) {
+                names.insert(v, clean(name));
+            }
+        }
+        if names.is_empty() {
+            bail!("could not parse the drop reasons of the kfree_skb tracepoint format");
+        }
+        Ok(Self {
+            names,
+            source: ReasonSource::TracepointFormat,
+        })
+    }
+
+    /// The value of a reason by name (with or without the `SKB_DROP_REASON_` prefix).
+    pub fn value_of(&self, name: &str) -> Option<u32> {
+        let name = name.strip_prefix(PREFIX).unwrap_or(name);
+        let name = name.strip_prefix("SKB_").unwrap_or(name);
+        self.names
+            .iter()
+            .find(|(_, n)| n.as_ref() == name)
+            .map(|(v, _)| *v)
+    }
+
+    /// The reason for a value; unknown values are named `UNKNOWN(n)`.
+    pub fn reason(&self, code: u32) -> Reason {
+        let name = self
+            .names
+            .get(&code)
+            .cloned()
+            .unwrap_or_else(|| format!("UNKNOWN({code})").into());
+        Reason { code, name }
+    }
+
+    /// All known reasons, by value.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &str)> {
+        self.names.iter().map(|(v, n)| (*v, n.as_ref()))
+    }
+
+    /// The values that are not drops: `NOT_DROPPED_YET` and `CONSUMED`.
+    pub fn non_drop_values(&self) -> anyhow::Result<(u32, u32)> {
+        let not_dropped = self
+            .value_of("NOT_DROPPED_YET")
+            .context("this kernel's reason table has no SKB_NOT_DROPPED_YET")?;
+        let consumed = self
+            .value_of("CONSUMED")
+            .context("this kernel's reason table has no SKB_CONSUMED")?;
+        Ok((not_dropped, consumed))
+    }
+}
+
+/// `SKB_DROP_REASON_NO_SOCKET` → `NO_SOCKET`; `SKB_CONSUMED` → `CONSUMED`.
+fn clean(name: &str) -> Arc<str> {
+    let n = name.strip_prefix(PREFIX).unwrap_or(name);
+    let n = n.strip_prefix("SKB_").unwrap_or(n);
+    Arc::from(n)
+}
+
+fn fallible_next(it: &mut btf_rs::TypeIter<'_>) -> btf_rs::Result<Option<Type>> {
+    fallible_iterator::FallibleIterator::next(it)
+}
+
+fn parse_int(s: &str) -> Option<u32> {
+    match s.strip_prefix("0x") {
+        Some(hex) => u32::from_str_radix(hex, 16).ok(),
+        None => s.parse().ok(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FORMAT: &str = r#"name: kfree_skb
+ID: 1535
+format:
+	field:unsigned short common_type;	offset:0;	size:2;	signed:0;
+	field:void * skbaddr;	offset:8;	size:8;	signed:0;
+	field:void * location;	offset:16;	size:8;	signed:0;
+	field:unsigned short protocol;	offset:32;	size:2;	signed:0;
+	field:enum skb_drop_reason reason;	offset:36;	size:4;	signed:0;
+
+print fmt: "skbaddr=%p rx_sk=%p protocol=%u location=%pS reason: %s", REC->skbaddr, REC->rx_sk, REC->protocol, REC->location, __print_symbolic(REC->reason, { 0, "NOT_DROPPED_YET" }, { 1, "CONSUMED" }, { 2, "NOT_SPECIFIED" }, { 3, "NO_SOCKET" }, { 0x10000, "SUBSYS_THING" })
+"#;
+
+    #[test]
+    fn parses_the_tracepoint_format_list() {
+        let t = ReasonTable::from_tracepoint_format(FORMAT).expect("parse");
+        assert_eq!(t.source, ReasonSource::TracepointFormat);
+        assert_eq!(&*t.reason(3).name, "NO_SOCKET");
+        assert_eq!(&*t.reason(0x10000).name, "SUBSYS_THING");
+        assert_eq!(t.non_drop_values().expect("non-drop"), (0, 1));
+        assert_eq!(t.iter().count(), 5);
+    }
+
+    #[test]
+    fn unknown_values_are_named_unknown() {
+        let t = ReasonTable::from_tracepoint_format(FORMAT).expect("parse");
+        assert_eq!(&*t.reason(999).name, "UNKNOWN(999)");
+    }
+
+    #[test]
+    fn a_format_without_reasons_is_an_error() {
+        assert!(ReasonTable::from_tracepoint_format("print fmt: \"x\"").is_err());
+    }
+
+    #[test]
+    fn names_lose_their_prefixes() {
+        assert_eq!(&*clean("SKB_DROP_REASON_NO_SOCKET"), "NO_SOCKET");
+        assert_eq!(&*clean("SKB_CONSUMED"), "CONSUMED");
+        assert_eq!(&*clean("SKB_NOT_DROPPED_YET"), "NOT_DROPPED_YET");
+    }
+
+    #[test]
+    fn reads_this_kernels_btf() {
+        // The machines this project supports have BTF; see the README's requirements.
+        let path = Path::new("/sys/kernel/btf/vmlinux");
+        let t = ReasonTable::from_btf_file(path).expect("BTF reasons");
+        assert_eq!(t.source, ReasonSource::Btf);
+        assert!(t.value_of("NO_SOCKET").is_some());
+        assert!(t.value_of("NOT_DROPPED_YET").is_some());
+    }
+}
