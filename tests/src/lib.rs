@@ -1,1 +1,197 @@
-//! Integration tests of dropscope against the real kernel; see tests/.
+//! Helpers for dropscope's integration tests against the real kernel: network namespaces,
+//! traffic, and running the dropscope binary. Every test here needs root.
+use std::{
+    io::{BufRead, BufReader},
+    path::PathBuf,
+    process::{Child, Command, Output, Stdio},
+    sync::{Mutex, MutexGuard},
+    time::{Duration, Instant},
+};
+
+/// Tests count system-wide drops, so they run one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Panics unless running as root, then takes the lock that serialises kernel tests.
+pub fn root_test() -> MutexGuard<'static, ()> {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "this test loads eBPF programs and creates network namespaces: it needs root \
+         (run `sudo -E cargo xtask test`)"
+    );
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The dropscope binary built next to this test (`cargo xtask test` builds it first), or
+/// `$DROPSCOPE_BIN`.
+pub fn dropscope_bin() -> PathBuf {
+    match std::env::var_os("DROPSCOPE_BIN") {
+        Some(p) => p.into(),
+        None => sibling_bin("dropscope"),
+    }
+}
+
+/// The traffic generator of this crate (cargo builds it for the integration tests).
+pub fn traffic_bin() -> PathBuf {
+    sibling_bin("traffic")
+}
+
+fn sibling_bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    exe.ancestors()
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "no {name} binary near {}: run `cargo build -p dropscope` (cargo xtask test does)",
+                exe.display()
+            )
+        })
+}
+
+/// A network namespace made for one test, removed when dropped.
+pub struct Netns {
+    /// Its name.
+    pub name: String,
+}
+
+impl Netns {
+    /// Creates `ds-<tag>-<pid>` with loopback up.
+    pub fn new(tag: &str) -> Self {
+        let name = format!("ds-{tag}-{}", std::process::id());
+        let _ = Command::new("ip")
+            .args(["netns", "del", &name])
+            .stderr(Stdio::null())
+            .status();
+        run(Command::new("ip").args(["netns", "add", &name]));
+        let ns = Self { name };
+        run(Command::new("ip").args(["-n", &ns.name, "link", "set", "lo", "up"]));
+        ns
+    }
+
+    /// Runs a command inside the namespace; panics if it fails.
+    pub fn exec(&self, args: &[&str]) -> Output {
+        run(Command::new("ip")
+            .args(["netns", "exec", &self.name])
+            .args(args))
+    }
+
+    /// Runs the traffic generator inside the namespace; returns its stdout.
+    pub fn traffic(&self, args: &[&str]) -> String {
+        let bin = traffic_bin();
+        let mut all = vec![bin.to_str().expect("utf-8 path")];
+        all.extend_from_slice(args);
+        String::from_utf8_lossy(&self.exec(&all).stdout)
+            .trim()
+            .to_string()
+    }
+
+    /// Whether `ip netns list` still shows this namespace.
+    pub fn exists(name: &str) -> bool {
+        let out = run(Command::new("ip").args(["netns", "list"]));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some(name))
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
+/// Runs a command and panics with its output if it fails.
+pub fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A running `dropscope` command that has attached its probe and is counting.
+pub struct Counting {
+    child: Child,
+}
+
+impl Counting {
+    /// Starts `dropscope <args>` and waits for the line saying it is attached and counting.
+    pub fn start(args: &[&str]) -> Self {
+        let mut child = Command::new(dropscope_bin())
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn dropscope");
+        let stderr = child.stderr.take().expect("stderr");
+        let mut lines = BufReader::new(stderr).lines();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match lines.next() {
+                Some(Ok(line))
+                    if line.contains("counting drops") || line.contains("recording drops") =>
+                {
+                    break;
+                }
+                Some(Ok(_)) => {}
+                _ => {
+                    let out = child.wait_with_output().expect("wait");
+                    panic!(
+                        "dropscope exited before counting: {:?} {}",
+                        out.status,
+                        String::from_utf8_lossy(&out.stdout)
+                    );
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "dropscope did not start counting"
+            );
+        }
+        // Keep draining stderr so the child never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Self { child }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends SIGINT, waits for the process and returns its stdout; asserts it exited cleanly.
+    pub fn interrupt(self) -> String {
+        // SAFETY: kill(2) with a pid we own and a valid signal.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        self.wait()
+    }
+
+    /// Waits for the process to end by itself and returns its stdout.
+    pub fn wait(self) -> String {
+        let out = self.child.wait_with_output().expect("wait for dropscope");
+        assert!(out.status.success(), "dropscope failed: {:?}", out.status);
+        String::from_utf8(out.stdout).expect("utf-8 output")
+    }
+}
+
+/// Sum of the counts in a JSON report for a reason whose location starts with `location`.
+pub fn count(report: &serde_json::Value, reason: &str, location: &str) -> u64 {
+    report["drops"]
+        .as_array()
+        .expect("drops array")
+        .iter()
+        .filter(|d| {
+            d["reason"] == reason
+                && d["location"]
+                    .as_str()
+                    .is_some_and(|l| l.starts_with(location))
+        })
+        .map(|d| d["count"].as_u64().expect("count"))
+        .sum()
+}

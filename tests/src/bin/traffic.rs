@@ -1,0 +1,113 @@
+//! Generates an exact number of real packet drops of one kind; run it inside a test namespace.
+//!
+//! `traffic udp PORT N`: N datagrams to a closed UDP port (NO_SOCKET).
+//! `traffic tcp PORT N`: N connection attempts to a closed TCP port (NO_SOCKET).
+//! `traffic raw PROTO N`: N IP packets of an unused protocol (IP_NOPROTO).
+//! `traffic rcvbuf N`: N datagrams to a bound socket with a tiny receive buffer that is never
+//! read while they arrive; prints how many the kernel dropped (SOCKET_RCVBUFF).
+use std::{
+    net::{SocketAddr, TcpStream, UdpSocket},
+    os::fd::AsRawFd,
+    time::Duration,
+};
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |i: usize| -> anyhow::Result<u64> {
+        Ok(args
+            .get(i)
+            .ok_or_else(|| anyhow::anyhow!("usage: traffic udp|tcp|raw|rcvbuf ..."))?
+            .parse()?)
+    };
+    match args.first().map(String::as_str) {
+        Some("udp") => {
+            let (port, n) = (arg(1)? as u16, arg(2)?);
+            let s = UdpSocket::bind("127.0.0.1:0")?;
+            for _ in 0..n {
+                s.send_to(b"dropscope", ("127.0.0.1", port))?;
+            }
+        }
+        Some("tcp") => {
+            let (port, n) = (arg(1)? as u16, arg(2)?);
+            let addr: SocketAddr = ([127, 0, 0, 1], port as u16).into();
+            for _ in 0..n {
+                let r = TcpStream::connect_timeout(&addr, Duration::from_secs(2));
+                anyhow::ensure!(r.is_err(), "port {port} is open");
+            }
+        }
+        Some("raw") => {
+            let (proto, n) = (arg(1)? as u8, arg(2)?);
+            raw(proto, n)?;
+        }
+        Some("rcvbuf") => {
+            let n = arg(1)?;
+            let rx = UdpSocket::bind("127.0.0.1:0")?;
+            let size: libc::c_int = 1;
+            // SAFETY: setsockopt reads `size` (a valid c_int) for the given length.
+            let rc = unsafe {
+                libc::setsockopt(
+                    rx.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_RCVBUF,
+                    (&size as *const libc::c_int).cast(),
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            anyhow::ensure!(rc == 0, "SO_RCVBUF: {}", std::io::Error::last_os_error());
+            let tx = UdpSocket::bind("127.0.0.1:0")?;
+            for _ in 0..n {
+                tx.send_to(&[0u8; 512], rx.local_addr()?)?;
+            }
+            rx.set_nonblocking(true)?;
+            let mut buf = [0u8; 1024];
+            let mut received = 0;
+            while rx.recv(&mut buf).is_ok() {
+                received += 1;
+            }
+            println!("{}", n - received);
+        }
+        _ => anyhow::bail!("usage: traffic udp PORT N | tcp PORT N | raw PROTO N | rcvbuf N"),
+    }
+    Ok(())
+}
+
+/// Sends N IPv4 packets with protocol `proto` to 127.0.0.1 through an IPPROTO_RAW socket
+/// (which receives nothing itself, so the kernel finds no handler and drops each one).
+fn raw(proto: u8, n: u64) -> anyhow::Result<()> {
+    // SAFETY: plain socket(2) call; the fd is checked and closed below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_RAW) };
+    anyhow::ensure!(fd >= 0, "raw socket: {}", std::io::Error::last_os_error());
+    let mut pkt = [0u8; 28];
+    pkt[0] = 0x45; // IPv4, 20-byte header
+    let len = pkt.len() as u16;
+    pkt[2..4].copy_from_slice(&len.to_be_bytes());
+    pkt[8] = 64; // TTL
+    pkt[9] = proto;
+    pkt[12..16].copy_from_slice(&[127, 0, 0, 1]);
+    pkt[16..20].copy_from_slice(&[127, 0, 0, 1]);
+    let sa = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: 0,
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes([127, 0, 0, 1]),
+        },
+        sin_zero: [0; 8],
+    };
+    for _ in 0..n {
+        // SAFETY: the buffer and address are valid for the lengths given.
+        let rc = unsafe {
+            libc::sendto(
+                fd,
+                pkt.as_ptr().cast(),
+                pkt.len(),
+                0,
+                (&sa as *const libc::sockaddr_in).cast(),
+                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            )
+        };
+        anyhow::ensure!(rc >= 0, "sendto: {}", std::io::Error::last_os_error());
+    }
+    // SAFETY: closing the fd opened above, once.
+    unsafe { libc::close(fd) };
+    Ok(())
+}

@@ -1,0 +1,23 @@
+//! Checks shared by the integration tests.
+
+/// Names of loaded BPF programs that dropscope loads. The kernel frees a program shortly after
+/// its last reference goes, so this waits up to 5 s for them to go before answering.
+pub fn dropscope_programs() -> Vec<String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let left = loaded();
+        if left.is_empty() || std::time::Instant::now() > deadline {
+            return left;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+fn loaded() -> Vec<String> {
+    const OURS: [&str; 3] = ["kfree_skb_btf", "kfree_skb_tp", "sys_enter"];
+    aya::programs::loaded_programs()
+        .filter_map(Result::ok)
+        .filter_map(|p| p.name_as_str().map(str::to_string))
+        .filter(|n| OURS.contains(&n.as_str()))
+        .collect()
+}

@@ -1,0 +1,133 @@
+//! Exact counts of real drops of several reasons, generated in a namespace of the test's own.
+//! Needs root.
+mod common;
+
+use dropscope_tests::{Counting, Netns, count, root_test};
+
+#[test]
+fn report_counts_exactly_the_drops_generated() {
+    let _serial = root_test();
+    let ns = Netns::new("counts");
+    // An nftables rule that drops UDP to port 7777 inside the namespace only.
+    ns.exec(&["nft", "add table inet dstest"]);
+    ns.exec(&[
+        "nft",
+        "add chain inet dstest input { type filter hook input priority 0 ; }",
+    ]);
+    ns.exec(&["nft", "add rule inet dstest input udp dport 7777 drop"]);
+
+    let c = Counting::start(&["report", "--format", "json"]);
+    ns.traffic(&["udp", "9", "1000"]);
+    ns.traffic(&["tcp", "1", "300"]);
+    ns.traffic(&["raw", "253", "700"]);
+    ns.traffic(&["udp", "7777", "400"]);
+    let rcvbuf: u64 = ns
+        .traffic(&["rcvbuf", "500"])
+        .parse()
+        .expect("rcvbuf drops");
+    let report: serde_json::Value = serde_json::from_str(&c.interrupt()).expect("JSON report");
+
+    assert_eq!(
+        count(&report, "NO_SOCKET", "__udp4_lib_rcv+"),
+        1000,
+        "{report:#}"
+    );
+    assert_eq!(
+        count(&report, "NO_SOCKET", "tcp_v4_rcv+"),
+        300,
+        "{report:#}"
+    );
+    assert_eq!(count(&report, "IP_NOPROTO", ""), 700, "{report:#}");
+    assert_eq!(count(&report, "NETFILTER_DROP", ""), 400, "{report:#}");
+    assert!(rcvbuf > 0, "the tiny receive buffer dropped nothing");
+    assert_eq!(count(&report, "SOCKET_RCVBUFF", ""), rcvbuf, "{report:#}");
+
+    let keyed: u64 = report["drops"]
+        .as_array()
+        .expect("drops")
+        .iter()
+        .map(|d| d["count"].as_u64().expect("count"))
+        .sum();
+    let total = report["total"].as_u64().expect("total");
+    let overflow = report["overflow"].as_u64().expect("overflow");
+    assert_eq!(overflow, 0);
+    assert_eq!(keyed + overflow, total, "keyed + overflow must equal total");
+    assert!(
+        common::dropscope_programs().is_empty(),
+        "programs left attached"
+    );
+    let name = ns.name.clone();
+    drop(ns);
+    assert!(!Netns::exists(&name), "namespace left behind");
+}
+
+#[test]
+fn a_full_keyed_map_counts_the_rest_as_overflow() {
+    let _serial = root_test();
+    let ns = Netns::new("overflow");
+    // Two keys fit; UDP, TCP and raw drops make three keys (plus any background drops).
+    let c = Counting::start(&["report", "--format", "json", "--max-keys", "2"]);
+    ns.traffic(&["udp", "9", "100"]);
+    ns.traffic(&["tcp", "1", "100"]);
+    ns.traffic(&["raw", "253", "100"]);
+    let report: serde_json::Value = serde_json::from_str(&c.interrupt()).expect("JSON report");
+    let drops = report["drops"].as_array().expect("drops");
+    assert!(drops.len() <= 2, "{report:#}");
+    let keyed: u64 = drops
+        .iter()
+        .map(|d| d["count"].as_u64().expect("count"))
+        .sum();
+    let total = report["total"].as_u64().expect("total");
+    let overflow = report["overflow"].as_u64().expect("overflow");
+    assert!(
+        overflow >= 100,
+        "the third key's drops must be overflow: {report:#}"
+    );
+    assert!(total >= 300, "{report:#}");
+    assert_eq!(
+        keyed + overflow,
+        total,
+        "keyed + overflow must equal total: {report:#}"
+    );
+}
+
+#[test]
+fn report_with_a_duration_stops_by_itself_and_prints_a_table() {
+    let _serial = root_test();
+    let ns = Netns::new("table");
+    let c = Counting::start(&["report", "--duration", "3s"]);
+    ns.traffic(&["udp", "9", "250"]);
+    let out = c.wait();
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("NO_SOCKET") && l.contains("__udp4_lib_rcv+"))
+        .unwrap_or_else(|| panic!("no NO_SOCKET row in:\n{out}"));
+    let fields: Vec<_> = line.split_whitespace().collect();
+    assert_eq!(fields[2], "250", "{out}");
+    assert!(out.contains("total "), "{out}");
+}
+
+#[test]
+fn the_classic_tracepoint_counts_the_same() {
+    let _serial = root_test();
+    let ns = Netns::new("classic");
+    let mounts_before = tracefs_mounts();
+    let c = Counting::start(&["report", "--format", "json", "--probe", "tracepoint"]);
+    ns.traffic(&["udp", "9", "321"]);
+    let report: serde_json::Value = serde_json::from_str(&c.interrupt()).expect("JSON report");
+    assert_eq!(
+        count(&report, "NO_SOCKET", "__udp4_lib_rcv+"),
+        321,
+        "{report:#}"
+    );
+    // A tracefs that dropscope mounted itself is unmounted again.
+    assert_eq!(tracefs_mounts(), mounts_before);
+}
+
+fn tracefs_mounts() -> usize {
+    std::fs::read_to_string("/proc/self/mounts")
+        .expect("mounts")
+        .lines()
+        .filter(|l| l.contains(" tracefs "))
+        .count()
+}
