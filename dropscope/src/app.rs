@@ -14,8 +14,10 @@ use crate::{
     flamegraph::{self, GraphMeta},
     model::{SessionInfo, Snapshot, window},
     probe::{Probe, ProbeOptions, reasons::ReasonTable},
+    record::{self, Recording},
     report,
     source::Feed,
+    tui,
 };
 
 /// Runs the parsed command line.
@@ -92,7 +94,21 @@ async fn until(duration: Option<Duration>) {
 }
 
 async fn live_tui(live: &LiveArgs, dir: &Path) -> anyhow::Result<()> {
-    bail!("not yet")
+    require_terminal("the live view")?;
+    let (feed, stopper) = start_live(live, true)?;
+    let opts = tui::TuiOptions {
+        flamegraph_dir: dir.to_path_buf(),
+        record_dir: dir.to_path_buf(),
+    };
+    // SIGTERM (and SIGINT sent by `kill`) stop the collector; the feed closes and the TUI exits,
+    // restoring the terminal on its way out.
+    let stop = tokio::spawn(async move {
+        interrupted().await;
+        stopper.stop();
+    });
+    let res = tui::run(feed, opts).await;
+    stop.abort();
+    res
 }
 
 /// Counts live until `duration` or a signal; returns the last snapshot and the session info.
@@ -135,7 +151,27 @@ async fn count_live(
 fn recorded_window(
     w: &InputWindow,
 ) -> anyhow::Result<(SessionInfo, Snapshot, (Duration, Duration))> {
-    bail!("not yet")
+    let path = w.input.as_deref().context("no --input")?;
+    let rec = Recording::open(path).with_context(|| format!("opening {}", path.display()))?;
+    for warning in rec.warnings() {
+        eprintln!("dropscope: warning: {}: {warning}", path.display());
+    }
+    let to = w.to.unwrap_or(rec.duration()).min(rec.duration());
+    let from = w.from.unwrap_or_default();
+    if from > to {
+        bail!(
+            "--from {} is after --to {}",
+            humantime::format_duration(from),
+            humantime::format_duration(to)
+        );
+    }
+    let later = rec.snapshot_at(to)?;
+    let snap = if from.is_zero() {
+        later
+    } else {
+        window::between(&rec.snapshot_at(from)?, &later)
+    };
+    Ok((rec.info().clone(), snap, (from, to)))
 }
 
 async fn report_cmd(args: ReportArgs) -> anyhow::Result<()> {
@@ -188,11 +224,38 @@ async fn record_cmd(
     output: &Path,
     duration: Option<Duration>,
 ) -> anyhow::Result<()> {
-    bail!("not yet")
+    let (feed, stopper) = start_live(live, false)?;
+    eprintln!(
+        "dropscope: recording drops with {} to {}",
+        feed.info.probe,
+        output.display()
+    );
+    let summary = record::record_feed(feed, output, until(duration)).await;
+    stopper.stop();
+    let s = summary?;
+    eprintln!(
+        "dropscope: wrote {} ({} snapshots, {} bytes, {:.1}s, {} drops)",
+        s.path.display(),
+        s.frames,
+        s.bytes,
+        s.elapsed.as_secs_f64(),
+        s.total
+    );
+    Ok(())
 }
 
 async fn replay_cmd(file: &Path, dir: &Path) -> anyhow::Result<()> {
-    bail!("not yet")
+    let rec = Recording::open(file).with_context(|| format!("opening {}", file.display()))?;
+    for warning in rec.warnings() {
+        eprintln!("dropscope: warning: {}: {warning}", file.display());
+    }
+    require_terminal("replay")?;
+    let feed = record::replay_feed(rec);
+    let opts = tui::TuiOptions {
+        flamegraph_dir: dir.to_path_buf(),
+        record_dir: dir.to_path_buf(),
+    };
+    tui::run(feed, opts).await
 }
 
 async fn flamegraph_cmd(args: FlamegraphArgs) -> anyhow::Result<()> {

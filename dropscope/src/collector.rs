@@ -117,7 +117,9 @@ impl Collector {
     pub fn poll(&mut self) -> std::io::Result<(Snapshot, bool)> {
         let now = Instant::now();
         let totals = self.probe.totals();
-        let changed = self.last_totals.is_none_or(|t| t != totals);
+        let changed = self
+            .last_totals
+            .is_none_or(|t| t.drop_counts() != totals.drop_counts());
         let dt = now.duration_since(self.last_poll).as_secs_f64().max(1e-3);
         self.last_poll = now;
         let base = self.opts.interval;
@@ -152,7 +154,7 @@ impl Collector {
             self.map_syscalls += u64::from(calls);
             drops = entries;
             let after = self.probe.totals();
-            let settled = after == totals;
+            let settled = after.drop_counts() == totals.drop_counts();
             totals = after;
             if settled {
                 break;

@@ -97,6 +97,19 @@ pub struct Totals {
     pub self_syscalls: u64,
 }
 
+impl Totals {
+    /// The drop-related counters only (not dropscope's own syscall count), to detect change.
+    pub fn drop_counts(&self) -> [u64; 5] {
+        [
+            self.total,
+            self.overflow,
+            self.stack_samples,
+            self.stack_errors,
+            self.stack_overflow,
+        ]
+    }
+}
+
 /// The loaded, attached probe. Dropping it detaches everything.
 pub struct Probe {
     // Field order matters for Drop: mappings and map handles go before the object.
