@@ -1,0 +1,110 @@
+//! Recordings of real drops: replayed counts equal the live ones, a SIGKILLed recording still
+//! replays, and replay needs no root. Needs root (to record).
+use std::{
+    os::unix::fs::PermissionsExt,
+    process::{Command, Stdio},
+    time::Duration,
+};
+
+use dropscope_tests::{Counting, Netns, count, dropscope_bin, root_test};
+
+fn report_of(file: &std::path::Path, as_nobody: bool) -> serde_json::Value {
+    let mut cmd = if as_nobody {
+        let mut c = Command::new("setpriv");
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--",
+        ])
+        .arg(dropscope_bin());
+        c
+    } else {
+        Command::new(dropscope_bin())
+    };
+    let out = cmd
+        .args(["report", "--format", "json", "--input"])
+        .arg(file)
+        .stdin(Stdio::null())
+        .output()
+        .expect("report --input");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON report")
+}
+
+#[test]
+fn a_recording_replays_the_exact_live_counts_without_root() {
+    let _serial = root_test();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("drops.dsrec");
+    let ns = Netns::new("record");
+    let live = Counting::start(&["report", "--format", "json"]);
+    let rec = Counting::start(&["record", "-o", file.to_str().expect("utf-8")]);
+    ns.traffic(&["udp", "9", "777"]);
+    ns.traffic(&["raw", "253", "55"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    rec.interrupt();
+    let live: serde_json::Value = serde_json::from_str(&live.interrupt()).expect("live JSON");
+
+    let mode = std::fs::metadata(&file)
+        .expect("recording")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "recordings are owner-only");
+
+    let replayed = report_of(&file, false);
+    for (reason, loc, n) in [
+        ("NO_SOCKET", "__udp4_lib_rcv+", 777),
+        ("IP_NOPROTO", "", 55),
+    ] {
+        assert_eq!(count(&live, reason, loc), n, "{live:#}");
+        assert_eq!(count(&replayed, reason, loc), n, "{replayed:#}");
+    }
+    assert_eq!(
+        replayed["overflow"].as_u64().expect("overflow")
+            + replayed["drops"]
+                .as_array()
+                .expect("drops")
+                .iter()
+                .map(|d| d["count"].as_u64().expect("count"))
+                .sum::<u64>(),
+        replayed["total"].as_u64().expect("total")
+    );
+
+    // Replay needs no root: hand the file to an unprivileged user and read it as that user.
+    std::os::unix::fs::chown(&file, Some(65534), Some(65534)).expect("chown");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let as_nobody = report_of(&file, true);
+    assert_eq!(count(&as_nobody, "NO_SOCKET", "__udp4_lib_rcv+"), 777);
+}
+
+#[test]
+fn a_recording_killed_with_sigkill_replays_its_complete_frames() {
+    let _serial = root_test();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("killed.dsrec");
+    let ns = Netns::new("killed");
+    let rec = Counting::start(&[
+        "record",
+        "-o",
+        file.to_str().expect("utf-8"),
+        "--interval",
+        "100ms",
+    ]);
+    ns.traffic(&["udp", "9", "500"]);
+    std::thread::sleep(Duration::from_millis(2000));
+    // SAFETY: kill(2) with a valid signal to the process we started.
+    unsafe { libc::kill(rec.pid() as i32, libc::SIGKILL) };
+    let _ = std::panic::catch_unwind(|| rec.wait());
+    let replayed = report_of(&file, false);
+    assert_eq!(
+        count(&replayed, "NO_SOCKET", "__udp4_lib_rcv+"),
+        500,
+        "{replayed:#}"
+    );
+}
