@@ -71,6 +71,8 @@ fn main() -> anyhow::Result<()> {
                 step("clippy");
                 cargo(&["clippy", "--all-targets", "--", "-D", "warnings"])?;
             }
+            step("build (the integration tests run the dropscope binary)");
+            cargo(&["build", "--package", "dropscope", "--bins"])?;
             step("tests (unit, widget, and root integration tests on the real kernel)");
             cargo(&["test", "--", "--test-threads=1"])?;
             if fuzz_seconds > 0 {

@@ -28,6 +28,9 @@ fn bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> io::Result<()> {
     }
 }
 
+/// Entries of a per-CPU map: each key with its value on every possible CPU.
+pub type PerCpuEntries<K, V> = Vec<(K, Vec<V>)>;
+
 /// Reads every entry of a per-CPU hash map in as few syscalls as the kernel allows
 /// (`BPF_MAP_LOOKUP_BATCH`, or `BPF_MAP_LOOKUP_AND_DELETE_BATCH` with `delete`), summing nothing:
 /// each key comes with its per-CPU values. Returns the entries and the syscalls made.
@@ -36,7 +39,7 @@ pub fn per_cpu_batch<K: Pod, V: Pod>(
     capacity: usize,
     ncpus: usize,
     delete: bool,
-) -> io::Result<(Vec<(K, Vec<V>)>, u32)> {
+) -> io::Result<(PerCpuEntries<K, V>, u32)> {
     let stride = size_of::<V>().next_multiple_of(8);
     let chunk = capacity.clamp(1, 4096);
     // SAFETY: K and V are Pod: all-zero bytes are valid values.
@@ -126,7 +129,10 @@ unsafe impl<T: Send> Send for MmapArray<T> {}
 impl<T: Pod> MmapArray<T> {
     /// Maps `len` elements of the array map behind `fd`, read-write.
     pub fn new(fd: BorrowedFd<'_>, len: usize) -> io::Result<Self> {
-        assert!(size_of::<T>() % 8 == 0, "array values are 8-byte strided");
+        assert!(
+            size_of::<T>().is_multiple_of(8),
+            "array values are 8-byte strided"
+        );
         let page = 4096;
         let bytes = (len * size_of::<T>()).next_multiple_of(page);
         // SAFETY: mapping a BPF array map fd with the kernel's required MAP_SHARED; the result is

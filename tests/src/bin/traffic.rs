@@ -29,7 +29,7 @@ fn main() -> anyhow::Result<()> {
         }
         Some("tcp") => {
             let (port, n) = (arg(1)? as u16, arg(2)?);
-            let addr: SocketAddr = ([127, 0, 0, 1], port as u16).into();
+            let addr: SocketAddr = ([127, 0, 0, 1], port).into();
             for _ in 0..n {
                 let r = TcpStream::connect_timeout(&addr, Duration::from_secs(2));
                 anyhow::ensure!(r.is_err(), "port {port} is open");
