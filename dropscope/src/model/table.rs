@@ -1,1 +1,482 @@
-//! Table rows (placeholder, filled in by the TUI work).
+//! Table rows from cumulative snapshots: exact counts, rates over the last interval, shares,
+//! bounded trends, sorting and the text filter.
+use std::{
+    cmp::Ordering,
+    collections::{HashMap, VecDeque},
+    time::Duration,
+};
+
+use super::{DropKey, Health, Snapshot};
+
+/// How many intervals of history a trend keeps.
+pub const TREND_LEN: usize = 64;
+
+/// The column the table is sorted by.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SortKey {
+    /// Drops per second over the last interval, highest first.
+    #[default]
+    Rate,
+    /// Exact cumulative count, highest first.
+    Count,
+    /// Reason name, A to Z.
+    Reason,
+    /// Kernel location, A to Z.
+    Location,
+}
+
+impl SortKey {
+    /// The next sort in the cycle rate, count, reason, location.
+    pub fn next(self) -> Self {
+        match self {
+            Self::Rate => Self::Count,
+            Self::Count => Self::Reason,
+            Self::Reason => Self::Location,
+            Self::Location => Self::Rate,
+        }
+    }
+
+    /// A short name for the header.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Rate => "rate",
+            Self::Count => "count",
+            Self::Reason => "reason",
+            Self::Location => "location",
+        }
+    }
+}
+
+/// What the tracker knows about one key.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KeyStats {
+    /// Exact cumulative count.
+    pub count: u64,
+    /// Drops per second over the last interval; `None` until two snapshots were seen.
+    pub rate: Option<f64>,
+    /// Drops per second of the last [`TREND_LEN`] intervals, oldest first.
+    pub trend: VecDeque<u64>,
+}
+
+/// dropscope's own cost over the last interval, from [`Health`] differences.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Cost {
+    /// Userspace CPU time as a percentage of one CPU.
+    pub cpu_percent: Option<f64>,
+    /// Syscalls per second, when the collector counts them.
+    pub syscalls_per_sec: Option<f64>,
+    /// Whether the kernel reports BPF run statistics (`kernel.bpf_stats_enabled`).
+    pub bpf_stats: bool,
+    /// Mean BPF program run time in ns over the interval, when it ran at all.
+    pub bpf_ns_per_run: Option<f64>,
+}
+
+impl Cost {
+    fn between(a: &Health, b: &Health, secs: f64) -> Self {
+        let cpu_percent = Some(b.self_cpu_us.saturating_sub(a.self_cpu_us) as f64 / secs / 1e4);
+        let syscalls_per_sec = match (a.self_syscalls, b.self_syscalls) {
+            (Some(x), Some(y)) => Some(y.saturating_sub(x) as f64 / secs),
+            _ => None,
+        };
+        let bpf_ns_per_run = match (a.bpf_run_ns, a.bpf_run_cnt, b.bpf_run_ns, b.bpf_run_cnt) {
+            (Some(ns0), Some(n0), Some(ns1), Some(n1)) if n1 > n0 => {
+                Some(ns1.saturating_sub(ns0) as f64 / (n1 - n0) as f64)
+            }
+            _ => None,
+        };
+        Self {
+            cpu_percent,
+            syscalls_per_sec,
+            bpf_stats: b.bpf_run_ns.is_some() && b.bpf_run_cnt.is_some(),
+            bpf_ns_per_run,
+        }
+    }
+}
+
+/// One table row, borrowed from a [`Tracker`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row<'a> {
+    /// The (reason, location) key.
+    pub key: &'a DropKey,
+    /// Exact cumulative count.
+    pub count: u64,
+    /// Drops per second over the last interval, if known.
+    pub rate: Option<f64>,
+    /// Percentage of all drops (cumulative count over cumulative total).
+    pub share: f64,
+    /// Recent rates, oldest first.
+    pub trend: &'a VecDeque<u64>,
+}
+
+/// Turns a stream of cumulative snapshots into per-key rates and trends.
+///
+/// A snapshot older than the previous one (a replay seek) restarts the history.
+#[derive(Clone, Debug, Default)]
+pub struct Tracker {
+    latest: Option<Snapshot>,
+    interval: Option<Duration>,
+    keys: HashMap<DropKey, KeyStats>,
+    total_rate: Option<f64>,
+    total_trend: VecDeque<u64>,
+    cost: Cost,
+}
+
+/// Adds `rate` to a trend, dropping the oldest beyond [`TREND_LEN`].
+fn push_trend(trend: &mut VecDeque<u64>, rate: f64) {
+    if trend.len() == TREND_LEN {
+        trend.pop_front();
+    }
+    // A trickle below 1/s still shows as a non-empty bar.
+    let v = if rate > 0.0 {
+        rate.round().max(1.0)
+    } else {
+        0.0
+    };
+    trend.push_back(v as u64);
+}
+
+impl Tracker {
+    /// An empty tracker.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Takes in the next snapshot. Returns `true` when it restarted the history (its `elapsed` is
+    /// smaller than the previous snapshot's).
+    pub fn push(&mut self, snap: Snapshot) -> bool {
+        let prev = self.latest.take();
+        let reset = prev.as_ref().is_some_and(|p| snap.elapsed < p.elapsed);
+        match prev {
+            Some(prev) if snap.elapsed > prev.elapsed => self.advance(&prev, &snap),
+            Some(_) if !reset => {
+                // Same instant: take the counts, keep the rates.
+                for d in &snap.drops {
+                    self.keys.entry(d.key.clone()).or_default().count = d.count;
+                }
+            }
+            _ => {
+                *self = Self::default();
+                for d in &snap.drops {
+                    self.keys.entry(d.key.clone()).or_default().count = d.count;
+                }
+            }
+        }
+        self.latest = Some(snap);
+        reset
+    }
+
+    fn advance(&mut self, prev: &Snapshot, snap: &Snapshot) {
+        let dt = snap.elapsed.saturating_sub(prev.elapsed);
+        let secs = dt.as_secs_f64();
+        self.interval = Some(dt);
+        let mut seen = 0usize;
+        for d in &snap.drops {
+            let stats = self.keys.entry(d.key.clone()).or_default();
+            let rate = d.count.saturating_sub(stats.count) as f64 / secs;
+            stats.count = d.count;
+            stats.rate = Some(rate);
+            push_trend(&mut stats.trend, rate);
+            seen += 1;
+        }
+        if seen < self.keys.len() {
+            // Keys absent from this snapshot did not grow.
+            let present: std::collections::HashSet<&DropKey> =
+                snap.drops.iter().map(|d| &d.key).collect();
+            for (k, stats) in self.keys.iter_mut() {
+                if !present.contains(k) {
+                    stats.rate = Some(0.0);
+                    push_trend(&mut stats.trend, 0.0);
+                }
+            }
+        }
+        let total_rate = snap.total.saturating_sub(prev.total) as f64 / secs;
+        self.total_rate = Some(total_rate);
+        push_trend(&mut self.total_trend, total_rate);
+        self.cost = Cost::between(&prev.health, &snap.health, secs);
+    }
+
+    /// The latest snapshot, if any.
+    pub fn latest(&self) -> Option<&Snapshot> {
+        self.latest.as_ref()
+    }
+
+    /// Length of the last interval rates were computed over.
+    pub fn interval(&self) -> Option<Duration> {
+        self.interval
+    }
+
+    /// All drops per second over the last interval.
+    pub fn total_rate(&self) -> Option<f64> {
+        self.total_rate
+    }
+
+    /// Recent total rates, oldest first.
+    pub fn total_trend(&self) -> &VecDeque<u64> {
+        &self.total_trend
+    }
+
+    /// dropscope's own cost over the last interval.
+    pub fn cost(&self) -> Cost {
+        self.cost
+    }
+
+    /// Number of distinct keys seen.
+    pub fn key_count(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// The rows whose reason or location match `filter` (see [`matches()`]), sorted by `sort`.
+    pub fn rows(&self, sort: SortKey, filter: &str) -> Vec<Row<'_>> {
+        let total = self.latest.as_ref().map_or(0, |s| s.total);
+        let terms = terms(filter);
+        let mut rows: Vec<Row<'_>> = self
+            .keys
+            .iter()
+            .filter(|(k, _)| matches_terms(k, &terms))
+            .map(|(key, s)| Row {
+                key,
+                count: s.count,
+                rate: s.rate,
+                share: if total == 0 {
+                    0.0
+                } else {
+                    s.count as f64 * 100.0 / total as f64
+                },
+                trend: &s.trend,
+            })
+            .collect();
+        rows.sort_by(|a, b| compare(sort, a, b));
+        rows
+    }
+}
+
+fn by_count(a: &Row<'_>, b: &Row<'_>) -> Ordering {
+    b.count.cmp(&a.count).then_with(|| a.key.cmp(b.key))
+}
+
+fn compare(sort: SortKey, a: &Row<'_>, b: &Row<'_>) -> Ordering {
+    match sort {
+        SortKey::Rate => {
+            let (ra, rb) = (a.rate.unwrap_or(0.0), b.rate.unwrap_or(0.0));
+            rb.total_cmp(&ra).then_with(|| by_count(a, b))
+        }
+        SortKey::Count => by_count(a, b),
+        SortKey::Reason => a
+            .key
+            .reason
+            .name
+            .cmp(&b.key.reason.name)
+            .then_with(|| by_count(a, b)),
+        SortKey::Location => a
+            .key
+            .location
+            .cmp(&b.key.location)
+            .then_with(|| by_count(a, b)),
+    }
+}
+
+fn terms(filter: &str) -> Vec<String> {
+    filter.split_whitespace().map(str::to_lowercase).collect()
+}
+
+fn matches_terms(key: &DropKey, terms: &[String]) -> bool {
+    if terms.is_empty() {
+        return true;
+    }
+    let reason = key.reason.name.to_lowercase();
+    let location = key.location.to_lowercase();
+    terms
+        .iter()
+        .all(|t| reason.contains(t.as_str()) || location.contains(t.as_str()))
+}
+
+/// Whether `key` passes the text filter: every whitespace-separated term of `filter` occurs,
+/// ignoring case, in the reason name or the location. An empty filter matches everything.
+pub fn matches(key: &DropKey, filter: &str) -> bool {
+    matches_terms(key, &terms(filter))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{DropCount, Reason};
+
+    fn key(name: &str, loc: &str) -> DropKey {
+        DropKey {
+            reason: Reason {
+                code: name.len() as u32,
+                name: name.into(),
+            },
+            location: loc.into(),
+        }
+    }
+
+    fn snap(secs: u64, counts: &[(&str, &str, u64)]) -> Snapshot {
+        let drops: Vec<_> = counts
+            .iter()
+            .map(|&(r, l, n)| DropCount {
+                key: key(r, l),
+                count: n,
+            })
+            .collect();
+        let total = drops.iter().map(|d| d.count).sum();
+        Snapshot {
+            elapsed: Duration::from_secs(secs),
+            total,
+            drops,
+            ..Default::default()
+        }
+    }
+
+    fn names(rows: &[Row<'_>]) -> Vec<String> {
+        rows.iter()
+            .map(|r| format!("{}@{}", r.key.reason.name, r.key.location))
+            .collect()
+    }
+
+    #[test]
+    fn rates_come_from_consecutive_snapshots() {
+        let mut t = Tracker::new();
+        t.push(snap(1, &[("NO_SOCKET", "a", 10), ("OTHER", "b", 4)]));
+        let rows = t.rows(SortKey::Count, "");
+        assert_eq!(rows[0].count, 10);
+        assert_eq!(rows[0].rate, None);
+        assert!(rows[0].trend.is_empty());
+        t.push(snap(
+            3,
+            &[("NO_SOCKET", "a", 30), ("OTHER", "b", 4), ("NEW", "c", 6)],
+        ));
+        let rows = t.rows(SortKey::Count, "");
+        assert_eq!(names(&rows), ["NO_SOCKET@a", "NEW@c", "OTHER@b"]);
+        assert_eq!(rows[0].rate, Some(10.0));
+        assert_eq!(rows[1].rate, Some(3.0));
+        assert_eq!(rows[2].rate, Some(0.0));
+        assert_eq!(t.total_rate(), Some(13.0));
+        assert_eq!(t.interval(), Some(Duration::from_secs(2)));
+        assert_eq!(rows[0].trend.iter().copied().collect::<Vec<_>>(), [10]);
+        assert!((rows[0].share - 75.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn elapsed_going_back_resets_history() {
+        let mut t = Tracker::new();
+        assert!(!t.push(snap(1, &[("A", "a", 1)])));
+        assert!(!t.push(snap(2, &[("A", "a", 5), ("B", "b", 1)])));
+        assert_eq!(t.key_count(), 2);
+        assert!(t.push(snap(1, &[("A", "a", 1)])));
+        assert_eq!(t.key_count(), 1);
+        let rows = t.rows(SortKey::Rate, "");
+        assert_eq!(rows[0].rate, None);
+        assert!(rows[0].trend.is_empty());
+        assert_eq!(t.total_rate(), None);
+        t.push(snap(2, &[("A", "a", 3)]));
+        assert_eq!(t.rows(SortKey::Rate, "")[0].rate, Some(2.0));
+    }
+
+    #[test]
+    fn same_instant_updates_counts_but_keeps_rates() {
+        let mut t = Tracker::new();
+        t.push(snap(1, &[("A", "a", 1)]));
+        t.push(snap(2, &[("A", "a", 5)]));
+        assert!(!t.push(snap(2, &[("A", "a", 6)])));
+        let rows = t.rows(SortKey::Rate, "");
+        assert_eq!((rows[0].count, rows[0].rate), (6, Some(4.0)));
+    }
+
+    #[test]
+    fn trend_is_bounded() {
+        let mut t = Tracker::new();
+        for i in 0..(TREND_LEN as u64 + 10) {
+            t.push(snap(i + 1, &[("A", "a", i * i)]));
+        }
+        let rows = t.rows(SortKey::Rate, "");
+        assert_eq!(rows[0].trend.len(), TREND_LEN);
+        assert_eq!(t.total_trend().len(), TREND_LEN);
+        // A trickle below one per second stays visible.
+        let mut t = Tracker::new();
+        t.push(snap(0, &[("A", "a", 0)]));
+        t.push(snap(10, &[("A", "a", 1)]));
+        assert_eq!(t.rows(SortKey::Rate, "")[0].trend[0], 1);
+    }
+
+    #[test]
+    fn sorts_cycle_and_order_rows() {
+        let mut s = SortKey::default();
+        let mut seen = vec![s];
+        for _ in 0..4 {
+            s = s.next();
+            seen.push(s);
+        }
+        assert_eq!(
+            seen,
+            [
+                SortKey::Rate,
+                SortKey::Count,
+                SortKey::Reason,
+                SortKey::Location,
+                SortKey::Rate
+            ]
+        );
+        let mut t = Tracker::new();
+        t.push(snap(1, &[("B", "z", 100), ("A", "y", 1), ("C", "x", 10)]));
+        t.push(snap(2, &[("B", "z", 101), ("A", "y", 50), ("C", "x", 20)]));
+        assert_eq!(names(&t.rows(SortKey::Rate, "")), ["A@y", "C@x", "B@z"]);
+        assert_eq!(names(&t.rows(SortKey::Count, "")), ["B@z", "A@y", "C@x"]);
+        assert_eq!(names(&t.rows(SortKey::Reason, "")), ["A@y", "B@z", "C@x"]);
+        assert_eq!(names(&t.rows(SortKey::Location, "")), ["C@x", "A@y", "B@z"]);
+    }
+
+    #[test]
+    fn filter_matches_reason_or_location_all_terms_any_case() {
+        let mut t = Tracker::new();
+        t.push(snap(
+            1,
+            &[
+                ("NO_SOCKET", "__udp4_lib_rcv+0x9b0", 3),
+                ("NO_SOCKET", "tcp_v4_rcv+0x10", 2),
+                ("NETFILTER_DROP", "nf_hook_slow+0x9e", 1),
+            ],
+        ));
+        assert_eq!(t.rows(SortKey::Count, "").len(), 3);
+        assert_eq!(t.rows(SortKey::Count, "no_sock").len(), 2);
+        assert_eq!(
+            names(&t.rows(SortKey::Count, "socket UDP")),
+            ["NO_SOCKET@__udp4_lib_rcv+0x9b0"]
+        );
+        assert_eq!(t.rows(SortKey::Count, "nf_hook").len(), 1);
+        assert!(t.rows(SortKey::Count, "nothing").is_empty());
+        assert!(matches(&key("NO_SOCKET", "x"), "  "));
+    }
+
+    #[test]
+    fn cost_comes_from_health_differences() {
+        let mut a = snap(1, &[]);
+        a.health.self_cpu_us = 1_000;
+        a.health.self_syscalls = Some(10);
+        a.health.bpf_run_ns = Some(1_000);
+        a.health.bpf_run_cnt = Some(10);
+        let mut b = snap(3, &[]);
+        b.health.self_cpu_us = 21_000;
+        b.health.self_syscalls = Some(20);
+        b.health.bpf_run_ns = Some(5_000);
+        b.health.bpf_run_cnt = Some(110);
+        let mut t = Tracker::new();
+        t.push(a);
+        t.push(b.clone());
+        let c = t.cost();
+        assert!((c.cpu_percent.expect("cpu") - 1.0).abs() < 1e-9);
+        assert_eq!(c.syscalls_per_sec, Some(5.0));
+        assert!(c.bpf_stats);
+        assert_eq!(c.bpf_ns_per_run, Some(40.0));
+        let mut off = b.clone();
+        off.elapsed = Duration::from_secs(4);
+        off.health.bpf_run_ns = None;
+        off.health.bpf_run_cnt = None;
+        off.health.self_syscalls = None;
+        t.push(off);
+        let c = t.cost();
+        assert!(!c.bpf_stats);
+        assert_eq!(c.bpf_ns_per_run, None);
+        assert_eq!(c.syscalls_per_sec, None);
+    }
+}

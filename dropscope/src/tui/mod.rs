@@ -1,1 +1,257 @@
-//! TUI (placeholder).
+//! The interactive terminal UI, in the Elm style: a [`state::State`], messages that
+//! [`update::update`] applies to it, and a [`view::render`] that is a pure function of it.
+//!
+//! [`run`] owns the terminal and the one event loop: it awaits terminal input, snapshots, replay
+//! status and one redraw timer, and never polls. Keys redraw at once; data redraws at most twice
+//! a second, and the header clock once a second while live.
+pub mod format;
+pub mod help;
+pub mod state;
+pub mod terminal;
+pub mod update;
+pub mod view;
+
+mod effects;
+#[cfg(test)]
+mod tests;
+
+use std::{
+    io::{self, BufWriter},
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use crossterm::event::{Event, EventStream, KeyEventKind};
+use futures::StreamExt;
+use ratatui::{Terminal, TerminalOptions, Viewport, backend::CrosstermBackend, layout::Rect};
+use tokio::{
+    sync::{mpsc, watch},
+    time::Instant,
+};
+
+use self::{
+    effects::ActiveRecording,
+    state::State,
+    terminal::TerminalGuard,
+    update::{Effect, Msg, update},
+};
+use crate::{
+    model::{SessionInfo, Snapshot},
+    source::{Feed, ReplayStatus},
+};
+
+/// Where the TUI writes files.
+#[derive(Clone, Debug)]
+pub struct TuiOptions {
+    /// Directory for flamegraph SVGs written with `f`.
+    pub flamegraph_dir: PathBuf,
+    /// Directory for recordings started with `r`.
+    pub record_dir: PathBuf,
+}
+
+/// Least time between two redraws caused by data (snapshots, replay position).
+const DATA_REDRAW: Duration = Duration::from_millis(500);
+/// How often the header clock advances between snapshots.
+const CLOCK: Duration = Duration::from_secs(1);
+
+type Term = Terminal<CrosstermBackend<BufWriter<io::Stdout>>>;
+
+/// Waits for the replay's next status; never resolves when there is no replay (any more).
+async fn next_status(rx: &mut Option<watch::Receiver<ReplayStatus>>) -> ReplayStatus {
+    let Some(r) = rx else {
+        return std::future::pending().await;
+    };
+    if r.changed().await.is_err() {
+        *rx = None;
+        return std::future::pending().await;
+    }
+    *r.borrow_and_update()
+}
+
+/// Forwards terminal events from crossterm's [`EventStream`] to a channel.
+///
+/// The stream gets its own task so that it is polled only when crossterm's reader wakes it: each
+/// poll of an idle `EventStream` costs a lock attempt that spins with `sched_yield`, which the
+/// main loop, woken by every snapshot, would otherwise pay every time.
+fn forward_events() -> (
+    mpsc::Receiver<io::Result<Event>>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (tx, rx) = mpsc::channel(64);
+    let task = tokio::spawn(async move {
+        let mut events = EventStream::new();
+        while let Some(ev) = events.next().await {
+            if tx.send(ev).await.is_err() {
+                break;
+            }
+        }
+    });
+    (rx, task)
+}
+
+fn draw(terminal: &mut Term, state: &State) -> io::Result<()> {
+    terminal.draw(|f| view::render(f, state)).map(|_| ())
+}
+
+/// Writes `snap` to the recording in progress, if any; the header's new status, and a message
+/// if the recording had to stop.
+fn record(recording: &mut Option<ActiveRecording>, snap: &Snapshot) -> Vec<Msg> {
+    let Some(rec) = recording.as_mut() else {
+        return Vec::new();
+    };
+    match rec.write(snap) {
+        Ok(()) => vec![Msg::Recording(Some(rec.status()))],
+        Err(e) => {
+            *recording = None;
+            vec![
+                Msg::Recording(None),
+                Msg::Status(format!("recording stopped: {e:#}")),
+            ]
+        }
+    }
+}
+
+/// Starts or stops recording; the header's new status and a message saying what happened.
+fn toggle_recording(
+    recording: &mut Option<ActiveRecording>,
+    dir: &Path,
+    info: &SessionInfo,
+    latest: Option<&Snapshot>,
+) -> [Msg; 2] {
+    if let Some(rec) = recording.take() {
+        return [Msg::Recording(None), Msg::Status(rec.stop())];
+    }
+    match ActiveRecording::start(dir, info, latest) {
+        Ok(rec) => {
+            let msgs = [
+                Msg::Recording(Some(rec.status())),
+                Msg::Status(format!("recording to {}", rec.path().display())),
+            ];
+            *recording = Some(rec);
+            msgs
+        }
+        Err(e) => [
+            Msg::Recording(None),
+            Msg::Status(format!("cannot record: {e:#}")),
+        ],
+    }
+}
+
+/// Runs the TUI on `feed` until the user quits or the feed ends.
+///
+/// The caller checks that stdout is a terminal. The terminal is restored on return, on error
+/// and on panic. A recording in progress is finished on the way out.
+pub async fn run(feed: Feed, opts: TuiOptions) -> anyhow::Result<()> {
+    let Feed {
+        info,
+        mut snapshots,
+        replay,
+    } = feed;
+    let (replay_tx, mut replay_rx) = match replay {
+        Some(h) => (Some(h.commands), Some(h.status)),
+        None => (None, None),
+    };
+    let initial = replay_rx.as_mut().map(|r| *r.borrow_and_update());
+    let guard = TerminalGuard::enter()?;
+    let (w, h) = crossterm::terminal::size()?;
+    // A fixed viewport, resized on resize events, spares a size query on every draw.
+    let mut terminal = Terminal::with_options(
+        CrosstermBackend::new(BufWriter::with_capacity(1 << 16, io::stdout())),
+        TerminalOptions {
+            viewport: Viewport::Fixed(Rect::new(0, 0, w, h)),
+        },
+    )?;
+    terminal.clear()?;
+    let mut state = State::new(info.clone(), initial, (w, h));
+    let (mut events, events_task) = forward_events();
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Msg>();
+    let mut recording: Option<ActiveRecording> = None;
+    // Data changes mark the screen dirty; one timer draws it, at most every DATA_REDRAW, or
+    // every CLOCK while the header clock runs. Keys draw at once.
+    let mut dirty = false;
+    let mut last_draw = Instant::now();
+    draw(&mut terminal, &state)?;
+
+    let result: anyhow::Result<()> = loop {
+        let next_draw = if dirty {
+            Some(last_draw + DATA_REDRAW)
+        } else if state.clock_running() {
+            Some(last_draw + CLOCK)
+        } else {
+            None
+        };
+        let msg = tokio::select! {
+            ev = events.recv() => match ev {
+                Some(Ok(Event::Key(k))) if k.kind != KeyEventKind::Release => Msg::Key(k),
+                Some(Ok(Event::Resize(w, h))) => {
+                    if let Err(e) = terminal.resize(Rect::new(0, 0, w, h)) {
+                        break Err(anyhow::Error::new(e).context("resizing the screen"));
+                    }
+                    Msg::Resize(w, h)
+                }
+                Some(Ok(_)) => continue,
+                Some(Err(e)) => break Err(anyhow::Error::new(e).context("reading the terminal")),
+                None => break Ok(()),
+            },
+            snap = snapshots.recv() => match snap {
+                Some(s) => {
+                    // Every snapshot received while recording goes to the file.
+                    for m in record(&mut recording, &s) {
+                        update(&mut state, m);
+                    }
+                    Msg::Snapshot(Box::new(s), Instant::now().into_std())
+                }
+                None => break Ok(()),
+            },
+            status = next_status(&mut replay_rx) => Msg::Replay(status),
+            Some(msg) = done_rx.recv() => msg,
+            _ = tokio::time::sleep_until(next_draw.unwrap_or(last_draw)), if next_draw.is_some() => {
+                update(&mut state, Msg::Tick(Instant::now().into_std()));
+                dirty = false;
+                last_draw = Instant::now();
+                if let Err(e) = draw(&mut terminal, &state) {
+                    break Err(e.into());
+                }
+                continue;
+            }
+        };
+        let urgent = matches!(msg, Msg::Key(_) | Msg::Resize(..) | Msg::Status(_));
+        match update(&mut state, msg) {
+            Some(Effect::Quit) => break Ok(()),
+            Some(Effect::Replay(cmd)) => {
+                if let Some(tx) = &replay_tx {
+                    let _ = tx.send(cmd);
+                }
+            }
+            Some(Effect::Flamegraph(req)) => {
+                effects::spawn_flamegraph(req, &info, &opts.flamegraph_dir, done_tx.clone());
+            }
+            Some(Effect::ToggleRecording) => {
+                let latest = state.tracker.latest();
+                for m in toggle_recording(&mut recording, &opts.record_dir, &info, latest) {
+                    update(&mut state, m);
+                }
+            }
+            None => {}
+        }
+        if urgent {
+            dirty = false;
+            last_draw = Instant::now();
+            if let Err(e) = draw(&mut terminal, &state) {
+                break Err(e.into());
+            }
+        } else {
+            dirty = true;
+        }
+    };
+
+    events_task.abort();
+    let _ = events_task.await;
+    let saved = recording.map(ActiveRecording::stop);
+    drop(terminal);
+    drop(guard);
+    if let Some(msg) = saved {
+        eprintln!("dropscope: {msg}");
+    }
+    result
+}

@@ -1,1 +1,0 @@
-//! flamegraph (placeholder).

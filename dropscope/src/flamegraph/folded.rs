@@ -1,0 +1,310 @@
+//! Collapsed-stack ("folded") text: writing it from stack counts and checking it when read back.
+use std::collections::BTreeMap;
+
+use anyhow::bail;
+
+use crate::model::snapshot::StackCount;
+
+/// Frame text used where a frame (or reason) has no printable name.
+const UNKNOWN_FRAME: &str = "[unknown]";
+
+/// Collapsed-stack lines `REASON;outer;...;drop_site weight`, one per distinct path.
+///
+/// The drop reason is the root frame, so a graph splits first by reason. Lines are sorted by
+/// path, identical paths are merged (their weights summed, saturating), stacks of zero weight
+/// are left out, and every frame is sanitized: `;` becomes `:`, control characters (newlines
+/// included) become spaces, and leading and trailing spaces are trimmed. A stack without frames
+/// is drawn as its drop location alone. The weights are sampled estimates.
+pub fn folded(stacks: &[StackCount]) -> String {
+    let mut merged: BTreeMap<String, u64> = BTreeMap::new();
+    let mut path = String::new();
+    for stack in stacks.iter().filter(|s| s.weight > 0) {
+        path.clear();
+        if stack.key.reason.name.trim().is_empty() {
+            path.push_str(&format!("UNKNOWN({})", stack.key.reason.code));
+        } else {
+            push_frame(&mut path, &stack.key.reason.name);
+        }
+        if stack.frames.is_empty() {
+            path.push(';');
+            push_frame(&mut path, &stack.key.location);
+        }
+        for frame in stack.frames.iter() {
+            path.push(';');
+            push_frame(&mut path, frame);
+        }
+        match merged.get_mut(path.as_str()) {
+            Some(weight) => *weight = weight.saturating_add(stack.weight),
+            None => {
+                merged.insert(path.clone(), stack.weight);
+            }
+        }
+    }
+    let mut out = String::with_capacity(merged.keys().map(|p| p.len() + 12).sum());
+    for (path, weight) in &merged {
+        out.push_str(path);
+        out.push(' ');
+        out.push_str(&weight.to_string());
+        out.push('\n');
+    }
+    out
+}
+
+/// Appends `frame` to `out`, sanitized so it cannot break the folded format.
+fn push_frame(out: &mut String, frame: &str) {
+    let start = out.len();
+    for c in frame.chars() {
+        let c = match c {
+            ';' => ':',
+            c if c.is_control() || c.is_whitespace() => ' ',
+            c => c,
+        };
+        if c == ' ' && out.len() == start {
+            continue;
+        }
+        out.push(c);
+    }
+    let end = out.trim_end_matches(' ').len().max(start);
+    out.truncate(end);
+    if out.len() == start {
+        out.push_str(UNKNOWN_FRAME);
+    }
+}
+
+/// Folded text checked line by line, with its total weight.
+#[derive(Debug)]
+pub(super) struct CheckedFolded {
+    /// The valid stack lines, trimmed, one per line.
+    pub text: String,
+    /// Sum of the counts.
+    pub total: u64,
+}
+
+/// Checks folded text read from elsewhere (a baseline file, say) before it is drawn.
+///
+/// Blank lines and lines starting with `#` are skipped. Every other line must be
+/// `frame;frame;... count`, the count a non-negative integer (a fractional part is truncated,
+/// as inferno does). `what` names the input in the error.
+pub(super) fn check_folded(input: &str, what: &str) -> anyhow::Result<CheckedFolded> {
+    let mut text = String::with_capacity(input.len());
+    let mut total = 0u64;
+    for (i, line) in input.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let Some((stack, count)) = parse_line(line) else {
+            let shown: String = line.chars().take(80).collect();
+            bail!(
+                "{what}, line {}: expected folded stacks (`frame;frame;... count`), got {shown:?}",
+                i + 1
+            );
+        };
+        total = total.saturating_add(count);
+        text.push_str(stack);
+        text.push(' ');
+        text.push_str(&count.to_string());
+        text.push('\n');
+    }
+    Ok(CheckedFolded { text, total })
+}
+
+/// Splits a folded line into its stack and count.
+fn parse_line(line: &str) -> Option<(&str, u64)> {
+    let (stack, count) = line.rsplit_once(|c: char| c.is_ascii_whitespace())?;
+    let stack = stack.trim_end();
+    let whole = match count.split_once('.') {
+        Some((whole, frac)) if frac.bytes().all(|b| b.is_ascii_digit()) => whole,
+        Some(_) => return None,
+        None => count,
+    };
+    if stack.is_empty() || whole.is_empty() || !whole.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((stack, whole.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::model::snapshot::{DropKey, Reason};
+
+    fn stack(reason: &str, frames: &[&str], weight: u64) -> StackCount {
+        let frames: Arc<[Arc<str>]> = frames.iter().map(|f| Arc::from(*f)).collect();
+        StackCount {
+            key: DropKey {
+                reason: Reason {
+                    code: 2,
+                    name: Arc::from(reason),
+                },
+                location: frames
+                    .last()
+                    .cloned()
+                    .unwrap_or_else(|| Arc::from("site+0x1")),
+            },
+            frames,
+            weight,
+            samples: 1,
+        }
+    }
+
+    #[test]
+    fn reason_is_root_and_frames_keep_their_order() {
+        let out = folded(&[stack(
+            "NO_SOCKET",
+            &["ip_rcv", "udp_rcv", "__udp4_lib_rcv"],
+            7,
+        )]);
+        assert_eq!(out, "NO_SOCKET;ip_rcv;udp_rcv;__udp4_lib_rcv 7\n");
+    }
+
+    #[test]
+    fn identical_paths_merge_and_lines_are_sorted() {
+        let out = folded(&[
+            stack("NO_SOCKET", &["b", "c"], 3),
+            stack("NETFILTER_DROP", &["a", "nf_hook_slow"], 5),
+            stack("NO_SOCKET", &["b", "c"], 4),
+            stack("NO_SOCKET", &["a"], 1),
+        ]);
+        assert_eq!(
+            out,
+            "NETFILTER_DROP;a;nf_hook_slow 5\nNO_SOCKET;a 1\nNO_SOCKET;b;c 7\n"
+        );
+    }
+
+    #[test]
+    fn same_frames_under_different_reasons_stay_apart() {
+        let out = folded(&[stack("A", &["f"], 1), stack("B", &["f"], 2)]);
+        assert_eq!(out, "A;f 1\nB;f 2\n");
+    }
+
+    #[test]
+    fn weights_sum_and_saturate() {
+        let out = folded(&[stack("R", &["f"], u64::MAX - 1), stack("R", &["f"], 5)]);
+        assert_eq!(out, format!("R;f {}\n", u64::MAX));
+    }
+
+    #[test]
+    fn zero_weights_are_left_out() {
+        assert_eq!(folded(&[stack("R", &["f"], 0)]), "");
+        assert_eq!(
+            folded(&[stack("R", &["f"], 0), stack("R", &["g"], 2)]),
+            "R;g 2\n"
+        );
+        assert_eq!(folded(&[]), "");
+    }
+
+    #[test]
+    fn frames_are_sanitized() {
+        let out = folded(&[stack(
+            " NO;SOCKET\n",
+            &[
+                "a;b",
+                "line\nbreak",
+                "tab\there  ",
+                "  ",
+                "\r\n",
+                "x [mod] ",
+            ],
+            1,
+        )]);
+        assert_eq!(
+            out,
+            "NO:SOCKET;a:b;line break;tab here;[unknown];[unknown];x [mod] 1\n"
+        );
+        for line in out.lines() {
+            let (stack, count) = parse_line(line).expect("sanitized line parses");
+            assert_eq!(count, 1);
+            assert!(stack.split(';').all(|f| !f.is_empty() && f.trim() == f));
+        }
+    }
+
+    #[test]
+    fn empty_reason_names_use_the_code_and_empty_stacks_use_the_location() {
+        let out = folded(&[stack("", &[], 4)]);
+        assert_eq!(out, "UNKNOWN(2);site+0x1 4\n");
+    }
+
+    #[test]
+    fn check_folded_accepts_folded_output_and_sums_it() {
+        let text = "R;a;b 3\n\n# comment\nR;a 2.0\n  R;c   5  \n";
+        let checked = check_folded(text, "baseline").expect("valid");
+        assert_eq!(checked.total, 10);
+        assert_eq!(checked.text, "R;a;b 3\nR;a 2\nR;c 5\n");
+    }
+
+    #[test]
+    fn check_folded_names_the_bad_line() {
+        let err = check_folded("R;a 1\n<svg>\n", "baseline").expect_err("invalid");
+        let msg = err.to_string();
+        assert!(msg.contains("baseline, line 2"), "{msg}");
+        for bad in ["R;a", "R;a x", "R;a -1", "R;a 1.x", " 5"] {
+            assert!(
+                check_folded(bad, "in").is_err(),
+                "{bad:?} should be rejected"
+            );
+        }
+    }
+
+    /// The folded output of a fixed input, against `testdata/folded.golden`.
+    /// Set `DROPSCOPE_BLESS=1` to rewrite the golden file after an intended change.
+    #[test]
+    fn folded_golden() {
+        let stacks = [
+            stack(
+                "NO_SOCKET",
+                &["entry", "ip_rcv", "udp_rcv", "__udp4_lib_rcv+0x5d [kernel]"],
+                40,
+            ),
+            stack(
+                "NO_SOCKET",
+                &["entry", "ip_rcv", "udp_rcv", "__udp4_lib_rcv+0x5d [kernel]"],
+                2,
+            ),
+            stack(
+                "NO_SOCKET",
+                &["entry", "ip_rcv", "tcp_v4_rcv+0x8f [kernel]"],
+                9,
+            ),
+            stack(
+                "NETFILTER_DROP",
+                &["entry", "ip_rcv", "nf_hook_slow+0xa2 [kernel]"],
+                1000,
+            ),
+            stack(
+                "NETFILTER_DROP",
+                &["entry", "ip_rcv", "nf_hook_slow+0xa2 [kernel]"],
+                0,
+            ),
+            stack(
+                "OTHERHOST",
+                &[
+                    "entry",
+                    "ip_rcv_core;weird\nname",
+                    "ip_rcv_core+0x1 [kernel]",
+                ],
+                1,
+            ),
+            stack(
+                "NOT_SPECIFIED",
+                &["virtnet_poll [virtio_net]", "kfree_skb"],
+                17,
+            ),
+        ];
+        let got = folded(&stacks);
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src/flamegraph/testdata/folded.golden");
+        if std::env::var_os("DROPSCOPE_BLESS").is_some_and(|v| v == "1") {
+            std::fs::write(&path, &got).expect("write golden file");
+        }
+        let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+            panic!("read {}: {e} (run with DROPSCOPE_BLESS=1)", path.display())
+        });
+        assert_eq!(
+            got, want,
+            "folded output changed; run with DROPSCOPE_BLESS=1 if intended"
+        );
+    }
+}

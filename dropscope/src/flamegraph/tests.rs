@@ -1,0 +1,335 @@
+//! Tests of the SVG outputs: well-formed XML, the frames, the title and the estimate label.
+use std::{sync::Arc, time::Duration};
+
+use quick_xml::{XmlVersion, events::Event};
+
+use super::*;
+use crate::model::snapshot::{DropKey, Reason};
+
+fn stack(reason: &str, frames: &[&str], weight: u64) -> StackCount {
+    let frames: Arc<[Arc<str>]> = frames.iter().map(|f| Arc::from(*f)).collect();
+    StackCount {
+        key: DropKey {
+            reason: Reason {
+                code: 3,
+                name: Arc::from(reason),
+            },
+            location: frames.last().cloned().unwrap_or_else(|| Arc::from("?")),
+        },
+        frames,
+        weight,
+        samples: 1,
+    }
+}
+
+fn info() -> SessionInfo {
+    SessionInfo {
+        host: "edge-7".into(),
+        kernel: "6.8.0-45-generic".into(),
+        started_unix_ms: 1_700_000_000_000,
+        probe: "tp_btf/kfree_skb".into(),
+    }
+}
+
+fn meta<'a>(info: &'a SessionInfo, filter: Option<&'a str>) -> GraphMeta<'a> {
+    GraphMeta {
+        info,
+        window: (Duration::from_secs(5), Duration::from_secs(65)),
+        filter,
+    }
+}
+
+fn stacks() -> Vec<StackCount> {
+    vec![
+        stack(
+            "NO_SOCKET",
+            &["ip_rcv+0x4f", "udp_rcv+0x1d", "__udp4_lib_rcv+0x5d"],
+            120,
+        ),
+        stack("NO_SOCKET", &["ip_rcv+0x4f", "tcp_v4_rcv+0x8f"], 30),
+        stack(
+            "NETFILTER_DROP",
+            &["ip_rcv+0x4f", "nf_hook_slow+0xa2 <&mod>"],
+            50,
+        ),
+    ]
+}
+
+/// What a test needs from an SVG: its title, subtitle and all its text, after parsing it
+/// fully as XML (mismatched tags and bad entities fail the test).
+struct Svg {
+    title: String,
+    subtitle: String,
+    text: String,
+    raw: String,
+}
+
+fn parse(bytes: &[u8]) -> Svg {
+    let raw = String::from_utf8(bytes.to_vec()).expect("SVG is UTF-8");
+    let mut reader = quick_xml::Reader::from_str(&raw);
+    reader.config_mut().check_end_names = true;
+    let (mut title, mut subtitle, mut text) = (String::new(), String::new(), String::new());
+    let mut ids: Vec<Option<String>> = Vec::new();
+    let mut saw_svg = false;
+    loop {
+        let event = reader.read_event().unwrap_or_else(|e| {
+            panic!(
+                "SVG is not well-formed XML at {}: {e}",
+                reader.buffer_position()
+            )
+        });
+        let piece = match &event {
+            Event::Start(e) => {
+                saw_svg |= e.name().as_ref() == b"svg";
+                let id = e.try_get_attribute("id").expect("attribute").map(|a| {
+                    a.normalized_value(XmlVersion::Implicit1_0)
+                        .expect("attribute value")
+                        .into_owned()
+                });
+                ids.push(id);
+                continue;
+            }
+            Event::End(_) => {
+                ids.pop();
+                text.push('\n');
+                continue;
+            }
+            Event::Text(t) => t.xml10_content().expect("text").into_owned(),
+            Event::GeneralRef(r) => {
+                let name = r.decode().expect("reference").into_owned();
+                quick_xml::escape::unescape(&format!("&{name};"))
+                    .expect("known entity")
+                    .into_owned()
+            }
+            Event::CData(c) => String::from_utf8_lossy(c).into_owned(),
+            Event::Eof => break,
+            _ => continue,
+        };
+        match ids.last().cloned().flatten().as_deref() {
+            Some("title") => title.push_str(&piece),
+            Some("subtitle") => subtitle.push_str(&piece),
+            _ => {}
+        }
+        text.push_str(&piece);
+    }
+    assert!(saw_svg, "no <svg> element");
+    assert!(ids.is_empty(), "unclosed elements");
+    Svg {
+        title,
+        subtitle,
+        text,
+        raw,
+    }
+}
+
+fn svg(stacks: &[StackCount], meta: &GraphMeta) -> Svg {
+    let mut out = Vec::new();
+    write_svg(stacks, meta, &mut out).expect("write_svg");
+    parse(&out)
+}
+
+#[test]
+fn svg_is_xml_with_frames_reasons_title_and_estimate_label() {
+    let info = info();
+    let svg = svg(&stacks(), &meta(&info, Some("reason=NO_SOCKET")));
+    for frame in [
+        "NO_SOCKET",
+        "NETFILTER_DROP",
+        "ip_rcv+0x4f",
+        "__udp4_lib_rcv+0x5d",
+        "tcp_v4_rcv+0x8f",
+        "nf_hook_slow+0xa2 <&mod>",
+    ] {
+        assert!(svg.text.contains(frame), "missing frame {frame}");
+    }
+    for part in [
+        "edge-7",
+        "6.8.0-45-generic",
+        "+0:05",
+        "+1:05",
+        "filter: reason=NO_SOCKET",
+    ] {
+        assert!(
+            svg.title.contains(part),
+            "title {:?} lacks {part}",
+            svg.title
+        );
+    }
+    assert!(
+        svg.subtitle.contains("estimate"),
+        "subtitle {:?}",
+        svg.subtitle
+    );
+    assert!(svg.text.contains("drops (est.)"), "count name missing");
+    // Weights are the estimates: 120 of 200 in the UDP path.
+    assert!(
+        svg.text
+            .contains("__udp4_lib_rcv+0x5d (120 drops (est.), 60.00%)"),
+        "weights"
+    );
+    // Inferno's search and zoom script is there.
+    assert!(
+        svg.raw.contains("<script") && svg.raw.contains("search"),
+        "no script"
+    );
+}
+
+#[test]
+fn title_without_filter_or_host() {
+    let info = SessionInfo::default();
+    let mut m = meta(&info, None);
+    m.window = (Duration::ZERO, Duration::from_millis(3_723_500));
+    let svg = svg(&stacks(), &m);
+    assert!(!svg.title.contains("filter"), "{:?}", svg.title);
+    assert!(svg.title.contains("unknown host"), "{:?}", svg.title);
+    assert!(
+        svg.title.contains("+0:00 → +1:02:03.500"),
+        "{:?}",
+        svg.title
+    );
+    assert!(svg.subtitle.contains("estimate") && !svg.subtitle.contains("Session start"));
+
+    let long = "x".repeat(200);
+    let svg = self::svg(&stacks(), &meta(&info, Some(&long)));
+    assert!(
+        svg.title.ends_with(&format!("filter: {}…", "x".repeat(59))),
+        "{:?}",
+        svg.title
+    );
+}
+
+#[test]
+fn empty_view_is_an_error_and_writes_nothing() {
+    let info = info();
+    let mut out = Vec::new();
+    let err = write_svg(&[stack("R", &["f"], 0)], &meta(&info, None), &mut out)
+        .expect_err("nothing to draw");
+    assert!(err.to_string().contains("no sampled stacks"), "{err}");
+    assert!(out.is_empty());
+}
+
+#[test]
+fn diff_is_xml_differs_from_plain_and_shows_new_frames() {
+    let info = info();
+    let m = meta(&info, None);
+    let before = folded(&stacks());
+    let mut after_stacks = stacks();
+    after_stacks[0].weight = 10;
+    after_stacks.push(stack("OTHERHOST", &["ip_rcv+0x4f", "ip_rcv_core+0x1b"], 70));
+    let after = folded(&after_stacks);
+
+    let mut out = Vec::new();
+    write_diff_svg(&before, &after, &m, &mut out).expect("diff");
+    let diff = parse(&out);
+    assert!(
+        diff.text.contains("ip_rcv_core+0x1b"),
+        "frame only in after is missing"
+    );
+    assert!(diff.text.contains("OTHERHOST"));
+    assert!(diff.title.contains("vs baseline"), "{:?}", diff.title);
+    assert!(diff.subtitle.contains("estimate"));
+    let plain = svg(&after_stacks, &m);
+    assert_ne!(diff.raw, plain.raw);
+    // Widths are the after counts (160 in all); tooltips add the change in points of the total.
+    for tip in [
+        "ip_rcv_core+0x1b (70 drops (est.), 43.75%; +43.75%)",
+        "__udp4_lib_rcv+0x5d (10 drops (est.), 6.25%; -68.75%)",
+        "tcp_v4_rcv+0x8f (30 drops (est.), 18.75%; 0.00%)",
+    ] {
+        assert!(diff.text.contains(tip), "missing {tip}");
+    }
+}
+
+#[test]
+fn diff_with_no_drops_after_draws_the_baseline() {
+    let info = info();
+    let before = folded(&stacks());
+    let mut out = Vec::new();
+    write_diff_svg(&before, "", &meta(&info, None), &mut out).expect("diff");
+    let diff = parse(&out);
+    assert!(diff.text.contains("__udp4_lib_rcv+0x5d"));
+    assert!(
+        diff.subtitle.contains("baseline (no drops after)"),
+        "{:?}",
+        diff.subtitle
+    );
+}
+
+#[test]
+fn diff_rejects_bad_or_empty_input() {
+    let info = info();
+    let m = meta(&info, None);
+    let good = folded(&stacks());
+    let err = write_diff_svg("<svg>\n", &good, &m, Vec::new()).expect_err("bad baseline");
+    assert!(err.to_string().contains("baseline, line 1"), "{err}");
+    let err = write_diff_svg("", "\n# nothing\n", &m, Vec::new()).expect_err("empty");
+    assert!(err.to_string().contains("nothing to compare"), "{err}");
+}
+
+#[test]
+fn synthetic_stacks_render() {
+    let info = info();
+    let svg = svg(&synthetic_stacks(2_000), &meta(&info, None));
+    assert!(svg.text.contains("NO_SOCKET") && svg.text.contains("net_rx_action"));
+}
+
+#[test]
+fn snapshots_in_the_same_second_get_distinct_complete_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let info = info();
+    let m = meta(&info, None);
+    let paths: Vec<_> = (0..3)
+        .map(|_| snapshot_svg(&stacks(), &m, dir.path()).expect("snapshot"))
+        .collect();
+    assert_ne!(paths[0], paths[1]);
+    assert_ne!(paths[1], paths[2]);
+    for path in &paths {
+        let name = path.file_name().and_then(|n| n.to_str()).expect("name");
+        assert!(
+            name.starts_with("dropscope-flame-") && name.ends_with(".svg"),
+            "{name}"
+        );
+        let stamp = &name["dropscope-flame-".len()..][..15];
+        assert!(
+            stamp.bytes().enumerate().all(|(i, b)| if i == 8 {
+                b == b'-'
+            } else {
+                b.is_ascii_digit()
+            }),
+            "{name}"
+        );
+        let bytes = std::fs::read(path).expect("read");
+        assert!(parse(&bytes).text.contains("__udp4_lib_rcv+0x5d"));
+    }
+    // Only the graphs are left: no temporary files.
+    let entries = std::fs::read_dir(dir.path()).expect("read_dir").count();
+    assert_eq!(entries, paths.len());
+}
+
+#[test]
+fn snapshot_never_overwrites() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let first = snapshot::write_new_file(dir.path(), "x", "svg", b"one").expect("first");
+    let second = snapshot::write_new_file(dir.path(), "x", "svg", b"two").expect("second");
+    assert_eq!(first.file_name().and_then(|n| n.to_str()), Some("x.svg"));
+    assert_eq!(second.file_name().and_then(|n| n.to_str()), Some("x-1.svg"));
+    assert_eq!(std::fs::read(&first).expect("read"), b"one");
+    assert_eq!(std::fs::read(&second).expect("read"), b"two");
+}
+
+#[test]
+fn snapshot_of_an_empty_view_writes_no_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let info = info();
+    assert!(snapshot_svg(&[], &meta(&info, None), dir.path()).is_err());
+    assert_eq!(std::fs::read_dir(dir.path()).expect("read_dir").count(), 0);
+}
+
+#[test]
+fn snapshot_into_a_missing_directory_says_where() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("nope");
+    let info = info();
+    let err = snapshot_svg(&stacks(), &meta(&info, None), &missing).expect_err("no dir");
+    assert!(format!("{err:#}").contains("nope"), "{err:#}");
+}

@@ -1,0 +1,546 @@
+//! Round trips, seeking, damage (truncation and flipped bytes at every byte) and size bounds.
+use std::{
+    os::unix::fs::{FileExt, PermissionsExt},
+    sync::Arc,
+    time::Duration,
+};
+
+use super::{
+    KEYFRAME_EVERY, KEYFRAME_MAX_FRAMES, RecordError, Recorder, Recording, encode,
+    format::{FILE_HEADER_LEN, FRAME_HEADER_LEN},
+};
+use crate::model::{DropCount, DropKey, Health, Reason, SessionInfo, Snapshot, StackCount};
+
+pub(super) fn key(code: u32, name: &str, loc: &str) -> DropKey {
+    DropKey {
+        reason: Reason {
+            code,
+            name: name.into(),
+        },
+        location: loc.into(),
+    }
+}
+
+pub(super) fn session() -> SessionInfo {
+    SessionInfo {
+        host: "edge-7".into(),
+        kernel: "6.12.0-test".into(),
+        started_unix_ms: 1_750_000_000_000,
+        probe: "tp_btf/kfree_skb".into(),
+    }
+}
+
+fn frames(names: &[&str]) -> Arc<[Arc<str>]> {
+    names.iter().map(|&n| Arc::from(n)).collect()
+}
+
+/// A session of `n` snapshots at irregular intervals that exercises every part of the format:
+/// keys appearing later (one with a zero count), counts unchanged for a while, overflow, stacks
+/// sharing frames, health fields coming and going, and a gap longer than a keyframe interval.
+pub(super) fn story(n: usize) -> Vec<Snapshot> {
+    let keys = [
+        key(2, "NO_SOCKET", "__udp4_lib_rcv+0x8a4"),
+        key(5, "NETFILTER_DROP", "nf_hook_slow+0xa1 [nf_tables]"),
+        key(3, "SOCKET_RCVBUFF", "sock_queue_rcv_skb_reason+0x3c"),
+        key(2, "NO_SOCKET", "tcp_v4_rcv+0x1c2"),
+        key(77, "UNKNOWN(77)", "ip_rcv_finish_core+0x12"),
+    ];
+    let udp = frames(&[
+        "do_syscall_64",
+        "udp_sendmsg",
+        "ip_finish_output2",
+        "__udp4_lib_rcv",
+    ]);
+    let nf = frames(&["do_syscall_64", "ip_finish_output2", "nf_hook_slow"]);
+    let mut out = Vec::new();
+    let mut t = Duration::from_millis(250);
+    let mut counts = [0u64; 5];
+    let mut overflow = 0;
+    for i in 0..n {
+        let quiet = (20..30).contains(&i);
+        if !quiet {
+            counts[0] += 3 * i as u64 + 1;
+            counts[1] += if i % 3 == 0 { 1_000_003 } else { 0 };
+            if i >= 8 {
+                counts[2] += i as u64 % 5;
+            }
+            if i >= 40 {
+                counts[4] += u64::from(i % 7 == 0) << 40;
+            }
+            overflow += u64::from(i % 11 == 5) * 17;
+        }
+        let present = 2 + usize::from(i >= 8) + usize::from(i >= 12) + usize::from(i >= 40);
+        let mut drops: Vec<DropCount> = (0..5)
+            .filter(|&k| k < 2 || (k == 2 && i >= 8) || (k == 3 && i >= 12) || (k == 4 && i >= 40))
+            .map(|k| DropCount {
+                key: keys[k].clone(),
+                count: counts[k],
+            })
+            .collect();
+        assert_eq!(drops.len(), present);
+        drops.truncate(present);
+        let mut stacks = Vec::new();
+        if i >= 5 {
+            stacks.push(StackCount {
+                key: keys[0].clone(),
+                frames: udp.clone(),
+                weight: 64 * i as u64,
+                samples: i as u64,
+            });
+        }
+        if i >= 15 {
+            stacks.push(StackCount {
+                key: keys[1].clone(),
+                frames: nf.clone(),
+                weight: 128 * (i as u64 / 4),
+                samples: i as u64 / 4,
+            });
+        }
+        let total = drops.iter().map(|d| d.count).sum::<u64>() + overflow;
+        out.push(Snapshot {
+            elapsed: t,
+            unix_ms: 1_750_000_000_000 + t.as_millis() as u64,
+            total,
+            overflow,
+            drops,
+            stacks,
+            health: Health {
+                keys_used: present as u64,
+                keys_capacity: 10_240,
+                stack_samples: i as u64 * 2,
+                stack_errors: u64::from(i > 50),
+                sample_period: if i < 30 { 64 } else { 128 },
+                bpf_run_ns: (i % 10 != 3).then_some(i as u64 * 91_000),
+                bpf_run_cnt: (i > 4).then_some(i as u64 * 1000),
+                self_syscalls: Some(i as u64 * 6),
+                self_cpu_us: i as u64 * 1_500,
+                poll_interval_ms: if quiet { 1000 } else { 250 },
+                ..Default::default()
+            },
+        });
+        t += match i {
+            33 => Duration::from_secs(45),
+            _ => Duration::from_millis(400 + (i as u64 * 37) % 900),
+        };
+    }
+    out
+}
+
+fn decode_all(rec: &Recording) -> Vec<Snapshot> {
+    rec.snapshots()
+        .collect::<Result<_, _>>()
+        .expect("every valid frame decodes")
+}
+
+/// Offsets of every frame header in an encoded recording, and whether each is a snapshot frame.
+fn frame_starts(bytes: &[u8]) -> Vec<(usize, bool)> {
+    let mut at = FILE_HEADER_LEN;
+    let mut out = Vec::new();
+    while at + FRAME_HEADER_LEN <= bytes.len() {
+        let len = u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+        out.push((at, matches!(bytes[at + 4], 2 | 3)));
+        at += FRAME_HEADER_LEN + len as usize;
+    }
+    out
+}
+
+#[test]
+fn snapshots_round_trip_exactly() {
+    let snaps = story(80);
+    let bytes = encode(&session(), &snaps).expect("encode");
+    let rec = Recording::from_bytes(&bytes).expect("open");
+    assert_eq!(rec.info(), &session());
+    assert_eq!(rec.len(), snaps.len());
+    assert_eq!(rec.duration(), snaps[snaps.len() - 1].elapsed);
+    assert!(rec.warnings().is_empty(), "{:?}", rec.warnings());
+    assert!(rec.finished());
+    assert_eq!(decode_all(&rec), snaps);
+    for s in &snaps {
+        assert!(s.invariant_holds());
+    }
+}
+
+#[test]
+fn snapshot_at_returns_the_last_snapshot_at_or_before_t() {
+    let snaps = story(80);
+    let rec = Recording::from_bytes(&encode(&session(), &snaps).expect("encode")).expect("open");
+    assert_eq!(rec.snapshot_at(Duration::ZERO).expect("before"), snaps[0]);
+    for (i, s) in snaps.iter().enumerate() {
+        assert_eq!(rec.snapshot_at(s.elapsed).expect("at"), *s, "frame {i}");
+        let between = s.elapsed + Duration::from_millis(1);
+        assert_eq!(rec.snapshot_at(between).expect("between"), *s, "after {i}");
+    }
+    assert_eq!(
+        rec.snapshot_at(Duration::MAX).expect("after end"),
+        snaps[79]
+    );
+}
+
+#[test]
+fn seeks_start_from_a_recent_keyframe() {
+    let snaps = story(120);
+    let rec = Recording::from_bytes(&encode(&session(), &snaps).expect("encode")).expect("open");
+    let f = rec.frames();
+    assert!(f[0].keyframe);
+    assert!(f.iter().filter(|f| f.keyframe).count() >= 3);
+    for (i, fr) in f.iter().enumerate() {
+        assert!(f[fr.base].keyframe && fr.base <= i);
+        assert!(i - fr.base < KEYFRAME_MAX_FRAMES as usize);
+        // The keyframe is at most one keyframe interval (plus one frame gap) before.
+        let prev_gap = if i > 0 {
+            fr.elapsed - f[i - 1].elapsed
+        } else {
+            Duration::ZERO
+        };
+        assert!(fr.elapsed - f[fr.base].elapsed <= KEYFRAME_EVERY + prev_gap);
+    }
+}
+
+#[test]
+fn a_seek_never_reads_the_frames_before_its_keyframe() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("seek.dsr");
+    let snaps = story(120);
+    std::fs::write(&path, encode(&session(), &snaps).expect("encode")).expect("write");
+    let rec = Recording::open(&path).expect("open");
+    // Damage the first keyframe after opening: seeks past the next keyframe must not notice.
+    let first = rec.frames()[0].clone();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .expect("reopen");
+    file.write_all_at(&[0x55; 4], first.offset + FRAME_HEADER_LEN as u64)
+        .expect("damage");
+    let late = rec
+        .frames()
+        .iter()
+        .rposition(|f| f.keyframe)
+        .expect("a later keyframe");
+    assert!(late > 0);
+    let t = rec.frames()[late].elapsed;
+    assert_eq!(rec.snapshot_at(t).expect("seek"), snaps[late]);
+    assert!(matches!(
+        rec.snapshot_at(Duration::ZERO),
+        Err(RecordError::Corrupt { offset, .. }) if offset == first.offset
+    ));
+}
+
+#[test]
+fn order_is_first_appearance_and_duplicates_are_merged() {
+    let a = key(2, "NO_SOCKET", "a+0x1");
+    let b = key(3, "OTHER", "b+0x2");
+    let s1 = Snapshot {
+        elapsed: Duration::from_secs(1),
+        total: 3,
+        drops: vec![
+            DropCount {
+                key: b.clone(),
+                count: 1,
+            },
+            DropCount {
+                key: a.clone(),
+                count: 2,
+            },
+        ],
+        ..Default::default()
+    };
+    let mut s2 = s1.clone();
+    s2.elapsed = Duration::from_secs(2);
+    s2.total = 10;
+    s2.drops = vec![
+        DropCount {
+            key: a.clone(),
+            count: 4,
+        },
+        DropCount {
+            key: b.clone(),
+            count: 3,
+        },
+        DropCount {
+            key: a.clone(),
+            count: 3,
+        },
+    ];
+    let rec = Recording::from_bytes(&encode(&session(), &[s1, s2]).expect("encode")).expect("open");
+    let got = decode_all(&rec);
+    let pairs: Vec<_> = got[1]
+        .drops
+        .iter()
+        .map(|d| (d.key.clone(), d.count))
+        .collect();
+    assert_eq!(pairs, vec![(b, 3), (a, 7)]);
+    assert!(got[1].invariant_holds());
+}
+
+#[test]
+fn snapshots_out_of_order_are_refused_and_change_nothing() {
+    let snaps = story(3);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("order.dsr");
+    let mut r = Recorder::create(&path, &session()).expect("create");
+    r.write(&snaps[1]).expect("write");
+    let size = r.bytes_written();
+    assert!(matches!(
+        r.write(&snaps[0]),
+        Err(RecordError::OutOfOrder { .. })
+    ));
+    assert_eq!(r.bytes_written(), size);
+    r.write(&snaps[2]).expect("write");
+    r.finish().expect("finish");
+    let rec = Recording::open(&path).expect("open");
+    assert_eq!(decode_all(&rec), vec![snaps[1].clone(), snaps[2].clone()]);
+}
+
+#[test]
+fn truncation_at_every_byte_keeps_the_valid_prefix() {
+    let snaps = story(40);
+    let bytes = encode(&session(), &snaps).expect("encode");
+    let starts = frame_starts(&bytes);
+    let header_end = starts[1].0; // after the file header and the session frame
+    for cut in 0..bytes.len() {
+        let r = Recording::from_bytes(&bytes[..cut]);
+        if cut < header_end {
+            assert!(matches!(r, Err(RecordError::Truncated { .. })), "cut {cut}");
+            continue;
+        }
+        let rec = r.unwrap_or_else(|e| panic!("cut {cut}: {e}"));
+        // Frames wholly before the cut; the warning names where the valid part ends.
+        let ends: Vec<usize> = starts
+            .iter()
+            .skip(1)
+            .map(|&(s, _)| s)
+            .chain([bytes.len()])
+            .collect();
+        let complete = starts
+            .iter()
+            .zip(&ends)
+            .filter(|&(&(_, snap), &end)| snap && end <= cut)
+            .count();
+        let valid_end = ends
+            .iter()
+            .copied()
+            .filter(|&e| e <= cut)
+            .max()
+            .unwrap_or(header_end);
+        assert_eq!(rec.len(), complete, "cut {cut}");
+        assert_eq!(decode_all(&rec), snaps[..complete], "cut {cut}");
+        assert_eq!(rec.warnings().len(), 1, "cut {cut}");
+        assert!(
+            rec.warnings()[0].contains(&format!("byte {valid_end}")),
+            "cut {cut}: {:?}",
+            rec.warnings()
+        );
+    }
+}
+
+#[test]
+fn flipped_bytes_anywhere_give_the_valid_prefix() {
+    let snaps = story(40);
+    let bytes = encode(&session(), &snaps).expect("encode");
+    let starts = frame_starts(&bytes);
+    for pos in 0..bytes.len() {
+        for flip in [0x01u8, 0x80, 0xff] {
+            let mut b = bytes.clone();
+            b[pos] ^= flip;
+            let r = Recording::from_bytes(&b);
+            if pos < starts[1].0 {
+                assert!(
+                    r.is_err(),
+                    "byte {pos} ^ {flip:#x} in the header was accepted"
+                );
+                continue;
+            }
+            let rec = r.unwrap_or_else(|e| panic!("byte {pos}: {e}"));
+            let damaged = starts
+                .iter()
+                .rposition(|&(s, _)| s <= pos)
+                .expect("a frame");
+            let before = starts[..damaged].iter().filter(|&&(_, snap)| snap).count();
+            assert_eq!(rec.len(), before, "byte {pos} ^ {flip:#x}");
+            assert_eq!(decode_all(&rec), snaps[..before], "byte {pos}");
+            let w = rec.warnings().join("; ");
+            assert!(
+                w.contains(&format!("byte {}", starts[damaged].0)),
+                "byte {pos}: {w}"
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_magic_and_newer_versions_are_named() {
+    let bytes = encode(&session(), &story(3)).expect("encode");
+    let e = Recording::from_bytes(b"perf.data is not a recording")
+        .err()
+        .expect("error");
+    assert!(matches!(e, RecordError::NotARecording));
+    assert!(e.to_string().contains("not a dropscope recording"));
+
+    let mut newer = bytes.clone();
+    newer[FILE_HEADER_LEN - 2..FILE_HEADER_LEN].copy_from_slice(&7u16.to_le_bytes());
+    let e = Recording::from_bytes(&newer).err().expect("error");
+    assert!(matches!(
+        e,
+        RecordError::NewerVersion {
+            found: 7,
+            supported: 1
+        }
+    ));
+    assert!(e.to_string().contains("version 7 is newer"), "{e}");
+
+    assert!(matches!(
+        Recording::from_bytes(&[]),
+        Err(RecordError::Truncated { offset: 0 })
+    ));
+}
+
+#[test]
+fn files_are_owner_only_and_never_overwritten() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("mode.dsr");
+    let mut r = Recorder::create(&path, &session()).expect("create");
+    r.write(&story(1)[0]).expect("write");
+    assert_eq!(
+        r.bytes_written(),
+        std::fs::metadata(&path).expect("stat").len()
+    );
+    r.finish().expect("finish");
+    let mode = std::fs::metadata(&path).expect("stat").permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    assert!(matches!(
+        Recorder::create(&path, &session()),
+        Err(RecordError::AlreadyExists(_))
+    ));
+    assert_eq!(Recording::open(&path).expect("still intact").len(), 1);
+
+    let empty = dir.path().join("empty.dsr");
+    std::fs::write(&empty, b"").expect("touch");
+    std::fs::set_permissions(&empty, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    Recorder::create(&empty, &session()).expect("an empty file is reused");
+    let mode = std::fs::metadata(&empty)
+        .expect("stat")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+}
+
+#[test]
+fn an_interrupted_recorder_leaves_a_replayable_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("killed.dsr");
+    let snaps = story(12);
+    let mut r = Recorder::create(&path, &session()).expect("create");
+    for s in &snaps {
+        r.write(s).expect("write");
+    }
+    drop(r); // no finish(): as if killed between two frames
+    let rec = Recording::open(&path).expect("open");
+    assert_eq!(decode_all(&rec), snaps);
+    assert!(!rec.finished());
+    assert!(
+        rec.warnings()[0].contains("not finished"),
+        "{:?}",
+        rec.warnings()
+    );
+}
+
+/// Bytes per frame of [`synthetic`], file header and dictionary included.
+pub(super) fn bytes_per_frame(keys: usize, changing: usize, rate: u64, frames: usize) -> f64 {
+    let snaps = synthetic(keys, changing, rate, frames);
+    encode(&session(), &snaps).expect("encode").len() as f64 / frames as f64
+}
+
+/// `frames` snapshots at 1/s of `keys` keys of which `changing` change each second, each by
+/// about `rate` drops (varying by up to 10%), with stacks off.
+pub(super) fn synthetic(keys: usize, changing: usize, rate: u64, frames: usize) -> Vec<Snapshot> {
+    let keys: Vec<DropKey> = (0..keys)
+        .map(|k| {
+            key(
+                k as u32 % 90,
+                &format!("REASON_{}", k % 90),
+                &format!("func_{k}+0x{k:x}"),
+            )
+        })
+        .collect();
+    let mut counts = vec![0u64; keys.len()];
+    (0..frames)
+        .map(|i| {
+            for c in 0..changing {
+                let k = (i * 7 + c * 13) % counts.len();
+                counts[k] += rate + (i as u64 * 7919 + c as u64) % (rate / 10 + 1);
+            }
+            let drops: Vec<DropCount> = keys
+                .iter()
+                .zip(&counts)
+                .map(|(key, &count)| DropCount {
+                    key: key.clone(),
+                    count,
+                })
+                .collect();
+            Snapshot {
+                elapsed: Duration::from_millis(1000 * i as u64 + 3),
+                unix_ms: 1_750_000_000_000 + 1000 * i as u64,
+                total: counts.iter().sum(),
+                drops,
+                health: Health {
+                    keys_used: keys.len() as u64,
+                    keys_capacity: 10_240,
+                    bpf_run_ns: Some(i as u64 * rate * 35),
+                    bpf_run_cnt: Some(i as u64 * rate),
+                    self_syscalls: Some(i as u64 * 4),
+                    self_cpu_us: i as u64 * 900,
+                    poll_interval_ms: 250,
+                    ..Default::default()
+                },
+                ..Default::default()
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn size_grows_with_changing_keys_not_with_the_drop_rate() {
+    // Bound, per 1 s frame with 100 keys of which 10 change: a delta frame is a 20-byte header,
+    // ~20 bytes of totals and health, and 10 × (1-2 byte id gap + up to 10-byte count change)
+    // ≤ 160 bytes; a keyframe (100 × ≤ 11 bytes, often compressed) every 30 frames adds ≤ 40;
+    // the names, written once, add a few bytes per frame over 10 minutes.
+    let slow = bytes_per_frame(100, 10, 10, 600);
+    let flood = bytes_per_frame(100, 10, 10_000_000, 600);
+    assert!(slow < 120.0, "{slow} bytes per frame at 10 drops/s");
+    assert!(flood < 250.0, "{flood} bytes per frame at 10M drops/s");
+    // The rate costs bytes only through the width of the numbers (about 3x for 6 more digits).
+    assert!(flood < 3.0 * slow, "{slow} vs {flood}");
+}
+
+/// Prints the figures for the README (`cargo test --release -p dropscope record::tests::figures
+/// -- --ignored --nocapture`).
+#[test]
+#[ignore = "measurement, not a test"]
+fn figures() {
+    for (keys, changing) in [(10, 10), (100, 10), (100, 100), (1000, 1000)] {
+        for rate in [100, 1_000_000] {
+            let b = bytes_per_frame(keys, changing, rate, 3600);
+            println!("{keys} keys, {changing} changing, {rate}/s per key: {b:.0} B/frame");
+        }
+    }
+    let snaps = synthetic(100, 100, 1_000_000, 3600);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("hour.dsr");
+    let mut r = Recorder::create(&path, &session()).expect("create");
+    for s in &snaps {
+        r.write(s).expect("write");
+    }
+    r.finish().expect("finish");
+    let size = std::fs::metadata(&path).expect("stat").len();
+    let t0 = std::time::Instant::now();
+    let rec = Recording::open(&path).expect("open");
+    let opened = t0.elapsed();
+    let t1 = std::time::Instant::now();
+    let mid = rec.snapshot_at(Duration::from_millis(1_799_500));
+    let seek = t1.elapsed();
+    assert_eq!(mid.expect("seek"), snaps[1799]);
+    println!(
+        "one hour at 1 frame/s, 100 keys all changing by ~1M/s: {size} B; \
+         open {opened:?}; seek to the middle {seek:?}"
+    );
+}

@@ -1,0 +1,146 @@
+//! Number, duration and size formatting for the screen.
+use std::time::Duration;
+
+/// An exact count with thousands separators: `1,234,567`.
+pub fn count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A rate: one decimal below 100, whole numbers with separators above.
+pub fn rate(r: f64) -> String {
+    if !r.is_finite() || r < 0.0 {
+        "-".into()
+    } else if r < 100.0 {
+        format!("{r:.1}")
+    } else {
+        count(r.round() as u64)
+    }
+}
+
+/// An optional rate, `-` when unknown.
+pub fn opt_rate(r: Option<f64>) -> String {
+    r.map_or_else(|| "-".into(), rate)
+}
+
+/// A duration as `H:MM:SS` (hours grow as needed), or `MM:SS` below an hour.
+pub fn clock(d: Duration) -> String {
+    let s = d.as_secs();
+    let (h, m, s) = (s / 3600, s / 60 % 60, s % 60);
+    if h > 0 {
+        format!("{h}:{m:02}:{s:02}")
+    } else {
+        format!("{m:02}:{s:02}")
+    }
+}
+
+/// Milliseconds as `250ms` or `1.5s`.
+pub fn millis(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    }
+}
+
+/// A byte size: `512 B`, `12.3 KiB`, `4.0 MiB`.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
+}
+
+/// A playback speed: `0.25x`, `1x`, `16x`.
+pub fn speed(s: f64) -> String {
+    if s.fract() == 0.0 {
+        format!("{s:.0}x")
+    } else {
+        format!("{s}x")
+    }
+}
+
+/// A unicode sparkline of the last `width` values, scaled to their maximum; zero is a blank.
+/// Shorter histories are padded on the left.
+pub fn sparkline<'a>(values: impl DoubleEndedIterator<Item = &'a u64>, width: usize) -> String {
+    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let mut last: Vec<u64> = values.rev().take(width).copied().collect();
+    last.reverse();
+    let max = last.iter().copied().max().unwrap_or(0);
+    let mut out = " ".repeat(width - last.len());
+    for v in last {
+        if v == 0 || max == 0 {
+            out.push(' ');
+        } else {
+            // Ceiling of v/max in eighths, so every non-zero value shows at least the lowest bar.
+            let idx = ((v as u128 * 8).div_ceil(max as u128)).clamp(1, 8) as usize - 1;
+            out.push(BARS[idx]);
+        }
+    }
+    out
+}
+
+/// Cuts `s` to at most `width` characters, ending in `…` when cut.
+pub fn truncate(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        return s.to_string();
+    }
+    if width == 0 {
+        return String::new();
+    }
+    let mut out: String = s.chars().take(width - 1).collect();
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        assert_eq!(count(0), "0");
+        assert_eq!(count(999), "999");
+        assert_eq!(count(1000), "1,000");
+        assert_eq!(count(1_234_567), "1,234,567");
+        assert_eq!(rate(0.25), "0.2");
+        assert_eq!(rate(12345.6), "12,346");
+        assert_eq!(opt_rate(None), "-");
+        assert_eq!(clock(Duration::from_secs(75)), "01:15");
+        assert_eq!(clock(Duration::from_secs(3 * 3600 + 61)), "3:01:01");
+        assert_eq!(millis(250), "250ms");
+        assert_eq!(millis(2000), "2s");
+        assert_eq!(millis(1500), "1.5s");
+        assert_eq!(bytes(100), "100 B");
+        assert_eq!(bytes(12 * 1024 + 300), "12.3 KiB");
+        assert_eq!(speed(0.25), "0.25x");
+        assert_eq!(speed(16.0), "16x");
+        assert_eq!(truncate("abcdef", 4), "abc…");
+        assert_eq!(truncate("abc", 4), "abc");
+    }
+
+    #[test]
+    fn sparkline_scales_and_pads() {
+        let v = [0u64, 1, 4, 8];
+        assert_eq!(sparkline(v.iter(), 6), "   ▁▄█");
+        assert_eq!(sparkline(v.iter(), 2), "▄█");
+        assert_eq!(sparkline([].iter(), 3), "   ");
+        assert_eq!(sparkline([0u64, 0].iter(), 2), "  ");
+    }
+}

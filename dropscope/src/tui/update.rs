@@ -1,0 +1,303 @@
+//! Messages and the update function: how each key, snapshot and tick changes the [`State`],
+//! and which side effects (quit, replay commands, flamegraph, recording) it asks for.
+use std::time::{Duration, Instant};
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use super::{
+    state::{RecordingStatus, Screen, StackScope, StackView, State},
+    view,
+};
+use crate::{
+    model::{Snapshot, StackCount},
+    source::{ReplayCommand, ReplayStatus},
+};
+
+/// Something that happened.
+#[derive(Clone, Debug)]
+pub enum Msg {
+    /// A key was pressed.
+    Key(KeyEvent),
+    /// The terminal was resized to (columns, rows).
+    Resize(u16, u16),
+    /// A snapshot arrived at this instant.
+    Snapshot(Box<Snapshot>, Instant),
+    /// The clock ticked.
+    Tick(Instant),
+    /// The replay moved on its timeline.
+    Replay(ReplayStatus),
+    /// The recording started, grew or stopped.
+    Recording(Option<RecordingStatus>),
+    /// A message for the status line.
+    Status(String),
+}
+
+/// A flamegraph to write: the stacks of the current view.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlameRequest {
+    /// The stacks (cumulative since the session started).
+    pub stacks: Vec<StackCount>,
+    /// The time window, relative to the session start.
+    pub window: (Duration, Duration),
+    /// What the view is restricted to (the filter or the row), for the title.
+    pub filter: Option<String>,
+}
+
+/// A side effect for the event loop to perform.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Effect {
+    /// Leave the TUI.
+    Quit,
+    /// Send a command to the replay.
+    Replay(ReplayCommand),
+    /// Write a flamegraph SVG.
+    Flamegraph(FlameRequest),
+    /// Start recording if not recording, else stop.
+    ToggleRecording,
+}
+
+/// Seek steps of the replay keys, in seconds.
+const SEEK_SHORT: f64 = 10.0;
+const SEEK_LONG: f64 = 60.0;
+/// Replay speed bounds.
+const SPEED_MIN: f64 = 0.25;
+const SPEED_MAX: f64 = 16.0;
+
+/// Applies `msg` to `state`; returns the side effect it asks for, if any.
+pub fn update(state: &mut State, msg: Msg) -> Option<Effect> {
+    match msg {
+        Msg::Key(key) => return on_key(state, key),
+        Msg::Resize(w, h) => {
+            state.size = (w, h);
+            fix_selection(state);
+            fix_stack_scroll(state);
+        }
+        Msg::Snapshot(snap, at) => {
+            state.tracker.push(*snap);
+            state.snapshot_at = Some(at);
+            state.now = Some(at);
+            if state.frozen.is_none() {
+                refresh(state);
+            }
+        }
+        Msg::Tick(now) => state.now = Some(now),
+        Msg::Replay(status) => state.replay = Some(status),
+        Msg::Recording(r) => state.recording = r,
+        Msg::Status(s) => state.status = Some(s),
+    }
+    None
+}
+
+/// Recomputes what depends on the shown numbers: the selection and the stack view.
+fn refresh(state: &mut State) {
+    fix_selection(state);
+    if let Screen::Stacks(v) = &state.screen {
+        let view = StackView::build(v.scope.clone(), state.shown(), v.scroll);
+        state.screen = Screen::Stacks(view);
+        fix_stack_scroll(state);
+    }
+}
+
+/// Keeps the selection on a shown row (the first one if it vanished) and in sight.
+fn fix_selection(state: &mut State) {
+    let rows = state.rows();
+    let index = match state.selected_index(&rows) {
+        Some(i) => Some(i),
+        None if rows.is_empty() => None,
+        None => Some(0),
+    };
+    let key = index.map(|i| rows[i].key.clone());
+    let len = rows.len();
+    drop(rows);
+    state.selected = key;
+    let page = view::table_page(state);
+    let mut scroll = state.scroll.min(len.saturating_sub(page));
+    if let Some(i) = index {
+        scroll = scroll.min(i).max((i + 1).saturating_sub(page));
+    }
+    state.scroll = scroll;
+}
+
+fn fix_stack_scroll(state: &mut State) {
+    let page = view::stack_page(state);
+    if let Screen::Stacks(v) = &mut state.screen {
+        v.scroll = v.scroll.min(v.lines.len().saturating_sub(page));
+    }
+}
+
+/// Moves the selection by `delta` rows (clamped to the table).
+fn move_selection(state: &mut State, delta: isize) {
+    let rows = state.rows();
+    if rows.is_empty() {
+        return;
+    }
+    let cur = state.selected_index(&rows).unwrap_or(0);
+    let next = cur.saturating_add_signed(delta).min(rows.len() - 1);
+    let key = rows[next].key.clone();
+    drop(rows);
+    state.selected = Some(key);
+    fix_selection(state);
+}
+
+fn scroll_stacks(state: &mut State, delta: isize) {
+    if let Screen::Stacks(v) = &mut state.screen {
+        v.scroll = v.scroll.saturating_add_signed(delta);
+    }
+    fix_stack_scroll(state);
+}
+
+/// Moves by `delta` lines in whichever screen is shown.
+fn step(state: &mut State, delta: isize) {
+    match state.screen {
+        Screen::Table => move_selection(state, delta),
+        Screen::Stacks(_) => scroll_stacks(state, delta),
+    }
+}
+
+fn open_stacks(state: &mut State, scope: StackScope) {
+    state.screen = Screen::Stacks(StackView::build(scope, state.shown(), 0));
+}
+
+fn toggle_pause(state: &mut State) -> Option<Effect> {
+    if let Some(r) = &mut state.replay {
+        r.paused = !r.paused;
+        return Some(Effect::Replay(ReplayCommand::TogglePause));
+    }
+    state.frozen = match state.frozen.take() {
+        Some(_) => None,
+        None => Some(Box::new(state.tracker.clone())),
+    };
+    refresh(state);
+    None
+}
+
+fn flamegraph(state: &mut State) -> Option<Effect> {
+    let Some(snap) = state.shown().latest() else {
+        state.status = Some("no counts yet: nothing to draw".into());
+        return None;
+    };
+    let (scope, filter) = match &state.screen {
+        Screen::Stacks(v) => (v.scope.clone(), Some(v.scope.describe())),
+        Screen::Table => {
+            let f = (!state.filter.is_empty()).then(|| format!("filter \"{}\"", state.filter));
+            (StackScope::Set(state.filter.clone()), f)
+        }
+    };
+    let stacks: Vec<StackCount> = snap
+        .stacks
+        .iter()
+        .filter(|s| scope.contains(s))
+        .cloned()
+        .collect();
+    let window = (Duration::ZERO, snap.elapsed);
+    state.status = Some("writing flamegraph...".into());
+    Some(Effect::Flamegraph(FlameRequest {
+        stacks,
+        window,
+        filter,
+    }))
+}
+
+fn replay_key(state: &mut State, code: KeyCode) -> Option<Effect> {
+    let r = state.replay.as_mut()?;
+    let cmd = match code {
+        KeyCode::Char('[') | KeyCode::Left => ReplayCommand::SeekBy(-SEEK_SHORT),
+        KeyCode::Char(']') | KeyCode::Right => ReplayCommand::SeekBy(SEEK_SHORT),
+        KeyCode::Char('{') => ReplayCommand::SeekBy(-SEEK_LONG),
+        KeyCode::Char('}') => ReplayCommand::SeekBy(SEEK_LONG),
+        KeyCode::Char('0') => ReplayCommand::Start,
+        KeyCode::Char('$') => ReplayCommand::End,
+        KeyCode::Char('+' | '=') | KeyCode::Char('-' | '_') => {
+            let cur = if r.speed > 0.0 { r.speed } else { 1.0 };
+            let next = if matches!(code, KeyCode::Char('+' | '=')) {
+                cur * 2.0
+            } else {
+                cur / 2.0
+            };
+            r.speed = next.clamp(SPEED_MIN, SPEED_MAX);
+            ReplayCommand::Speed(r.speed)
+        }
+        _ => return None,
+    };
+    Some(Effect::Replay(cmd))
+}
+
+fn on_filter_key(state: &mut State, key: KeyEvent) {
+    match key.code {
+        KeyCode::Enter => state.editing = false,
+        KeyCode::Esc => {
+            state.editing = false;
+            state.filter.clear();
+        }
+        KeyCode::Backspace => {
+            state.filter.pop();
+        }
+        KeyCode::Char(c) if !key.modifiers.contains(KeyModifiers::CONTROL) => {
+            state.filter.push(c);
+        }
+        _ => {}
+    }
+    fix_selection(state);
+}
+
+fn on_key(state: &mut State, key: KeyEvent) -> Option<Effect> {
+    let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+    if ctrl && matches!(key.code, KeyCode::Char('c' | 'C')) {
+        return Some(Effect::Quit);
+    }
+    if state.editing {
+        on_filter_key(state, key);
+        return None;
+    }
+    if state.help {
+        state.help = false;
+        return (key.code == KeyCode::Char('q')).then_some(Effect::Quit);
+    }
+    state.status = None;
+    let page = match state.screen {
+        Screen::Table => view::table_page(state),
+        Screen::Stacks(_) => view::stack_page(state),
+    } as isize;
+    match key.code {
+        KeyCode::Char('q') => return Some(Effect::Quit),
+        KeyCode::Char('?') => state.help = true,
+        KeyCode::Char(' ' | 'p') => return toggle_pause(state),
+        KeyCode::Char('/') => {
+            state.screen = Screen::Table;
+            state.editing = true;
+        }
+        KeyCode::Char('s') => {
+            state.sort = state.sort.next();
+            fix_selection(state);
+        }
+        KeyCode::Char('f') => return flamegraph(state),
+        KeyCode::Char('r') if state.is_replay() => {
+            state.status = Some("recording works live only: this is already a recording".into());
+        }
+        KeyCode::Char('r') => return Some(Effect::ToggleRecording),
+        KeyCode::Up | KeyCode::Char('k') => step(state, -1),
+        KeyCode::Down | KeyCode::Char('j') => step(state, 1),
+        KeyCode::PageUp => step(state, -page),
+        KeyCode::PageDown => step(state, page),
+        KeyCode::Home | KeyCode::Char('g') => step(state, isize::MIN),
+        KeyCode::End | KeyCode::Char('G') => step(state, isize::MAX),
+        KeyCode::Enter if matches!(state.screen, Screen::Table) => {
+            let scope = match &state.selected {
+                Some(k) => StackScope::Row(k.clone()),
+                None => StackScope::Set(state.filter.clone()),
+            };
+            open_stacks(state, scope);
+        }
+        KeyCode::Char('a') => open_stacks(state, StackScope::Set(state.filter.clone())),
+        KeyCode::Esc | KeyCode::Backspace if !matches!(state.screen, Screen::Table) => {
+            state.screen = Screen::Table;
+            fix_selection(state);
+        }
+        KeyCode::Esc => {
+            state.filter.clear();
+            fix_selection(state);
+        }
+        code => return replay_key(state, code),
+    }
+    None
+}

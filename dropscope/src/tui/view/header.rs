@@ -1,0 +1,195 @@
+//! The header: session, totals, own cost, replay/recording/pause state, and warnings.
+use ratatui::{
+    style::{Color, Modifier, Style},
+    text::{Line, Span},
+};
+
+use crate::tui::{format, state::State};
+
+const SEP: &str = "  ";
+
+fn label(s: &str) -> Span<'static> {
+    Span::styled(s.to_string(), Style::new().fg(Color::DarkGray))
+}
+
+fn value(s: String) -> Span<'static> {
+    Span::styled(s, Style::new().add_modifier(Modifier::BOLD))
+}
+
+/// The header lines for `state`: session, counts and own cost always (on two lines when the
+/// screen is narrow), plus a mode line (replay, pause, recording) and warnings (overflow, stack
+/// health) when they have something to say.
+pub fn lines(state: &State) -> Vec<Line<'static>> {
+    let mut out = vec![session_line(state)];
+    let width = usize::from(state.size.0);
+    out.extend(pack(vec![counts_spans(state), cost_spans(state)], width));
+    let mode = mode_spans(state);
+    if !mode.is_empty() {
+        out.push(Line::from(mode));
+    }
+    out.extend(pack(warning_groups(state), width));
+    out
+}
+
+/// Puts groups of spans on as few lines as fit in `width`, never splitting a group.
+fn pack(groups: Vec<Vec<Span<'static>>>, width: usize) -> Vec<Line<'static>> {
+    let mut lines: Vec<Vec<Span<'static>>> = Vec::new();
+    let mut used = 0;
+    for g in groups.into_iter().filter(|g| !g.is_empty()) {
+        let w: usize = g.iter().map(Span::width).sum();
+        match lines.last_mut() {
+            Some(line) if used + SEP.len() + w <= width => {
+                line.push(Span::raw(SEP));
+                line.extend(g);
+                used += SEP.len() + w;
+            }
+            _ => {
+                lines.push(g);
+                used = w;
+            }
+        }
+    }
+    lines.into_iter().map(Line::from).collect()
+}
+
+fn session_line(state: &State) -> Line<'static> {
+    let i = &state.info;
+    let mut spans = vec![Span::styled(
+        "dropscope",
+        Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD),
+    )];
+    for part in [&i.host, &i.kernel, &i.probe] {
+        if !part.is_empty() {
+            spans.push(Span::raw(SEP));
+            spans.push(Span::raw(part.clone()));
+        }
+    }
+    spans.push(Span::raw(SEP));
+    spans.push(label("elapsed "));
+    spans.push(value(format::clock(state.elapsed())));
+    Line::from(spans)
+}
+
+fn counts_spans(state: &State) -> Vec<Span<'static>> {
+    let t = state.shown();
+    let snap = t.latest();
+    let total = snap.map_or(0, |s| s.total);
+    let poll = snap.map_or(0, |s| s.health.poll_interval_ms);
+    vec![
+        label("total "),
+        value(format::count(total)),
+        Span::raw(SEP),
+        value(format::opt_rate(t.total_rate())),
+        label(" drops/s"),
+        Span::raw(SEP),
+        label("poll "),
+        Span::raw(format::millis(poll)),
+    ]
+}
+
+/// dropscope's own cost: CPU, syscalls and BPF run time.
+fn cost_spans(state: &State) -> Vec<Span<'static>> {
+    let t = state.shown();
+    let snap = t.latest();
+    let cost = t.cost();
+    let bpf = match (cost.bpf_stats, cost.bpf_ns_per_run) {
+        (false, _) => label("bpf_stats off"),
+        (true, Some(ns)) => Span::raw(format!("bpf {ns:.0} ns/run")),
+        (true, None) => Span::raw("bpf - ns/run"),
+    };
+    vec![
+        label("self cpu "),
+        Span::raw(
+            cost.cpu_percent
+                .map_or_else(|| "-".into(), |c| format!("{c:.1}%")),
+        ),
+        Span::raw(SEP),
+        Span::raw(match cost.syscalls_per_sec {
+            Some(s) => format!("{s:.1}"),
+            None if snap.is_some_and(|s| s.health.self_syscalls.is_some()) => "-".into(),
+            None => "n/a".into(),
+        }),
+        label(" syscalls/s"),
+        Span::raw(SEP),
+        bpf,
+    ]
+}
+
+fn mode_spans(state: &State) -> Vec<Span<'static>> {
+    let mut spans = Vec::new();
+    let badge = |s: &str, bg: Color| {
+        Span::styled(
+            format!(" {s} "),
+            Style::new()
+                .fg(Color::Black)
+                .bg(bg)
+                .add_modifier(Modifier::BOLD),
+        )
+    };
+    if let Some(r) = &state.replay {
+        spans.push(badge("REPLAY", Color::Blue));
+        spans.push(Span::raw(format!(
+            " {} / {}  {}  ",
+            format::clock(r.position),
+            format::clock(r.duration),
+            format::speed(if r.speed > 0.0 { r.speed } else { 1.0 }),
+        )));
+        spans.push(if r.paused {
+            badge("PAUSED", Color::Yellow)
+        } else {
+            Span::raw("playing")
+        });
+        spans.push(Span::raw(SEP));
+    } else if state.frozen.is_some() {
+        spans.push(badge("PAUSED", Color::Yellow));
+        spans.push(Span::raw(" display frozen, still counting"));
+        spans.push(Span::raw(SEP));
+    }
+    if let Some(rec) = &state.recording {
+        spans.push(badge("REC", Color::Red));
+        spans.push(Span::raw(format!(
+            " {} {}",
+            rec.name,
+            format::bytes(rec.bytes)
+        )));
+    }
+    spans
+}
+
+fn warning_groups(state: &State) -> Vec<Vec<Span<'static>>> {
+    let mut groups = Vec::new();
+    let Some(snap) = state.shown().latest() else {
+        return groups;
+    };
+    if snap.overflow > 0 {
+        groups.push(vec![Span::styled(
+            format!(
+                " OVERFLOW {} drops not keyed: map full ({}/{} keys) ",
+                format::count(snap.overflow),
+                snap.health.keys_used,
+                snap.health.keys_capacity
+            ),
+            Style::new()
+                .fg(Color::White)
+                .bg(Color::Red)
+                .add_modifier(Modifier::BOLD),
+        )]);
+    }
+    let h = &snap.health;
+    let problems: Vec<String> = [
+        (h.stack_errors, "failed"),
+        (h.stack_overflow, "overflowed"),
+        (h.stack_lost, "lost"),
+    ]
+    .iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, what)| format!("{} {what}", format::count(*n)))
+    .collect();
+    if !problems.is_empty() {
+        groups.push(vec![Span::styled(
+            format!("stack samples: {}", problems.join(", ")),
+            Style::new().fg(Color::Yellow),
+        )]);
+    }
+    groups
+}

@@ -1,0 +1,149 @@
+//! The view: a pure function from [`State`] to what is on screen.
+mod header;
+mod stacks;
+mod table;
+
+use ratatui::{
+    Frame,
+    layout::{Constraint, Layout, Rect},
+    style::{Color, Modifier, Style},
+    text::{Line, Span},
+    widgets::{Block, Clear, Paragraph},
+};
+
+use super::{
+    help::{self, KeyHelp},
+    state::{Screen, State},
+};
+
+/// The screen split into header, body and footer for `state` in `area`.
+fn areas(state: &State, area: Rect) -> [Rect; 3] {
+    let header = header::lines(state).len() as u16;
+    Layout::vertical([
+        Constraint::Length(header),
+        Constraint::Fill(1),
+        Constraint::Length(1),
+    ])
+    .areas(area)
+}
+
+fn body_height(state: &State) -> u16 {
+    let (w, h) = state.size;
+    areas(state, Rect::new(0, 0, w, h))[1].height
+}
+
+/// How many table rows fit on the screen (the PgUp/PgDn step).
+pub fn table_page(state: &State) -> usize {
+    table::page(body_height(state))
+}
+
+/// How many stack lines fit on the screen (the PgUp/PgDn step).
+pub fn stack_page(state: &State) -> usize {
+    stacks::page(body_height(state))
+}
+
+/// Draws the whole screen for `state`.
+pub fn render(frame: &mut Frame<'_>, state: &State) {
+    let area = frame.area();
+    let [head, body, foot] = areas(state, area);
+    frame.render_widget(Paragraph::new(header::lines(state)), head);
+    match &state.screen {
+        Screen::Table => table::render(frame, body, state),
+        Screen::Stacks(view) => stacks::render(frame, body, view),
+    }
+    frame.render_widget(Paragraph::new(footer(state)), foot);
+    if state.help {
+        render_help(frame, area, state.is_replay());
+    }
+}
+
+fn footer(state: &State) -> Line<'static> {
+    let key = Style::new().add_modifier(Modifier::BOLD);
+    if state.editing {
+        return Line::from(vec![
+            Span::styled("/", key),
+            Span::raw(state.filter.clone()),
+            Span::styled("_", Style::new().add_modifier(Modifier::SLOW_BLINK)),
+            Span::styled(
+                "   Enter keeps the filter, Esc clears it",
+                Style::new().fg(Color::DarkGray),
+            ),
+        ]);
+    }
+    if let Some(msg) = &state.status {
+        return Line::styled(msg.clone(), Style::new().fg(Color::Green));
+    }
+    let hints: &[(&str, &str)] = match state.screen {
+        Screen::Table => &[
+            ("q", "quit"),
+            ("?", "help"),
+            ("/", "filter"),
+            ("s", "sort"),
+            ("space", "pause"),
+            ("Enter", "stacks"),
+            ("f", "flame"),
+            ("r", "record"),
+        ],
+        Screen::Stacks(_) => &[
+            ("Esc", "back"),
+            ("Up/Down", "scroll"),
+            ("f", "flamegraph"),
+            ("space", "pause"),
+            ("?", "help"),
+            ("q", "quit"),
+        ],
+    };
+    let mut spans = Vec::new();
+    for (k, what) in hints {
+        spans.push(Span::styled(*k, key));
+        spans.push(Span::raw(format!(" {what}  ")));
+    }
+    Line::from(spans)
+}
+
+fn help_lines(title: &str, keys: &[KeyHelp]) -> Vec<Line<'static>> {
+    let mut out = vec![Line::styled(
+        title.to_string(),
+        Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD),
+    )];
+    for k in keys {
+        out.push(Line::from(vec![
+            Span::styled(
+                format!(" {:<w$}", k.keys, w = help::KEYS_WIDTH),
+                Style::new().add_modifier(Modifier::BOLD),
+            ),
+            Span::raw(k.action),
+        ]));
+    }
+    out
+}
+
+fn render_help(frame: &mut Frame<'_>, area: Rect, replay: bool) {
+    let mut lines = help_lines("keys", help::GENERAL);
+    let title = if replay {
+        "replay timeline"
+    } else {
+        "replay timeline (dropscope replay <file>)"
+    };
+    lines.extend(help_lines(title, help::REPLAY));
+    let width = lines
+        .iter()
+        .map(Line::width)
+        .max()
+        .unwrap_or(0)
+        .saturating_add(3) as u16;
+    let height = lines.len() as u16 + 2;
+    let w = width.min(area.width);
+    let h = height.min(area.height);
+    let popup = Rect::new(
+        area.x + (area.width - w) / 2,
+        area.y + (area.height - h) / 2,
+        w,
+        h,
+    );
+    frame.render_widget(Clear, popup);
+    frame.render_widget(
+        Paragraph::new(lines).block(Block::bordered().title(" help: ? or Esc closes ")),
+        popup,
+    );
+}

@@ -1,0 +1,300 @@
+//! The bench's output: one table per measurement, medians and ratios beside their targets, then
+//! a verdict. Figures that could not be measured say why (or TODO), never a made-up number.
+use std::fmt::Write as _;
+
+use super::{
+    extras::{self, Flame, Outcome, Recording},
+    loss::{Config, Run},
+    stats::{Summary, summarize, thousands},
+    syscount::Method,
+    tui::{TuiCost, Window},
+};
+
+/// Targets (issues 2, 3 and 4).
+const LOSS_NO_STACKS: f64 = 3.0;
+const LOSS_STACKS: f64 = 5.0;
+const NS_PER_DROP: f64 = 40.0;
+const TUI_SYSCALLS: f64 = 20.0;
+const SVG_MS: f64 = 200.0;
+const RECORD_BPS: f64 = 2048.0;
+
+/// Everything measured.
+pub struct Results {
+    pub header: Vec<String>,
+    pub configs: Vec<Config>,
+    pub runs: Vec<Run>,
+    pub bpftrace_note: Option<String>,
+    pub method: Option<Method>,
+    pub tui: Outcome<TuiCost>,
+    pub flame: Outcome<Flame>,
+    pub recording: Outcome<Recording>,
+    pub warnings: Vec<String>,
+}
+
+/// A verdict line.
+struct Verdict {
+    status: &'static str,
+    what: String,
+}
+
+fn verdict(ok: bool, what: String) -> Verdict {
+    Verdict {
+        status: if ok { "PASS" } else { "FAIL" },
+        what,
+    }
+}
+
+/// Renders the whole report.
+pub fn render(r: &Results) -> String {
+    let mut out = String::new();
+    let mut verdicts = Vec::new();
+    for line in &r.header {
+        let _ = writeln!(out, "{line}");
+    }
+    let summaries: Vec<Summary> = r.configs.iter().map(|c| summarize(*c, &r.runs)).collect();
+    loss_table(&mut out, &summaries, r, &mut verdicts);
+    bpf_table(&mut out, &summaries, &mut verdicts);
+    let baseline = summaries
+        .iter()
+        .find(|s| s.config == Config::Nothing)
+        .map(|s| s.median_rate);
+    tui_table(&mut out, r, baseline, &mut verdicts);
+    flame_section(&mut out, &r.flame, &mut verdicts);
+    recording_section(&mut out, &r.recording, baseline, &mut verdicts);
+    for w in &r.warnings {
+        let _ = writeln!(out, "\nwarning: {w}");
+    }
+    let _ = writeln!(out, "\nVerdict");
+    for v in &verdicts {
+        let _ = writeln!(out, "  {:<5} {}", v.status, v.what);
+    }
+    out
+}
+
+fn loss_table(out: &mut String, sums: &[Summary], r: &Results, verdicts: &mut Vec<Verdict>) {
+    let _ = writeln!(
+        out,
+        "\n1. Drop-rate loss (median datagrams/s over the rounds; ratio = median of the per-round \
+         ratios to nothing attached)"
+    );
+    let _ = writeln!(
+        out,
+        "{:<38} {:>12} {:>23} {:>7} {:>7}  {:<15} target",
+        "configuration", "datagrams/s", "min - max", "ratio", "loss", "exact count"
+    );
+    for s in sums {
+        let loss = (1.0 - s.ratio) * 100.0;
+        let (loss_s, target) = loss_cell(s, loss, verdicts);
+        let _ = writeln!(
+            out,
+            "{:<38} {:>12} {:>23} {:>7} {:>7}  {:<15} {target}",
+            s.config.label(),
+            thousands(s.median_rate),
+            format!("{} - {}", thousands(s.min_rate), thousands(s.max_rate)),
+            if s.config == Config::Nothing { "1".into() } else { format!("{:.3}", s.ratio) },
+            loss_s,
+            exact_cell(s),
+        );
+    }
+    if let Some(note) = &r.bpftrace_note {
+        let _ = writeln!(out, "{:<38} {note}", Config::Bpftrace.label());
+    }
+    exact_summary(out, sums, verdicts);
+}
+
+fn loss_cell(s: &Summary, loss: f64, verdicts: &mut Vec<Verdict>) -> (String, String) {
+    let shown = format!("{loss:.1}%");
+    match s.config {
+        Config::Nothing => ("-".into(), String::new()),
+        Config::NoStacks | Config::Stacks => {
+            let (limit, what) = if s.config == Config::NoStacks {
+                (LOSS_NO_STACKS, "without stacks")
+            } else {
+                (LOSS_STACKS, "with stacks")
+            };
+            let ok = loss <= limit;
+            verdicts.push(verdict(ok, format!("drop-rate loss {what}: {shown} (target <= {limit}%)")));
+            (shown, format!("<= {limit}%  {}", if ok { "PASS" } else { "FAIL" }))
+        }
+        Config::Bpftrace => (shown, "(peers' per-drop stacks)".into()),
+        Config::StatsNoStacks | Config::StatsStacks => {
+            (shown, "(BPF stats on: for ns/drop, not a loss figure)".into())
+        }
+    }
+}
+
+fn exact_cell(s: &Summary) -> String {
+    match s.exact {
+        Some((ok, n)) if ok == n => format!("yes ({ok}/{n})"),
+        Some((ok, n)) => format!("NO ({ok}/{n}, {:+})", s.worst_diff),
+        None => "-".into(),
+    }
+}
+
+fn exact_summary(out: &mut String, sums: &[Summary], verdicts: &mut Vec<Verdict>) {
+    let counted: Vec<&Summary> = sums.iter().filter(|s| s.exact.is_some()).collect();
+    if counted.is_empty() {
+        return;
+    }
+    let (ok, n) = counted
+        .iter()
+        .filter_map(|s| s.exact)
+        .fold((0, 0), |(a, b), (x, y)| (a + x, b + y));
+    let worst = counted.iter().map(|s| s.worst_diff).max_by_key(|d| d.abs()).unwrap_or(0);
+    let invariant = counted.iter().all(|s| s.invariant_ok);
+    let overflow = counted.iter().map(|s| s.overflow).max().unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "exact: NO_SOCKET @ __udp4_lib_rcv counted == datagrams sent in {ok}/{n} dropscope runs \
+         (largest difference {worst:+}); sum(keys) + overflow == total: {}; overflow max {overflow}",
+        if invariant { "yes" } else { "NO" }
+    );
+    verdicts.push(verdict(
+        ok == n && invariant,
+        format!("exact counts: {ok}/{n} runs exact, invariant {}", if invariant { "holds" } else { "BROKEN" }),
+    ));
+}
+
+fn bpf_table(out: &mut String, sums: &[Summary], verdicts: &mut Vec<Verdict>) {
+    let _ = writeln!(
+        out,
+        "\n2. BPF ns per drop (the probe's fdinfo run_time_ns / run_cnt over each flood, median)"
+    );
+    for s in sums {
+        let (Some(ns), Some(per)) = (s.ns_per_drop, s.runs_per_datagram) else {
+            continue;
+        };
+        let ok = ns <= NS_PER_DROP;
+        let _ = writeln!(
+            out,
+            "{:<38} {:>8.1} ns/drop   probe runs per datagram {per:.3}   target <= {NS_PER_DROP} ns  {}",
+            s.config.label(),
+            ns,
+            if ok { "PASS" } else { "FAIL" }
+        );
+        verdicts.push(verdict(ok, format!("BPF cost, {}: {ns:.1} ns/drop (target <= {NS_PER_DROP})", s.config.label())));
+    }
+}
+
+fn tui_table(out: &mut String, r: &Results, baseline: Option<f64>, verdicts: &mut Vec<Verdict>) {
+    let _ = writeln!(out, "\n3. Live TUI (tmux, no key pressed): dropscope's own cost");
+    let (Some(method), Outcome::Measured(t)) = (r.method, &r.tui) else {
+        let why = match &r.tui {
+            Outcome::Skipped(why) => why.clone(),
+            Outcome::Measured(_) => "neither perf nor strace works here".into(),
+        };
+        let _ = writeln!(out, "SKIPPED: {why}");
+        verdicts.push(Verdict { status: "SKIP", what: format!("TUI cost: {why}") });
+        return;
+    };
+    let _ = writeln!(out, "syscalls counted with {}", method.describe());
+    let _ = writeln!(
+        out,
+        "{:<7} {:>9} {:>14} {:>12} {:>12} {:>15} {:>7}  target",
+        "phase", "window", "drops/s", "syscalls/s", "bpf() calls", "ctx switches/s", "CPU%"
+    );
+    tui_row(out, "idle", &t.idle, true, verdicts);
+    tui_row(out, "flood", &t.flood, false, verdicts);
+    if let Some(base) = baseline {
+        let rate = t.flood.per_sec(t.flood.sent);
+        let _ = writeln!(
+            out,
+            "flood rate while the TUI runs: {}/s = {:.3} of nothing attached (the TUI also attaches \
+             a tp_btf/sys_enter program that runs on every syscall on the machine)",
+            thousands(rate),
+            rate / base
+        );
+    }
+}
+
+fn tui_row(out: &mut String, phase: &str, w: &Window, idle: bool, verdicts: &mut Vec<Verdict>) {
+    let drops = w.drops.map_or_else(|| "n/a".into(), |d| thousands(w.per_sec(d)));
+    let sc = w.syscalls_per_sec();
+    let ok_sc = sc <= TUI_SYSCALLS;
+    let mut target = format!("<= {TUI_SYSCALLS} syscalls/s {}", if ok_sc { "PASS" } else { "FAIL" });
+    verdicts.push(verdict(ok_sc, format!("TUI syscalls/s {phase}: {sc:.1} (target <= {TUI_SYSCALLS})")));
+    if idle {
+        let ok_bpf = w.bpf_syscalls == 0;
+        let _ = write!(target, "; 0 bpf() idle {}", if ok_bpf { "PASS" } else { "FAIL" });
+        let during = w.drops.map_or_else(String::new, |d| format!(", {d} drops on the machine meanwhile"));
+        verdicts.push(verdict(
+            ok_bpf,
+            format!("bpf() syscalls while idle: {} in {:.1} s (target 0){during}", w.bpf_syscalls, w.count_secs),
+        ));
+    }
+    let _ = writeln!(
+        out,
+        "{:<7} {:>8.1}s {:>14} {:>12.1} {:>12} {:>15.1} {:>6.2}%  {target}",
+        phase,
+        w.count_secs,
+        drops,
+        sc,
+        w.bpf_syscalls,
+        w.per_sec(w.ctx_switches),
+        w.cpu_percent()
+    );
+}
+
+fn flame_section(out: &mut String, flame: &Outcome<Flame>, verdicts: &mut Vec<Verdict>) {
+    let _ = writeln!(out, "\n4. Flamegraph SVG of {} distinct stacks (dropscope example flame_bench)", extras::FLAME_STACKS);
+    match flame {
+        Outcome::Measured(f) => {
+            let ok = f.median_ms < SVG_MS;
+            let _ = writeln!(out, "{}   target < {SVG_MS} ms  {}", f.line, if ok { "PASS" } else { "FAIL" });
+            verdicts.push(verdict(ok, format!("SVG of 10,000 stacks: {:.1} ms (target < {SVG_MS} ms)", f.median_ms)));
+        }
+        Outcome::Skipped(why) => {
+            let _ = writeln!(out, "SKIPPED: {why}");
+            verdicts.push(Verdict { status: "SKIP", what: format!("SVG of 10,000 stacks: {why}") });
+        }
+    }
+}
+
+fn recording_section(
+    out: &mut String,
+    rec: &Outcome<Recording>,
+    baseline: Option<f64>,
+    verdicts: &mut Vec<Verdict>,
+) {
+    let _ = writeln!(out, "\n5. Recording (dropscope record, {} s at a steady flood)", extras::RECORD_SECS);
+    match rec {
+        Outcome::Measured(r) => {
+            let _ = writeln!(
+                out,
+                "flood {}/s{}, {} keys in the recording: {:.0} B/s steady (file {} bytes after {} s)",
+                thousands(r.flood_rate),
+                baseline.map_or_else(String::new, |b| format!(" ({:.3} of nothing attached)", r.flood_rate / b)),
+                r.keys,
+                r.steady_bytes_per_sec,
+                thousands(r.file_bytes as f64),
+                extras::RECORD_SECS
+            );
+            let perf = r.perf_bytes_per_sec.map_or_else(
+                || "perf record unavailable".into(),
+                |p| format!("{} B/s", thousands(p)),
+            );
+            let _ = writeln!(out, "per-event capture of the same drops (perf record -a -e skb:kfree_skb): {perf}");
+            let ok = r.steady_bytes_per_sec < RECORD_BPS;
+            verdicts.push(Verdict {
+                status: if ok { "info" } else { "FAIL" },
+                what: format!(
+                    "recording at a steady flood with {} keys: {:.0} B/s (target < 2 KB/s at 100 keys; \
+                     real drops give only these keys)",
+                    r.keys, r.steady_bytes_per_sec
+                ),
+            });
+        }
+        Outcome::Skipped(why) => {
+            let _ = writeln!(out, "TODO: {why}");
+            verdicts.push(Verdict { status: "TODO", what: format!("recording bytes/s: {why}") });
+        }
+    }
+    let todo = "TODO: recording bytes/s at 10, 100 and 1,000 active keys, and seek time to the middle \
+                of a 1-hour recording: need a dropscope example that writes a synthetic recording \
+                (none in dropscope/examples yet)";
+    let _ = writeln!(out, "{todo}");
+    verdicts.push(Verdict {
+        status: "TODO",
+        what: "recording < 2 KB/s at 100 keys; seek < 100 ms in a 1-hour recording (no synthetic-recording example yet)".into(),
+    });
+}
