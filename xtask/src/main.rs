@@ -1,5 +1,6 @@
 //! Project tasks: set-up of toolchains (idempotent), running dropscope, the test runner and the
 //! benchmark. `cargo xtask --help` lists them.
+mod bench;
 mod setup;
 
 use std::{path::PathBuf, process::Command};
@@ -34,11 +35,14 @@ enum Task {
         #[arg(long, default_value_t = 60)]
         fuzz_seconds: u64,
     },
+    /// Benchmark dropscope against nothing attached and peers on real drops (root; a few minutes).
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().task {
         Task::Setup => setup::all(false),
+        Task::Bench(args) => bench::run(args),
         Task::Run { args } => {
             setup::all(false)?;
             cargo(&["build", "--release", "--package", "dropscope"])?;

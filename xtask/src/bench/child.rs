@@ -71,7 +71,9 @@ impl Proc {
             match self.lines.recv_timeout(Duration::from_millis(50)) {
                 Ok(line) if pred(&line) => return Ok(line),
                 Ok(_) | Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => std::thread::sleep(Duration::from_millis(50)),
+                Err(RecvTimeoutError::Disconnected) => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
             }
             if self.exited()? {
                 let out = self.finish(None, Duration::from_secs(1))?;
@@ -106,10 +108,7 @@ impl Proc {
         }
         let status = self.wait_for(timeout)?;
         self.finished = true;
-        let mut text = self
-            .readers
-            .drain(..)
-            .map(|r| r.join().unwrap_or_default());
+        let mut text = self.readers.drain(..).map(|r| r.join().unwrap_or_default());
         let stdout = text.next().unwrap_or_default();
         let stderr = text.next().unwrap_or_default();
         Ok(Output {

@@ -35,18 +35,17 @@ pub struct Flame {
     pub line: String,
 }
 
-/// Builds and runs `flame_bench` if the example exists.
-pub fn flame(root: &Path, target_dir: &Path) -> Outcome<Flame> {
-    if !root.join("dropscope/examples/flame_bench.rs").is_file() {
-        return Outcome::Skipped("dropscope/examples/flame_bench.rs does not exist".into());
-    }
-    match run_flame(target_dir) {
-        Ok(f) => Outcome::Measured(f),
-        Err(e) => Outcome::Skipped(format!("flame_bench failed: {e:#}")),
-    }
+/// Whether dropscope has the flamegraph example.
+fn has_flame_example(root: &Path) -> bool {
+    root.join("dropscope/examples/flame_bench.rs").is_file()
 }
 
-fn run_flame(target_dir: &Path) -> anyhow::Result<Flame> {
+/// Builds the example (with the rest of the release build, so that every figure of a run comes
+/// from one build).
+pub fn build_flame(root: &Path) -> anyhow::Result<()> {
+    if !has_flame_example(root) {
+        return Ok(());
+    }
     crate::cargo(&[
         "build",
         "--release",
@@ -54,12 +53,30 @@ fn run_flame(target_dir: &Path) -> anyhow::Result<Flame> {
         "dropscope",
         "--example",
         "flame_bench",
-    ])?;
+    ])
+}
+
+/// Runs `flame_bench` if the example exists and was built.
+pub fn flame(root: &Path, target_dir: &Path, build_error: Option<String>) -> Outcome<Flame> {
+    if !has_flame_example(root) {
+        return Outcome::Skipped("dropscope/examples/flame_bench.rs does not exist".into());
+    }
+    if let Some(e) = build_error {
+        return Outcome::Skipped(format!("building flame_bench failed: {e}"));
+    }
     let bin = target_dir.join("release/examples/flame_bench");
-    let out = run_quiet(Command::new(&bin).args([
-        FLAME_STACKS.to_string(),
-        FLAME_RUNS.to_string(),
-    ]))?;
+    if !bin.is_file() {
+        return Outcome::Skipped(format!("{} is not built", bin.display()));
+    }
+    match run_flame(&bin) {
+        Ok(f) => Outcome::Measured(f),
+        Err(e) => Outcome::Skipped(format!("flame_bench failed: {e:#}")),
+    }
+}
+
+fn run_flame(bin: &Path) -> anyhow::Result<Flame> {
+    let out =
+        run_quiet(Command::new(bin).args([FLAME_STACKS.to_string(), FLAME_RUNS.to_string()]))?;
     let line = out
         .lines()
         .find(|l| l.contains("median"))
@@ -88,13 +105,19 @@ pub struct Recording {
 }
 
 /// Records a steady flood with `dropscope record`, if that command exists.
-pub fn recording(dropscope: &Path, target: &Target, scratch: &Path) -> anyhow::Result<Outcome<Recording>> {
+pub fn recording(
+    dropscope: &Path,
+    target: &Target,
+    scratch: &Path,
+) -> anyhow::Result<Outcome<Recording>> {
     let has_record = Command::new(dropscope)
         .args(["record", "--help"])
         .output()
         .is_ok_and(|o| o.status.success());
     if !has_record {
-        return Ok(Outcome::Skipped("`dropscope record` does not exist yet".into()));
+        return Ok(Outcome::Skipped(
+            "`dropscope record` does not exist yet".into(),
+        ));
     }
     let sender = Sender::start(target, None)?;
     let measured =
@@ -128,7 +151,11 @@ fn record_flood(dropscope: &Path, scratch: &Path) -> anyhow::Result<Recorded> {
     let (s2, t2) = (size(&file)?, Instant::now());
     let out = proc.finish(None, Duration::from_secs(RECORD_SECS + 20))?;
     if !out.status.success() {
-        bail!("dropscope record failed ({}): {}", out.status, out.stderr.trim());
+        bail!(
+            "dropscope record failed ({}): {}",
+            out.status,
+            out.stderr.trim()
+        );
     }
     let steady = s2.saturating_sub(s1) as f64 / t2.duration_since(t1).as_secs_f64();
     let perf = perf_record_rate(scratch).ok();
@@ -175,7 +202,5 @@ fn keys_in(dropscope: &Path, file: &Path) -> anyhow::Result<usize> {
             .arg(file),
     )?;
     let v: Value = serde_json::from_str(&out).context("parsing the replayed report")?;
-    Ok(v.get("drops")
-        .and_then(Value::as_array)
-        .map_or(0, Vec::len))
+    Ok(v.get("drops").and_then(Value::as_array).map_or(0, Vec::len))
 }

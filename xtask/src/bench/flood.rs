@@ -32,12 +32,21 @@ pub struct Flood {
     /// sendto calls that failed.
     pub errors: u64,
     pub elapsed: Duration,
+    /// Datagrams sent and time passed at half the time limit (floods with a limit).
+    pub half: Option<(u64, Duration)>,
 }
 
 impl Flood {
     /// Datagrams per second.
     pub fn rate(&self) -> f64 {
         self.sent as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// Datagrams per second in the second half of the flood.
+    pub fn second_half_rate(&self) -> Option<f64> {
+        let (sent, at) = self.half?;
+        let secs = self.elapsed.saturating_sub(at).as_secs_f64();
+        (secs > 0.0).then(|| (self.sent - sent) as f64 / secs)
     }
 }
 
@@ -111,6 +120,7 @@ fn send(
     let dst = SocketAddr::from((Ipv4Addr::LOCALHOST, CLOSED_PORT));
     let start = Instant::now();
     let (mut sent, mut errors) = (0u64, 0u64);
+    let mut half = None;
     loop {
         for _ in 0..BATCH {
             match sock.send_to(&PAYLOAD, dst) {
@@ -119,7 +129,11 @@ fn send(
             }
         }
         counter.store(sent, Ordering::Relaxed);
-        let over = limit.is_some_and(|l| start.elapsed() >= l);
+        let now = start.elapsed();
+        if half.is_none() && limit.is_some_and(|l| now >= l / 2) {
+            half = Some((sent, now));
+        }
+        let over = limit.is_some_and(|l| now >= l);
         if over || stop.load(Ordering::Relaxed) || interrupt::requested() {
             break;
         }
@@ -128,6 +142,7 @@ fn send(
         sent,
         errors,
         elapsed: start.elapsed(),
+        half,
     })
 }
 
@@ -155,7 +170,10 @@ fn pin_to_cpu(cpu: usize) -> anyhow::Result<()> {
         }
         libc::CPU_SET(cpu, &mut set);
         if libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) != 0 {
-            bail!("pinning the sender to CPU {cpu}: {}", std::io::Error::last_os_error());
+            bail!(
+                "pinning the sender to CPU {cpu}: {}",
+                std::io::Error::last_os_error()
+            );
         }
     }
     Ok(())

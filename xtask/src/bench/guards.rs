@@ -57,7 +57,10 @@ impl Netns {
 impl Drop for Netns {
     fn drop(&mut self) {
         if let Err(e) = run_quiet(Command::new("ip").args(["netns", "del", &self.name])) {
-            eprintln!("bench: could not remove network namespace {}: {e:#}", self.name);
+            eprintln!(
+                "bench: could not remove network namespace {}: {e:#}",
+                self.name
+            );
         }
     }
 }

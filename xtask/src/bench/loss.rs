@@ -4,6 +4,7 @@
 use std::{
     path::{Path, PathBuf},
     process::Command,
+    sync::OnceLock,
     time::Duration,
 };
 
@@ -22,6 +23,16 @@ pub const BPFTRACE_PROG: &str = "tracepoint:skb:kfree_skb { @[kstack, args->reas
 const SETTLE: Duration = Duration::from_millis(500);
 /// Time for the last datagrams' softirq work to finish before the counter stops.
 const DRAIN: Duration = Duration::from_millis(300);
+
+/// dropscope's first "attached" line, e.g. which probe it uses.
+static ATTACH_LINE: OnceLock<String> = OnceLock::new();
+
+/// The probe dropscope said it attached (e.g. `tp_btf/kfree_skb`), if it ran.
+pub fn probe_kind() -> Option<String> {
+    let line = ATTACH_LINE.get()?;
+    let kind = line.split(" with ").nth(1)?.split_whitespace().next()?;
+    Some(kind.trim_end_matches([';', ',']).to_string())
+}
 
 /// What is attached while the sender floods.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,11 +73,6 @@ impl Config {
     pub fn bpf_stats(self) -> bool {
         matches!(self, Self::StatsNoStacks | Self::StatsStacks)
     }
-
-    /// Whether dropscope counts in this configuration.
-    pub fn is_dropscope(self) -> bool {
-        self.dropscope_flags().is_some()
-    }
 }
 
 /// dropscope's count of the flood's key, checked against what was sent.
@@ -79,6 +85,9 @@ pub struct CountCheck {
     pub overflow: u64,
 }
 
+/// BPF ns per run of the drop probe, and the runs measured.
+pub type BpfCost = (f64, u64);
+
 /// One configuration's flood in one round.
 #[derive(Clone, Copy, Debug)]
 pub struct Run {
@@ -86,8 +95,7 @@ pub struct Run {
     pub config: Config,
     pub flood: Flood,
     pub count: Option<CountCheck>,
-    /// BPF ns per run of the drop probe, and the runs measured.
-    pub bpf: Option<(f64, u64)>,
+    pub bpf: Option<BpfCost>,
 }
 
 impl Run {
@@ -160,7 +168,7 @@ fn one(setup: &Setup, config: Config, round: usize) -> anyhow::Result<Run> {
 fn with_dropscope(
     setup: &Setup,
     config: Config,
-) -> anyhow::Result<(Flood, CountCheck, Option<(f64, u64)>)> {
+) -> anyhow::Result<(Flood, CountCheck, Option<BpfCost>)> {
     let flags = config.dropscope_flags().unwrap_or_default();
     let mut proc = Proc::spawn(
         Command::new(&setup.dropscope)
@@ -168,7 +176,8 @@ fn with_dropscope(
             .args(flags),
         "dropscope report",
     )?;
-    proc.wait_line(|l| l.starts_with("dropscope:"), Duration::from_secs(30))?;
+    let line = proc.wait_line(|l| l.starts_with("dropscope:"), Duration::from_secs(30))?;
+    let _ = ATTACH_LINE.set(line);
     interrupt::sleep(SETTLE)?;
     let before = procfs::prog_stats(proc.pid())?;
     let flood = flood::run_for(&setup.target, setup.flood)?;
@@ -181,7 +190,11 @@ fn with_dropscope(
     };
     let out = proc.finish(Some(libc::SIGINT), Duration::from_secs(15))?;
     if !out.status.success() {
-        bail!("dropscope report failed ({}): {}", out.status, out.stderr.trim());
+        bail!(
+            "dropscope report failed ({}): {}",
+            out.status,
+            out.stderr.trim()
+        );
     }
     Ok((flood, check_count(&out.stdout)?, bpf))
 }
@@ -238,7 +251,10 @@ pub fn have_bpftrace() -> bool {
 /// Whether the dropscope binary exists.
 pub fn check_binary(bin: &Path) -> anyhow::Result<()> {
     if !bin.is_file() {
-        bail!("{} is missing; build it with `cargo build --release -p dropscope`", bin.display());
+        bail!(
+            "{} is missing; build it with `cargo build --release -p dropscope`",
+            bin.display()
+        );
     }
     Ok(())
 }

@@ -55,7 +55,10 @@ fn ctx_switches(pid: u32) -> anyhow::Result<u64> {
     let dir = format!("/proc/{pid}/task");
     let mut sum = 0;
     for task in std::fs::read_dir(&dir).with_context(|| format!("listing {dir}"))? {
-        let status = task.with_context(|| format!("listing {dir}"))?.path().join("status");
+        let status = task
+            .with_context(|| format!("listing {dir}"))?
+            .path()
+            .join("status");
         // A thread may exit between listing and reading.
         let Ok(text) = std::fs::read_to_string(&status) else {
             continue;
@@ -81,7 +84,8 @@ pub fn prog_stats(pid: u32) -> anyhow::Result<Vec<ProgStat>> {
     let dir = format!("/proc/{pid}/fdinfo");
     let mut progs = Vec::new();
     for fd in std::fs::read_dir(&dir).with_context(|| format!("listing {dir}"))? {
-        let Ok(text) = std::fs::read_to_string(fd.with_context(|| format!("listing {dir}"))?.path())
+        let Ok(text) =
+            std::fs::read_to_string(fd.with_context(|| format!("listing {dir}"))?.path())
         else {
             continue;
         };

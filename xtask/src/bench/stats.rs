@@ -1,5 +1,8 @@
 //! Medians, paired ratios and number formatting for the bench's table.
-use super::loss::{Config, Run};
+use super::{
+    flood::Flood,
+    loss::{Config, Run},
+};
 
 /// The median (the mean of the middle two for an even count); NaN for none.
 pub fn median(mut xs: Vec<f64>) -> f64 {
@@ -19,12 +22,13 @@ pub fn median(mut xs: Vec<f64>) -> f64 {
 #[derive(Clone, Debug)]
 pub struct Summary {
     pub config: Config,
-    pub runs: usize,
     pub median_rate: f64,
     pub min_rate: f64,
     pub max_rate: f64,
     /// Median over rounds of (this rate / nothing attached in the same round).
     pub ratio: f64,
+    /// The same for the second half of each flood (once the probe's sampling has adapted).
+    pub second_half_ratio: f64,
     /// Runs whose count was exact, of runs that counted.
     pub exact: Option<(usize, usize)>,
     /// Largest |counted - sent| over the runs that counted.
@@ -43,22 +47,36 @@ pub fn summarize(config: Config, runs: &[Run]) -> Summary {
     let counted: Vec<&Run> = mine.iter().copied().filter(|r| r.count.is_some()).collect();
     let bpf: Vec<(f64, f64)> = mine
         .iter()
-        .filter_map(|r| r.bpf.map(|(ns, n)| (ns, n as f64 / r.flood.sent.max(1) as f64)))
+        .filter_map(|r| {
+            r.bpf
+                .map(|(ns, n)| (ns, n as f64 / r.flood.sent.max(1) as f64))
+        })
         .collect();
     Summary {
         config,
-        runs: mine.len(),
         median_rate: median(rates.clone()),
         min_rate: rates.iter().copied().fold(f64::INFINITY, f64::min),
         max_rate: rates.iter().copied().fold(0.0, f64::max),
-        ratio: median(mine.iter().filter_map(|r| paired_ratio(r, runs)).collect()),
+        ratio: median(
+            mine.iter()
+                .filter_map(|r| paired_ratio(r, runs, |f| Some(f.rate())))
+                .collect(),
+        ),
+        second_half_ratio: median(
+            mine.iter()
+                .filter_map(|r| paired_ratio(r, runs, Flood::second_half_rate))
+                .collect(),
+        ),
         exact: (!counted.is_empty()).then(|| {
             let ok = counted.iter().filter(|r| r.exact() == Some(true)).count();
             (ok, counted.len())
         }),
         worst_diff: counted
             .iter()
-            .filter_map(|r| r.count.map(|c| i128::from(c.counted) - i128::from(r.flood.sent)))
+            .filter_map(|r| {
+                r.count
+                    .map(|c| i128::from(c.counted) - i128::from(r.flood.sent))
+            })
             .max_by_key(|d| d.abs())
             .unwrap_or(0),
         invariant_ok: counted.iter().all(|r| r.count.is_some_and(|c| c.invariant)),
@@ -72,11 +90,11 @@ pub fn summarize(config: Config, runs: &[Run]) -> Summary {
     }
 }
 
-fn paired_ratio(run: &Run, runs: &[Run]) -> Option<f64> {
+fn paired_ratio(run: &Run, runs: &[Run], rate: impl Fn(&Flood) -> Option<f64>) -> Option<f64> {
     let base = runs
         .iter()
         .find(|b| b.round == run.round && b.config == Config::Nothing)?;
-    Some(run.flood.rate() / base.flood.rate().max(1e-9))
+    Some(rate(&run.flood)? / rate(&base.flood)?.max(1e-9))
 }
 
 /// `1234567.8` as `1,234,568`.

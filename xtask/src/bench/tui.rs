@@ -77,8 +77,8 @@ pub fn measure(
     let idle = measure_window(pid, method, window, None)?;
     eprintln!("bench: TUI: measuring {window:?} under the flood");
     let sender = Sender::start(target, None)?;
-    let flood = interrupt::sleep(ADAPT)
-        .and_then(|()| measure_window(pid, method, window, Some(&sender)));
+    let flood =
+        interrupt::sleep(ADAPT).and_then(|()| measure_window(pid, method, window, Some(&sender)));
     sender.stop()?;
     let flood = flood?;
     quit(&tmux, pid);

@@ -1,0 +1,226 @@
+//! `cargo xtask bench`: dropscope's benchmark. Floods real drops (UDP to a closed port on
+//! loopback, inside a network namespace it creates and always removes) and reports, side by side
+//! in one run, medians over interleaved rounds: drop-rate loss against nothing attached (and
+//! against bpftrace's per-drop stacks), exact counts, BPF ns per drop, the live TUI's own cost,
+//! flamegraph render time and recording size. Not part of `cargo xtask test`.
+mod child;
+mod extras;
+mod flood;
+mod guards;
+mod interrupt;
+mod loss;
+mod procfs;
+mod report;
+mod stats;
+mod syscount;
+mod tui;
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use anyhow::bail;
+
+use self::{
+    extras::Outcome,
+    flood::Target,
+    guards::{DebugfsMount, Netns, ScratchDir},
+    loss::Config,
+    syscount::Method,
+};
+
+/// Options of `cargo xtask bench`.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// Interleaved rounds; each runs every configuration once, the order rotated.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=50))]
+    rounds: u64,
+    /// Seconds of flood per configuration and round.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=60))]
+    flood_secs: u64,
+    /// Seconds of each measurement window of the live TUI.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=60))]
+    window_secs: u64,
+    /// Use the dropscope binary as it is (no set-up, no release build first).
+    #[arg(long)]
+    no_build: bool,
+}
+
+/// Runs the benchmark and prints its report on stdout (progress goes to stderr).
+pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    let res = run_all(args);
+    if interrupt::requested() {
+        // The guards have run by now: namespace, session, mount and children are gone.
+        eprintln!("bench: interrupted; everything it created was removed");
+        std::process::exit(130);
+    }
+    res
+}
+
+fn run_all(args: BenchArgs) -> anyhow::Result<()> {
+    if !crate::setup::is_root() {
+        bail!(
+            "the bench loads eBPF programs and creates a network namespace: run it as root \
+             (e.g. `sudo -E cargo xtask bench`)"
+        );
+    }
+    interrupt::install()?;
+    let started = Instant::now();
+    let root = crate::root();
+    let mut flame_build_error = None;
+    if !args.no_build {
+        crate::setup::all(false)?;
+        crate::cargo(&["build", "--release", "--package", "dropscope"])?;
+        flame_build_error = extras::build_flame(&root).err().map(|e| format!("{e:#}"));
+    }
+    let target_dir = target_dir(&root);
+    let dropscope = target_dir.join("release/dropscope");
+    loss::check_binary(&dropscope)?;
+    let scratch = ScratchDir::create("dsbench")?;
+    let netns = Netns::create(&format!("dsbench-{}", std::process::id()))?;
+    let target = Target {
+        netns: netns.path(),
+        cpu: flood::online_cpus() - 1,
+    };
+    let mut warnings = foreign_namespaces(&netns, Vec::new());
+    let (_debugfs, bpftrace_note) = prepare_bpftrace();
+    let configs = configurations(bpftrace_note.is_none());
+    let setup = loss::Setup {
+        dropscope: dropscope.clone(),
+        target: target.clone(),
+        flood: Duration::from_secs(args.flood_secs),
+    };
+    eprintln!(
+        "bench: {} rounds x {} configurations, {} s of flood each",
+        args.rounds,
+        configs.len(),
+        args.flood_secs
+    );
+    let runs = loss::rounds(&setup, &configs, args.rounds as usize)?;
+    let method = Method::detect();
+    let window = Duration::from_secs(args.window_secs);
+    let tui = measure_tui(&dropscope, &target, method, window)?;
+    eprintln!("bench: flamegraph render time");
+    let flame = extras::flame(&root, &target_dir, flame_build_error);
+    eprintln!("bench: recording at a steady flood");
+    let recording = soft(
+        extras::recording(&dropscope, &target, scratch.path()).and_then(|o| {
+            Ok(match o {
+                Outcome::Measured(r) => r,
+                Outcome::Skipped(why) => bail!("{why}"),
+            })
+        }),
+    )?;
+    warnings = foreign_namespaces(&netns, warnings);
+    let results = report::Results {
+        header: header(&args, &target, netns.name(), started.elapsed()),
+        configs,
+        runs,
+        bpftrace_note,
+        method,
+        tui,
+        flame,
+        recording,
+        warnings,
+    };
+    print!("{}", report::render(&results));
+    Ok(())
+}
+
+/// The configurations of the loss rounds.
+fn configurations(bpftrace: bool) -> Vec<Config> {
+    let mut configs = vec![Config::Nothing, Config::NoStacks, Config::Stacks];
+    if bpftrace {
+        configs.push(Config::Bpftrace);
+    }
+    configs.extend([Config::StatsNoStacks, Config::StatsStacks]);
+    configs
+}
+
+/// Makes bpftrace usable (debugfs) if it is installed; otherwise says why it is skipped.
+fn prepare_bpftrace() -> (Option<DebugfsMount>, Option<String>) {
+    if !loss::have_bpftrace() {
+        return (
+            None,
+            Some("SKIPPED: bpftrace is not installed (`apt-get install -y bpftrace`)".into()),
+        );
+    }
+    match DebugfsMount::ensure() {
+        Ok(mount) => (mount, None),
+        Err(e) => (None, Some(format!("SKIPPED: {e:#}"))),
+    }
+}
+
+fn measure_tui(
+    dropscope: &Path,
+    target: &Target,
+    method: Option<Method>,
+    window: Duration,
+) -> anyhow::Result<Outcome<tui::TuiCost>> {
+    let Some(method) = method else {
+        return Ok(Outcome::Skipped(
+            "neither perf nor strace can count syscalls here".into(),
+        ));
+    };
+    let has_tmux = Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_tmux {
+        return Ok(Outcome::Skipped(
+            "tmux is not installed (`apt-get install -y tmux`)".into(),
+        ));
+    }
+    soft(tui::measure(dropscope, target, method, window))
+}
+
+/// A failed measurement becomes a skipped one with its reason, unless the user interrupted.
+fn soft<T>(res: anyhow::Result<T>) -> anyhow::Result<Outcome<T>> {
+    match res {
+        Ok(v) => Ok(Outcome::Measured(v)),
+        Err(e) if interrupt::requested() => Err(e),
+        Err(e) => Ok(Outcome::Skipped(format!("failed: {e:#}"))),
+    }
+}
+
+/// Adds a warning when other network namespaces exist (their traffic can add drops).
+fn foreign_namespaces(ours: &Netns, mut warnings: Vec<String>) -> Vec<String> {
+    let others = guards::other_namespaces(ours.name());
+    if !others.is_empty() && warnings.is_empty() {
+        warnings.push(format!(
+            "other network namespaces exist ({}): their traffic shares the CPUs and could add \
+             drops at the same kernel location",
+            others.join(", ")
+        ));
+    }
+    warnings
+}
+
+fn header(args: &BenchArgs, target: &Target, netns: &str, took: Duration) -> Vec<String> {
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    vec![
+        format!(
+            "dropscope bench: kernel {}, {} CPUs, {}",
+            kernel.trim(),
+            flood::online_cpus(),
+            loss::probe_kind().map_or_else(|| "probe unknown".into(), |p| format!("probe {p}"))
+        ),
+        format!(
+            "flood: 1 UDP sender pinned to CPU {}, to a closed port on 127.0.0.1 in namespace {netns}; \
+             {} s per configuration, {} interleaved rounds (order rotated); bench took {:.0} s",
+            target.cpu,
+            args.flood_secs,
+            args.rounds,
+            took.as_secs_f64()
+        ),
+    ]
+}
+
+/// Where cargo puts build output.
+fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"))
+}
