@@ -61,7 +61,7 @@ pub struct Collector {
     stacks: HashMap<(DropKey, Frames), (u64, u64)>,
     stack_lost: u64,
     map_syscalls: u64,
-    _stats: Option<OwnedFd>,
+    stats_fd: Option<OwnedFd>,
 }
 
 impl Collector {
@@ -88,7 +88,7 @@ impl Collector {
             stacks: HashMap::new(),
             stack_lost: 0,
             map_syscalls: 0,
-            _stats: stats,
+            stats_fd: stats,
         }
     }
 
@@ -281,10 +281,14 @@ impl Collector {
                 0
             },
             recursion_misses: stats.map_or(0, |s| s.recursion_misses),
+            // Run statistics exist while they are enabled: by --bpf-stats, or by someone else
+            // through kernel.bpf_stats_enabled (then run_cnt grows).
             bpf_run_ns: stats
-                .filter(|_| self._stats.is_some())
+                .filter(|s| self.stats_fd.is_some() || s.run_cnt > 0)
                 .map(|s| s.run_time_ns),
-            bpf_run_cnt: stats.filter(|_| self._stats.is_some()).map(|s| s.run_cnt),
+            bpf_run_cnt: stats
+                .filter(|s| self.stats_fd.is_some() || s.run_cnt > 0)
+                .map(|s| s.run_cnt),
             self_syscalls: self
                 .probe
                 .counts_self_syscalls()

@@ -42,9 +42,10 @@ pub enum ReplayCommand {
 /// The replay's position on its timeline.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ReplayStatus {
-    /// Position from the start of the recording.
+    /// Session time (`Snapshot::elapsed`) of the snapshot shown. A recording started partway
+    /// through a session begins at its first snapshot's session time, not at zero.
     pub position: Duration,
-    /// Length of the recording.
+    /// Session time of the recording's last snapshot.
     pub duration: Duration,
     /// Playback speed.
     pub speed: f64,

@@ -9,6 +9,7 @@ mod flood;
 mod guards;
 mod interrupt;
 mod loss;
+mod machine;
 mod procfs;
 mod report;
 mod stats;
@@ -85,6 +86,7 @@ fn run_all(args: BenchArgs) -> anyhow::Result<()> {
         cpu: flood::online_cpus() - 1,
     };
     let mut warnings = foreign_namespaces(&netns, Vec::new());
+    warn_if_busy();
     let (_debugfs, bpftrace_note) = prepare_bpftrace();
     let configs = configurations(bpftrace_note.is_none());
     let setup = loss::Setup {
@@ -98,7 +100,16 @@ fn run_all(args: BenchArgs) -> anyhow::Result<()> {
         configs.len(),
         args.flood_secs
     );
+    let before = machine::Snapshot::take();
     let runs = loss::rounds(&setup, &configs, args.rounds as usize)?;
+    let busy = machine::others(&before, &machine::Snapshot::take());
+    if busy.percent > BUSY_PERCENT {
+        warnings.push(format!(
+            "other processes were busy during the loss rounds ({}): the rates are noisy; \
+             run the bench on a quiet machine",
+            busy.describe()
+        ));
+    }
     let method = Method::detect();
     let window = Duration::from_secs(args.window_secs);
     let tui = measure_tui(&dropscope, &target, method, window)?;
@@ -115,7 +126,7 @@ fn run_all(args: BenchArgs) -> anyhow::Result<()> {
     )?;
     warnings = foreign_namespaces(&netns, warnings);
     let results = report::Results {
-        header: header(&args, &target, netns.name(), started.elapsed()),
+        header: header(&args, &target, netns.name(), started.elapsed(), &busy),
         configs,
         runs,
         bpftrace_note,
@@ -198,7 +209,29 @@ fn foreign_namespaces(ours: &Netns, mut warnings: Vec<String>) -> Vec<String> {
     warnings
 }
 
-fn header(args: &BenchArgs, target: &Target, netns: &str, took: Duration) -> Vec<String> {
+/// Other processes' CPU use (percent of the machine) above which the figures are called noisy.
+const BUSY_PERCENT: f64 = 5.0;
+
+/// Says so on stderr when other processes keep the machine busy before the bench starts.
+fn warn_if_busy() {
+    let a = machine::Snapshot::take();
+    std::thread::sleep(Duration::from_secs(1));
+    let busy = machine::others(&a, &machine::Snapshot::take());
+    if busy.percent > BUSY_PERCENT {
+        eprintln!(
+            "bench: warning: the machine is busy ({}); the figures will be noisy",
+            busy.describe()
+        );
+    }
+}
+
+fn header(
+    args: &BenchArgs,
+    target: &Target,
+    netns: &str,
+    took: Duration,
+    busy: &machine::Busy,
+) -> Vec<String> {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     vec![
         format!(
@@ -214,6 +247,10 @@ fn header(args: &BenchArgs, target: &Target, netns: &str, took: Duration) -> Vec
             args.flood_secs,
             args.rounds,
             took.as_secs_f64()
+        ),
+        format!(
+            "other processes during the loss rounds: {}",
+            busy.describe()
         ),
     ]
 }

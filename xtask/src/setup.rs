@@ -140,24 +140,13 @@ pub fn all(for_tests: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs the recording decoder's fuzz target (fuzz/) for a bounded time with cargo-fuzz on the
-/// pinned nightly, installing cargo-fuzz if missing. A crash fails the run.
+/// Runs the recording decoder's fuzz target for a bounded time (fuzz/run.sh: cargo-fuzz on the
+/// pinned nightly, installed if missing, seeded with the sample recordings). A crash fails.
 pub fn fuzz(seconds: u64) -> anyhow::Result<()> {
-    let toolchain = ebpf_toolchain()?;
-    if !home().join(".cargo/bin/cargo-fuzz").exists() && !have("cargo-fuzz") {
-        eprintln!("setup: installing cargo-fuzz");
-        run(Command::new("cargo").args(["install", "cargo-fuzz", "--locked"]))?;
-    }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let corpus = root.join("target/fuzz-corpus/decode");
-    std::fs::create_dir_all(&corpus).context("creating the fuzz corpus directory")?;
-    run(Command::new("cargo")
-        .arg(format!("+{toolchain}"))
-        .args(["fuzz", "run", "decode"])
-        .arg(&corpus)
-        .arg("--")
-        .arg(format!("-max_total_time={seconds}"))
-        .args(["-timeout=10", "-rss_limit_mb=2048", "-max_len=65536"])
+    run(Command::new("sh")
+        .arg(root.join("fuzz/run.sh"))
+        .arg(seconds.to_string())
         .current_dir(&root)
         .env("PATH", path_with_cargo_bin()))
 }

@@ -9,8 +9,8 @@ use std::{
 use anyhow::Context as _;
 use tokio::time::{Instant, MissedTickBehavior, interval};
 
-use super::Recorder;
-use crate::source::Feed;
+use super::{RecordError, Recorder};
+use crate::{model::Snapshot, source::Feed};
 
 /// What a finished headless recording holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,24 +55,32 @@ pub async fn record_feed(
         total: 0,
     };
     tokio::pin!(stop);
-    let failure = loop {
+    let mut write = |s: Snapshot, summary: &mut RecordSummary| {
+        recorder.write(&s)?;
+        summary.frames += 1;
+        summary.elapsed = s.elapsed;
+        summary.total = s.total;
+        summary.bytes = recorder.bytes_written();
+        Ok::<_, RecordError>(())
+    };
+    let mut failure = loop {
         tokio::select! {
             () = &mut stop => break None,
             s = feed.snapshots.recv() => match s {
                 None => break None,
                 Some(s) => {
-                    if let Err(e) = recorder.write(&s) {
+                    if let Err(e) = write(s, &mut summary) {
                         break Some(e);
                     }
-                    summary.frames += 1;
-                    summary.elapsed = s.elapsed;
-                    summary.total = s.total;
-                    summary.bytes = recorder.bytes_written();
                 }
             },
             _ = tick.tick() => status(tty, false, &summary, started.elapsed()),
         }
     };
+    // Snapshots already delivered when asked to stop are kept.
+    while let (None, Ok(s)) = (&failure, feed.snapshots.try_recv()) {
+        failure = write(s, &mut summary).err();
+    }
     if let Some(e) = failure {
         status(tty, true, &summary, started.elapsed());
         return Err(e).with_context(|| {
@@ -113,23 +121,8 @@ fn status_line(s: &RecordSummary, wall: Duration) -> String {
         secs % 60,
         s.total,
         s.frames,
-        human_bytes(s.bytes)
+        crate::tui::format::bytes(s.bytes)
     )
-}
-
-/// `1234567` as `1.2 MiB`.
-fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if n < 1024 {
-        return format!("{n} B");
-    }
-    let mut v = n as f64 / 1024.0;
-    let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    format!("{v:.1} {}", UNITS[unit])
 }
 
 #[cfg(test)]
@@ -149,7 +142,7 @@ mod tests {
             status_line(&s, Duration::from_secs(3723)),
             "recording drops.dsr: 01:02:03 elapsed, 4200 drops, 61 snapshots, 120.6 KiB"
         );
-        assert_eq!(human_bytes(999), "999 B");
-        assert_eq!(human_bytes(5 << 20), "5.0 MiB");
+        assert_eq!(crate::tui::format::bytes(999), "999 B");
+        assert_eq!(crate::tui::format::bytes(5 << 20), "5.0 MiB");
     }
 }

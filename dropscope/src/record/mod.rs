@@ -9,23 +9,29 @@
 //!   [`record_feed`] is the headless `dropscope record`.
 use std::{path::PathBuf, time::Duration};
 
+mod decode;
+mod encoder;
 mod format;
 mod headless;
 mod health;
 mod reader;
 mod replay;
+pub mod synthetic;
 mod writer;
 
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_damage;
+#[cfg(test)]
 mod tests_replay;
 
+pub use encoder::{KEYFRAME_EVERY, KEYFRAME_MAX_FRAMES};
 pub use format::{MAGIC, VERSION};
 pub use headless::{RecordSummary, record_feed};
 pub use reader::{FrameInfo, Recording};
 pub use replay::replay_feed;
-pub use writer::{KEYFRAME_EVERY, KEYFRAME_MAX_FRAMES, Recorder, encode};
+pub use writer::{Recorder, encode};
 
 /// What can go wrong writing or reading a recording.
 #[derive(thiserror::Error, Debug)]

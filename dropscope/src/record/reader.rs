@@ -1,15 +1,15 @@
 //! Reading recordings: validate and index on open, decode snapshots on demand from keyframes.
-use std::{fs::File, os::unix::fs::FileExt, path::Path, sync::Arc, time::Duration};
+use std::{fs::File, os::unix::fs::FileExt, path::Path, time::Duration};
 
 use super::{
     RecordError,
+    decode::{Cursor, Dictionary},
     format::{
         FILE_HEADER_LEN, FRAME_HEADER_LEN, FrameHeader, HeaderProblem, Kind, MAGIC, Malformed,
-        Reader, VERSION, apply_zigzag, unpack,
+        Reader, VERSION, unpack,
     },
-    health,
 };
-use crate::model::{DropCount, DropKey, Health, Reason, SessionInfo, Snapshot, StackCount};
+use crate::model::{SessionInfo, Snapshot};
 
 /// Where the bytes are: a file read with `pread`, or memory.
 enum Storage {
@@ -56,59 +56,9 @@ pub struct FrameInfo {
     pub base: usize,
     /// Whether its payload is compressed.
     pub compressed: bool,
-    flags: u8,
-    keys_defined: usize,
-    stacks_defined: usize,
-}
-
-/// Everything the dictionary frames defined, in id order.
-#[derive(Default)]
-struct Dictionary {
-    strings: Vec<Arc<str>>,
-    keys: Vec<DropKey>,
-    stacks: Vec<(DropKey, Arc<[Arc<str>]>)>,
-}
-
-impl Dictionary {
-    fn add(&mut self, payload: &[u8]) -> Result<(), Malformed> {
-        let mut r = Reader::new(payload);
-        let n = r.count(1)?;
-        for _ in 0..n {
-            self.strings.push(r.str()?.into());
-        }
-        let n = r.count(3)?;
-        for _ in 0..n {
-            let code = r.u32()?;
-            let name = self.string(r.uvarint()?)?;
-            let location = self.string(r.uvarint()?)?;
-            self.keys.push(DropKey {
-                reason: Reason { code, name },
-                location,
-            });
-        }
-        let n = r.count(2)?;
-        for _ in 0..n {
-            let key = usize::try_from(r.uvarint()?)
-                .ok()
-                .and_then(|k| self.keys.get(k))
-                .cloned()
-                .ok_or(Malformed("stack of an undefined key"))?;
-            let len = r.count(1)?;
-            let frames = (0..len)
-                .map(|_| self.string(r.uvarint()?))
-                .collect::<Result<Arc<[Arc<str>]>, _>>()?;
-            self.stacks.push((key, frames));
-        }
-        r.finish()
-    }
-
-    fn string(&self, id: u64) -> Result<Arc<str>, Malformed> {
-        usize::try_from(id)
-            .ok()
-            .and_then(|i| self.strings.get(i))
-            .cloned()
-            .ok_or(Malformed("undefined string"))
-    }
+    pub(super) flags: u8,
+    pub(super) keys_defined: usize,
+    pub(super) stacks_defined: usize,
 }
 
 /// An opened recording: its session, an index of its valid frames, and what was wrong with it.
@@ -119,12 +69,12 @@ pub struct Recording {
     storage: Storage,
     info: SessionInfo,
     frames: Vec<FrameInfo>,
-    dict: Dictionary,
+    pub(super) dict: Dictionary,
     warnings: Vec<String>,
     finished: bool,
 }
 
-fn corrupt(offset: u64, reason: &'static str) -> RecordError {
+pub(super) fn corrupt(offset: u64, reason: &'static str) -> RecordError {
     RecordError::Corrupt { offset, reason }
 }
 
@@ -134,7 +84,7 @@ fn read_header(
     offset: u64,
     file_len: u64,
 ) -> Result<Option<([u8; FRAME_HEADER_LEN], FrameHeader)>, RecordError> {
-    if file_len - offset < FRAME_HEADER_LEN as u64 {
+    if file_len.saturating_sub(offset) < FRAME_HEADER_LEN as u64 {
         return Ok(None);
     }
     let mut raw = [0u8; FRAME_HEADER_LEN];
@@ -155,7 +105,7 @@ fn read_payload(
     h: &FrameHeader,
 ) -> Result<Option<Vec<u8>>, RecordError> {
     let start = offset + FRAME_HEADER_LEN as u64;
-    if file_len - start < u64::from(h.len) {
+    if file_len.saturating_sub(start) < u64::from(h.len) {
         return Ok(None);
     }
     let mut payload = vec![0u8; h.len as usize];
@@ -406,7 +356,7 @@ impl Recording {
     }
 
     /// The decoded payload of frame `i`, its checksum checked again (the file may have changed).
-    fn payload(&self, f: &FrameInfo) -> Result<Vec<u8>, RecordError> {
+    pub(super) fn payload(&self, f: &FrameInfo) -> Result<Vec<u8>, RecordError> {
         let len = self.storage.len()?;
         let (raw, h) = read_header(&self.storage, f.offset, len)?
             .ok_or(RecordError::Truncated { offset: f.offset })?;
@@ -416,139 +366,5 @@ impl Recording {
         let stored = read_payload(&self.storage, f.offset, len, &raw, &h)?
             .ok_or(RecordError::Truncated { offset: f.offset })?;
         unpack(h.flags, &stored).map_err(|why| corrupt(f.offset, why))
-    }
-}
-
-/// Decoding state: the counts as of one frame, by key and stack id.
-#[derive(Default)]
-struct State {
-    unix_ms: u64,
-    total: u64,
-    overflow: u64,
-    health: Health,
-    counts: Vec<Option<u64>>,
-    stacks: Vec<Option<(u64, u64)>>,
-}
-
-/// Reads ascending ids written as gaps, each below `limit`.
-fn next_id(r: &mut Reader<'_>, last: &mut Option<usize>, limit: usize) -> Result<usize, Malformed> {
-    let gap = r.uvarint()?;
-    let id = match *last {
-        None => Some(gap),
-        Some(l) => (l as u64).checked_add(1).and_then(|v| v.checked_add(gap)),
-    }
-    .and_then(|id| usize::try_from(id).ok())
-    .filter(|&id| id < limit)
-    .ok_or(Malformed("reference to an undefined key or stack"))?;
-    *last = Some(id);
-    Ok(id)
-}
-
-impl State {
-    fn apply(&mut self, f: &FrameInfo, payload: &[u8]) -> Result<(), Malformed> {
-        let mut r = Reader::new(payload);
-        if f.keyframe {
-            self.unix_ms = r.uvarint()?;
-            self.total = r.uvarint()?;
-            self.overflow = r.uvarint()?;
-            self.health = health::read_full(&mut r)?;
-            self.counts = vec![None; f.keys_defined];
-            self.stacks = vec![None; f.stacks_defined];
-            let mut last = None;
-            for _ in 0..r.count(2)? {
-                let id = next_id(&mut r, &mut last, f.keys_defined)?;
-                self.counts[id] = Some(r.uvarint()?);
-            }
-            let mut last = None;
-            for _ in 0..r.count(3)? {
-                let id = next_id(&mut r, &mut last, f.stacks_defined)?;
-                self.stacks[id] = Some((r.uvarint()?, r.uvarint()?));
-            }
-        } else {
-            self.unix_ms = apply_zigzag(self.unix_ms, r.uvarint()?);
-            self.total = apply_zigzag(self.total, r.uvarint()?);
-            self.overflow = apply_zigzag(self.overflow, r.uvarint()?);
-            self.health = health::read_delta(&mut r, &self.health)?;
-            self.counts.resize(f.keys_defined, None);
-            self.stacks.resize(f.stacks_defined, None);
-            let mut last = None;
-            for _ in 0..r.count(1)? {
-                self.counts[next_id(&mut r, &mut last, f.keys_defined)?] = None;
-            }
-            let mut last = None;
-            for _ in 0..r.count(2)? {
-                let c = &mut self.counts[next_id(&mut r, &mut last, f.keys_defined)?];
-                *c = Some(apply_zigzag(c.unwrap_or(0), r.uvarint()?));
-            }
-            let mut last = None;
-            for _ in 0..r.count(1)? {
-                self.stacks[next_id(&mut r, &mut last, f.stacks_defined)?] = None;
-            }
-            let mut last = None;
-            for _ in 0..r.count(3)? {
-                let c = &mut self.stacks[next_id(&mut r, &mut last, f.stacks_defined)?];
-                let (w, n) = c.unwrap_or((0, 0));
-                *c = Some((apply_zigzag(w, r.uvarint()?), apply_zigzag(n, r.uvarint()?)));
-            }
-        }
-        r.finish()
-    }
-
-    fn snapshot(&self, elapsed: Duration, dict: &Dictionary) -> Snapshot {
-        let drops = (self.counts.iter().zip(&dict.keys))
-            .filter_map(|(c, key)| {
-                c.map(|count| DropCount {
-                    key: key.clone(),
-                    count,
-                })
-            })
-            .collect();
-        let stacks = (self.stacks.iter().zip(&dict.stacks))
-            .filter_map(|(c, (key, frames))| {
-                c.map(|(weight, samples)| StackCount {
-                    key: key.clone(),
-                    frames: frames.clone(),
-                    weight,
-                    samples,
-                })
-            })
-            .collect();
-        Snapshot {
-            elapsed,
-            unix_ms: self.unix_ms,
-            total: self.total,
-            overflow: self.overflow,
-            drops,
-            stacks,
-            health: self.health.clone(),
-        }
-    }
-}
-
-/// A position in a recording with its decoded state: moving forward applies only the frames in
-/// between; moving elsewhere starts again from the target's keyframe.
-#[derive(Default)]
-pub(crate) struct Cursor {
-    state: State,
-    at: Option<usize>,
-}
-
-impl Cursor {
-    /// The snapshot of frame `target` (which must be a valid index of `rec`).
-    pub(crate) fn goto(&mut self, rec: &Recording, target: usize) -> Result<Snapshot, RecordError> {
-        let f = rec.frames.get(target).ok_or(RecordError::Empty)?;
-        let from = match self.at {
-            Some(a) if a <= target && a >= f.base => a + 1,
-            _ => f.base,
-        };
-        for frame in &rec.frames[from..=target] {
-            self.at = None;
-            let payload = rec.payload(frame)?;
-            self.state
-                .apply(frame, &payload)
-                .map_err(|Malformed(why)| corrupt(frame.offset, why))?;
-        }
-        self.at = Some(target);
-        Ok(self.state.snapshot(f.elapsed, &rec.dict))
     }
 }

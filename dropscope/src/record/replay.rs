@@ -6,7 +6,7 @@ use tokio::{
     time::{Instant, sleep_until},
 };
 
-use super::{Recording, reader::Cursor};
+use super::{Recording, decode::Cursor};
 use crate::{
     model::Snapshot,
     source::{Feed, ReplayCommand, ReplayHandle, ReplayStatus},
@@ -119,7 +119,8 @@ impl Player {
         let p = if self.paused {
             self.anchor_pos
         } else {
-            self.anchor_pos + self.anchor_wall.elapsed().mul_f64(self.speed)
+            self.anchor_pos
+                .saturating_add(self.anchor_wall.elapsed().mul_f64(self.speed))
         };
         p.clamp(self.rec.start(), self.rec.duration())
     }
@@ -135,7 +136,13 @@ impl Player {
         }
         let next = self.rec.frames().get(self.at? + 1)?;
         let wait = next.elapsed.saturating_sub(self.anchor_pos);
-        Some(self.anchor_wall + wait.div_f64(self.speed))
+        let wait = wait.div_f64(self.speed);
+        // A crafted file can put frames centuries apart: never overflow the clock.
+        Some(
+            self.anchor_wall
+                .checked_add(wait)
+                .unwrap_or_else(|| Instant::now() + Duration::from_secs(1 << 30)),
+        )
     }
 
     fn re_anchor(&mut self) {

@@ -1,4 +1,4 @@
-//! Round trips, seeking, damage (truncation and flipped bytes at every byte) and size bounds.
+//! Round trips, seeking, ordering, file permissions and size bounds; shared test fixtures.
 use std::{
     os::unix::fs::{FileExt, PermissionsExt},
     sync::Arc,
@@ -7,7 +7,7 @@ use std::{
 
 use super::{
     KEYFRAME_EVERY, KEYFRAME_MAX_FRAMES, RecordError, Recorder, Recording, encode,
-    format::{FILE_HEADER_LEN, FRAME_HEADER_LEN},
+    format::FRAME_HEADER_LEN,
 };
 use crate::model::{DropCount, DropKey, Health, Reason, SessionInfo, Snapshot, StackCount};
 
@@ -126,22 +126,10 @@ pub(super) fn story(n: usize) -> Vec<Snapshot> {
     out
 }
 
-fn decode_all(rec: &Recording) -> Vec<Snapshot> {
+pub(super) fn decode_all(rec: &Recording) -> Vec<Snapshot> {
     rec.snapshots()
         .collect::<Result<_, _>>()
         .expect("every valid frame decodes")
-}
-
-/// Offsets of every frame header in an encoded recording, and whether each is a snapshot frame.
-fn frame_starts(bytes: &[u8]) -> Vec<(usize, bool)> {
-    let mut at = FILE_HEADER_LEN;
-    let mut out = Vec::new();
-    while at + FRAME_HEADER_LEN <= bytes.len() {
-        let len = u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
-        out.push((at, matches!(bytes[at + 4], 2 | 3)));
-        at += FRAME_HEADER_LEN + len as usize;
-    }
-    out
 }
 
 #[test]
@@ -292,109 +280,6 @@ fn snapshots_out_of_order_are_refused_and_change_nothing() {
 }
 
 #[test]
-fn truncation_at_every_byte_keeps_the_valid_prefix() {
-    let snaps = story(40);
-    let bytes = encode(&session(), &snaps).expect("encode");
-    let starts = frame_starts(&bytes);
-    let header_end = starts[1].0; // after the file header and the session frame
-    for cut in 0..bytes.len() {
-        let r = Recording::from_bytes(&bytes[..cut]);
-        if cut < header_end {
-            assert!(matches!(r, Err(RecordError::Truncated { .. })), "cut {cut}");
-            continue;
-        }
-        let rec = r.unwrap_or_else(|e| panic!("cut {cut}: {e}"));
-        // Frames wholly before the cut; the warning names where the valid part ends.
-        let ends: Vec<usize> = starts
-            .iter()
-            .skip(1)
-            .map(|&(s, _)| s)
-            .chain([bytes.len()])
-            .collect();
-        let complete = starts
-            .iter()
-            .zip(&ends)
-            .filter(|&(&(_, snap), &end)| snap && end <= cut)
-            .count();
-        let valid_end = ends
-            .iter()
-            .copied()
-            .filter(|&e| e <= cut)
-            .max()
-            .unwrap_or(header_end);
-        assert_eq!(rec.len(), complete, "cut {cut}");
-        assert_eq!(decode_all(&rec), snaps[..complete], "cut {cut}");
-        assert_eq!(rec.warnings().len(), 1, "cut {cut}");
-        assert!(
-            rec.warnings()[0].contains(&format!("byte {valid_end}")),
-            "cut {cut}: {:?}",
-            rec.warnings()
-        );
-    }
-}
-
-#[test]
-fn flipped_bytes_anywhere_give_the_valid_prefix() {
-    let snaps = story(40);
-    let bytes = encode(&session(), &snaps).expect("encode");
-    let starts = frame_starts(&bytes);
-    for pos in 0..bytes.len() {
-        for flip in [0x01u8, 0x80, 0xff] {
-            let mut b = bytes.clone();
-            b[pos] ^= flip;
-            let r = Recording::from_bytes(&b);
-            if pos < starts[1].0 {
-                assert!(
-                    r.is_err(),
-                    "byte {pos} ^ {flip:#x} in the header was accepted"
-                );
-                continue;
-            }
-            let rec = r.unwrap_or_else(|e| panic!("byte {pos}: {e}"));
-            let damaged = starts
-                .iter()
-                .rposition(|&(s, _)| s <= pos)
-                .expect("a frame");
-            let before = starts[..damaged].iter().filter(|&&(_, snap)| snap).count();
-            assert_eq!(rec.len(), before, "byte {pos} ^ {flip:#x}");
-            assert_eq!(decode_all(&rec), snaps[..before], "byte {pos}");
-            let w = rec.warnings().join("; ");
-            assert!(
-                w.contains(&format!("byte {}", starts[damaged].0)),
-                "byte {pos}: {w}"
-            );
-        }
-    }
-}
-
-#[test]
-fn bad_magic_and_newer_versions_are_named() {
-    let bytes = encode(&session(), &story(3)).expect("encode");
-    let e = Recording::from_bytes(b"perf.data is not a recording")
-        .err()
-        .expect("error");
-    assert!(matches!(e, RecordError::NotARecording));
-    assert!(e.to_string().contains("not a dropscope recording"));
-
-    let mut newer = bytes.clone();
-    newer[FILE_HEADER_LEN - 2..FILE_HEADER_LEN].copy_from_slice(&7u16.to_le_bytes());
-    let e = Recording::from_bytes(&newer).err().expect("error");
-    assert!(matches!(
-        e,
-        RecordError::NewerVersion {
-            found: 7,
-            supported: 1
-        }
-    ));
-    assert!(e.to_string().contains("version 7 is newer"), "{e}");
-
-    assert!(matches!(
-        Recording::from_bytes(&[]),
-        Err(RecordError::Truncated { offset: 0 })
-    ));
-}
-
-#[test]
 fn files_are_owner_only_and_never_overwritten() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("mode.dsr");
@@ -424,78 +309,10 @@ fn files_are_owner_only_and_never_overwritten() {
     assert_eq!(mode & 0o777, 0o600);
 }
 
-#[test]
-fn an_interrupted_recorder_leaves_a_replayable_file() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("killed.dsr");
-    let snaps = story(12);
-    let mut r = Recorder::create(&path, &session()).expect("create");
-    for s in &snaps {
-        r.write(s).expect("write");
-    }
-    drop(r); // no finish(): as if killed between two frames
-    let rec = Recording::open(&path).expect("open");
-    assert_eq!(decode_all(&rec), snaps);
-    assert!(!rec.finished());
-    assert!(
-        rec.warnings()[0].contains("not finished"),
-        "{:?}",
-        rec.warnings()
-    );
-}
-
 /// Bytes per frame of [`synthetic`], file header and dictionary included.
 pub(super) fn bytes_per_frame(keys: usize, changing: usize, rate: u64, frames: usize) -> f64 {
-    let snaps = synthetic(keys, changing, rate, frames);
+    let snaps = super::synthetic::snapshots(keys, changing, rate, frames);
     encode(&session(), &snaps).expect("encode").len() as f64 / frames as f64
-}
-
-/// `frames` snapshots at 1/s of `keys` keys of which `changing` change each second, each by
-/// about `rate` drops (varying by up to 10%), with stacks off.
-pub(super) fn synthetic(keys: usize, changing: usize, rate: u64, frames: usize) -> Vec<Snapshot> {
-    let keys: Vec<DropKey> = (0..keys)
-        .map(|k| {
-            key(
-                k as u32 % 90,
-                &format!("REASON_{}", k % 90),
-                &format!("func_{k}+0x{k:x}"),
-            )
-        })
-        .collect();
-    let mut counts = vec![0u64; keys.len()];
-    (0..frames)
-        .map(|i| {
-            for c in 0..changing {
-                let k = (i * 7 + c * 13) % counts.len();
-                counts[k] += rate + (i as u64 * 7919 + c as u64) % (rate / 10 + 1);
-            }
-            let drops: Vec<DropCount> = keys
-                .iter()
-                .zip(&counts)
-                .map(|(key, &count)| DropCount {
-                    key: key.clone(),
-                    count,
-                })
-                .collect();
-            Snapshot {
-                elapsed: Duration::from_millis(1000 * i as u64 + 3),
-                unix_ms: 1_750_000_000_000 + 1000 * i as u64,
-                total: counts.iter().sum(),
-                drops,
-                health: Health {
-                    keys_used: keys.len() as u64,
-                    keys_capacity: 10_240,
-                    bpf_run_ns: Some(i as u64 * rate * 35),
-                    bpf_run_cnt: Some(i as u64 * rate),
-                    self_syscalls: Some(i as u64 * 4),
-                    self_cpu_us: i as u64 * 900,
-                    poll_interval_ms: 250,
-                    ..Default::default()
-                },
-                ..Default::default()
-            }
-        })
-        .collect()
 }
 
 #[test]
@@ -512,35 +329,13 @@ fn size_grows_with_changing_keys_not_with_the_drop_rate() {
     assert!(flood < 3.0 * slow, "{slow} vs {flood}");
 }
 
-/// Prints the figures for the README (`cargo test --release -p dropscope record::tests::figures
-/// -- --ignored --nocapture`).
 #[test]
-#[ignore = "measurement, not a test"]
-fn figures() {
-    for (keys, changing) in [(10, 10), (100, 10), (100, 100), (1000, 1000)] {
-        for rate in [100, 1_000_000] {
-            let b = bytes_per_frame(keys, changing, rate, 3600);
-            println!("{keys} keys, {changing} changing, {rate}/s per key: {b:.0} B/frame");
-        }
+fn the_sample_recording_in_assets_replays_cleanly() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/sample.dsrec");
+    let rec = Recording::open(&path).expect("open the sample");
+    assert!(rec.warnings().is_empty(), "{:?}", rec.warnings());
+    assert!(!rec.is_empty());
+    for s in decode_all(&rec) {
+        assert!(s.invariant_holds(), "at {:?}", s.elapsed);
     }
-    let snaps = synthetic(100, 100, 1_000_000, 3600);
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("hour.dsr");
-    let mut r = Recorder::create(&path, &session()).expect("create");
-    for s in &snaps {
-        r.write(s).expect("write");
-    }
-    r.finish().expect("finish");
-    let size = std::fs::metadata(&path).expect("stat").len();
-    let t0 = std::time::Instant::now();
-    let rec = Recording::open(&path).expect("open");
-    let opened = t0.elapsed();
-    let t1 = std::time::Instant::now();
-    let mid = rec.snapshot_at(Duration::from_millis(1_799_500));
-    let seek = t1.elapsed();
-    assert_eq!(mid.expect("seek"), snaps[1799]);
-    println!(
-        "one hour at 1 frame/s, 100 keys all changing by ~1M/s: {size} B; \
-         open {opened:?}; seek to the middle {seek:?}"
-    );
 }

@@ -228,3 +228,26 @@ async fn record_feed_stops_when_asked_and_still_finishes() {
     assert_eq!(rec.len(), 3);
     drop(tx);
 }
+
+#[tokio::test(start_paused = true)]
+async fn frames_centuries_apart_do_not_overflow_the_clock() {
+    let snaps: Vec<Snapshot> = [1, u64::MAX - 1]
+        .iter()
+        .enumerate()
+        .map(|(i, &ns)| Snapshot {
+            elapsed: Duration::from_nanos(ns),
+            total: i as u64,
+            overflow: i as u64,
+            ..Default::default()
+        })
+        .collect();
+    let rec = Recording::from_bytes(&encode(&session(), &snaps).expect("encode")).expect("open");
+    let mut feed = replay_feed(rec);
+    assert_eq!(next(&mut feed.snapshots).await, 0);
+    send(&feed, Cmd::Speed(0.25));
+    sleep(Duration::from_secs(10)).await;
+    send(&feed, Cmd::SeekBy(f64::MAX));
+    assert_eq!(next(&mut feed.snapshots).await, 1);
+    send(&feed, Cmd::SeekBy(-f64::MAX));
+    assert_eq!(next(&mut feed.snapshots).await, 0);
+}

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::{
     child::Proc,
-    flood::{self, Flood, Target},
+    flood::{self, Flood, Sender, Target},
     interrupt, procfs,
 };
 
@@ -86,7 +86,15 @@ pub struct CountCheck {
 }
 
 /// BPF ns per run of the drop probe, and the runs measured.
-pub type BpfCost = (f64, u64);
+#[derive(Clone, Copy, Debug)]
+pub struct BpfCost {
+    /// ns per run over the whole flood.
+    pub ns: f64,
+    /// ns per run over its second half.
+    pub second_half_ns: f64,
+    /// Runs over the whole flood.
+    pub runs: u64,
+}
 
 /// One configuration's flood in one round.
 #[derive(Clone, Copy, Debug)]
@@ -137,7 +145,12 @@ fn progress(run: &Run, rounds: usize) {
     };
     let ns = run
         .bpf
-        .map(|(ns, _)| format!(", {ns:.1} ns/drop"))
+        .map(|b| {
+            format!(
+                ", {:.1} ns/drop ({:.1} in the 2nd half)",
+                b.ns, b.second_half_ns
+            )
+        })
         .unwrap_or_default();
     eprintln!(
         "bench: round {}/{rounds}: {:<38} {:>10.0} datagrams/s{exact}{ns}",
@@ -180,11 +193,20 @@ fn with_dropscope(
     let _ = ATTACH_LINE.set(line);
     interrupt::sleep(SETTLE)?;
     let before = procfs::prog_stats(proc.pid())?;
-    let flood = flood::run_for(&setup.target, setup.flood)?;
+    let sender = Sender::start(&setup.target, Some(setup.flood))?;
+    interrupt::sleep(setup.flood / 2)?;
+    let middle = procfs::prog_stats(proc.pid())?;
+    let flood = sender.wait()?;
     interrupt::sleep(DRAIN)?;
     let bpf = if config.bpf_stats() {
         let after = procfs::prog_stats(proc.pid())?;
-        Some(procfs::ns_per_run(&before, &after)?)
+        let (ns, runs) = procfs::ns_per_run(&before, &after)?;
+        let (second_half_ns, _) = procfs::ns_per_run(&middle, &after)?;
+        Some(BpfCost {
+            ns,
+            second_half_ns,
+            runs,
+        })
     } else {
         None
     };

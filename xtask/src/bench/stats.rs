@@ -36,6 +36,8 @@ pub struct Summary {
     pub invariant_ok: bool,
     pub overflow: u64,
     pub ns_per_drop: Option<f64>,
+    /// The same over the second half of each flood.
+    pub second_half_ns: Option<f64>,
     /// Median probe runs per datagram sent (bpf-stats runs).
     pub runs_per_datagram: Option<f64>,
 }
@@ -45,11 +47,15 @@ pub fn summarize(config: Config, runs: &[Run]) -> Summary {
     let mine: Vec<&Run> = runs.iter().filter(|r| r.config == config).collect();
     let rates: Vec<f64> = mine.iter().map(|r| r.flood.rate()).collect();
     let counted: Vec<&Run> = mine.iter().copied().filter(|r| r.count.is_some()).collect();
-    let bpf: Vec<(f64, f64)> = mine
+    let bpf: Vec<(f64, f64, f64)> = mine
         .iter()
         .filter_map(|r| {
-            r.bpf
-                .map(|(ns, n)| (ns, n as f64 / r.flood.sent.max(1) as f64))
+            let b = r.bpf?;
+            Some((
+                b.ns,
+                b.second_half_ns,
+                b.runs as f64 / r.flood.sent.max(1) as f64,
+            ))
         })
         .collect();
     Summary {
@@ -86,7 +92,8 @@ pub fn summarize(config: Config, runs: &[Run]) -> Summary {
             .max()
             .unwrap_or(0),
         ns_per_drop: (!bpf.is_empty()).then(|| median(bpf.iter().map(|b| b.0).collect())),
-        runs_per_datagram: (!bpf.is_empty()).then(|| median(bpf.iter().map(|b| b.1).collect())),
+        second_half_ns: (!bpf.is_empty()).then(|| median(bpf.iter().map(|b| b.1).collect())),
+        runs_per_datagram: (!bpf.is_empty()).then(|| median(bpf.iter().map(|b| b.2).collect())),
     }
 }
 

@@ -8,7 +8,7 @@ use std::{
 use anyhow::{Context as _, bail};
 
 use super::{
-    flood::{Sender, Target},
+    flood::{self, Sender, Target},
     guards::TmuxSession,
     interrupt, procfs,
     syscount::{self, Method},
@@ -18,6 +18,8 @@ use super::{
 const STARTUP: Duration = Duration::from_secs(3);
 /// Time for the poller to adapt to the flood before measuring.
 const ADAPT: Duration = Duration::from_secs(2);
+/// The burst of drops that makes the TUI symbolize (and capture a stack) for the first time.
+const BURST: Duration = Duration::from_millis(10);
 
 /// One measured window.
 #[derive(Clone, Copy, Debug)]
@@ -53,14 +55,26 @@ impl Window {
     }
 }
 
-/// Both windows.
+/// The measured windows.
 #[derive(Clone, Copy, Debug)]
 pub struct TuiCost {
+    /// From a short burst of the first drops (one-time work such as loading the symbolizer).
+    pub first: Window,
+    /// No drops.
     pub idle: Window,
+    /// Under the flood.
     pub flood: Window,
 }
 
-/// Runs the TUI in tmux and measures it idle, then under the flood.
+/// What the sender does during a window.
+#[derive(Clone, Copy)]
+enum Load<'a> {
+    Nothing,
+    Burst(&'a Target),
+    Flood(&'a Sender),
+}
+
+/// Runs the TUI in tmux and measures it after its first drops, idle, then under the flood.
 pub fn measure(
     dropscope: &Path,
     target: &Target,
@@ -73,16 +87,18 @@ pub fn measure(
         .context("starting the TUI in tmux (is tmux installed?)")?;
     let pid = wait_attached(&tmux)?;
     interrupt::sleep(STARTUP)?;
-    eprintln!("bench: TUI (pid {pid}): measuring {window:?} with no drops");
-    let idle = measure_window(pid, method, window, None)?;
+    eprintln!("bench: TUI (pid {pid}): measuring {window:?} from a first burst of drops");
+    let first = measure_window(pid, method, window, Load::Burst(target))?;
+    eprintln!("bench: TUI: measuring {window:?} with no drops");
+    let idle = measure_window(pid, method, window, Load::Nothing)?;
     eprintln!("bench: TUI: measuring {window:?} under the flood");
     let sender = Sender::start(target, None)?;
-    let flood =
-        interrupt::sleep(ADAPT).and_then(|()| measure_window(pid, method, window, Some(&sender)));
+    let flood = interrupt::sleep(ADAPT)
+        .and_then(|()| measure_window(pid, method, window, Load::Flood(&sender)));
     sender.stop()?;
     let flood = flood?;
     quit(&tmux, pid);
-    Ok(TuiCost { idle, flood })
+    Ok(TuiCost { first, idle, flood })
 }
 
 /// Waits for the pane's dropscope to hold its BPF programs; returns its pid.
@@ -110,17 +126,27 @@ fn measure_window(
     pid: u32,
     method: Method,
     window: Duration,
-    sender: Option<&Sender>,
+    load: Load<'_>,
 ) -> anyhow::Result<Window> {
     let drops = (method == Method::Perf)
         .then(|| syscount::start_drops(window))
         .transpose()?;
     let calls = syscount::start(method, pid, window)?;
-    let sent0 = sender.map_or(0, Sender::sent_so_far);
     let u0 = procfs::Usage::read(pid)?;
+    let mut sent = match load {
+        Load::Nothing => 0,
+        Load::Burst(target) => {
+            // Let the counters start before the burst.
+            interrupt::sleep(Duration::from_millis(300))?;
+            flood::run_for(target, BURST)?.sent
+        }
+        Load::Flood(sender) => sender.sent_so_far(),
+    };
     let counts = calls.finish()?;
     let u1 = procfs::Usage::read(pid)?;
-    let sent = sender.map_or(0, Sender::sent_so_far) - sent0;
+    if let Load::Flood(sender) = load {
+        sent = sender.sent_so_far() - sent;
+    }
     let drops = drops.map(syscount::finish_drops).transpose()?;
     Ok(Window {
         secs: u1.at.duration_since(u0.at).as_secs_f64(),

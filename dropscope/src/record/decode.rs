@@ -1,0 +1,194 @@
+//! Decoding snapshot frames: the names the dictionaries define, and the counts as of a frame.
+use std::{sync::Arc, time::Duration};
+
+use super::{
+    RecordError,
+    format::{Malformed, Reader, apply_zigzag},
+    health,
+    reader::{FrameInfo, Recording, corrupt},
+};
+use crate::model::{DropCount, DropKey, Health, Reason, Snapshot, StackCount};
+
+/// Everything the dictionary frames defined, in id order.
+#[derive(Default)]
+pub(super) struct Dictionary {
+    pub(super) strings: Vec<Arc<str>>,
+    pub(super) keys: Vec<DropKey>,
+    pub(super) stacks: Vec<(DropKey, Arc<[Arc<str>]>)>,
+}
+
+impl Dictionary {
+    pub(super) fn add(&mut self, payload: &[u8]) -> Result<(), Malformed> {
+        let mut r = Reader::new(payload);
+        let n = r.count(1)?;
+        for _ in 0..n {
+            self.strings.push(r.str()?.into());
+        }
+        let n = r.count(3)?;
+        for _ in 0..n {
+            let code = r.u32()?;
+            let name = self.string(r.uvarint()?)?;
+            let location = self.string(r.uvarint()?)?;
+            self.keys.push(DropKey {
+                reason: Reason { code, name },
+                location,
+            });
+        }
+        let n = r.count(2)?;
+        for _ in 0..n {
+            let key = usize::try_from(r.uvarint()?)
+                .ok()
+                .and_then(|k| self.keys.get(k))
+                .cloned()
+                .ok_or(Malformed("stack of an undefined key"))?;
+            let len = r.count(1)?;
+            let frames = (0..len)
+                .map(|_| self.string(r.uvarint()?))
+                .collect::<Result<Arc<[Arc<str>]>, _>>()?;
+            self.stacks.push((key, frames));
+        }
+        r.finish()
+    }
+
+    fn string(&self, id: u64) -> Result<Arc<str>, Malformed> {
+        usize::try_from(id)
+            .ok()
+            .and_then(|i| self.strings.get(i))
+            .cloned()
+            .ok_or(Malformed("undefined string"))
+    }
+}
+
+/// Decoding state: the counts as of one frame, by key and stack id.
+#[derive(Default)]
+struct State {
+    unix_ms: u64,
+    total: u64,
+    overflow: u64,
+    health: Health,
+    counts: Vec<Option<u64>>,
+    stacks: Vec<Option<(u64, u64)>>,
+}
+
+/// Reads ascending ids written as gaps, each below `limit`.
+fn next_id(r: &mut Reader<'_>, last: &mut Option<usize>, limit: usize) -> Result<usize, Malformed> {
+    let gap = r.uvarint()?;
+    let id = match *last {
+        None => Some(gap),
+        Some(l) => (l as u64).checked_add(1).and_then(|v| v.checked_add(gap)),
+    }
+    .and_then(|id| usize::try_from(id).ok())
+    .filter(|&id| id < limit)
+    .ok_or(Malformed("reference to an undefined key or stack"))?;
+    *last = Some(id);
+    Ok(id)
+}
+
+impl State {
+    fn apply(&mut self, f: &FrameInfo, payload: &[u8]) -> Result<(), Malformed> {
+        let mut r = Reader::new(payload);
+        if f.keyframe {
+            self.unix_ms = r.uvarint()?;
+            self.total = r.uvarint()?;
+            self.overflow = r.uvarint()?;
+            self.health = health::read_full(&mut r)?;
+            self.counts = vec![None; f.keys_defined];
+            self.stacks = vec![None; f.stacks_defined];
+            let mut last = None;
+            for _ in 0..r.count(2)? {
+                let id = next_id(&mut r, &mut last, f.keys_defined)?;
+                self.counts[id] = Some(r.uvarint()?);
+            }
+            let mut last = None;
+            for _ in 0..r.count(3)? {
+                let id = next_id(&mut r, &mut last, f.stacks_defined)?;
+                self.stacks[id] = Some((r.uvarint()?, r.uvarint()?));
+            }
+        } else {
+            self.unix_ms = apply_zigzag(self.unix_ms, r.uvarint()?);
+            self.total = apply_zigzag(self.total, r.uvarint()?);
+            self.overflow = apply_zigzag(self.overflow, r.uvarint()?);
+            self.health = health::read_delta(&mut r, &self.health)?;
+            self.counts.resize(f.keys_defined, None);
+            self.stacks.resize(f.stacks_defined, None);
+            let mut last = None;
+            for _ in 0..r.count(1)? {
+                self.counts[next_id(&mut r, &mut last, f.keys_defined)?] = None;
+            }
+            let mut last = None;
+            for _ in 0..r.count(2)? {
+                let c = &mut self.counts[next_id(&mut r, &mut last, f.keys_defined)?];
+                *c = Some(apply_zigzag(c.unwrap_or(0), r.uvarint()?));
+            }
+            let mut last = None;
+            for _ in 0..r.count(1)? {
+                self.stacks[next_id(&mut r, &mut last, f.stacks_defined)?] = None;
+            }
+            let mut last = None;
+            for _ in 0..r.count(3)? {
+                let c = &mut self.stacks[next_id(&mut r, &mut last, f.stacks_defined)?];
+                let (w, n) = c.unwrap_or((0, 0));
+                *c = Some((apply_zigzag(w, r.uvarint()?), apply_zigzag(n, r.uvarint()?)));
+            }
+        }
+        r.finish()
+    }
+
+    fn snapshot(&self, elapsed: Duration, dict: &Dictionary) -> Snapshot {
+        let drops = (self.counts.iter().zip(&dict.keys))
+            .filter_map(|(c, key)| {
+                c.map(|count| DropCount {
+                    key: key.clone(),
+                    count,
+                })
+            })
+            .collect();
+        let stacks = (self.stacks.iter().zip(&dict.stacks))
+            .filter_map(|(c, (key, frames))| {
+                c.map(|(weight, samples)| StackCount {
+                    key: key.clone(),
+                    frames: frames.clone(),
+                    weight,
+                    samples,
+                })
+            })
+            .collect();
+        Snapshot {
+            elapsed,
+            unix_ms: self.unix_ms,
+            total: self.total,
+            overflow: self.overflow,
+            drops,
+            stacks,
+            health: self.health.clone(),
+        }
+    }
+}
+
+/// A position in a recording with its decoded state: moving forward applies only the frames in
+/// between; moving elsewhere starts again from the target's keyframe.
+#[derive(Default)]
+pub(crate) struct Cursor {
+    state: State,
+    at: Option<usize>,
+}
+
+impl Cursor {
+    /// The snapshot of frame `target` (which must be a valid index of `rec`).
+    pub(crate) fn goto(&mut self, rec: &Recording, target: usize) -> Result<Snapshot, RecordError> {
+        let f = rec.frames().get(target).ok_or(RecordError::Empty)?;
+        let from = match self.at {
+            Some(a) if a <= target && a >= f.base => a + 1,
+            _ => f.base,
+        };
+        for frame in &rec.frames()[from..=target] {
+            self.at = None;
+            let payload = rec.payload(frame)?;
+            self.state
+                .apply(frame, &payload)
+                .map_err(|Malformed(why)| corrupt(frame.offset, why))?;
+        }
+        self.at = Some(target);
+        Ok(self.state.snapshot(f.elapsed, &rec.dict))
+    }
+}

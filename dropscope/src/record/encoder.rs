@@ -1,0 +1,355 @@
+//! Encoding snapshots: names interned once, then keyframes and deltas of the counts that changed.
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use super::{
+    RecordError,
+    format::{FILE_HEADER_LEN, Kind, MAGIC, MAX_STRING, VERSION, push_frame, put_str, put_uvarint},
+    health,
+};
+use crate::model::{Health, SessionInfo, Snapshot};
+
+/// A keyframe is written at least this often (in recorded time) ...
+pub const KEYFRAME_EVERY: Duration = Duration::from_secs(30);
+/// ... and at least every this many snapshot frames, so a seek decodes at most this many frames.
+pub const KEYFRAME_MAX_FRAMES: u32 = 256;
+
+/// A key as written: reason code, reason name id, location id.
+type KeyRef = (u32, u32, u32);
+/// A stack as written: key id and frame string ids.
+type StackRef = (u32, Box<[u32]>);
+
+/// What the previous snapshot frame held, to compute the next delta from.
+#[derive(Default)]
+struct Prev {
+    elapsed_ns: u64,
+    unix_ms: u64,
+    total: u64,
+    overflow: u64,
+    health: Health,
+    counts: Vec<Option<u64>>,
+    stacks: Vec<Option<(u64, u64)>>,
+}
+
+/// Turns snapshots into frames. Pure: it appends bytes to a buffer and does no I/O.
+#[derive(Default)]
+pub(crate) struct Encoder {
+    strings: HashMap<Arc<str>, u32>,
+    keys: HashMap<KeyRef, u32>,
+    stacks: HashMap<StackRef, u32>,
+    // Definitions made while encoding the current snapshot, written as one dictionary frame.
+    new_strings: Vec<Arc<str>>,
+    new_keys: Vec<KeyRef>,
+    new_stacks: Vec<StackRef>,
+    prev: Option<Prev>,
+    last_keyframe_ns: u64,
+    since_keyframe: u32,
+}
+
+/// The file header and the session information frame.
+pub(crate) fn header(info: &SessionInfo) -> Result<Vec<u8>, RecordError> {
+    let mut out = Vec::with_capacity(FILE_HEADER_LEN + 64);
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    let mut p = Vec::new();
+    for s in [&info.host, &info.kernel] {
+        check_len(s)?;
+        put_str(&mut p, s);
+    }
+    put_uvarint(&mut p, info.started_unix_ms);
+    check_len(&info.probe)?;
+    put_str(&mut p, &info.probe);
+    push_frame(&mut out, Kind::Info, 0, &p)?;
+    Ok(out)
+}
+
+/// The frame that marks a cleanly finished recording.
+pub(crate) fn end_frame(elapsed_ns: u64) -> Result<Vec<u8>, RecordError> {
+    let mut out = Vec::new();
+    push_frame(&mut out, Kind::End, elapsed_ns, &[])?;
+    Ok(out)
+}
+
+fn check_len(s: &str) -> Result<(), RecordError> {
+    if s.len() > MAX_STRING {
+        return Err(RecordError::StringTooLong(s.len()));
+    }
+    Ok(())
+}
+
+fn put_gap(out: &mut Vec<u8>, last: &mut Option<usize>, id: usize) {
+    put_uvarint(out, last.map_or(id, |l| id - l - 1) as u64);
+    *last = Some(id);
+}
+
+impl Encoder {
+    /// Elapsed time of the last snapshot encoded, in nanoseconds.
+    pub(crate) fn last_elapsed_ns(&self) -> u64 {
+        self.prev.as_ref().map_or(0, |p| p.elapsed_ns)
+    }
+
+    fn string(&mut self, s: &Arc<str>) -> u32 {
+        if let Some(&id) = self.strings.get(s) {
+            return id;
+        }
+        let id = self.strings.len() as u32;
+        self.strings.insert(s.clone(), id);
+        self.new_strings.push(s.clone());
+        id
+    }
+
+    fn key(&mut self, k: &crate::model::DropKey) -> u32 {
+        let r = (
+            k.reason.code,
+            self.string(&k.reason.name),
+            self.string(&k.location),
+        );
+        if let Some(&id) = self.keys.get(&r) {
+            return id;
+        }
+        let id = self.keys.len() as u32;
+        self.keys.insert(r, id);
+        self.new_keys.push(r);
+        id
+    }
+
+    fn stack(&mut self, s: &crate::model::StackCount) -> u32 {
+        let key = self.key(&s.key);
+        let frames: Box<[u32]> = s.frames.iter().map(|f| self.string(f)).collect();
+        let r = (key, frames);
+        if let Some(&id) = self.stacks.get(&r) {
+            return id;
+        }
+        let id = self.stacks.len() as u32;
+        self.stacks.insert(r.clone(), id);
+        self.new_stacks.push(r);
+        id
+    }
+
+    /// Forgets the definitions of a snapshot that could not be encoded.
+    fn roll_back(&mut self) {
+        for s in self.new_strings.drain(..) {
+            self.strings.remove(&s);
+        }
+        for k in self.new_keys.drain(..) {
+            self.keys.remove(&k);
+        }
+        for s in self.new_stacks.drain(..) {
+            self.stacks.remove(&s);
+        }
+    }
+
+    /// Appends the frames for one snapshot: a dictionary frame when it introduces names, then a
+    /// keyframe or a delta frame. On error nothing is appended and the encoder is unchanged.
+    pub(crate) fn encode(&mut self, s: &Snapshot, out: &mut Vec<u8>) -> Result<(), RecordError> {
+        let elapsed_ns = u64::try_from(s.elapsed.as_nanos())
+            .map_err(|_| RecordError::ElapsedTooLarge(s.elapsed))?;
+        if let Some(p) = &self.prev
+            && elapsed_ns < p.elapsed_ns
+        {
+            return Err(RecordError::OutOfOrder {
+                previous: Duration::from_nanos(p.elapsed_ns),
+                next: s.elapsed,
+            });
+        }
+        for d in &s.drops {
+            check_len(&d.key.reason.name)?;
+            check_len(&d.key.location)?;
+        }
+        for st in &s.stacks {
+            check_len(&st.key.reason.name)?;
+            check_len(&st.key.location)?;
+            st.frames.iter().try_for_each(|f| check_len(f))?;
+        }
+        let start = out.len();
+        let r = self.encode_checked(s, elapsed_ns, out);
+        if r.is_err() {
+            out.truncate(start);
+            self.roll_back();
+        }
+        r
+    }
+
+    fn encode_checked(
+        &mut self,
+        s: &Snapshot,
+        elapsed_ns: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<(), RecordError> {
+        // Intern, merging duplicate keys (and duplicate stacks) by adding their counts.
+        let drop_ids: Vec<u32> = s.drops.iter().map(|d| self.key(&d.key)).collect();
+        let stack_ids: Vec<u32> = s.stacks.iter().map(|st| self.stack(st)).collect();
+        let mut counts = vec![None; self.keys.len()];
+        for (d, &id) in s.drops.iter().zip(&drop_ids) {
+            let c: &mut Option<u64> = &mut counts[id as usize];
+            *c = Some(c.unwrap_or(0).saturating_add(d.count));
+        }
+        let mut stacks = vec![None; self.stacks.len()];
+        for (st, &id) in s.stacks.iter().zip(&stack_ids) {
+            let c: &mut Option<(u64, u64)> = &mut stacks[id as usize];
+            let (w, n) = c.unwrap_or((0, 0));
+            *c = Some((w.saturating_add(st.weight), n.saturating_add(st.samples)));
+        }
+
+        if !(self.new_strings.is_empty() && self.new_keys.is_empty() && self.new_stacks.is_empty())
+        {
+            let dict = self.dictionary();
+            push_frame(out, Kind::Dictionary, elapsed_ns, &dict)?;
+        }
+        let keyframe = match &self.prev {
+            None => true,
+            Some(_) => {
+                elapsed_ns.saturating_sub(self.last_keyframe_ns) >= KEYFRAME_EVERY.as_nanos() as u64
+                    || self.since_keyframe + 1 >= KEYFRAME_MAX_FRAMES
+            }
+        };
+        let mut p = Vec::new();
+        match &self.prev {
+            Some(prev) if !keyframe => put_delta(&mut p, s, prev, &counts, &stacks),
+            _ => put_keyframe(&mut p, s, &counts, &stacks),
+        }
+        let kind = if keyframe {
+            Kind::Keyframe
+        } else {
+            Kind::Delta
+        };
+        push_frame(out, kind, elapsed_ns, &p)?;
+        // Committed.
+        self.new_strings.clear();
+        self.new_keys.clear();
+        self.new_stacks.clear();
+        if keyframe {
+            self.last_keyframe_ns = elapsed_ns;
+            self.since_keyframe = 0;
+        } else {
+            self.since_keyframe += 1;
+        }
+        self.prev = Some(Prev {
+            elapsed_ns,
+            unix_ms: s.unix_ms,
+            total: s.total,
+            overflow: s.overflow,
+            health: s.health.clone(),
+            counts,
+            stacks,
+        });
+        Ok(())
+    }
+
+    fn dictionary(&self) -> Vec<u8> {
+        let mut p = Vec::new();
+        put_uvarint(&mut p, self.new_strings.len() as u64);
+        for s in &self.new_strings {
+            put_str(&mut p, s);
+        }
+        put_uvarint(&mut p, self.new_keys.len() as u64);
+        for &(code, name, loc) in &self.new_keys {
+            for v in [code, name, loc] {
+                put_uvarint(&mut p, v.into());
+            }
+        }
+        put_uvarint(&mut p, self.new_stacks.len() as u64);
+        for (key, frames) in &self.new_stacks {
+            put_uvarint(&mut p, (*key).into());
+            put_uvarint(&mut p, frames.len() as u64);
+            for &f in frames.iter() {
+                put_uvarint(&mut p, f.into());
+            }
+        }
+        p
+    }
+}
+
+fn put_keyframe(
+    p: &mut Vec<u8>,
+    s: &Snapshot,
+    counts: &[Option<u64>],
+    stacks: &[Option<(u64, u64)>],
+) {
+    for v in [s.unix_ms, s.total, s.overflow] {
+        put_uvarint(p, v);
+    }
+    health::put_full(p, &s.health);
+    put_uvarint(p, counts.iter().flatten().count() as u64);
+    let mut last = None;
+    for (id, c) in counts.iter().enumerate() {
+        if let Some(c) = c {
+            put_gap(p, &mut last, id);
+            put_uvarint(p, *c);
+        }
+    }
+    put_uvarint(p, stacks.iter().flatten().count() as u64);
+    let mut last = None;
+    for (id, c) in stacks.iter().enumerate() {
+        if let Some((w, n)) = c {
+            put_gap(p, &mut last, id);
+            put_uvarint(p, *w);
+            put_uvarint(p, *n);
+        }
+    }
+}
+
+/// Ids present before and absent now, in ascending order.
+fn removed<T>(before: &[Option<T>], now: &[Option<T>]) -> Vec<usize> {
+    (0..before.len())
+        .filter(|&i| before[i].is_some() && now.get(i).is_none_or(|c| c.is_none()))
+        .collect()
+}
+
+fn put_removed(p: &mut Vec<u8>, ids: &[usize]) {
+    put_uvarint(p, ids.len() as u64);
+    let mut last = None;
+    for &id in ids {
+        put_gap(p, &mut last, id);
+    }
+}
+
+fn put_delta(
+    p: &mut Vec<u8>,
+    s: &Snapshot,
+    prev: &Prev,
+    counts: &[Option<u64>],
+    stacks: &[Option<(u64, u64)>],
+) {
+    use super::format::zigzag_diff as zz;
+    put_uvarint(p, zz(prev.unix_ms, s.unix_ms));
+    put_uvarint(p, zz(prev.total, s.total));
+    put_uvarint(p, zz(prev.overflow, s.overflow));
+    health::put_delta(p, &prev.health, &s.health);
+
+    put_removed(p, &removed(&prev.counts, counts));
+    let changed: Vec<(usize, u64)> = counts
+        .iter()
+        .enumerate()
+        .filter_map(|(id, c)| {
+            let before = prev.counts.get(id).copied().flatten();
+            c.filter(|&c| before != Some(c))
+                .map(|c| (id, zz(before.unwrap_or(0), c)))
+        })
+        .collect();
+    put_uvarint(p, changed.len() as u64);
+    let mut last = None;
+    for (id, d) in changed {
+        put_gap(p, &mut last, id);
+        put_uvarint(p, d);
+    }
+
+    put_removed(p, &removed(&prev.stacks, stacks));
+    let changed: Vec<(usize, (u64, u64))> = stacks
+        .iter()
+        .enumerate()
+        .filter_map(|(id, c)| {
+            let before = prev.stacks.get(id).copied().flatten();
+            c.filter(|&c| before != Some(c)).map(|(w, n)| {
+                let (bw, bn) = before.unwrap_or((0, 0));
+                (id, (zz(bw, w), zz(bn, n)))
+            })
+        })
+        .collect();
+    put_uvarint(p, changed.len() as u64);
+    let mut last = None;
+    for (id, (w, n)) in changed {
+        put_gap(p, &mut last, id);
+        put_uvarint(p, w);
+        put_uvarint(p, n);
+    }
+}
