@@ -4,13 +4,14 @@
 //! against bpftrace's per-drop stacks), exact counts, BPF ns per drop, the live TUI's own cost,
 //! flamegraph render time and recording size. Not part of `cargo xtask test`.
 mod child;
-mod extras;
+mod examples;
 mod flood;
 mod guards;
 mod interrupt;
 mod loss;
 mod machine;
 mod procfs;
+mod recording;
 mod report;
 mod stats;
 mod syscount;
@@ -25,12 +26,17 @@ use std::{
 use anyhow::bail;
 
 use self::{
-    extras::Outcome,
     flood::Target,
     guards::{DebugfsMount, Netns, ScratchDir},
     loss::Config,
     syscount::Method,
 };
+
+/// A figure, or why there is none.
+pub enum Outcome<T> {
+    Measured(T),
+    Skipped(String),
+}
 
 /// Options of `cargo xtask bench`.
 #[derive(Debug, clap::Args)]
@@ -70,11 +76,11 @@ fn run_all(args: BenchArgs) -> anyhow::Result<()> {
     interrupt::install()?;
     let started = Instant::now();
     let root = crate::root();
-    let mut flame_build_error = None;
+    let mut build_errors = [None, None];
     if !args.no_build {
         crate::setup::all(false)?;
         crate::cargo(&["build", "--release", "--package", "dropscope"])?;
-        flame_build_error = extras::build_flame(&root).err().map(|e| format!("{e:#}"));
+        build_errors = examples::EXAMPLES.map(|name| examples::build(&root, name));
     }
     let target_dir = target_dir(&root);
     let dropscope = target_dir.join("release/dropscope");
@@ -113,17 +119,16 @@ fn run_all(args: BenchArgs) -> anyhow::Result<()> {
     let method = Method::detect();
     let window = Duration::from_secs(args.window_secs);
     let tui = measure_tui(&dropscope, &target, method, window)?;
-    eprintln!("bench: flamegraph render time");
-    let flame = extras::flame(&root, &target_dir, flame_build_error);
+    eprintln!("bench: flamegraph render time, recording size and seek time (examples)");
+    let [flame_error, record_error] = &build_errors;
+    let flame = examples::flame(&root, &target_dir, flame_error.as_ref());
+    let record_figures = examples::record(&root, &target_dir, record_error.as_ref());
     eprintln!("bench: recording at a steady flood");
-    let recording = soft(
-        extras::recording(&dropscope, &target, scratch.path()).and_then(|o| {
-            Ok(match o {
-                Outcome::Measured(r) => r,
-                Outcome::Skipped(why) => bail!("{why}"),
-            })
-        }),
-    )?;
+    let recording = match recording::recording(&dropscope, &target, scratch.path()) {
+        Ok(outcome) => outcome,
+        Err(e) if interrupt::requested() => return Err(e),
+        Err(e) => Outcome::Skipped(format!("failed: {e:#}")),
+    };
     warnings = foreign_namespaces(&netns, warnings);
     let results = report::Results {
         header: header(&args, &target, netns.name(), started.elapsed(), &busy),
@@ -133,6 +138,7 @@ fn run_all(args: BenchArgs) -> anyhow::Result<()> {
         method,
         tui,
         flame,
+        record_figures,
         recording,
         warnings,
     };

@@ -104,7 +104,8 @@ pub fn all(for_tests: bool) -> anyhow::Result<()> {
     let linker = home().join(".cargo/bin/bpf-linker");
     if !linker.exists() && !have("bpf-linker") {
         let llvm_dir = PathBuf::from(format!("/usr/lib/llvm-{LLVM}"));
-        if !llvm_dir.join("lib/libLLVM.so").exists() && !llvm_dir.join("bin/llvm-config").exists() {
+        // The unversioned libLLVM.so link comes only with the -dev package.
+        if !llvm_dir.join("lib/libLLVM.so").exists() {
             apt_install(&[&format!("llvm-{LLVM}-dev")])?;
         }
         eprintln!(

@@ -38,15 +38,17 @@ pub struct Busy {
     pub top: Vec<(String, f64)>,
 }
 
-/// What processes other than this one (and `exclude`) used between `a` and `b`.
+/// What processes other than this one and its parent (cargo) used between `a` and `b`.
 pub fn others(a: &Snapshot, b: &Snapshot) -> Busy {
     let me = std::process::id();
+    // SAFETY: getppid has no preconditions.
+    let parent = u32::try_from(unsafe { libc::getppid() }).unwrap_or(0);
     let secs = b.at.duration_since(a.at).as_secs_f64().max(1e-9);
     let per_core = |ticks: u64| ticks as f64 / procfs::ticks_per_sec() / secs * 100.0;
     let mut top: Vec<(String, f64)> = b
         .ticks
         .iter()
-        .filter(|(pid, _)| **pid != me)
+        .filter(|(pid, _)| **pid != me && **pid != parent)
         .filter_map(|(pid, (comm, t1))| {
             let t0 = a.ticks.get(pid).map_or(0, |(_, t)| *t);
             Some((comm.clone(), per_core(t1.checked_sub(t0)?)))

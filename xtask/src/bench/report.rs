@@ -3,8 +3,10 @@
 use std::fmt::Write as _;
 
 use super::{
-    extras::{self, Flame, Outcome, Recording},
+    Outcome,
+    examples::{self, Flame, RecordFigures},
     loss::{Config, Run},
+    recording::{self, Recording},
     stats::{Summary, summarize, thousands},
     syscount::Method,
     tui::{TuiCost, Window},
@@ -17,6 +19,7 @@ const NS_PER_DROP: f64 = 40.0;
 const TUI_SYSCALLS: f64 = 20.0;
 const SVG_MS: f64 = 200.0;
 const RECORD_BPS: f64 = 2048.0;
+const SEEK_MS: f64 = 100.0;
 
 /// Everything measured.
 pub struct Results {
@@ -27,6 +30,7 @@ pub struct Results {
     pub method: Option<Method>,
     pub tui: Outcome<TuiCost>,
     pub flame: Outcome<Flame>,
+    pub record_figures: Outcome<RecordFigures>,
     pub recording: Outcome<Recording>,
     pub warnings: Vec<String>,
 }
@@ -60,7 +64,7 @@ pub fn render(r: &Results) -> String {
         .map(|s| s.median_rate);
     tui_table(&mut out, r, baseline, &mut verdicts);
     flame_section(&mut out, &r.flame, &mut verdicts);
-    recording_section(&mut out, &r.recording, baseline, &mut verdicts);
+    recording_section(&mut out, r, baseline, &mut verdicts);
     let errors: u64 = r.runs.iter().map(|run| run.flood.errors).sum();
     if errors > 0 {
         let _ = writeln!(
@@ -334,7 +338,7 @@ fn flame_section(out: &mut String, flame: &Outcome<Flame>, verdicts: &mut Vec<Ve
     let _ = writeln!(
         out,
         "\n4. Flamegraph SVG of {} distinct stacks (dropscope example flame_bench)",
-        extras::FLAME_STACKS
+        examples::FLAME_STACKS
     );
     match flame {
         Outcome::Measured(f) => {
@@ -365,62 +369,117 @@ fn flame_section(out: &mut String, flame: &Outcome<Flame>, verdicts: &mut Vec<Ve
 
 fn recording_section(
     out: &mut String,
-    rec: &Outcome<Recording>,
+    r: &Results,
     baseline: Option<f64>,
     verdicts: &mut Vec<Verdict>,
 ) {
     let _ = writeln!(
         out,
-        "\n5. Recording (dropscope record, {} s at a steady flood)",
-        extras::RECORD_SECS
+        "\n5. Recording: dropscope record for {} s at a steady flood of real drops",
+        recording::RECORD_SECS
     );
-    match rec {
-        Outcome::Measured(r) => {
-            let _ = writeln!(
-                out,
-                "flood {}/s{}, keys in the recording: {}; {:.0} B/s steady (file {} bytes after {} s)",
-                thousands(r.flood_rate),
-                baseline.map_or_else(String::new, |b| format!(
-                    " ({:.3} of nothing attached)",
-                    r.flood_rate / b
-                )),
-                r.keys,
-                r.steady_bytes_per_sec,
-                thousands(r.file_bytes as f64),
-                extras::RECORD_SECS
-            );
-            let perf = r.perf_bytes_per_sec.map_or_else(
-                || "perf record unavailable".into(),
-                |p| format!("{} B/s", thousands(p)),
-            );
-            let _ = writeln!(
-                out,
-                "per-event capture of the same drops (perf record -a -e skb:kfree_skb): {perf}"
-            );
-            let ok = r.steady_bytes_per_sec < RECORD_BPS;
-            verdicts.push(Verdict {
-                status: if ok { "info" } else { "FAIL" },
-                what: format!(
-                    "recording at a steady flood, keys: {}: {:.0} B/s (target < 2 KB/s at 100 keys; \
-                     real drops give only these keys)",
-                    r.keys, r.steady_bytes_per_sec
-                ),
-            });
-        }
+    match &r.recording {
+        Outcome::Measured(rec) => live_recording(out, rec, baseline),
         Outcome::Skipped(why) => {
             let _ = writeln!(out, "TODO: {why}");
             verdicts.push(Verdict {
                 status: "TODO",
-                what: format!("recording bytes/s: {why}"),
+                what: format!("recording bytes/s at a steady flood: {why}"),
             });
         }
     }
-    let todo = "TODO: recording bytes/s at 10, 100 and 1,000 active keys, and seek time to the middle \
-                of a 1-hour recording: need a dropscope example that writes a synthetic recording \
-                (none in dropscope/examples yet)";
-    let _ = writeln!(out, "{todo}");
-    verdicts.push(Verdict {
-        status: "TODO",
-        what: "recording < 2 KB/s at 100 keys; seek < 100 ms in a 1-hour recording (no synthetic-recording example yet)".into(),
-    });
+    let _ = writeln!(
+        out,
+        "synthetic one-hour recordings at 1 frame/s (dropscope example record_bench):"
+    );
+    match &r.record_figures {
+        Outcome::Measured(f) => synthetic_recording(out, f, verdicts),
+        Outcome::Skipped(why) => {
+            let _ = writeln!(
+                out,
+                "TODO: bytes/s at 10, 100 and 1,000 keys and the seek time: {why}"
+            );
+            verdicts.push(Verdict {
+                status: "TODO",
+                what: format!("recording < 2 KB/s at 100 keys, seek < 100 ms: {why}"),
+            });
+        }
+    }
+}
+
+fn live_recording(out: &mut String, rec: &Recording, baseline: Option<f64>) {
+    let _ = writeln!(
+        out,
+        "flood {}/s{}, keys in the recording: {}; {:.0} B/s steady (file {} bytes after {} s)",
+        thousands(rec.flood_rate),
+        baseline.map_or_else(String::new, |b| format!(
+            " ({:.3} of nothing attached)",
+            rec.flood_rate / b
+        )),
+        rec.keys,
+        rec.steady_bytes_per_sec,
+        thousands(rec.file_bytes as f64),
+        recording::RECORD_SECS
+    );
+    let perf = rec.perf_bytes_per_sec.map_or_else(
+        || "perf record unavailable".into(),
+        |p| format!("{} B/s", thousands(p)),
+    );
+    let _ = writeln!(
+        out,
+        "per-event capture of the same drops (perf record -a -e skb:kfree_skb): {perf}"
+    );
+}
+
+fn synthetic_recording(out: &mut String, f: &RecordFigures, verdicts: &mut Vec<Verdict>) {
+    let _ = writeln!(
+        out,
+        "{:>7} {:>9} {:>20} {:>10}  target",
+        "keys", "changing", "drops/s per key", "B/s"
+    );
+    for row in &f.sizes {
+        let target = if row.keys == 100 {
+            let ok = row.bytes < RECORD_BPS;
+            format!("< 2 KB/s  {}", if ok { "PASS" } else { "FAIL" })
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "{:>7} {:>9} {:>20} {:>10.0}  {target}",
+            thousands(row.keys as f64),
+            thousands(row.changing as f64),
+            thousands(row.rate as f64),
+            row.bytes
+        );
+    }
+    let worst = f
+        .sizes
+        .iter()
+        .filter(|row| row.keys == 100)
+        .map(|row| row.bytes)
+        .fold(f64::NAN, f64::max);
+    if worst.is_finite() {
+        verdicts.push(verdict(
+            worst < RECORD_BPS,
+            format!(
+                "recording at 100 keys, 1 frame/s: at most {worst:.0} B/s over the drop rates \
+                 (target < 2 KB/s)"
+            ),
+        ));
+    }
+    let seek_ms = f.seek.as_secs_f64() * 1e3;
+    let ok = seek_ms < SEEK_MS;
+    let _ = writeln!(
+        out,
+        "{}   seek target < {SEEK_MS} ms  {}",
+        f.line,
+        if ok { "PASS" } else { "FAIL" }
+    );
+    verdicts.push(verdict(
+        ok,
+        format!(
+            "seek to the middle of a one-hour recording: {seek_ms:.3} ms (target < {SEEK_MS} ms)"
+        ),
+    ));
 }

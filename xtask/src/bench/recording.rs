@@ -1,5 +1,5 @@
-//! The flamegraph render time (dropscope's `flame_bench` example) and the recording size at a
-//! steady flood (`dropscope record`), next to a per-event capture of the same drops (`perf record`).
+//! The recording size at a steady flood of real drops (`dropscope record`), next to what a
+//! per-event capture of the same drops takes (`perf record -e skb:kfree_skb`).
 use std::{
     path::Path,
     process::Command,
@@ -10,87 +10,15 @@ use anyhow::{Context as _, bail};
 use serde_json::Value;
 
 use super::{
+    Outcome,
     child::Proc,
     flood::{Sender, Target},
     guards::run_quiet,
     interrupt,
 };
 
-/// Distinct stacks in the flamegraph benchmark, and its runs.
-pub const FLAME_STACKS: usize = 10_000;
-const FLAME_RUNS: usize = 5;
 /// How long `dropscope record` records.
 pub const RECORD_SECS: u64 = 10;
-
-/// A figure, or why there is none.
-pub enum Outcome<T> {
-    Measured(T),
-    Skipped(String),
-}
-
-/// The flamegraph example's result.
-pub struct Flame {
-    pub median_ms: f64,
-    /// Its summary line.
-    pub line: String,
-}
-
-/// Whether dropscope has the flamegraph example.
-fn has_flame_example(root: &Path) -> bool {
-    root.join("dropscope/examples/flame_bench.rs").is_file()
-}
-
-/// Builds the example (with the rest of the release build, so that every figure of a run comes
-/// from one build).
-pub fn build_flame(root: &Path) -> anyhow::Result<()> {
-    if !has_flame_example(root) {
-        return Ok(());
-    }
-    crate::cargo(&[
-        "build",
-        "--release",
-        "--package",
-        "dropscope",
-        "--example",
-        "flame_bench",
-    ])
-}
-
-/// Runs `flame_bench` if the example exists and was built.
-pub fn flame(root: &Path, target_dir: &Path, build_error: Option<String>) -> Outcome<Flame> {
-    if !has_flame_example(root) {
-        return Outcome::Skipped("dropscope/examples/flame_bench.rs does not exist".into());
-    }
-    if let Some(e) = build_error {
-        return Outcome::Skipped(format!("building flame_bench failed: {e}"));
-    }
-    let bin = target_dir.join("release/examples/flame_bench");
-    if !bin.is_file() {
-        return Outcome::Skipped(format!("{} is not built", bin.display()));
-    }
-    match run_flame(&bin) {
-        Ok(f) => Outcome::Measured(f),
-        Err(e) => Outcome::Skipped(format!("flame_bench failed: {e:#}")),
-    }
-}
-
-fn run_flame(bin: &Path) -> anyhow::Result<Flame> {
-    let out =
-        run_quiet(Command::new(bin).args([FLAME_STACKS.to_string(), FLAME_RUNS.to_string()]))?;
-    let line = out
-        .lines()
-        .find(|l| l.contains("median"))
-        .with_context(|| format!("no median in flame_bench's output: {out}"))?
-        .trim()
-        .to_string();
-    let median_ms = line
-        .split("median")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .with_context(|| format!("parsing {line:?}"))?;
-    Ok(Flame { median_ms, line })
-}
 
 /// The recording's figures.
 pub struct Recording {
