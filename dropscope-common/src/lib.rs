@@ -109,12 +109,13 @@ pub struct CpuCounters {
     pub stack_errors: u64,
     /// Stack samples whose weight did not fit in the stack-count map.
     pub stack_overflow: u64,
-    /// Drops left until the next periodic stack sample on this CPU.
-    pub stack_countdown: u64,
+    /// Drops on this CPU since its last periodic stack sample (a key's first drop excluded):
+    /// the weight of the next sample.
+    pub since_sample: u64,
     /// Syscalls made by dropscope itself (when the `sys_enter` program is attached).
     pub self_syscalls: u64,
-    /// Explicit padding; always zero.
-    pub pad: u64,
+    /// `bpf_ktime_get_ns` of this CPU's last periodic stack sample.
+    pub last_sample_ns: u64,
 }
 const _: () = assert!(core::mem::size_of::<CpuCounters>() == 64);
 
@@ -126,8 +127,11 @@ pub struct Control {
     pub stacks_enabled: u64,
     /// Drops per periodic stack sample on each CPU (at least 1).
     pub sample_period: u64,
+    /// Least time between two periodic samples on one CPU, so a sudden flood cannot make
+    /// stack capture (about 1.5 µs each) run on every drop before the period adapts.
+    pub min_gap_ns: u64,
 }
-const _: () = assert!(core::mem::size_of::<Control>() == 16);
+const _: () = assert!(core::mem::size_of::<Control>() == 24);
 
 #[cfg(feature = "user")]
 mod pod {

@@ -1,15 +1,15 @@
 //! The dropscope eBPF program: counts every kernel packet drop in maps, never streams events.
 //!
 //! Per drop: one per-CPU hash update keyed by (reason, location), one per-CPU counter bump in an
-//! mmap'd array, and, only on a key's first drop or once every `sample_period` drops, a kernel
-//! stack capture whose weight is the sampling period.
+//! mmap'd array, and, only on a key's first drop or once every `sample_period` drops (and no more
+//! often than `min_gap_ns`), a kernel stack capture weighted by the drops it stands for.
 #![no_std]
 #![no_main]
 
 use aya_ebpf::{
     Global,
     bindings::BPF_NOEXIST,
-    helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id},
+    helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns},
     macros::{btf_tracepoint, map, tracepoint},
     maps::{Array, PerCpuHashMap, StackTrace},
     programs::{BtfTracePointContext, TracePointContext, tracing::StackIdContext},
@@ -96,7 +96,6 @@ fn count_drop<C: StackIdContext>(ctx: &C, reason: u32, location: u64) {
     let Some(c) = this_cpu() else { return };
     // SAFETY: `c` is this CPU's slot (see sys_enter); per-CPU hash values are this CPU's own.
     unsafe {
-        (*c).total += 1;
         let key = DropKey {
             location,
             reason,
@@ -115,6 +114,9 @@ fn count_drop<C: StackIdContext>(ctx: &C, reason: u32, location: u64) {
             (*c).overflow += 1;
             false
         };
+        // The total goes last: a reader that sees it also sees the keyed or overflow count it
+        // stands for, so a settled read always satisfies keyed + overflow == total.
+        (*c).total += 1;
         sample_stack(ctx, &mut *c, reason, location, first);
     }
 }
@@ -133,19 +135,24 @@ fn sample_stack<C: StackIdContext>(
     if control.stacks_enabled == 0 {
         return;
     }
+    // A key's first drop is always captured, with weight 1. Otherwise a sample is due once
+    // `sample_period` drops have passed on this CPU and at least `min_gap_ns` since the last
+    // one; it weighs exactly the drops since the last sample, so estimates stay unbiased
+    // whatever the period was.
     let weight = if first {
         1
-    } else if c.stack_countdown > 1 {
-        c.stack_countdown -= 1;
-        return;
     } else {
-        let period = if control.sample_period == 0 {
-            1
-        } else {
-            control.sample_period
-        };
-        c.stack_countdown = period;
-        period
+        c.since_sample += 1;
+        if c.since_sample < control.sample_period {
+            return;
+        }
+        // SAFETY: bpf_ktime_get_ns has no preconditions.
+        let now = unsafe { bpf_ktime_get_ns() };
+        if now.wrapping_sub(c.last_sample_ns) < control.min_gap_ns {
+            return;
+        }
+        c.last_sample_ns = now;
+        core::mem::take(&mut c.since_sample)
     };
     let Ok(id) = ctx.get_stackid(&STACKS, 0) else {
         c.stack_errors += 1;

@@ -6,7 +6,7 @@ use std::{
 };
 
 use anyhow::{Context as _, bail};
-use tokio::signal::unix::{SignalKind, signal};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::{
     cli::{Cli, Command, FlamegraphArgs, Format, GraphFormat, InputWindow, LiveArgs, ReportArgs},
@@ -31,7 +31,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             duration,
             live,
         }) => record_cmd(&live, &output, duration).await,
-        Some(Command::Replay { file }) => replay_cmd(&file, &cli.output_dir).await,
+        Some(Command::Replay { file, output_dir }) => replay_cmd(&file, &output_dir).await,
         Some(Command::Flamegraph(args)) => flamegraph_cmd(args).await,
     }
 }
@@ -64,33 +64,51 @@ pub fn start_live(live: &LiveArgs, count_self_syscalls: bool) -> anyhow::Result<
     Ok(Collector::spawn(probe, copts)?)
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn interrupted() {
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        std::future::pending::<()>().await;
-        return;
-    };
-    tokio::select! {
-        _ = int.recv() => {}
-        _ = term.recv() => {}
+/// SIGINT and SIGTERM, caught from the moment this is made (so that one arriving right after
+/// the "counting" line still ends the command cleanly).
+struct Interrupt {
+    int: Signal,
+    term: Signal,
+}
+
+impl Interrupt {
+    fn new() -> anyhow::Result<Self> {
+        Ok(Self {
+            int: signal(SignalKind::interrupt()).context("installing a SIGINT handler")?,
+            term: signal(SignalKind::terminate()).context("installing a SIGTERM handler")?,
+        })
+    }
+
+    /// Resolves after `duration` (never without one) or on SIGINT/SIGTERM.
+    async fn until(mut self, duration: Option<Duration>) {
+        let timer = async {
+            match duration {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = timer => {}
+            _ = self.int.recv() => {}
+            _ = self.term.recv() => {}
+        }
     }
 }
 
-/// Resolves after `duration` (never without one) or on SIGINT/SIGTERM.
-async fn until(duration: Option<Duration>) {
-    let timer = async {
-        match duration {
-            Some(d) => tokio::time::sleep(d).await,
-            None => std::future::pending().await,
-        }
+/// Fails unless the directory a file is to be written in exists.
+fn check_output_dir(path: &Path) -> anyhow::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
     };
-    tokio::select! {
-        _ = timer => {}
-        _ = interrupted() => {}
+    if !dir.is_dir() {
+        bail!(
+            "cannot write {}: {} is not a directory",
+            path.display(),
+            dir.display()
+        );
     }
+    Ok(())
 }
 
 async fn live_tui(live: &LiveArgs, dir: &Path) -> anyhow::Result<()> {
@@ -100,15 +118,11 @@ async fn live_tui(live: &LiveArgs, dir: &Path) -> anyhow::Result<()> {
         flamegraph_dir: dir.to_path_buf(),
         record_dir: dir.to_path_buf(),
     };
-    // SIGTERM (and SIGINT sent by `kill`) stop the collector; the feed closes and the TUI exits,
-    // restoring the terminal on its way out.
-    let stop = tokio::spawn(async move {
-        interrupted().await;
-        stopper.stop();
-    });
+    // The TUI ends on `q`, a signal, or the feed closing; then the probe is detached, and a
+    // collector failure, if that is what closed the feed, is reported.
     let res = tui::run(feed, opts).await;
-    stop.abort();
-    res
+    let collector = stopper.finish();
+    res.and(collector)
 }
 
 /// Counts live until `duration` or a signal; returns the last snapshot and the session info.
@@ -117,6 +131,7 @@ async fn count_live(
     duration: Option<Duration>,
     what: &str,
 ) -> anyhow::Result<(SessionInfo, Snapshot)> {
+    let interrupt = Interrupt::new()?;
     let (mut feed, stopper) = start_live(live, false)?;
     eprintln!(
         "dropscope: counting drops with {} {}; {}",
@@ -129,21 +144,26 @@ async fn count_live(
     );
     let _ = std::io::stderr().flush();
     let mut last = Snapshot::default();
-    let wait = until(duration);
+    let wait = interrupt.until(duration);
     tokio::pin!(wait);
     loop {
         tokio::select! {
             s = feed.snapshots.recv() => match s {
                 Some(s) => last = s,
-                None => bail!("the collector stopped unexpectedly"),
+                None => {
+                    stopper.finish()?;
+                    bail!("the collector stopped unexpectedly");
+                }
             },
             _ = &mut wait => break,
         }
     }
+    // The collector sends one last snapshot, read right now, then closes the feed.
     stopper.stop();
     while let Some(s) = feed.snapshots.recv().await {
         last = s;
     }
+    stopper.finish()?;
     Ok((feed.info, last))
 }
 
@@ -224,14 +244,26 @@ async fn record_cmd(
     output: &Path,
     duration: Option<Duration>,
 ) -> anyhow::Result<()> {
+    check_output_dir(output)?;
+    let interrupt = Interrupt::new()?;
     let (feed, stopper) = start_live(live, false)?;
     eprintln!(
         "dropscope: recording drops with {} to {}",
         feed.info.probe,
         output.display()
     );
-    let summary = record::record_feed(feed, output, until(duration)).await;
-    stopper.stop();
+    // At the end of the window the collector takes a last snapshot and closes the feed; the
+    // recorder writes until then, so the drops of the last interval are in the file.
+    let recorder = record::record_feed(feed, output, std::future::pending());
+    tokio::pin!(recorder);
+    let summary = tokio::select! {
+        s = &mut recorder => s,
+        _ = interrupt.until(duration) => {
+            stopper.stop();
+            recorder.await
+        }
+    };
+    stopper.finish()?;
     let s = summary?;
     eprintln!(
         "dropscope: wrote {} ({} snapshots, {} bytes, {:.1}s, {} drops)",
@@ -259,14 +291,25 @@ async fn replay_cmd(file: &Path, dir: &Path) -> anyhow::Result<()> {
 }
 
 async fn flamegraph_cmd(args: FlamegraphArgs) -> anyhow::Result<()> {
+    // Everything that can fail without counting is checked before counting.
+    check_output_dir(&args.output)?;
+    let baseline = match (&args.diff, args.format) {
+        (Some(_), GraphFormat::Folded) => bail!("--diff writes an SVG; drop --format folded"),
+        (Some(base), GraphFormat::Svg) => Some(
+            std::fs::read_to_string(base)
+                .with_context(|| format!("reading baseline {}", base.display()))?,
+        ),
+        (None, _) => None,
+    };
+    if args.window.input.is_none() && args.live.no_stacks {
+        bail!("--no-stacks leaves nothing to draw");
+    }
     let (info, snap, window) = if args.window.input.is_some() {
         recorded_window(&args.window)?
     } else {
-        if args.live.no_stacks {
-            bail!("--no-stacks leaves nothing to draw");
-        }
         let (info, snap) = count_live(&args.live, args.duration, "and sampling stacks").await?;
-        (info, snap.clone(), (Duration::ZERO, snap.elapsed))
+        let window = (Duration::ZERO, snap.elapsed);
+        (info, snap, window)
     };
     let meta = GraphMeta {
         info: &info,
@@ -274,22 +317,15 @@ async fn flamegraph_cmd(args: FlamegraphArgs) -> anyhow::Result<()> {
         filter: None,
     };
     let mut out = Vec::new();
-    match (args.format, &args.diff) {
-        (GraphFormat::Folded, None) => {
+    match (args.format, baseline) {
+        (GraphFormat::Folded, _) => {
             out.extend_from_slice(flamegraph::folded(&snap.stacks).as_bytes())
         }
         (GraphFormat::Svg, None) => flamegraph::write_svg(&snap.stacks, &meta, &mut out)?,
-        (GraphFormat::Svg, Some(base)) => {
-            let before = std::fs::read_to_string(base)
-                .with_context(|| format!("reading baseline {}", base.display()))?;
-            flamegraph::write_diff_svg(
-                &before,
-                &flamegraph::folded(&snap.stacks),
-                &meta,
-                &mut out,
-            )?;
+        (GraphFormat::Svg, Some(before)) => {
+            let after = flamegraph::folded(&snap.stacks);
+            flamegraph::write_diff_svg(&before, &after, &meta, &mut out)?;
         }
-        (GraphFormat::Folded, Some(_)) => bail!("--diff writes an SVG; drop --format folded"),
     }
     std::fs::write(&args.output, out)
         .with_context(|| format!("writing {}", args.output.display()))?;

@@ -10,7 +10,13 @@ use crate::probe::ProbeChoice;
 ///
 /// With no command, starts the live view (needs root and a terminal).
 #[derive(Debug, Parser)]
-#[command(name = "dropscope", version, about, long_about)]
+#[command(
+    name = "dropscope",
+    version,
+    about,
+    long_about,
+    args_conflicts_with_subcommands = true
+)]
 pub struct Cli {
     /// What to do (default: the live view).
     #[command(subcommand)]
@@ -19,7 +25,7 @@ pub struct Cli {
     #[command(flatten)]
     pub live: LiveArgs,
     /// Directory where `f` writes flamegraph SVGs and `r` writes recordings.
-    #[arg(long, global = true, default_value = ".", value_name = "DIR")]
+    #[arg(long, default_value = ".", value_name = "DIR")]
     pub output_dir: PathBuf,
 }
 
@@ -50,6 +56,9 @@ pub enum Command {
     Replay {
         /// The recording.
         file: PathBuf,
+        /// Directory where `f` writes flamegraph SVGs.
+        #[arg(long, default_value = ".", value_name = "DIR")]
+        output_dir: PathBuf,
     },
     /// Write a flamegraph SVG (or folded stacks) of the sampled drop stacks.
     Flamegraph(FlamegraphArgs),
@@ -102,10 +111,11 @@ pub struct InputWindow {
     /// Read this recording instead of counting live (no root needed).
     #[arg(long, value_name = "FILE")]
     pub input: Option<PathBuf>,
-    /// Start of the window, from the recording's start (e.g. 30s).
+    /// Start of the window, in session time as replay shows it (e.g. 30s); without it, counts
+    /// are cumulative from the session's start.
     #[arg(long, value_parser = parse_duration, value_name = "T", requires = "input")]
     pub from: Option<Duration>,
-    /// End of the window, from the recording's start (default: its end).
+    /// End of the window, in session time (default: the recording's end).
     #[arg(long, value_parser = parse_duration, value_name = "T", requires = "input")]
     pub to: Option<Duration>,
 }
@@ -114,33 +124,28 @@ pub struct InputWindow {
 #[derive(Debug, Args, Clone)]
 pub struct LiveArgs {
     /// Base poll interval: quicker while drops arrive (down to half), slower while idle (up to 4x).
-    #[arg(long, global = true, value_parser = parse_interval, default_value = "1s", value_name = "D")]
+    #[arg(long, value_parser = parse_interval, default_value = "1s", value_name = "D")]
     pub interval: Duration,
     /// Capacity of the in-kernel (reason, location) map; drops beyond it are counted as overflow.
-    #[arg(long, global = true, default_value_t = dropscope_common::DEFAULT_MAX_KEYS,
+    #[arg(long, default_value_t = dropscope_common::DEFAULT_MAX_KEYS,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000), value_name = "N")]
     pub max_keys: u32,
     /// Which kernel hook to use.
-    #[arg(long, global = true, value_enum, default_value_t = ProbeChoice::Auto)]
+    #[arg(long, value_enum, default_value_t = ProbeChoice::Auto)]
     pub probe: ProbeChoice,
     /// Kernel BTF file (for tp_btf and drop-reason names).
-    #[arg(
-        long,
-        global = true,
-        default_value = "/sys/kernel/btf/vmlinux",
-        value_name = "PATH"
-    )]
+    #[arg(long, default_value = "/sys/kernel/btf/vmlinux", value_name = "PATH")]
     pub btf: PathBuf,
     /// Do not capture kernel stacks.
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub no_stacks: bool,
     /// Stack samples per second to aim for; the sampling period follows the drop rate.
-    #[arg(long, global = true, default_value_t = 1000,
+    #[arg(long, default_value_t = 1000,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000), value_name = "N")]
     pub stack_budget: u64,
     /// Enable kernel BPF run-time statistics while running, to show the probe's ns per drop
     /// (costs a little per drop; off again on exit).
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub bpf_stats: bool,
 }
 

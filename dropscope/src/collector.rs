@@ -13,6 +13,8 @@ use std::{
 
 use tokio::sync::mpsc;
 
+use dropscope_common::{StackKey, StackValue};
+
 use crate::{
     model::{DropCount, DropKey, Health, SessionInfo, Snapshot, StackCount},
     probe::{Probe, Totals},
@@ -51,16 +53,15 @@ pub struct Collector {
     probe: Probe,
     symbolizer: Symbolizer,
     opts: CollectorOptions,
-    info: SessionInfo,
     started: Instant,
     interval: Duration,
     last_totals: Option<Totals>,
     last: Snapshot,
     last_poll: Instant,
-    stack_ids: HashMap<u32, Option<Frames>>,
+    stack_ids: HashMap<u32, Frames>,
+    stack_base: HashMap<StackKey, StackValue>,
     stacks: HashMap<(DropKey, Frames), (u64, u64)>,
     stack_lost: u64,
-    map_syscalls: u64,
     stats_fd: Option<OwnedFd>,
 }
 
@@ -72,44 +73,27 @@ impl Collector {
             .bpf_stats
             .then(|| aya::sys::enable_stats(aya::sys::Stats::RunTime).ok())
             .flatten();
-        probe.set_stack_sampling(if opts.stacks { 1 } else { 0 });
-        let info = session_info(&probe);
+        probe.set_stack_sampling(u64::from(opts.stacks), opts.stack_budget);
         Self {
             interval: opts.interval,
             probe,
             symbolizer: Symbolizer::new(),
             opts,
-            info,
             started: Instant::now(),
             last_totals: None,
             last: Snapshot::default(),
             last_poll: Instant::now(),
             stack_ids: HashMap::new(),
+            stack_base: HashMap::new(),
             stacks: HashMap::new(),
             stack_lost: 0,
-            map_syscalls: 0,
             stats_fd: stats,
         }
-    }
-
-    /// Facts of this session.
-    pub fn info(&self) -> &SessionInfo {
-        &self.info
-    }
-
-    /// The attached probe.
-    pub fn probe(&self) -> &Probe {
-        &self.probe
     }
 
     /// The interval until the next poll.
     pub fn interval(&self) -> Duration {
         self.interval
-    }
-
-    /// BPF map syscalls made so far (batch reads and stack reads).
-    pub fn map_syscalls(&self) -> u64 {
-        self.map_syscalls
     }
 
     /// One poll: reads the mmap'd totals and, only if they changed, the maps. Returns the new
@@ -146,15 +130,15 @@ impl Collector {
     fn read_maps(&mut self, before: Totals) -> std::io::Result<()> {
         let mut totals = before;
         let mut drops = Vec::new();
-        // Re-read while drops arrive during the read (a few tries), so that the snapshot's total
-        // is the kernel's own counter whenever the counts are quiet; under a flood the total is
-        // the keyed sum plus overflow, consistent with the counts read.
+        let mut settled = false;
+        // Re-read while drops arrive during the read (a few tries). A settled read (no drop
+        // during it) shows the kernel's own total, independently counted: any gap between it and
+        // keyed + overflow would be a real loss and is shown as such. Under a flood the total is
+        // keyed + overflow as read, consistent with the rows shown.
         for _ in 0..3 {
-            let (entries, calls) = self.probe.read_drops()?;
-            self.map_syscalls += u64::from(calls);
-            drops = entries;
+            drops = self.probe.read_drops()?;
             let after = self.probe.totals();
-            let settled = after.drop_counts() == totals.drop_counts();
+            settled = after.drop_counts() == totals.drop_counts();
             totals = after;
             if settled {
                 break;
@@ -172,7 +156,7 @@ impl Collector {
         }
         let keyed: u64 = merged.values().sum();
         let overflow = totals.overflow;
-        self.last.total = if keyed + overflow == totals.total {
+        self.last.total = if settled {
             totals.total
         } else {
             keyed + overflow
@@ -189,37 +173,28 @@ impl Collector {
         Ok(())
     }
 
+    /// Folds the kernel's cumulative stack weights into the session's, by difference with what
+    /// was read last time. The kernel maps are only emptied when they near capacity.
     fn read_stacks(&mut self) -> std::io::Result<()> {
-        let (entries, calls) = self.probe.drain_stack_counts()?;
-        self.map_syscalls += u64::from(calls);
-        let new_ids: Vec<u32> = entries
-            .iter()
-            .map(|(k, _)| k.stack_id)
-            .filter(|id| !self.stack_ids.contains_key(id))
-            .collect();
-        let mut raw = Vec::new();
-        for id in new_ids {
-            self.map_syscalls += 1;
-            match self.probe.stack_frames(id) {
-                Some(addrs) => raw.push((id, addrs)),
-                None => {
-                    self.stack_ids.insert(id, None);
-                }
+        let full = self.stack_ids.len() > dropscope_common::STACK_TRACE_ENTRIES as usize / 2
+            || self.stack_base.len() > dropscope_common::STACK_COUNT_ENTRIES as usize * 3 / 4;
+        let entries = self.probe.read_stack_counts(full)?;
+        let mut deltas = Vec::with_capacity(entries.len());
+        for (k, v) in entries {
+            let base = self.stack_base.entry(k).or_default();
+            let delta = StackValue {
+                weight: v.weight.saturating_sub(base.weight),
+                samples: v.samples.saturating_sub(base.samples),
+            };
+            *base = v;
+            if delta.samples > 0 {
+                deltas.push((k, delta));
             }
         }
-        self.symbolizer
-            .prefetch(raw.iter().flat_map(|(_, a)| a.iter().copied()));
-        for (id, addrs) in raw {
-            let frames: Vec<Arc<str>> = addrs
-                .iter()
-                .rev()
-                .map(|a| self.symbolizer.name(*a))
-                .filter(|n| !is_probe_frame(n))
-                .collect();
-            self.stack_ids.insert(id, Some(frames.into()));
-        }
-        for (k, v) in entries {
-            let Some(Some(frames)) = self.stack_ids.get(&k.stack_id) else {
+        self.resolve_stacks(deltas.iter().map(|(k, _)| k.stack_id));
+        for (k, v) in deltas {
+            let Some(frames) = self.stack_ids.get(&k.stack_id) else {
+                // The kernel no longer has this stack's frames: counted, never guessed.
                 self.stack_lost += v.samples;
                 continue;
             };
@@ -231,12 +206,11 @@ impl Collector {
             e.0 += v.weight;
             e.1 += v.samples;
         }
-        // Keep the kernel's stack map from filling up for good: once half of it is cached here,
-        // clear it (frames were copied out already) and start over.
-        if self.stack_ids.len() > dropscope_common::STACK_TRACE_ENTRIES as usize / 2 {
+        if full {
+            // Start over so the kernel's maps never stay full: frames were copied out already.
+            self.stack_base.clear();
             for id in std::mem::take(&mut self.stack_ids).into_keys() {
                 self.probe.forget_stack(id);
-                self.map_syscalls += 1;
             }
         }
         self.last.stacks = self
@@ -252,6 +226,30 @@ impl Collector {
         Ok(())
     }
 
+    /// Copies out and symbolizes (in one batch) the frames of stacks not seen before.
+    fn resolve_stacks(&mut self, ids: impl Iterator<Item = u32>) {
+        let mut raw = Vec::new();
+        for id in ids {
+            if self.stack_ids.contains_key(&id) || raw.iter().any(|(i, _)| *i == id) {
+                continue;
+            }
+            if let Some(addrs) = self.probe.stack_frames(id) {
+                raw.push((id, addrs));
+            }
+        }
+        self.symbolizer
+            .prefetch(raw.iter().flat_map(|(_, a)| a.iter().copied()));
+        for (id, addrs) in raw {
+            let frames: Vec<Arc<str>> = addrs
+                .iter()
+                .rev()
+                .map(|a| self.symbolizer.name(*a))
+                .filter(|n| !is_probe_frame(n))
+                .collect();
+            self.stack_ids.insert(id, frames.into());
+        }
+    }
+
     /// Sets the sampling period so that stack captures stay near the budget.
     fn adapt_sampling(&mut self, drops_per_sec: f64) {
         if !self.opts.stacks {
@@ -261,7 +259,8 @@ impl Collector {
         let period = (drops_per_sec / budget)
             .ceil()
             .clamp(1.0, (1u64 << 24) as f64) as u64;
-        self.probe.set_stack_sampling(period);
+        self.probe
+            .set_stack_sampling(period, self.opts.stack_budget);
         self.last.health.sample_period = period;
     }
 
@@ -305,47 +304,70 @@ impl Collector {
         let (tx, rx) = mpsc::channel(64);
         let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
         let info = session_info(&probe);
-        std::thread::Builder::new()
-            .name("collector".into())
-            .spawn(move || {
-                let mut c = Collector::new(probe, opts);
+        let handle = std::thread::Builder::new().name("collector".into()).spawn(
+            move || -> std::io::Result<()> {
+                // The symbolizer is not `Send`: it is created here, on the collector's thread.
+                let c = &mut Collector::new(probe, opts);
                 loop {
-                    match c.poll() {
-                        Ok((s, _)) => {
-                            if tx.blocking_send(s).is_err() {
-                                return;
-                            }
-                        }
-                        Err(e) => {
-                            tracing::error!("reading the probe's maps: {e}");
-                            return;
-                        }
+                    let (s, _) = c.poll()?;
+                    if tx.blocking_send(s).is_err() {
+                        return Ok(());
                     }
                     match stop_rx.recv_timeout(c.interval) {
                         Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
                         _ => break,
                     }
                 }
-                if let Ok(s) = c.snapshot_now() {
-                    let _ = tx.blocking_send(s);
-                }
-            })?;
+                let _ = tx.blocking_send(c.snapshot_now()?);
+                Ok(())
+            },
+        )?;
         let feed = Feed {
             info,
             snapshots: rx,
             replay: None,
         };
-        Ok((feed, Stopper(stop_tx)))
+        Ok((
+            feed,
+            Stopper {
+                stop: stop_tx,
+                handle: Some(handle),
+            },
+        ))
     }
 }
 
-/// Stops a spawned collector (also when dropped).
-pub struct Stopper(std::sync::mpsc::Sender<()>);
+/// Stops a spawned collector: it takes a last snapshot, sends it, and detaches the probe (on its
+/// own thread, which [`Stopper::finish`] and `Drop` wait for, so nothing outlives the process's
+/// orderly exit: programs, a tracefs mount, BPF statistics).
+pub struct Stopper {
+    stop: std::sync::mpsc::Sender<()>,
+    handle: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+}
 
 impl Stopper {
-    /// Asks the collector to take a last snapshot and stop.
-    pub fn stop(self) {
-        let _ = self.0.send(());
+    /// Asks the collector to take a last snapshot and stop; the feed closes after it.
+    pub fn stop(&self) {
+        let _ = self.stop.send(());
+    }
+
+    /// Stops the collector, waits until the probe is detached, and returns what ended it.
+    pub fn finish(mut self) -> anyhow::Result<()> {
+        self.stop();
+        match self.handle.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(Ok(()))) | None => Ok(()),
+            Some(Ok(Err(e))) => Err(anyhow::Error::new(e).context("reading the probe's maps")),
+            Some(Err(_)) => Err(anyhow::anyhow!("the collector thread panicked")),
+        }
+    }
+}
+
+impl Drop for Stopper {
+    fn drop(&mut self) {
+        self.stop();
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
     }
 }
 

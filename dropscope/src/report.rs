@@ -25,6 +25,8 @@ pub struct JsonReport<'a> {
     pub total: u64,
     /// Drops that did not fit in the keyed map (counted, not keyed).
     pub overflow: u64,
+    /// Probe runs the kernel skipped (nested on a CPU): drops that could not be counted.
+    pub missed: u64,
     /// Exact counts per (reason, location), largest first.
     pub drops: Vec<JsonDrop<'a>>,
     /// Seconds covered.
@@ -43,6 +45,7 @@ pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
     JsonReport {
         total: s.total,
         overflow: s.overflow,
+        missed: s.health.recursion_misses,
         drops: sorted(s)
             .into_iter()
             .map(|d| JsonDrop {
@@ -91,19 +94,22 @@ pub fn write_table(s: &Snapshot, seconds: f64, mut out: impl Write) -> std::io::
     if rows.is_empty() {
         writeln!(out, "(no drops)")?;
     }
-    writeln!(
-        out,
-        "total {} drops in {seconds:.1}s{}",
-        s.total,
-        if s.overflow > 0 {
-            format!(
-                "; OVERFLOW: {} drops did not fit in the keyed map (raise --max-keys)",
-                s.overflow
-            )
-        } else {
-            String::new()
-        }
-    )
+    write!(out, "total {} drops in {seconds:.1}s", s.total)?;
+    if s.overflow > 0 {
+        write!(
+            out,
+            "; OVERFLOW: {} drops did not fit in the keyed map (raise --max-keys)",
+            s.overflow
+        )?;
+    }
+    if s.health.recursion_misses > 0 {
+        write!(
+            out,
+            "; MISSED: the kernel skipped {} probe runs (drops not counted)",
+            s.health.recursion_misses
+        )?;
+    }
+    writeln!(out)
 }
 
 #[cfg(test)]
@@ -158,5 +164,13 @@ mod tests {
         assert!(lines[1].starts_with("IP_NOPROTO"), "{text}");
         assert!(text.contains("OVERFLOW: 2 drops"), "{text}");
         assert!(text.contains("total 17 drops"), "{text}");
+        assert!(!text.contains("MISSED"), "{text}");
+        let mut missed = snap();
+        missed.health.recursion_misses = 4;
+        let mut out = Vec::new();
+        write_table(&missed, 3.0, &mut out).expect("write");
+        let text = String::from_utf8(out).expect("utf8");
+        assert!(text.contains("MISSED: the kernel skipped 4"), "{text}");
+        assert_eq!(json(&missed, 3.0).missed, 4);
     }
 }

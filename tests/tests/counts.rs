@@ -131,3 +131,39 @@ fn tracefs_mounts() -> usize {
         .filter(|l| l.contains(" tracefs "))
         .count()
 }
+
+/// Runs `dropscope <args>` in a private mount namespace without tracefs and returns how many
+/// tracefs mounts that namespace has afterwards.
+fn tracefs_mounts_after(args: &str) -> String {
+    let script = format!(
+        "umount -l /sys/kernel/tracing 2>/dev/null; umount -l /sys/kernel/debug/tracing 2>/dev/null; \
+         {bin} {args} >/dev/null 2>&1 || echo FAILED; grep -c ' tracefs ' /proc/self/mounts || true",
+        bin = dropscope_tests::dropscope_bin().display()
+    );
+    let out = dropscope_tests::run(std::process::Command::new("unshare").args([
+        "-m",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        &script,
+    ]));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn a_tracefs_mounted_for_the_classic_tracepoint_is_unmounted_again() {
+    let _serial = root_test();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rec = dir.path().join("r.dsrec");
+    assert_eq!(
+        tracefs_mounts_after("report --probe tracepoint --duration 1s"),
+        "0"
+    );
+    let record = format!(
+        "record --probe tracepoint --duration 1s -o {}",
+        rec.display()
+    );
+    assert_eq!(tracefs_mounts_after(&record), "0");
+    assert!(rec.exists(), "the recording was not written");
+}

@@ -44,10 +44,17 @@ fn a_recording_replays_the_exact_live_counts_without_root() {
     let file = dir.path().join("drops.dsrec");
     let ns = Netns::new("record");
     let live = Counting::start(&["report", "--format", "json"]);
-    let rec = Counting::start(&["record", "-o", file.to_str().expect("utf-8")]);
+    // A long poll interval: the drops land between polls, so only the last snapshot, taken
+    // when recording stops, holds them. It must be in the file.
+    let rec = Counting::start(&[
+        "record",
+        "-o",
+        file.to_str().expect("utf-8"),
+        "--interval",
+        "10s",
+    ]);
     ns.traffic(&["udp", "9", "777"]);
     ns.traffic(&["raw", "253", "55"]);
-    std::thread::sleep(Duration::from_millis(1500));
     rec.interrupt();
     let live: serde_json::Value = serde_json::from_str(&live.interrupt()).expect("live JSON");
 

@@ -138,3 +138,20 @@ fn sigterm_restores_the_terminal_and_detaches() {
         "programs left attached"
     );
 }
+
+#[test]
+fn replay_ends_cleanly_on_sigterm() {
+    let _serial = root_test();
+    let sample = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/sample.dsrec");
+    let t = Tmux::start("replay", &format!("replay {}", sample.display()));
+    t.wait_for("REPLAY");
+    t.wait_for("__udp4_lib_rcv+");
+    // SAFETY: kill(2) with a valid signal to the process we started.
+    unsafe { libc::kill(t.pid(), libc::SIGTERM) };
+    let s = t.wait_for("EXIT=");
+    assert!(s.contains("EXIT=0"), "{s}");
+    assert!(
+        !s.contains("REPLAY"),
+        "the alternate screen was not left:\n{s}"
+    );
+}

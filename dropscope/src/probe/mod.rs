@@ -268,28 +268,28 @@ impl Probe {
         )
     }
 
-    /// Reads every (reason, location) count, summed over CPUs. Returns the syscalls made too.
-    pub fn read_drops(&self) -> std::io::Result<(Vec<(DropKey, u64)>, u32)> {
-        let (entries, calls) = sys::per_cpu_batch::<DropKey, u64>(
+    /// Reads every (reason, location) count, summed over CPUs, in one batch syscall.
+    pub fn read_drops(&self) -> std::io::Result<Vec<(DropKey, u64)>> {
+        let entries = sys::per_cpu_batch::<DropKey, u64>(
             self.drops.fd().as_fd(),
             self.max_keys as usize,
             self.ncpus,
             false,
         )?;
-        let summed = entries
+        Ok(entries
             .into_iter()
             .map(|(k, v)| (k, v.iter().sum()))
-            .collect();
-        Ok((summed, calls))
+            .collect())
     }
 
-    /// Reads and removes the stack weights accumulated since the last call, summed over CPUs.
-    pub fn drain_stack_counts(&self) -> std::io::Result<(Vec<(StackKey, StackValue)>, u32)> {
-        let (entries, calls) = sys::per_cpu_batch::<StackKey, StackValue>(
+    /// Reads the cumulative stack weights, summed over CPUs; with `delete`, also removes them
+    /// (only to start over when the maps fill: a sample landing during the removal is lost).
+    pub fn read_stack_counts(&self, delete: bool) -> std::io::Result<Vec<(StackKey, StackValue)>> {
+        let entries = sys::per_cpu_batch::<StackKey, StackValue>(
             self.stack_counts.fd().as_fd(),
             dropscope_common::STACK_COUNT_ENTRIES as usize,
             self.ncpus,
-            true,
+            delete,
         )?;
         let summed = entries
             .into_iter()
@@ -302,7 +302,7 @@ impl Probe {
             })
             .filter(|(_, v)| v.samples > 0)
             .collect();
-        Ok((summed, calls))
+        Ok(summed)
     }
 
     /// The kernel addresses of a captured stack, innermost first; None once it was removed.
@@ -316,13 +316,15 @@ impl Probe {
         let _ = self.stacks.remove(&stack_id);
     }
 
-    /// Turns stack sampling on (period ≥ 1: one sample per `period` drops per CPU) or off (0).
-    pub fn set_stack_sampling(&self, period: u64) {
+    /// Turns stack sampling on (period ≥ 1: one sample per `period` drops per CPU, and no more
+    /// than `budget` periodic samples per second in all) or off (period 0).
+    pub fn set_stack_sampling(&self, period: u64, budget: u64) {
         self.control.set(
             0,
             Control {
                 stacks_enabled: u64::from(period > 0),
                 sample_period: period.max(1),
+                min_gap_ns: 1_000_000_000 * self.ncpus as u64 / budget.max(1),
             },
         );
     }

@@ -33,13 +33,13 @@ pub type PerCpuEntries<K, V> = Vec<(K, Vec<V>)>;
 
 /// Reads every entry of a per-CPU hash map in as few syscalls as the kernel allows
 /// (`BPF_MAP_LOOKUP_BATCH`, or `BPF_MAP_LOOKUP_AND_DELETE_BATCH` with `delete`), summing nothing:
-/// each key comes with its per-CPU values. Returns the entries and the syscalls made.
+/// each key comes with its per-CPU values.
 pub fn per_cpu_batch<K: Pod, V: Pod>(
     fd: BorrowedFd<'_>,
     capacity: usize,
     ncpus: usize,
     delete: bool,
-) -> io::Result<(PerCpuEntries<K, V>, u32)> {
+) -> io::Result<PerCpuEntries<K, V>> {
     let stride = size_of::<V>().next_multiple_of(8);
     let chunk = capacity.clamp(1, 4096);
     // SAFETY: K and V are Pod: all-zero bytes are valid values.
@@ -48,7 +48,6 @@ pub fn per_cpu_batch<K: Pod, V: Pod>(
     let mut out = Vec::new();
     let mut token = [0u64; 2];
     let mut first = true;
-    let mut calls = 0;
     loop {
         // SAFETY: bpf_attr is plain data; zero is its documented initial state.
         let mut attr: bpf_attr = unsafe { zeroed() };
@@ -64,7 +63,6 @@ pub fn per_cpu_batch<K: Pod, V: Pod>(
             bpf_cmd::BPF_MAP_LOOKUP_BATCH
         };
         let res = bpf(cmd, &mut attr);
-        calls += 1;
         // SAFETY: the kernel wrote `count` back into the batch variant.
         let n = unsafe { attr.batch.count } as usize;
         for (i, key) in keys.iter().enumerate().take(n.min(chunk)) {
@@ -81,7 +79,7 @@ pub fn per_cpu_batch<K: Pod, V: Pod>(
         }
         match res {
             Ok(()) => first = false,
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok((out, calls)),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(out),
             Err(e) => return Err(e),
         }
     }

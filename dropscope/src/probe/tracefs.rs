@@ -71,11 +71,6 @@ impl TracefsMount {
             mounted: Some(target.to_path_buf()),
         })
     }
-
-    /// Whether this guard mounted tracefs itself.
-    pub fn mounted_by_us(&self) -> bool {
-        self.mounted.is_some()
-    }
 }
 
 impl Drop for TracefsMount {

@@ -51,7 +51,7 @@ pub enum RecordError {
         supported: u16,
     },
     /// Reading or writing the file failed.
-    #[error("recording I/O: {0}")]
+    #[error("recording I/O")]
     Io(#[from] std::io::Error),
     /// The file ends before the data that starts at this byte offset is complete.
     #[error("the recording is truncated at byte {offset}")]

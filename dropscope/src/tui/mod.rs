@@ -21,10 +21,12 @@ use std::{
     time::Duration,
 };
 
+use anyhow::Context as _;
 use crossterm::event::{Event, EventStream, KeyEventKind};
 use futures::StreamExt;
 use ratatui::{Terminal, TerminalOptions, Viewport, backend::CrosstermBackend, layout::Rect};
 use tokio::{
+    signal::unix::SignalKind,
     sync::{mpsc, watch},
     time::Instant,
 };
@@ -164,6 +166,12 @@ pub async fn run(feed: Feed, opts: TuiOptions) -> anyhow::Result<()> {
     terminal.clear()?;
     let mut state = State::new(info.clone(), initial, (w, h));
     let (mut events, events_task) = forward_events();
+    // SIGTERM, SIGINT (from `kill`; in raw mode Ctrl-C is a key) and SIGHUP end the TUI the
+    // same way `q` does, so the terminal is restored and the caller detaches the probe.
+    let signal = |kind| tokio::signal::unix::signal(kind).context("installing a signal handler");
+    let mut sigterm = signal(SignalKind::terminate())?;
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let mut sighup = signal(SignalKind::hangup())?;
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Msg>();
     let mut recording: Option<ActiveRecording> = None;
     // Data changes mark the screen dirty; one timer draws it, at most every DATA_REDRAW, or
@@ -205,6 +213,9 @@ pub async fn run(feed: Feed, opts: TuiOptions) -> anyhow::Result<()> {
             },
             status = next_status(&mut replay_rx) => Msg::Replay(status),
             Some(msg) = done_rx.recv() => msg,
+            _ = sigterm.recv() => break Ok(()),
+            _ = sigint.recv() => break Ok(()),
+            _ = sighup.recv() => break Ok(()),
             _ = tokio::time::sleep_until(next_draw.unwrap_or(last_draw)), if next_draw.is_some() => {
                 update(&mut state, Msg::Tick(Instant::now().into_std()));
                 dirty = false;

@@ -151,3 +151,20 @@ fn renders_before_data_and_on_tiny_screens() {
         screen(&s);
     }
 }
+
+#[test]
+fn missed_runs_and_a_total_mismatch_show_only_when_present() {
+    let mut s = state((80, 24));
+    let out = screen(&s);
+    assert!(
+        !out.contains("MISSED") && !out.contains("MISMATCH"),
+        "{out}"
+    );
+    let mut bad = snap(3, &[(UDP, 1_234_100), (TCP, 30), (NFT, 505)], 0);
+    bad.health.recursion_misses = 7;
+    bad.total += 2;
+    feed(&mut s, bad, Instant::now());
+    let out = screen(&s);
+    assert!(out.contains("MISSED 7 drops"), "{out}");
+    assert!(out.contains("MISMATCH"), "{out}");
+}

@@ -175,7 +175,33 @@ fn warning_groups(state: &State) -> Vec<Vec<Span<'static>>> {
                 .add_modifier(Modifier::BOLD),
         )]);
     }
+    let alarm = Style::new()
+        .fg(Color::White)
+        .bg(Color::Red)
+        .add_modifier(Modifier::BOLD);
+    let keyed = snap.keyed_sum() + snap.overflow;
+    if keyed != snap.total {
+        // Never expected: the kernel's own total disagrees with keyed + overflow after a
+        // settled read. Shown rather than hidden.
+        groups.push(vec![Span::styled(
+            format!(
+                " MISMATCH kernel total {} vs keyed + overflow {} ",
+                format::count(snap.total),
+                format::count(keyed)
+            ),
+            alarm,
+        )]);
+    }
     let h = &snap.health;
+    if h.recursion_misses > 0 {
+        groups.push(vec![Span::styled(
+            format!(
+                " MISSED {} drops: probe runs the kernel skipped ",
+                format::count(h.recursion_misses)
+            ),
+            alarm,
+        )]);
+    }
     let problems: Vec<String> = [
         (h.stack_errors, "failed"),
         (h.stack_overflow, "overflowed"),
