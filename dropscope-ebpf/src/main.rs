@@ -101,12 +101,12 @@ fn count_drop<C: StackIdContext>(ctx: &C, reason: u32, location: u64) {
             reason,
             pad: 0,
         };
-        let first = if let Some(v) = DROPS.get_ptr_mut(&key) {
+        let first = if let Some(v) = DROPS.get_ptr_mut(key) {
             *v += 1;
             false
-        } else if DROPS.insert(&key, &1, BPF_NOEXIST as u64).is_ok() {
+        } else if DROPS.insert(key, 1, BPF_NOEXIST as u64).is_ok() {
             true
-        } else if let Some(v) = DROPS.get_ptr_mut(&key) {
+        } else if let Some(v) = DROPS.get_ptr_mut(key) {
             // Another CPU inserted the key first.
             *v += 1;
             false
@@ -163,7 +163,7 @@ fn sample_stack<C: StackIdContext>(
         reason,
         stack_id: id as u32,
     };
-    if let Some(v) = STACK_COUNTS.get_ptr_mut(&key) {
+    if let Some(v) = STACK_COUNTS.get_ptr_mut(key) {
         // SAFETY: a per-CPU hash value is this CPU's own.
         unsafe {
             (*v).weight += weight;
@@ -171,7 +171,7 @@ fn sample_stack<C: StackIdContext>(
         }
     } else {
         let v = StackValue { weight, samples: 1 };
-        if STACK_COUNTS.insert(&key, &v, 0).is_err() {
+        if STACK_COUNTS.insert(key, v, 0).is_err() {
             c.stack_overflow += 1;
             return;
         }

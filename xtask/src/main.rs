@@ -74,6 +74,8 @@ fn main() -> anyhow::Result<()> {
                 cargo(&["fmt", "--all", "--", "--check"])?;
                 step("clippy");
                 cargo(&["clippy", "--all-targets", "--", "-D", "warnings"])?;
+                step("clippy (eBPF crate, BPF target)");
+                setup::clippy_ebpf()?;
             }
             step("build (the integration tests run the dropscope binary)");
             cargo(&["build", "--package", "dropscope", "--bins"])?;

@@ -85,21 +85,28 @@ pub fn all(for_tests: bool) -> anyhow::Result<()> {
             "rust-src",
         ]))?;
     }
-    let sysroot = Command::new("rustup")
-        .args(["run", &toolchain, "rustc", "--print", "sysroot"])
-        .output()
-        .context("asking the eBPF toolchain for its sysroot")?;
-    let src = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim())
-        .join("lib/rustlib/src/rust/library/core");
-    if !src.exists() {
-        eprintln!("setup: adding rust-src to {toolchain}");
-        run(Command::new("rustup").args([
+    let components = Command::new("rustup")
+        .args([
             "component",
-            "add",
-            "rust-src",
+            "list",
+            "--installed",
             "--toolchain",
             &toolchain,
-        ]))?;
+        ])
+        .output()
+        .context("listing the eBPF toolchain's components")?;
+    let components = String::from_utf8_lossy(&components.stdout).into_owned();
+    for component in ["rust-src", "clippy"] {
+        if !components.lines().any(|l| l.starts_with(component)) {
+            eprintln!("setup: adding {component} to {toolchain}");
+            run(Command::new("rustup").args([
+                "component",
+                "add",
+                component,
+                "--toolchain",
+                &toolchain,
+            ]))?;
+        }
     }
     let linker = home().join(".cargo/bin/bpf-linker");
     if !linker.exists() && !have("bpf-linker") {
@@ -139,6 +146,28 @@ pub fn all(for_tests: bool) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Lints the eBPF crate with the pinned nightly for the BPF target.
+pub fn clippy_ebpf() -> anyhow::Result<()> {
+    let toolchain = ebpf_toolchain()?;
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    run(Command::new("cargo")
+        .arg(format!("+{toolchain}"))
+        .args([
+            "clippy",
+            "--target",
+            "bpfel-unknown-none",
+            "-Z",
+            "build-std=core",
+            "--target-dir",
+            "../target/ebpf-clippy",
+            "--",
+            "-D",
+            "warnings",
+        ])
+        .current_dir(root.join("dropscope-ebpf"))
+        .env("PATH", path_with_cargo_bin()))
 }
 
 /// Runs the recording decoder's fuzz target for a bounded time (fuzz/run.sh: cargo-fuzz on the
