@@ -47,12 +47,12 @@ fn require_terminal(what: &str) -> anyhow::Result<()> {
 }
 
 /// Attaches the probe and starts the collector.
-pub fn start_live(live: &LiveArgs, count_self_syscalls: bool) -> anyhow::Result<(Feed, Stopper)> {
+pub fn start_live(live: &LiveArgs) -> anyhow::Result<(Feed, Stopper)> {
     let opts = ProbeOptions {
         choice: live.probe,
         max_keys: live.max_keys,
         btf_path: live.btf.clone(),
-        count_self_syscalls,
+        count_self_syscalls: live.count_syscalls,
     };
     let probe = Probe::attach(&opts)?;
     let copts = CollectorOptions {
@@ -113,7 +113,7 @@ fn check_output_dir(path: &Path) -> anyhow::Result<()> {
 
 async fn live_tui(live: &LiveArgs, dir: &Path) -> anyhow::Result<()> {
     require_terminal("the live view")?;
-    let (feed, stopper) = start_live(live, true)?;
+    let (feed, stopper) = start_live(live)?;
     let opts = tui::TuiOptions {
         flamegraph_dir: dir.to_path_buf(),
         record_dir: dir.to_path_buf(),
@@ -132,7 +132,7 @@ async fn count_live(
     what: &str,
 ) -> anyhow::Result<(SessionInfo, Snapshot)> {
     let interrupt = Interrupt::new()?;
-    let (mut feed, stopper) = start_live(live, false)?;
+    let (mut feed, stopper) = start_live(live)?;
     eprintln!(
         "dropscope: counting drops with {} {}; {}",
         feed.info.probe,
@@ -246,7 +246,7 @@ async fn record_cmd(
 ) -> anyhow::Result<()> {
     check_output_dir(output)?;
     let interrupt = Interrupt::new()?;
-    let (feed, stopper) = start_live(live, false)?;
+    let (feed, stopper) = start_live(live)?;
     eprintln!(
         "dropscope: recording drops with {} to {}",
         feed.info.probe,

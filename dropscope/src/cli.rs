@@ -143,6 +143,10 @@ pub struct LiveArgs {
     #[arg(long, default_value_t = 1000,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000), value_name = "N")]
     pub stack_budget: u64,
+    /// Count dropscope's own syscalls for the live view's header, with a `sys_enter` program.
+    /// Off by default: it runs on every syscall of every process on the machine.
+    #[arg(long)]
+    pub count_syscalls: bool,
     /// Enable kernel BPF run-time statistics while running, to show the probe's ns per drop
     /// (costs a little per drop; off again on exit).
     #[arg(long)]

@@ -63,6 +63,7 @@ pub struct Collector {
     stacks: HashMap<(DropKey, Frames), (u64, u64)>,
     stack_lost: u64,
     stats_fd: Option<OwnedFd>,
+    stats: Option<crate::probe::sys::ProgStats>,
 }
 
 impl Collector {
@@ -74,10 +75,12 @@ impl Collector {
             .then(|| aya::sys::enable_stats(aya::sys::Stats::RunTime).ok())
             .flatten();
         probe.set_stack_sampling(u64::from(opts.stacks), opts.stack_budget);
+        let symbolizer = Symbolizer::new();
+        symbolizer.warm_up();
         Self {
             interval: opts.interval,
             probe,
-            symbolizer: Symbolizer::new(),
+            symbolizer,
             opts,
             started: Instant::now(),
             last_totals: None,
@@ -88,6 +91,7 @@ impl Collector {
             stacks: HashMap::new(),
             stack_lost: 0,
             stats_fd: stats,
+            stats: None,
         }
     }
 
@@ -117,7 +121,7 @@ impl Collector {
         }
         self.last.elapsed = self.started.elapsed();
         self.last.unix_ms = unix_ms();
-        self.last.health = self.health();
+        self.last.health = self.health(changed);
         Ok((self.last.clone(), changed))
     }
 
@@ -131,11 +135,11 @@ impl Collector {
         let mut totals = before;
         let mut drops = Vec::new();
         let mut settled = false;
-        // Re-read while drops arrive during the read (a few tries). A settled read (no drop
+        // Re-read once if drops arrived during the read. A settled read (no drop
         // during it) shows the kernel's own total, independently counted: any gap between it and
         // keyed + overflow would be a real loss and is shown as such. Under a flood the total is
         // keyed + overflow as read, consistent with the rows shown.
-        for _ in 0..3 {
+        for _ in 0..2 {
             drops = self.probe.read_drops()?;
             let after = self.probe.totals();
             settled = after.drop_counts() == totals.drop_counts();
@@ -264,9 +268,14 @@ impl Collector {
         self.last.health.sample_period = period;
     }
 
-    fn health(&mut self) -> Health {
+    /// The probe's health. The program's run statistics (one syscall) are read only when drops
+    /// arrived: while idle they cannot change, and no BPF syscall is made at all.
+    fn health(&mut self, changed: bool) -> Health {
         let t = self.last_totals.unwrap_or_default();
-        let stats = self.probe.prog_stats();
+        if changed || self.stats.is_none() {
+            self.stats = self.probe.prog_stats();
+        }
+        let stats = self.stats;
         Health {
             keys_used: self.last.drops.len() as u64,
             keys_capacity: u64::from(self.probe.max_keys()),

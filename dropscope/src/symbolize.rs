@@ -34,6 +34,14 @@ impl Symbolizer {
         }
     }
 
+    /// Loads and indexes the kernel's symbols now, so that the cost (reading all of
+    /// /proc/kallsyms) is paid at start-up rather than when the first drops arrive.
+    pub fn warm_up(&self) {
+        let _ = self
+            .blaze
+            .symbolize(&self.source, Input::AbsAddr(&[u64::MAX]));
+    }
+
     /// Symbolizes every address not yet cached, in one batch.
     pub fn prefetch(&mut self, addrs: impl IntoIterator<Item = u64>) {
         let mut todo: Vec<u64> = addrs

@@ -98,9 +98,9 @@ fn the_live_view_shows_exact_counts_and_quits_cleanly() {
     t.wait_for("tp_btf/kfree_skb");
     ns.traffic(&["udp", "9", "1234"]);
     ns.traffic(&["raw", "253", "56"]);
+    t.wait_for("IP_NOPROTO");
     let s = t.wait_for("1,234");
     assert!(s.contains("NO_SOCKET"), "{s}");
-    assert!(s.contains("IP_NOPROTO"), "{s}");
     assert!(s.contains("__udp4_lib_rcv+"), "{s}");
 
     t.keys("?");
