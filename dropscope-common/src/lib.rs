@@ -92,7 +92,7 @@ pub struct StackValue {
 }
 const _: () = assert!(core::mem::size_of::<StackValue>() == 16);
 
-/// One CPU's counters, a cache line each so CPUs never share a line.
+/// One CPU's counters, on cache lines of their own so CPUs never share a line.
 ///
 /// `total` counts every drop seen; `overflow` counts drops whose key did not fit in the keyed map,
 /// so that `sum(keyed) + overflow == total` always holds.
@@ -116,8 +116,12 @@ pub struct CpuCounters {
     pub self_syscalls: u64,
     /// `bpf_ktime_get_ns` of this CPU's last periodic stack sample.
     pub last_sample_ns: u64,
+    /// `since_sample` at which this CPU next considers a sample (reads the clock only then).
+    pub next_check: u64,
+    /// Explicit padding to two cache lines; always zero.
+    pub pad: [u64; 7],
 }
-const _: () = assert!(core::mem::size_of::<CpuCounters>() == 64);
+const _: () = assert!(core::mem::size_of::<CpuCounters>() == 128);
 
 /// Settings userspace writes through the mmap'd control array while the probe runs.
 #[repr(C)]

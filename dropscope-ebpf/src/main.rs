@@ -143,15 +143,22 @@ fn sample_stack<C: StackIdContext>(
         1
     } else {
         c.since_sample += 1;
-        if c.since_sample < control.sample_period {
+        if c.since_sample < c.next_check.max(control.sample_period) {
             return;
         }
         // SAFETY: bpf_ktime_get_ns has no preconditions.
         let now = unsafe { bpf_ktime_get_ns() };
-        if now.wrapping_sub(c.last_sample_ns) < control.min_gap_ns {
+        let elapsed = now.wrapping_sub(c.last_sample_ns);
+        if elapsed < control.min_gap_ns {
+            // Too soon: at the rate seen since the last sample, skip the drops that will pass
+            // before the gap is over, so the clock is read rarely even during a flood.
+            let seen = c.since_sample.min(1 << 20);
+            let wait = seen * (control.min_gap_ns - elapsed) / elapsed.max(1);
+            c.next_check = c.since_sample + wait.max(1);
             return;
         }
         c.last_sample_ns = now;
+        c.next_check = 0;
         core::mem::take(&mut c.since_sample)
     };
     let Ok(id) = ctx.get_stackid(&STACKS, 0) else {

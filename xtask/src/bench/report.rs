@@ -264,8 +264,7 @@ fn tui_table(out: &mut String, r: &Results, baseline: Option<f64>, verdicts: &mu
         let rate = t.flood.per_sec(t.flood.sent);
         let _ = writeln!(
             out,
-            "flood rate while the TUI runs: {}/s = {:.3} of nothing attached (the TUI also attaches \
-             a tp_btf/sys_enter program that runs on every syscall on the machine)",
+            "flood rate while the TUI runs (stacks on): {}/s = {:.3} of nothing attached",
             thousands(rate),
             rate / base
         );
