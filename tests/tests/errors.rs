@@ -113,3 +113,40 @@ fn reasons_lists_the_kernel_table_without_root() {
         assert!(names.iter().any(|n| n == want), "{want} missing");
     }
 }
+
+#[test]
+fn a_file_that_is_not_a_recording_is_refused_plainly() {
+    let _serial = root_test();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let junk = dir.path().join("junk.dsrec");
+    std::fs::write(&junk, b"this is not a recording at all").expect("write");
+    let o = dropscope(&["report", "--input", junk.to_str().expect("utf-8")]);
+    assert_clean_failure(&o, "not a dropscope recording");
+    let o = dropscope(&["replay", junk.to_str().expect("utf-8")]);
+    assert_clean_failure(&o, "not a dropscope recording");
+}
+
+#[test]
+fn a_truncated_recording_replays_its_valid_part_with_a_warning() {
+    let _serial = root_test();
+    let sample = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/sample.dsrec");
+    let bytes = std::fs::read(&sample).expect("sample recording");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cut = dir.path().join("cut.dsrec");
+    std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).expect("write");
+    let o = dropscope(&[
+        "report",
+        "--format",
+        "json",
+        "--input",
+        cut.to_str().expect("utf-8"),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("warning") && stderr(&o).contains("byte"),
+        "{}",
+        stderr(&o)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert!(report["total"].as_u64().expect("total") > 0, "{report}");
+}
