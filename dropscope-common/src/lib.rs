@@ -94,8 +94,9 @@ const _: () = assert!(core::mem::size_of::<StackValue>() == 16);
 
 /// One CPU's counters, on cache lines of their own so CPUs never share a line.
 ///
-/// `total` counts every drop seen; `overflow` counts drops whose key did not fit in the keyed map,
-/// so that `sum(keyed) + overflow == total` always holds.
+/// `total` counts every drop seen; `overflow` counts drops whose key did not fit in the keyed map;
+/// a key's exact count is its keyed-map count plus any CPU's `pending` for it, so that
+/// `sum(keyed) + sum(pending) + overflow == total` always holds.
 #[repr(C, align(64))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CpuCounters {
@@ -118,8 +119,18 @@ pub struct CpuCounters {
     pub last_sample_ns: u64,
     /// `since_sample` at which this CPU next considers a sample (reads the clock only then).
     pub next_check: u64,
+    /// The key of this CPU's last keyed drop, whose further drops are counted in `pending`
+    /// rather than in the keyed map until another key comes (valid when `cached_valid` is 1).
+    pub cached: DropKey,
+    /// 1 when `cached` holds a key present in the keyed map.
+    pub cached_valid: u64,
+    /// Drops of `cached` on this CPU not yet added to the keyed map: part of its exact count.
+    pub pending: u64,
+    /// Times `pending` was moved into the keyed map; a reader that sees it change during a
+    /// read knows the read may count those drops twice or not at all, and reads again.
+    pub flushes: u64,
     /// Explicit padding to two cache lines; always zero.
-    pub pad: [u64; 7],
+    pub pad: [u64; 2],
 }
 const _: () = assert!(core::mem::size_of::<CpuCounters>() == 128);
 

@@ -6,6 +6,8 @@
 #![no_std]
 #![no_main]
 
+use core::sync::atomic::{Ordering, compiler_fence};
+
 use aya_ebpf::{
     Global,
     bindings::BPF_NOEXIST,
@@ -101,24 +103,57 @@ fn count_drop<C: StackIdContext>(ctx: &C, reason: u32, location: u64) {
             reason,
             pad: 0,
         };
-        let first = if let Some(v) = DROPS.get_ptr_mut(key) {
-            *v += 1;
-            false
-        } else if DROPS.insert(key, 1, BPF_NOEXIST as u64).is_ok() {
-            true
-        } else if let Some(v) = DROPS.get_ptr_mut(key) {
-            // Another CPU inserted the key first.
-            *v += 1;
+        let c = &mut *c;
+        // A run of drops of one key on one CPU (the flood case) is counted in `pending`, with
+        // no hash lookup; the run is added to the keyed map when another key comes.
+        let first = if c.cached_valid == 1 && c.cached == key {
+            c.pending += 1;
             false
         } else {
-            (*c).overflow += 1;
-            false
+            flush_pending(c);
+            let first = if let Some(v) = DROPS.get_ptr_mut(key) {
+                *v += 1;
+                false
+            } else if DROPS.insert(key, 1, BPF_NOEXIST as u64).is_ok() {
+                true
+            } else if let Some(v) = DROPS.get_ptr_mut(key) {
+                // Another CPU inserted the key first.
+                *v += 1;
+                false
+            } else {
+                c.overflow += 1;
+                compiler_fence(Ordering::SeqCst);
+                c.total += 1;
+                sample_stack(ctx, c, reason, location, false);
+                return;
+            };
+            c.cached = key;
+            c.cached_valid = 1;
+            first
         };
-        // The total goes last: a reader that sees it also sees the keyed or overflow count it
-        // stands for, so a settled read always satisfies keyed + overflow == total.
-        (*c).total += 1;
-        sample_stack(ctx, &mut *c, reason, location, first);
+        // The total goes last: a reader that sees it also sees the keyed, pending or overflow
+        // count it stands for, so a settled read always satisfies keyed + overflow == total.
+        compiler_fence(Ordering::SeqCst);
+        c.total += 1;
+        sample_stack(ctx, c, reason, location, first);
     }
+}
+
+/// Adds this CPU's pending run to the keyed map and forgets the cached key.
+#[inline(always)]
+fn flush_pending(c: &mut CpuCounters) {
+    if c.cached_valid == 1 && c.pending > 0 {
+        match DROPS.get_ptr_mut(c.cached) {
+            // SAFETY: a per-CPU hash value is this CPU's own.
+            Some(v) => unsafe { *v += c.pending },
+            // Keys are never removed from the map, so this cannot happen; if it did, the
+            // drops would still be counted.
+            None => c.overflow += c.pending,
+        }
+        c.pending = 0;
+        c.flushes += 1;
+    }
+    c.cached_valid = 0;
 }
 
 #[inline(always)]

@@ -135,18 +135,27 @@ impl Collector {
         let mut totals = before;
         let mut drops = Vec::new();
         let mut settled = false;
-        // Re-read once if drops arrived during the read. A settled read (no drop
-        // during it) shows the kernel's own total, independently counted: any gap between it and
-        // keyed + overflow would be a real loss and is shown as such. Under a flood the total is
-        // keyed + overflow as read, consistent with the rows shown.
+        let mut consistent = false;
+        // Re-read once if drops arrived during the read. A settled read (no drop during it)
+        // shows the kernel's own total, independently counted: any gap between it and keyed +
+        // overflow would be a real loss and is shown as such. Under a flood the total is keyed +
+        // overflow as read, consistent with the rows shown, as long as no CPU moved a pending
+        // run into the map during the read (else the run could be counted twice or not at all).
         for _ in 0..2 {
             drops = self.probe.read_drops()?;
+            drops.extend(self.probe.pending());
             let after = self.probe.totals();
             settled = after.drop_counts() == totals.drop_counts();
+            consistent = after.flushes == totals.flushes;
             totals = after;
             if settled {
                 break;
             }
+        }
+        if !consistent {
+            // Keep the last consistent counts; the next poll reads again.
+            self.last_totals = None;
+            return Ok(());
         }
         self.symbolizer
             .prefetch(drops.iter().map(|(k, _)| k.location));

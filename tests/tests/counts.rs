@@ -167,3 +167,37 @@ fn a_tracefs_mounted_for_the_classic_tracepoint_is_unmounted_again() {
     assert_eq!(tracefs_mounts_after(&record), "0");
     assert!(rec.exists(), "the recording was not written");
 }
+
+#[test]
+fn interleaved_keys_on_busy_cpus_are_counted_exactly() {
+    let _serial = root_test();
+    let ns = Netns::new("interleave");
+    let c = Counting::start(&["report", "--format", "json", "--interval", "100ms"]);
+    // Two senders at once: each CPU sees runs of one key broken by the other, so the per-CPU
+    // pending runs are moved into the keyed map over and over while the collector reads.
+    std::thread::scope(|s| {
+        s.spawn(|| ns.traffic(&["udp", "9", "60000"]));
+        s.spawn(|| ns.traffic(&["raw", "253", "40000"]));
+        s.spawn(|| ns.traffic(&["tcp", "1", "2000"]));
+    });
+    let report: serde_json::Value = serde_json::from_str(&c.interrupt()).expect("JSON report");
+    assert_eq!(
+        count(&report, "NO_SOCKET", "__udp4_lib_rcv+"),
+        60000,
+        "{report:#}"
+    );
+    assert_eq!(count(&report, "IP_NOPROTO", ""), 40000, "{report:#}");
+    assert_eq!(
+        count(&report, "NO_SOCKET", "tcp_v4_rcv+"),
+        2000,
+        "{report:#}"
+    );
+    let keyed: u64 = report["drops"]
+        .as_array()
+        .expect("drops")
+        .iter()
+        .map(|d| d["count"].as_u64().expect("count"))
+        .sum();
+    let overflow = report["overflow"].as_u64().expect("overflow");
+    assert_eq!(keyed + overflow, report["total"].as_u64().expect("total"));
+}

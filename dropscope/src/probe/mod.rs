@@ -95,6 +95,8 @@ pub struct Totals {
     pub stack_overflow: u64,
     /// dropscope's own syscalls (if counted).
     pub self_syscalls: u64,
+    /// Times a CPU moved its pending run into the keyed map.
+    pub flushes: u64,
 }
 
 impl Totals {
@@ -263,12 +265,24 @@ impl Probe {
                 t.stack_errors += c.stack_errors;
                 t.stack_overflow += c.stack_overflow;
                 t.self_syscalls += c.self_syscalls;
+                t.flushes += c.flushes;
                 t
             },
         )
     }
 
-    /// Reads every (reason, location) count, summed over CPUs, in one batch syscall.
+    /// The drops each CPU counted for its last key but has not yet added to the keyed map
+    /// (read through the mmap: no syscall). They belong to that key's exact count.
+    pub fn pending(&self) -> Vec<(DropKey, u64)> {
+        (0..self.counters.len())
+            .map(|i| self.counters.get(i))
+            .filter(|c| c.cached_valid == 1 && c.pending > 0)
+            .map(|c| (c.cached, c.pending))
+            .collect()
+    }
+
+    /// Reads every (reason, location) count in the keyed map, summed over CPUs, in one batch
+    /// syscall (without the CPUs' [`pending`](Self::pending) runs).
     pub fn read_drops(&self) -> std::io::Result<Vec<(DropKey, u64)>> {
         let entries = sys::per_cpu_batch::<DropKey, u64>(
             self.drops.fd().as_fd(),
