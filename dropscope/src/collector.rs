@@ -136,11 +136,11 @@ impl Collector {
         let mut drops = Vec::new();
         let mut settled = false;
         let mut consistent = false;
-        // Re-read once if drops arrived during the read. A settled read (no drop during it)
-        // shows the kernel's own total, independently counted: any gap between it and keyed +
-        // overflow would be a real loss and is shown as such. Under a flood the total is keyed +
-        // overflow as read, consistent with the rows shown, as long as no CPU moved a pending
-        // run into the map during the read (else the run could be counted twice or not at all).
+        // A settled read (no drop during it) shows the kernel's own total, independently
+        // counted: any gap between it and keyed + overflow would be a real loss and is shown as
+        // such. Under a flood the total is keyed + overflow as read, consistent with the rows
+        // shown, as long as no CPU moved a pending run into the map during the read (else the
+        // run could be counted twice or not at all): only then is the read done once more.
         for _ in 0..2 {
             drops = self.probe.read_drops()?;
             drops.extend(self.probe.pending());
@@ -148,7 +148,7 @@ impl Collector {
             settled = after.drop_counts() == totals.drop_counts();
             consistent = after.flushes == totals.flushes;
             totals = after;
-            if settled {
+            if consistent {
                 break;
             }
         }
