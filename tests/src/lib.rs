@@ -195,3 +195,29 @@ pub fn count(report: &serde_json::Value, reason: &str, location: &str) -> u64 {
         .map(|d| d["count"].as_u64().expect("count"))
         .sum()
 }
+
+/// A command that runs dropscope as the unprivileged user nobody (uid 65534, no capabilities).
+pub fn dropscope_as_nobody() -> Command {
+    let mut c = Command::new("setpriv");
+    c.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--",
+    ])
+    .arg(dropscope_bin());
+    c
+}
+
+/// The sum of the keyed counts of a JSON report, and its overflow and total.
+pub fn keyed_overflow_total(report: &serde_json::Value) -> (u64, u64, u64) {
+    let keyed = report["drops"]
+        .as_array()
+        .expect("drops array")
+        .iter()
+        .map(|d| d["count"].as_u64().expect("count"))
+        .sum();
+    let field = |f: &str| report[f].as_u64().unwrap_or_else(|| panic!("no {f}"));
+    (keyed, field("overflow"), field("total"))
+}

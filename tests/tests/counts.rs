@@ -2,7 +2,7 @@
 //! Needs root.
 mod common;
 
-use dropscope_tests::{Counting, Netns, count, root_test};
+use dropscope_tests::{Counting, Netns, count, keyed_overflow_total, root_test};
 
 #[test]
 fn report_counts_exactly_the_drops_generated() {
@@ -42,14 +42,7 @@ fn report_counts_exactly_the_drops_generated() {
     assert!(rcvbuf > 0, "the tiny receive buffer dropped nothing");
     assert_eq!(count(&report, "SOCKET_RCVBUFF", ""), rcvbuf, "{report:#}");
 
-    let keyed: u64 = report["drops"]
-        .as_array()
-        .expect("drops")
-        .iter()
-        .map(|d| d["count"].as_u64().expect("count"))
-        .sum();
-    let total = report["total"].as_u64().expect("total");
-    let overflow = report["overflow"].as_u64().expect("overflow");
+    let (keyed, overflow, total) = keyed_overflow_total(&report);
     assert_eq!(overflow, 0);
     assert_eq!(keyed + overflow, total, "keyed + overflow must equal total");
     assert!(
@@ -73,12 +66,7 @@ fn a_full_keyed_map_counts_the_rest_as_overflow() {
     let report: serde_json::Value = serde_json::from_str(&c.interrupt()).expect("JSON report");
     let drops = report["drops"].as_array().expect("drops");
     assert!(drops.len() <= 2, "{report:#}");
-    let keyed: u64 = drops
-        .iter()
-        .map(|d| d["count"].as_u64().expect("count"))
-        .sum();
-    let total = report["total"].as_u64().expect("total");
-    let overflow = report["overflow"].as_u64().expect("overflow");
+    let (keyed, overflow, total) = keyed_overflow_total(&report);
     assert!(
         overflow >= 100,
         "the third key's drops must be overflow: {report:#}"
@@ -192,12 +180,6 @@ fn interleaved_keys_on_busy_cpus_are_counted_exactly() {
         2000,
         "{report:#}"
     );
-    let keyed: u64 = report["drops"]
-        .as_array()
-        .expect("drops")
-        .iter()
-        .map(|d| d["count"].as_u64().expect("count"))
-        .sum();
-    let overflow = report["overflow"].as_u64().expect("overflow");
-    assert_eq!(keyed + overflow, report["total"].as_u64().expect("total"));
+    let (keyed, overflow, total) = keyed_overflow_total(&report);
+    assert_eq!(keyed + overflow, total, "{report:#}");
 }

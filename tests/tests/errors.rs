@@ -29,15 +29,7 @@ fn assert_clean_failure(o: &Output, needle: &str) {
 #[test]
 fn without_root_it_says_what_to_run() {
     let _serial = root_test();
-    let o = Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--",
-        ])
-        .arg(dropscope_bin())
+    let o = dropscope_tests::dropscope_as_nobody()
         .args(["report", "--duration", "1s"])
         .stdin(Stdio::null())
         .output()
@@ -89,15 +81,7 @@ fn bad_flag_values_are_rejected_with_usage() {
 #[test]
 fn reasons_lists_the_kernel_table_without_root() {
     let _serial = root_test();
-    let o = Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--",
-        ])
-        .arg(dropscope_bin())
+    let o = dropscope_tests::dropscope_as_nobody()
         .args(["reasons", "--format", "json"])
         .output()
         .expect("setpriv");

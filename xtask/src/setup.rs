@@ -74,7 +74,7 @@ pub fn all(for_tests: bool) -> anyhow::Result<()> {
         .output()
         .context("rustup is needed (https://rustup.rs)")?;
     if !String::from_utf8_lossy(&installed.stdout).contains(&toolchain) {
-        eprintln!("setup: installing the eBPF toolchain {toolchain} with rust-src");
+        eprintln!("setup: installing the eBPF toolchain {toolchain} with rust-src and clippy");
         run(Command::new("rustup").args([
             "toolchain",
             "install",
