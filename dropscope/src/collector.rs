@@ -95,11 +95,6 @@ impl Collector {
         }
     }
 
-    /// The interval until the next poll.
-    pub fn interval(&self) -> Duration {
-        self.interval
-    }
-
     /// One poll: reads the mmap'd totals and, only if they changed, the maps. Returns the new
     /// snapshot and whether any count changed. Adapts the interval.
     pub fn poll(&mut self) -> std::io::Result<(Snapshot, bool)> {
