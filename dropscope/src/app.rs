@@ -134,9 +134,8 @@ async fn count_live(
     let interrupt = Interrupt::new()?;
     let (mut feed, stopper) = start_live(live)?;
     eprintln!(
-        "dropscope: counting drops with {} {}; {}",
+        "dropscope: counting drops with {}{what}; {}",
         feed.info.probe,
-        what,
         match duration {
             Some(d) => format!("for {}, Ctrl-C ends early", humantime::format_duration(d)),
             None => "until Ctrl-C".into(),
@@ -307,7 +306,7 @@ async fn flamegraph_cmd(args: FlamegraphArgs) -> anyhow::Result<()> {
     let (info, snap, window) = if args.window.input.is_some() {
         recorded_window(&args.window)?
     } else {
-        let (info, snap) = count_live(&args.live, args.duration, "and sampling stacks").await?;
+        let (info, snap) = count_live(&args.live, args.duration, " and sampling stacks").await?;
         let window = (Duration::ZERO, snap.elapsed);
         (info, snap, window)
     };
