@@ -59,15 +59,16 @@ impl Dictionary {
     }
 }
 
-/// Decoding state: the counts as of one frame, by key and stack id.
+/// The counts as of one frame, by key and stack id: what the decoder rebuilds, and what the
+/// encoder remembers to write the next delta against.
 #[derive(Default)]
-struct State {
-    unix_ms: u64,
-    total: u64,
-    overflow: u64,
-    health: Health,
-    counts: Vec<Option<u64>>,
-    stacks: Vec<Option<(u64, u64)>>,
+pub(super) struct State {
+    pub(super) unix_ms: u64,
+    pub(super) total: u64,
+    pub(super) overflow: u64,
+    pub(super) health: Health,
+    pub(super) counts: Vec<Option<u64>>,
+    pub(super) stacks: Vec<Option<(u64, u64)>>,
 }
 
 /// Reads ascending ids written as gaps, each below `limit`.

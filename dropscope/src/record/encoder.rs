@@ -3,10 +3,11 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use super::{
     RecordError,
+    decode::State,
     format::{FILE_HEADER_LEN, Kind, MAGIC, MAX_STRING, VERSION, push_frame, put_str, put_uvarint},
     health,
 };
-use crate::model::{Health, SessionInfo, Snapshot};
+use crate::model::{SessionInfo, Snapshot};
 
 /// A keyframe is written at least this often (in recorded time) ...
 pub const KEYFRAME_EVERY: Duration = Duration::from_secs(30);
@@ -19,15 +20,9 @@ type KeyRef = (u32, u32, u32);
 type StackRef = (u32, Box<[u32]>);
 
 /// What the previous snapshot frame held, to compute the next delta from.
-#[derive(Default)]
 struct Prev {
     elapsed_ns: u64,
-    unix_ms: u64,
-    total: u64,
-    overflow: u64,
-    health: Health,
-    counts: Vec<Option<u64>>,
-    stacks: Vec<Option<(u64, u64)>>,
+    state: State,
 }
 
 /// Turns snapshots into frames. Pure: it appends bytes to a buffer and does no I/O.
@@ -204,7 +199,7 @@ impl Encoder {
         };
         let mut p = Vec::new();
         match &self.prev {
-            Some(prev) if !keyframe => put_delta(&mut p, s, prev, &counts, &stacks),
+            Some(prev) if !keyframe => put_delta(&mut p, s, &prev.state, &counts, &stacks),
             _ => put_keyframe(&mut p, s, &counts, &stacks),
         }
         let kind = if keyframe {
@@ -225,12 +220,14 @@ impl Encoder {
         }
         self.prev = Some(Prev {
             elapsed_ns,
-            unix_ms: s.unix_ms,
-            total: s.total,
-            overflow: s.overflow,
-            health: s.health.clone(),
-            counts,
-            stacks,
+            state: State {
+                unix_ms: s.unix_ms,
+                total: s.total,
+                overflow: s.overflow,
+                health: s.health.clone(),
+                counts,
+                stacks,
+            },
         });
         Ok(())
     }
@@ -306,7 +303,7 @@ fn put_removed(p: &mut Vec<u8>, ids: &[usize]) {
 fn put_delta(
     p: &mut Vec<u8>,
     s: &Snapshot,
-    prev: &Prev,
+    prev: &State,
     counts: &[Option<u64>],
     stacks: &[Option<(u64, u64)>],
 ) {
