@@ -6,7 +6,7 @@
 
 /// Slots in the mmap'd per-CPU counter array; userspace shrinks it to the possible CPU count.
 pub const MAX_CPUS: u32 = 512;
-/// Default capacity of the keyed (reason, location) map.
+/// Default capacity of the keyed map (distinct keys).
 pub const DEFAULT_MAX_KEYS: u32 = 10_240;
 /// Capacity of the kernel stack-trace map.
 pub const STACK_TRACE_ENTRIES: u32 = 16_384;
@@ -19,8 +19,12 @@ pub const BPF_F_MMAPABLE: u32 = 1 << 10;
 
 /// Map names, as the eBPF object declares them.
 pub mod maps {
-    /// Per-CPU hash: [`super::DropKey`] → drop count.
-    pub const DROPS: &str = "DROPS";
+    /// Hash: [`super::DropKey`] → slot index in [`SLOT_COUNTS`] (written once per key).
+    pub const KEYS: &str = "KEYS";
+    /// Queue of free slot indices; userspace fills it with `0..max_keys` at load.
+    pub const FREE_SLOTS: &str = "FREE_SLOTS";
+    /// mmap'able array of u64 drop counts, `cpu * max_keys + slot`: one writer per counter.
+    pub const SLOT_COUNTS: &str = "SLOT_COUNTS";
     /// mmap'able array of [`super::CpuCounters`], one slot per CPU.
     pub const COUNTERS: &str = "COUNTERS";
     /// mmap'able array with one [`super::Control`].
@@ -43,6 +47,8 @@ pub mod globals {
     pub const TP_REASON_OFFSET: &str = "TP_REASON_OFFSET";
     /// Thread-group id whose syscalls the `sys_enter` program counts (dropscope itself).
     pub const SELF_TGID: &str = "SELF_TGID";
+    /// Slots per CPU in the slot-count array (the keyed capacity).
+    pub const MAX_KEYS: &str = "MAX_KEYS";
 }
 
 /// Program names in the eBPF object.
@@ -55,7 +61,9 @@ pub mod programs {
     pub const SYS_ENTER: &str = "sys_enter";
 }
 
-/// Key of the exact per-(reason, location) drop count.
+/// What an exact drop count is keyed by: reason, location and the packet's attribution.
+///
+/// Attribution fields that are not grouped by, or not known, are zero.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DropKey {
@@ -63,10 +71,22 @@ pub struct DropKey {
     pub location: u64,
     /// `enum skb_drop_reason` value.
     pub reason: u32,
+    /// Inode of the packet's network namespace (0: unknown or not grouped).
+    pub netns: u32,
+    /// Interface index within that namespace (0: none or not grouped).
+    pub ifindex: u32,
+    /// L3 protocol, `ETH_P_*` in host byte order (0: unknown or not grouped).
+    pub l3proto: u16,
+    /// L4 protocol, `IPPROTO_*` (0: unknown or not grouped).
+    pub l4proto: u8,
     /// Explicit padding; always zero.
-    pub pad: u32,
+    pub pad0: u8,
+    /// Destination port (0: none or not grouped).
+    pub port: u16,
+    /// Explicit padding; always zero.
+    pub pad1: [u8; 6],
 }
-const _: () = assert!(core::mem::size_of::<DropKey>() == 16);
+const _: () = assert!(core::mem::size_of::<DropKey>() == 32);
 
 /// Key of a sampled stack's weight.
 #[repr(C)]
@@ -94,15 +114,15 @@ const _: () = assert!(core::mem::size_of::<StackValue>() == 16);
 
 /// One CPU's counters, on cache lines of their own so CPUs never share a line.
 ///
-/// `total` counts every drop seen; `overflow` counts drops whose key did not fit in the keyed map;
-/// a key's exact count is its keyed-map count plus any CPU's `pending` for it, so that
-/// `sum(keyed) + sum(pending) + overflow == total` always holds.
+/// `total` counts every drop seen; `overflow` counts drops that could not be keyed. Every other
+/// drop is one increment of this CPU's counter for its key's slot, so that
+/// `sum(slot counts) + overflow == total` always holds. See docs/counting-protocol.md.
 #[repr(C, align(64))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CpuCounters {
-    /// Every drop seen (reason not NOT_DROPPED_YET nor CONSUMED).
+    /// Every drop seen (reason not NOT_DROPPED_YET nor CONSUMED), incremented last.
     pub total: u64,
-    /// Drops not keyed because the keyed map was full.
+    /// Drops not keyed because every slot was taken.
     pub overflow: u64,
     /// Stack samples captured and weighted.
     pub stack_samples: u64,
@@ -119,18 +139,18 @@ pub struct CpuCounters {
     pub last_sample_ns: u64,
     /// `since_sample` at which this CPU next considers a sample (reads the clock only then).
     pub next_check: u64,
-    /// The key of this CPU's last keyed drop, whose further drops are counted in `pending`
-    /// rather than in the keyed map until another key comes (valid when `cached_valid` is 1).
+    /// Keys this CPU added to the key map: the sum over CPUs is the number of keys, so a
+    /// reader knows when to read the key map again.
+    pub new_keys: u64,
+    /// The key of this CPU's last drop, whose slot is `cached_slot` (valid when
+    /// `cached_valid` is 1): a run of one key skips the hash lookup. Private to the writer.
     pub cached: DropKey,
-    /// 1 when `cached` holds a key present in the keyed map.
-    pub cached_valid: u64,
-    /// Drops of `cached` on this CPU not yet added to the keyed map: part of its exact count.
-    pub pending: u64,
-    /// Times `pending` was moved into the keyed map; a reader that sees it change during a
-    /// read knows the read may count those drops twice or not at all, and reads again.
-    pub flushes: u64,
+    /// Slot of `cached`.
+    pub cached_slot: u32,
+    /// 1 when `cached` and `cached_slot` are valid.
+    pub cached_valid: u32,
     /// Explicit padding to two cache lines; always zero.
-    pub pad: [u64; 2],
+    pub pad: [u64; 1],
 }
 const _: () = assert!(core::mem::size_of::<CpuCounters>() == 128);
 

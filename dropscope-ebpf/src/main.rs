@@ -1,8 +1,10 @@
 //! The dropscope eBPF program: counts every kernel packet drop in maps, never streams events.
 //!
-//! Per drop: one per-CPU hash update keyed by (reason, location), one per-CPU counter bump in an
-//! mmap'd array, and, only on a key's first drop or once every `sample_period` drops (and no more
-//! often than `min_gap_ns`), a kernel stack capture weighted by the drops it stands for.
+//! Per drop: one increment of this CPU's own counter for the drop's key (its slot in an mmap'd
+//! array), then of this CPU's total. A key gets its slot once, through a hash lookup; a run of
+//! drops of one key on one CPU skips even that. Only on a key's first drop, or once every
+//! `sample_period` drops (and no more often than `min_gap_ns`), is a kernel stack captured,
+//! weighted by the drops it stands for. See docs/counting-protocol.md.
 #![no_std]
 #![no_main]
 
@@ -13,7 +15,7 @@ use aya_ebpf::{
     bindings::BPF_NOEXIST,
     helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns},
     macros::{btf_tracepoint, map, tracepoint},
-    maps::{Array, PerCpuHashMap, StackTrace},
+    maps::{Array, HashMap, PerCpuHashMap, Queue, StackTrace},
     programs::{BtfTracePointContext, TracePointContext, tracing::StackIdContext},
 };
 use dropscope_common::{
@@ -31,9 +33,15 @@ static TP_LOCATION_OFFSET: Global<u32> = Global::new(16);
 static TP_REASON_OFFSET: Global<u32> = Global::new(36);
 #[unsafe(no_mangle)]
 static SELF_TGID: Global<u32> = Global::new(0);
+#[unsafe(no_mangle)]
+static MAX_KEYS: Global<u32> = Global::new(DEFAULT_MAX_KEYS);
 
 #[map]
-static DROPS: PerCpuHashMap<DropKey, u64> = PerCpuHashMap::with_max_entries(DEFAULT_MAX_KEYS, 0);
+static KEYS: HashMap<DropKey, u32> = HashMap::with_max_entries(DEFAULT_MAX_KEYS, 0);
+#[map]
+static FREE_SLOTS: Queue<u32> = Queue::with_max_entries(DEFAULT_MAX_KEYS, 0);
+#[map]
+static SLOT_COUNTS: Array<u64> = Array::with_max_entries(DEFAULT_MAX_KEYS, BPF_F_MMAPABLE);
 #[map]
 static COUNTERS: Array<CpuCounters> = Array::with_max_entries(MAX_CPUS, BPF_F_MMAPABLE);
 #[map]
@@ -95,65 +103,72 @@ fn count_drop<C: StackIdContext>(ctx: &C, reason: u32, location: u64) {
     if reason == NOT_DROPPED_YET.load() || reason == CONSUMED.load() {
         return;
     }
-    let Some(c) = this_cpu() else { return };
-    // SAFETY: `c` is this CPU's slot (see sys_enter); per-CPU hash values are this CPU's own.
-    unsafe {
-        let key = DropKey {
-            location,
-            reason,
-            pad: 0,
-        };
-        let c = &mut *c;
-        // A run of drops of one key on one CPU (the flood case) is counted in `pending`, with
-        // no hash lookup; the run is added to the keyed map when another key comes.
-        let first = if c.cached_valid == 1 && c.cached == key {
-            c.pending += 1;
-            false
-        } else {
-            flush_pending(c);
-            let first = if let Some(v) = DROPS.get_ptr_mut(key) {
-                *v += 1;
-                false
-            } else if DROPS.insert(key, 1, BPF_NOEXIST as u64).is_ok() {
-                true
-            } else if let Some(v) = DROPS.get_ptr_mut(key) {
-                // Another CPU inserted the key first.
-                *v += 1;
-                false
-            } else {
+    // SAFETY: bpf_get_smp_processor_id has no preconditions.
+    let cpu = unsafe { bpf_get_smp_processor_id() };
+    let Some(c) = COUNTERS.get_ptr_mut(cpu) else {
+        return;
+    };
+    // SAFETY: `c` is this CPU's slot and the kernel runs one instance of this program per CPU
+    // at a time (a nested run is skipped and counted as a miss), so nothing else writes it.
+    let c = unsafe { &mut *c };
+    let key = DropKey {
+        location,
+        reason,
+        ..DropKey::default()
+    };
+    // A run of drops of one key on one CPU (the flood case) reuses the slot found for the
+    // run's first drop: no hash lookup.
+    let (slot, first) = if c.cached_valid == 1 && c.cached == key {
+        (c.cached_slot, false)
+    } else {
+        match slot_of(c, &key) {
+            Some(found) => {
+                c.cached = key;
+                c.cached_slot = found.0;
+                c.cached_valid = 1;
+                found
+            }
+            None => {
                 c.overflow += 1;
                 compiler_fence(Ordering::SeqCst);
                 c.total += 1;
                 sample_stack(ctx, c, reason, location, false);
                 return;
-            };
-            c.cached = key;
-            c.cached_valid = 1;
-            first
-        };
-        // The total goes last: a reader that sees it also sees the keyed, pending or overflow
-        // count it stands for, so a settled read always satisfies keyed + overflow == total.
-        compiler_fence(Ordering::SeqCst);
-        c.total += 1;
-        sample_stack(ctx, c, reason, location, first);
+            }
+        }
+    };
+    let index = cpu.wrapping_mul(MAX_KEYS.load()).wrapping_add(slot);
+    match SLOT_COUNTS.get_ptr_mut(index) {
+        // SAFETY: this CPU's counters (index `cpu * MAX_KEYS + slot`) are written only by this
+        // CPU, one program run at a time (see above).
+        Some(n) => unsafe { *n += 1 },
+        // Cannot happen (slots < MAX_KEYS, CPUs < the array's CPU count); counted if it did.
+        None => c.overflow += 1,
     }
+    // The total goes last: a reader that sees it (on this CPU's program order) also sees the
+    // keyed or overflow count it stands for.
+    compiler_fence(Ordering::SeqCst);
+    c.total += 1;
+    sample_stack(ctx, c, reason, location, first);
 }
 
-/// Adds this CPU's pending run to the keyed map and forgets the cached key.
+/// The slot of `key`, taking a free one for a key never seen (then `true`); `None` when every
+/// slot is taken (the drop counts as overflow).
 #[inline(always)]
-fn flush_pending(c: &mut CpuCounters) {
-    if c.cached_valid == 1 && c.pending > 0 {
-        match DROPS.get_ptr_mut(c.cached) {
-            // SAFETY: a per-CPU hash value is this CPU's own.
-            Some(v) => unsafe { *v += c.pending },
-            // Keys are never removed from the map, so this cannot happen; if it did, the
-            // drops would still be counted.
-            None => c.overflow += c.pending,
-        }
-        c.pending = 0;
-        c.flushes += 1;
+fn slot_of(c: &mut CpuCounters, key: &DropKey) -> Option<(u32, bool)> {
+    // SAFETY: the value is a plain u32 copied out at once.
+    if let Some(slot) = unsafe { KEYS.get(key) } {
+        return Some((*slot, false));
     }
-    c.cached_valid = 0;
+    let slot = FREE_SLOTS.pop().ok().flatten()?;
+    if KEYS.insert(key, &slot, BPF_NOEXIST as u64).is_ok() {
+        c.new_keys += 1;
+        return Some((slot, true));
+    }
+    // Another CPU added the key first (or the map is full): give the slot back.
+    let _ = FREE_SLOTS.push(slot, 0);
+    // SAFETY: as above.
+    unsafe { KEYS.get(key) }.map(|slot| (*slot, false))
 }
 
 #[inline(always)]

@@ -11,7 +11,7 @@ use std::{os::fd::AsFd, path::PathBuf};
 
 use aya::{
     Btf, Ebpf, EbpfLoader, Endianness,
-    maps::{Map, MapData, StackTraceMap},
+    maps::{Map, MapData, Queue, StackTraceMap},
     programs::{BtfTracePoint, TracePoint},
 };
 use dropscope_common::{
@@ -95,8 +95,8 @@ pub struct Totals {
     pub stack_overflow: u64,
     /// dropscope's own syscalls (if counted).
     pub self_syscalls: u64,
-    /// Times a CPU moved its pending run into the keyed map.
-    pub flushes: u64,
+    /// Keys added to the key map (each once, by the CPU that added it).
+    pub new_keys: u64,
 }
 
 impl Totals {
@@ -117,7 +117,8 @@ pub struct Probe {
     // Field order matters for Drop: mappings and map handles go before the object.
     counters: MmapArray<CpuCounters>,
     control: MmapArray<Control>,
-    drops: MapData,
+    slot_counts: MmapArray<u64>,
+    keys: MapData,
     stack_counts: MapData,
     stacks: StackTraceMap<MapData>,
     ebpf: Ebpf,
@@ -169,6 +170,16 @@ impl Probe {
             (off("location")?, off("reason")?)
         };
         let tgid = std::process::id();
+        let slot_entries = u32::try_from(ncpus)
+            .ok()
+            .and_then(|n| n.checked_mul(opts.max_keys))
+            .filter(|_| opts.max_keys > 0)
+            .ok_or_else(|| {
+                ProbeError::Load(format!(
+                    "--max-keys {} times {ncpus} CPUs is out of range",
+                    opts.max_keys
+                ))
+            })?;
 
         let mut ebpf = EbpfLoader::new()
             .override_global(globals::NOT_DROPPED_YET, &not_dropped, true)
@@ -176,7 +187,10 @@ impl Probe {
             .override_global(globals::TP_LOCATION_OFFSET, &loc_off, true)
             .override_global(globals::TP_REASON_OFFSET, &reason_off, true)
             .override_global(globals::SELF_TGID, &tgid, true)
-            .map_max_entries(maps::DROPS, opts.max_keys)
+            .override_global(globals::MAX_KEYS, &opts.max_keys, true)
+            .map_max_entries(maps::KEYS, opts.max_keys)
+            .map_max_entries(maps::FREE_SLOTS, opts.max_keys)
+            .map_max_entries(maps::SLOT_COUNTS, slot_entries)
             .map_max_entries(maps::COUNTERS, ncpus as u32)
             .load(EBPF_OBJECT)
             .map_err(|e| ProbeError::Load(format!("{e:#}")))?;
@@ -210,9 +224,11 @@ impl Probe {
             _ => false,
         };
 
+        fill_free_slots(&mut ebpf, opts.max_keys)?;
         let counters = mmap_map(&mut ebpf, maps::COUNTERS, ncpus)?;
         let control = mmap_map(&mut ebpf, maps::CONTROL, 1)?;
-        let drops = take_data(&mut ebpf, maps::DROPS)?;
+        let slot_counts = mmap_map(&mut ebpf, maps::SLOT_COUNTS, slot_entries as usize)?;
+        let keys = take_data(&mut ebpf, maps::KEYS)?;
         let stack_counts = take_data(&mut ebpf, maps::STACK_COUNTS)?;
         let stacks = match ebpf.take_map(maps::STACKS) {
             Some(m) => StackTraceMap::try_from(m).map_err(|e| ProbeError::Load(e.to_string()))?,
@@ -221,7 +237,8 @@ impl Probe {
         Ok(Self {
             counters,
             control,
-            drops,
+            slot_counts,
+            keys,
             stack_counts,
             stacks,
             ebpf,
@@ -265,44 +282,41 @@ impl Probe {
                 t.stack_errors += c.stack_errors;
                 t.stack_overflow += c.stack_overflow;
                 t.self_syscalls += c.self_syscalls;
-                t.flushes += c.flushes;
+                t.new_keys += c.new_keys;
                 t
             },
         )
     }
 
-    /// The drops each CPU counted for its last key but has not yet added to the keyed map
-    /// (read through the mmap: no syscall). They belong to that key's exact count.
-    pub fn pending(&self) -> Vec<(DropKey, u64)> {
-        (0..self.counters.len())
-            .map(|i| self.counters.get(i))
-            .filter(|c| c.cached_valid == 1 && c.pending > 0)
-            .map(|c| (c.cached, c.pending))
-            .collect()
+    /// Number of CPUs the counters are kept for.
+    pub fn ncpus(&self) -> usize {
+        self.ncpus
     }
 
-    /// Reads every (reason, location) count in the keyed map, summed over CPUs, in one batch
-    /// syscall (without the CPUs' [`pending`](Self::pending) runs).
-    pub fn read_drops(&self) -> std::io::Result<Vec<(DropKey, u64)>> {
-        let entries = sys::per_cpu_batch::<DropKey, u64>(
-            self.drops.fd().as_fd(),
-            self.max_keys as usize,
-            self.ncpus,
-            false,
-        )?;
-        Ok(entries
-            .into_iter()
-            .map(|(k, v)| (k, v.iter().sum()))
-            .collect())
+    /// Every key in the key map with its slot, in one batch syscall (only worth doing when
+    /// [`Totals::new_keys`] grew).
+    pub fn key_slots(&self) -> std::io::Result<Vec<(DropKey, u32)>> {
+        sys::batch::<DropKey, u32>(self.keys.fd().as_fd(), self.max_keys as usize, None, false)
+            .map(|entries| entries.into_iter().map(|(k, v)| (k, v[0])).collect())
+    }
+
+    /// The drops CPU `cpu` counted in slot `slot`, read through the mmap: no syscall.
+    pub fn slot_count(&self, cpu: usize, slot: u32) -> u64 {
+        let index = cpu * self.max_keys as usize + slot as usize;
+        if index < self.slot_counts.len() {
+            self.slot_counts.load_u64(index)
+        } else {
+            0
+        }
     }
 
     /// Reads the cumulative stack weights, summed over CPUs; with `delete`, also removes them
     /// (only to start over when the maps fill: a sample landing during the removal is lost).
     pub fn read_stack_counts(&self, delete: bool) -> std::io::Result<Vec<(StackKey, StackValue)>> {
-        let entries = sys::per_cpu_batch::<StackKey, StackValue>(
+        let entries = sys::batch::<StackKey, StackValue>(
             self.stack_counts.fd().as_fd(),
             dropscope_common::STACK_COUNT_ENTRIES as usize,
-            self.ncpus,
+            Some(self.ncpus),
             delete,
         )?;
         let summed = entries
@@ -368,7 +382,9 @@ where
 
 fn take_data(ebpf: &mut Ebpf, name: &str) -> Result<MapData, ProbeError> {
     match ebpf.take_map(name) {
-        Some(Map::PerCpuHashMap(data) | Map::Array(data) | Map::HashMap(data)) => Ok(data),
+        Some(
+            Map::PerCpuHashMap(data) | Map::Array(data) | Map::HashMap(data) | Map::Queue(data),
+        ) => Ok(data),
         Some(_) => Err(ProbeError::Load(format!(
             "map {name} has an unexpected type"
         ))),
@@ -389,4 +405,17 @@ fn mmap_map<T: aya::Pod>(
     // The mapping keeps the map alive on its own; the handle can go.
     drop(data);
     Ok(m)
+}
+
+/// Gives the program every slot of the slot-count array, through its free-slot queue.
+fn fill_free_slots(ebpf: &mut Ebpf, max_keys: u32) -> Result<(), ProbeError> {
+    let data = take_data(ebpf, maps::FREE_SLOTS)?;
+    let mut queue: Queue<MapData, u32> = Queue::try_from(Map::Queue(data))
+        .map_err(|e| ProbeError::Load(format!("map {}: {e}", maps::FREE_SLOTS)))?;
+    for slot in 0..max_keys {
+        queue
+            .push(slot, 0)
+            .map_err(|e| ProbeError::Load(format!("filling {}: {e}", maps::FREE_SLOTS)))?;
+    }
+    Ok(())
 }
