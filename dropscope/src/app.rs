@@ -130,6 +130,7 @@ async fn count_live(
     live: &LiveArgs,
     duration: Option<Duration>,
     what: &str,
+    mut on_snapshot: impl FnMut(&Snapshot) -> anyhow::Result<()>,
 ) -> anyhow::Result<(SessionInfo, Snapshot)> {
     let interrupt = Interrupt::new()?;
     let (mut feed, stopper) = start_live(live)?;
@@ -148,7 +149,10 @@ async fn count_live(
     loop {
         tokio::select! {
             s = feed.snapshots.recv() => match s {
-                Some(s) => last = s,
+                Some(s) => {
+                    on_snapshot(&s)?;
+                    last = s;
+                }
                 None => {
                     stopper.finish()?;
                     bail!("the collector stopped unexpectedly");
@@ -198,18 +202,44 @@ async fn report_cmd(args: ReportArgs) -> anyhow::Result<()> {
         let (_, snap, (from, to)) = recorded_window(&args.window)?;
         (snap, (to - from).as_secs_f64())
     } else {
-        let (_, snap) = count_live(&args.live, args.duration, "").await?;
+        let mut next = args.every;
+        let (format, every) = (args.format, args.every);
+        let progress = |s: &Snapshot| -> anyhow::Result<()> {
+            if let Some(at) = next.filter(|at| s.elapsed >= *at) {
+                print_report(s, s.elapsed.as_secs_f64(), format, true)?;
+                // The next report is due one period after this one (never in a burst).
+                next = every.map(|d| (at + d).max(s.elapsed));
+            }
+            Ok(())
+        };
+        let (_, snap) = count_live(&args.live, args.duration, "", progress).await?;
         let secs = snap.elapsed.as_secs_f64();
         (snap, secs)
     };
-    let stdout = std::io::stdout();
-    match args.format {
-        Format::Table => report::write_table(&snap, seconds, stdout.lock())?,
+    print_report(&snap, seconds, args.format, args.every.is_some())
+}
+
+/// Prints one report; `lines` puts a JSON report on one line (a stream of them is JSON Lines).
+fn print_report(snap: &Snapshot, seconds: f64, format: Format, lines: bool) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match format {
+        Format::Table => {
+            report::write_table(snap, seconds, &mut out)?;
+            if lines {
+                writeln!(out)?;
+            }
+        }
         Format::Json => {
-            serde_json::to_writer_pretty(stdout.lock(), &report::json(&snap, seconds))?;
-            println!();
+            let report = report::json(snap, seconds);
+            if lines {
+                serde_json::to_writer(&mut out, &report)?;
+            } else {
+                serde_json::to_writer_pretty(&mut out, &report)?;
+            }
+            writeln!(out)?;
         }
     }
+    out.flush()?;
     Ok(())
 }
 
@@ -306,7 +336,7 @@ async fn flamegraph_cmd(args: FlamegraphArgs) -> anyhow::Result<()> {
     let (info, snap, window) = if args.window.input.is_some() {
         recorded_window(&args.window)?
     } else {
-        let (info, snap) = count_live(&args.live, args.duration, " and sampling stacks").await?;
+        let (info, snap) = count_live(&args.live, args.duration, " and sampling stacks", |_| Ok(())).await?;
         let window = (Duration::ZERO, snap.elapsed);
         (info, snap, window)
     };

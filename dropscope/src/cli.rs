@@ -73,6 +73,10 @@ pub struct ReportArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+    /// Live: also print the counts so far every D (e.g. 1s), before the final report; with
+    /// `--format json` every report is one line (JSON Lines).
+    #[arg(long, value_parser = parse_duration, value_name = "D", conflicts_with = "input")]
+    pub every: Option<Duration>,
     /// Where the counts come from.
     #[command(flatten)]
     pub window: InputWindow,
@@ -123,7 +127,8 @@ pub struct InputWindow {
 /// Probe and polling options.
 #[derive(Debug, Args, Clone)]
 pub struct LiveArgs {
-    /// Base poll interval: quicker while drops arrive (down to half), slower while idle (up to 4x).
+    /// Base poll interval: counts are read every half interval while drops arrive; while idle,
+    /// only the mmap'd totals are checked (no syscall) and the view updates once per interval.
     #[arg(long, value_parser = parse_interval, default_value = "1s", value_name = "D")]
     pub interval: Duration,
     /// Capacity of the in-kernel (reason, location) map; drops beyond it are counted as overflow.
