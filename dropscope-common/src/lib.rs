@@ -55,6 +55,8 @@ pub mod globals {
 pub mod programs {
     /// `tp_btf/kfree_skb`: typed arguments, no tracefs needed.
     pub const KFREE_SKB_BTF: &str = "kfree_skb_btf";
+    /// `tp_btf/kfree_skb` that does nothing: the benchmark's floor.
+    pub const KFREE_SKB_FLOOR: &str = "kfree_skb_floor";
     /// Classic `tracepoint/skb/kfree_skb`: the fallback.
     pub const KFREE_SKB_TP: &str = "kfree_skb_tp";
     /// `tp_btf/sys_enter`: counts dropscope's own syscalls.

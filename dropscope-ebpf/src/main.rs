@@ -61,6 +61,13 @@ pub fn kfree_skb_btf(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
+/// `tp_btf/kfree_skb` that does nothing: the floor the benchmark measures the cost of counting
+/// against (`--probe floor`, hidden).
+#[btf_tracepoint(function = "kfree_skb")]
+pub fn kfree_skb_floor(_ctx: BtfTracePointContext) -> i32 {
+    0
+}
+
 /// Classic `tracepoint/skb/kfree_skb`, with field offsets read from tracefs at load time.
 #[tracepoint(category = "skb", name = "kfree_skb")]
 pub fn kfree_skb_tp(ctx: TracePointContext) -> u32 {

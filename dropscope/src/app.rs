@@ -53,6 +53,7 @@ pub fn start_live(live: &LiveArgs) -> anyhow::Result<(Feed, Stopper)> {
         max_keys: live.max_keys,
         btf_path: live.btf.clone(),
         count_self_syscalls: live.count_syscalls,
+        bench_keys: live.bench_keys,
     };
     let probe = Probe::attach(&opts)?;
     let copts = CollectorOptions {
@@ -336,7 +337,13 @@ async fn flamegraph_cmd(args: FlamegraphArgs) -> anyhow::Result<()> {
     let (info, snap, window) = if args.window.input.is_some() {
         recorded_window(&args.window)?
     } else {
-        let (info, snap) = count_live(&args.live, args.duration, " and sampling stacks", |_| Ok(())).await?;
+        let (info, snap) = count_live(
+            &args.live,
+            args.duration,
+            " and sampling stacks",
+            |_| Ok(()),
+        )
+        .await?;
         let window = (Duration::ZERO, snap.elapsed);
         (info, snap, window)
     };

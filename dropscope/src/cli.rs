@@ -152,6 +152,10 @@ pub struct LiveArgs {
     /// Off by default: it runs on every syscall of every process on the machine.
     #[arg(long)]
     pub count_syscalls: bool,
+    /// Benchmark only: start with N synthetic keys (one count on every CPU each), so the cost of
+    /// reading many keys can be measured.
+    #[arg(long, hide = true, default_value_t = 0, value_name = "N")]
+    pub bench_keys: u32,
     /// Enable kernel BPF run-time statistics while running, to show the probe's ns per drop
     /// (costs a little per drop; off again on exit).
     #[arg(long)]

@@ -76,7 +76,12 @@ fn report_window(file: &std::path::Path, from: f64, to: f64) -> serde_json::Valu
     let out = Command::new(dropscope_bin())
         .args(["report", "--format", "json", "--input"])
         .arg(file)
-        .args(["--from", &format!("{from:.3}s"), "--to", &format!("{to:.3}s")])
+        .args([
+            "--from",
+            &format!("{from:.3}s"),
+            "--to",
+            &format!("{to:.3}s"),
+        ])
         .output()
         .expect("report --input");
     assert!(

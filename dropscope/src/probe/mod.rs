@@ -36,6 +36,9 @@ pub enum ProbeChoice {
     Btf,
     /// Only the classic `skb:kfree_skb` tracepoint (needs tracefs; mounted if absent).
     Tracepoint,
+    /// An empty program on `tp_btf/kfree_skb` that counts nothing: the benchmark's floor.
+    #[value(hide = true)]
+    Floor,
 }
 
 /// The hook in use.
@@ -45,6 +48,8 @@ pub enum ProbeKind {
     TpBtf,
     /// Classic tracepoint.
     Tracepoint,
+    /// The empty program (counts nothing).
+    Floor,
 }
 
 impl std::fmt::Display for ProbeKind {
@@ -52,6 +57,7 @@ impl std::fmt::Display for ProbeKind {
         f.write_str(match self {
             ProbeKind::TpBtf => "tp_btf/kfree_skb",
             ProbeKind::Tracepoint => "tracepoint/skb/kfree_skb",
+            ProbeKind::Floor => "tp_btf/kfree_skb (empty program: counts nothing)",
         })
     }
 }
@@ -67,6 +73,8 @@ pub struct ProbeOptions {
     pub btf_path: PathBuf,
     /// Also count dropscope's own syscalls (a `sys_enter` program filtered to this process).
     pub count_self_syscalls: bool,
+    /// Benchmark only: synthetic keys to start with (see [`Probe::attach`]).
+    pub bench_keys: u32,
 }
 
 impl Default for ProbeOptions {
@@ -76,6 +84,7 @@ impl Default for ProbeOptions {
             max_keys: dropscope_common::DEFAULT_MAX_KEYS,
             btf_path: PathBuf::from("/sys/kernel/btf/vmlinux"),
             count_self_syscalls: false,
+            bench_keys: 0,
         }
     }
 }
@@ -137,7 +146,7 @@ impl Probe {
         let ncpus = aya::util::nr_cpus().map_err(|(what, e)| ProbeError::Cpus(what, e))?;
         let btf = match Btf::parse_file(&opts.btf_path, Endianness::default()) {
             Ok(btf) => Some(btf),
-            Err(e) if opts.choice == ProbeChoice::Btf => {
+            Err(e) if matches!(opts.choice, ProbeChoice::Btf | ProbeChoice::Floor) => {
                 return Err(ProbeError::NoBtf(opts.btf_path.clone(), e.to_string()));
             }
             Err(_) => None,
@@ -196,6 +205,13 @@ impl Probe {
             .map_err(|e| ProbeError::Load(format!("{e:#}")))?;
 
         let kind = match (&btf, use_btf) {
+            (Some(btf), true) if opts.choice == ProbeChoice::Floor => {
+                let prog: &mut BtfTracePoint = program(&mut ebpf, programs::KFREE_SKB_FLOOR)?;
+                prog.load("kfree_skb", btf)
+                    .and_then(|()| prog.attach().map(drop))
+                    .map_err(|e| ProbeError::Attach("tp_btf/kfree_skb", format!("{e:#}")))?;
+                ProbeKind::Floor
+            }
             (Some(btf), true) => {
                 let prog: &mut BtfTracePoint = program(&mut ebpf, programs::KFREE_SKB_BTF)?;
                 prog.load("kfree_skb", btf)
@@ -224,11 +240,15 @@ impl Probe {
             _ => false,
         };
 
-        fill_free_slots(&mut ebpf, opts.max_keys)?;
+        let synthetic = opts.bench_keys.min(opts.max_keys);
+        fill_free_slots(&mut ebpf, synthetic, opts.max_keys)?;
         let counters = mmap_map(&mut ebpf, maps::COUNTERS, ncpus)?;
         let control = mmap_map(&mut ebpf, maps::CONTROL, 1)?;
         let slot_counts = mmap_map(&mut ebpf, maps::SLOT_COUNTS, slot_entries as usize)?;
         let keys = take_data(&mut ebpf, maps::KEYS)?;
+        if synthetic > 0 {
+            add_synthetic_keys(&keys, &counters, &slot_counts, synthetic, opts.max_keys)?;
+        }
         let stack_counts = take_data(&mut ebpf, maps::STACK_COUNTS)?;
         let stacks = match ebpf.take_map(maps::STACKS) {
             Some(m) => StackTraceMap::try_from(m).map_err(|e| ProbeError::Load(e.to_string()))?,
@@ -362,6 +382,7 @@ impl Probe {
         let name = match self.kind {
             ProbeKind::TpBtf => programs::KFREE_SKB_BTF,
             ProbeKind::Tracepoint => programs::KFREE_SKB_TP,
+            ProbeKind::Floor => programs::KFREE_SKB_FLOOR,
         };
         let prog = self.ebpf.program(name)?;
         let fd = prog.fd().ok()?;
@@ -407,15 +428,49 @@ fn mmap_map<T: aya::Pod>(
     Ok(m)
 }
 
-/// Gives the program every slot of the slot-count array, through its free-slot queue.
-fn fill_free_slots(ebpf: &mut Ebpf, max_keys: u32) -> Result<(), ProbeError> {
+/// Gives the program every slot of the slot-count array from `first` on, through its
+/// free-slot queue.
+fn fill_free_slots(ebpf: &mut Ebpf, first: u32, max_keys: u32) -> Result<(), ProbeError> {
     let data = take_data(ebpf, maps::FREE_SLOTS)?;
     let mut queue: Queue<MapData, u32> = Queue::try_from(Map::Queue(data))
         .map_err(|e| ProbeError::Load(format!("map {}: {e}", maps::FREE_SLOTS)))?;
-    for slot in 0..max_keys {
+    for slot in first..max_keys {
         queue
             .push(slot, 0)
             .map_err(|e| ProbeError::Load(format!("filling {}: {e}", maps::FREE_SLOTS)))?;
+    }
+    Ok(())
+}
+
+/// Benchmark only: keys `0..n` in slots `0..n`, each counted once on every CPU, as if real drops
+/// had made them (totals included, so the invariant holds).
+fn add_synthetic_keys(
+    keys: &MapData,
+    counters: &MmapArray<CpuCounters>,
+    slot_counts: &MmapArray<u64>,
+    n: u32,
+    max_keys: u32,
+) -> Result<(), ProbeError> {
+    let fd = keys.fd().as_fd();
+    for slot in 0..n {
+        let key = DropKey {
+            location: 0xffff_ffff_0000_0000 | u64::from(slot),
+            reason: 2,
+            ..DropKey::default()
+        };
+        sys::update(fd, &key, &slot)
+            .map_err(|e| ProbeError::Load(format!("adding synthetic keys: {e}")))?;
+    }
+    for cpu in 0..counters.len() {
+        for slot in 0..n as usize {
+            slot_counts.set(cpu * max_keys as usize + slot, 1);
+        }
+        let mut c = counters.get(cpu);
+        c.total += u64::from(n);
+        if cpu == 0 {
+            c.new_keys += u64::from(n);
+        }
+        counters.set(cpu, c);
     }
     Ok(())
 }
