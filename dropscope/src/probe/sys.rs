@@ -94,12 +94,9 @@ pub fn batch<K: Pod, V: Pod>(
 pub fn update<K: Pod, V: Pod>(fd: BorrowedFd<'_>, key: &K, value: &V) -> io::Result<()> {
     // SAFETY: bpf_attr is plain data; zero is its documented initial state.
     let mut attr: bpf_attr = unsafe { zeroed() };
-    // SAFETY: writing the map-element variant of the zeroed union.
-    unsafe {
-        attr.__bindgen_anon_2.map_fd = fd.as_raw_fd() as u32;
-        attr.__bindgen_anon_2.key = (key as *const K) as u64;
-        attr.__bindgen_anon_2.__bindgen_anon_1.value = (value as *const V) as u64;
-    }
+    attr.__bindgen_anon_2.map_fd = fd.as_raw_fd() as u32;
+    attr.__bindgen_anon_2.key = (key as *const K) as u64;
+    attr.__bindgen_anon_2.__bindgen_anon_1.value = (value as *const V) as u64;
     bpf(bpf_cmd::BPF_MAP_UPDATE_ELEM, &mut attr)
 }
 
