@@ -29,6 +29,8 @@ pub mod maps {
     pub const COUNTERS: &str = "COUNTERS";
     /// mmap'able array with one [`super::Control`].
     pub const CONTROL: &str = "CONTROL";
+    /// Array of u64 words: the reason bitmap of the reason filter.
+    pub const REASON_FILTER: &str = "REASON_FILTER";
     /// Kernel stack traces, by stack id.
     pub const STACKS: &str = "STACKS";
     /// Per-CPU hash: [`super::StackKey`] → [`super::StackValue`].
@@ -49,7 +51,88 @@ pub mod globals {
     pub const SELF_TGID: &str = "SELF_TGID";
     /// Slots per CPU in the slot-count array (the keyed capacity).
     pub const MAX_KEYS: &str = "MAX_KEYS";
+    /// The [`super::Config`]: kernel struct offsets, grouping and filters.
+    pub const CONFIG: &str = "CONFIG";
 }
+
+/// Attribution dimensions a key can be grouped by (bits of [`Config::group`]).
+pub mod group {
+    /// The packet's network namespace.
+    pub const NETNS: u32 = 1;
+    /// The interface (with its namespace: an ifindex means something only within one).
+    pub const DEVICE: u32 = 2;
+    /// The L3 and L4 protocols.
+    pub const PROTOCOL: u32 = 4;
+    /// The destination port.
+    pub const PORT: u32 = 8;
+}
+
+/// Which drops to count at all (fields of [`Config`]); a drop filtered out is not counted.
+pub mod filter {
+    /// `reasons`: count every reason.
+    pub const REASONS_ALL: u32 = 0;
+    /// `reasons`: count only the reasons set in the reason bitmap.
+    pub const REASONS_ONLY: u32 = 1;
+    /// `reasons`: count every reason but those set in the reason bitmap.
+    pub const REASONS_EXCEPT: u32 = 2;
+    /// Bits in the reason bitmap: index `(subsystem & 0xf) << 8 | (reason & 0xff)`.
+    pub const REASON_BITS: u32 = 4096;
+}
+
+/// Load-time settings of the program (a read-only global: the verifier sees constants).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Config {
+    /// Byte offset of `sk_buff.dev`.
+    pub skb_dev: u32,
+    /// Byte offset of `sk_buff.sk`.
+    pub skb_sk: u32,
+    /// Byte offset of `sk_buff.skb_iif`.
+    pub skb_iif: u32,
+    /// Byte offset of `sk_buff.protocol`.
+    pub skb_protocol: u32,
+    /// Byte offset of `sk_buff.head`.
+    pub skb_head: u32,
+    /// Byte offset of `sk_buff.network_header`.
+    pub skb_network_header: u32,
+    /// Byte offset of `sk_buff.transport_header`.
+    pub skb_transport_header: u32,
+    /// Byte offset of `sk_buff.len`.
+    pub skb_len: u32,
+    /// Byte offset of `net_device.ifindex`.
+    pub dev_ifindex: u32,
+    /// Byte offset of `net_device.name`.
+    pub dev_name: u32,
+    /// Byte offset of `net_device.nd_net.net`.
+    pub dev_net: u32,
+    /// Byte offset of `sock.__sk_common.skc_net.net`.
+    pub sk_net: u32,
+    /// Byte offset of `net.ns.inum`.
+    pub net_inum: u32,
+    /// 1 when `tp_btf/kfree_skb` has the `rx_sk` argument (6.11+).
+    pub has_rx_sk: u32,
+    /// Classic tracepoint: byte offset of `skbaddr` in the record.
+    pub tp_skb: u32,
+    /// Classic tracepoint: byte offset of `rx_skaddr` in the record (0: none).
+    pub tp_rx_sk: u32,
+    /// Dimensions grouped by: bits of [`group`].
+    pub group: u32,
+    /// Count only drops in this network namespace (inode; 0: any).
+    pub filter_netns: u32,
+    /// Count only this L4 protocol, plus one (0: any).
+    pub filter_l4: u32,
+    /// Count only this destination port (0: any).
+    pub filter_port: u32,
+    /// Reason filter mode: one of [`filter`]'s `REASONS_*`.
+    pub filter_reasons: u32,
+    /// 1: count only drops on an interface named `filter_dev`.
+    pub filter_dev_on: u32,
+    /// Interface name to count (NUL-padded).
+    pub filter_dev: [u8; 16],
+}
+const _: () = assert!(core::mem::size_of::<Config>() == 104);
+
+/// Program names in the eBPF object.
 
 /// Program names in the eBPF object.
 pub mod programs {
@@ -183,4 +266,6 @@ mod pod {
     unsafe impl aya::Pod for super::CpuCounters {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::Control {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::Config {}
 }

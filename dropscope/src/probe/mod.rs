@@ -3,6 +3,7 @@
 //! Attaching prefers the BTF-typed `tp_btf/kfree_skb`; the classic tracepoint is the fallback.
 //! Everything is detached when the [`Probe`] is dropped (and by the kernel if the process dies).
 pub mod errors;
+pub mod layout;
 pub mod reasons;
 pub mod sys;
 pub mod tracefs;
