@@ -133,8 +133,6 @@ pub struct Config {
 const _: () = assert!(core::mem::size_of::<Config>() == 104);
 
 /// Program names in the eBPF object.
-
-/// Program names in the eBPF object.
 pub mod programs {
     /// `tp_btf/kfree_skb`: typed arguments, no tracefs needed.
     pub const KFREE_SKB_BTF: &str = "kfree_skb_btf";

@@ -45,20 +45,17 @@ impl Mem for Probed {
     #[inline(always)]
     fn u64(&self, base: *const u8, off: u32) -> u64 {
         // SAFETY: bpf_probe_read_kernel checks the address itself.
-        unsafe { bpf_probe_read_kernel(base.wrapping_add(off as usize).cast::<u64>()) }
-            .unwrap_or(0)
+        unsafe { bpf_probe_read_kernel(base.wrapping_add(off as usize).cast::<u64>()) }.unwrap_or(0)
     }
     #[inline(always)]
     fn u32(&self, base: *const u8, off: u32) -> u32 {
         // SAFETY: as above.
-        unsafe { bpf_probe_read_kernel(base.wrapping_add(off as usize).cast::<u32>()) }
-            .unwrap_or(0)
+        unsafe { bpf_probe_read_kernel(base.wrapping_add(off as usize).cast::<u32>()) }.unwrap_or(0)
     }
     #[inline(always)]
     fn u16(&self, base: *const u8, off: u32) -> u16 {
         // SAFETY: as above.
-        unsafe { bpf_probe_read_kernel(base.wrapping_add(off as usize).cast::<u16>()) }
-            .unwrap_or(0)
+        unsafe { bpf_probe_read_kernel(base.wrapping_add(off as usize).cast::<u16>()) }.unwrap_or(0)
     }
 }
 
@@ -104,7 +101,11 @@ pub fn packet<M: Mem>(m: &M, cfg: &Config, skb: *const u8, rx_sk: *const u8) -> 
             } else {
                 rx_sk
             };
-            if sk.is_null() { 0 } else { m.u64(sk, cfg.sk_net) }
+            if sk.is_null() {
+                0
+            } else {
+                m.u64(sk, cfg.sk_net)
+            }
         } as *const u8;
         if !net.is_null() {
             p.netns = m.u32(net, cfg.net_inum);
@@ -134,7 +135,14 @@ fn transport<M: Mem>(m: &M, cfg: &Config, skb: *const u8, p: &mut Packet) {
             return;
         };
         let ihl = ((b[0] & 0xf) as usize) * 4;
-        (b[9], if ihl == 20 { Some([b[22], b[23]]) } else { None })
+        (
+            b[9],
+            if ihl == 20 {
+                Some([b[22], b[23]])
+            } else {
+                None
+            },
+        )
     } else {
         // SAFETY: as above.
         let Ok(b) = (unsafe { bpf_probe_read_kernel(ip.cast::<[u8; 44]>()) }) else {
@@ -153,8 +161,10 @@ fn transport<M: Mem>(m: &M, cfg: &Config, skb: *const u8, p: &mut Packet) {
                     return;
                 }
                 // SAFETY: as above.
-                unsafe { bpf_probe_read_kernel(head.wrapping_add(th as usize + 2).cast::<[u8; 2]>()) }
-                    .map_or(0, u16::from_be_bytes)
+                unsafe {
+                    bpf_probe_read_kernel(head.wrapping_add(th as usize + 2).cast::<[u8; 2]>())
+                }
+                .map_or(0, u16::from_be_bytes)
             }
         };
         p.dport = port;
@@ -168,7 +178,9 @@ pub fn device_named(cfg: &Config, dev: *const u8, name: &[u8; 16]) -> bool {
         return false;
     }
     // SAFETY: bpf_probe_read_kernel checks the address itself.
-    match unsafe { bpf_probe_read_kernel(dev.wrapping_add(cfg.dev_name as usize).cast::<[u8; 16]>()) } {
+    match unsafe {
+        bpf_probe_read_kernel(dev.wrapping_add(cfg.dev_name as usize).cast::<[u8; 16]>())
+    } {
         Ok(n) => n == *name,
         Err(_) => false,
     }

@@ -12,6 +12,7 @@ mod attribute;
 
 use core::sync::atomic::{Ordering, compiler_fence};
 
+use attribute::{Mem, Probed, Typed};
 use aya_ebpf::{
     Global,
     bindings::BPF_NOEXIST,
@@ -20,7 +21,6 @@ use aya_ebpf::{
     maps::{Array, HashMap, PerCpuHashMap, Queue, StackTrace},
     programs::{BtfTracePointContext, TracePointContext, tracing::StackIdContext},
 };
-use attribute::{Mem, Probed, Typed};
 use dropscope_common::{
     BPF_F_MMAPABLE, Config, Control, CpuCounters, DEFAULT_MAX_KEYS, DropKey, MAX_CPUS,
     STACK_COUNT_ENTRIES, STACK_TRACE_ENTRIES, StackKey, StackValue, filter, group,

@@ -54,6 +54,7 @@ pub fn start_live(live: &LiveArgs) -> anyhow::Result<(Feed, Stopper)> {
         btf_path: live.btf.clone(),
         count_self_syscalls: live.count_syscalls,
         bench_keys: live.bench_keys,
+        selection: live.select.clone(),
     };
     let probe = Probe::attach(&opts)?;
     let copts = CollectorOptions {
@@ -61,6 +62,7 @@ pub fn start_live(live: &LiveArgs) -> anyhow::Result<(Feed, Stopper)> {
         stacks: !live.no_stacks,
         stack_budget: live.stack_budget,
         bpf_stats: live.bpf_stats,
+        by: live.select.by.clone(),
     };
     Ok(Collector::spawn(probe, copts)?)
 }

@@ -127,6 +127,9 @@ pub struct InputWindow {
 /// Probe and polling options.
 #[derive(Debug, Args, Clone)]
 pub struct LiveArgs {
+    /// Grouping and filters.
+    #[command(flatten)]
+    pub select: crate::select::Selection,
     /// Base poll interval: counts are read every half interval while drops arrive; while idle,
     /// only the mmap'd totals are checked (no syscall) and the view updates once per interval.
     #[arg(long, value_parser = parse_interval, default_value = "1s", value_name = "D")]

@@ -14,6 +14,17 @@ pub struct JsonDrop<'a> {
     pub reason_code: u32,
     /// Symbolized kernel location.
     pub location: &'a str,
+    /// Network namespace inode (null when not grouped by namespace or unknown).
+    pub netns: Option<u64>,
+    /// Its human name (container, pod, unit, `ip netns` name), or null.
+    pub netns_name: Option<&'a str>,
+    /// Interface name, or null.
+    pub device: Option<&'a str>,
+    /// L4 protocol (`udp`, `tcp`, `icmp`, `icmpv6` or the number), or null when not IP.
+    pub protocol: Option<&'a str>,
+    /// Destination port: present only when grouped by port.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
     /// Exact count.
     pub count: u64,
 }
@@ -52,6 +63,11 @@ pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
                 reason: &d.key.reason.name,
                 reason_code: d.key.reason.code,
                 location: &d.key.location,
+                netns: d.key.attr.netns,
+                netns_name: d.key.attr.netns_name.as_deref(),
+                device: d.key.attr.device.as_deref(),
+                protocol: d.key.attr.protocol.as_deref(),
+                port: d.key.attr.port,
                 count: d.count,
             })
             .collect(),
@@ -127,6 +143,7 @@ mod tests {
                     name: name.into(),
                 },
                 location: loc.into(),
+                attr: Default::default(),
             },
             count,
         };

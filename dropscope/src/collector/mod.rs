@@ -20,8 +20,9 @@ use tokio::sync::mpsc;
 use dropscope_common::{StackKey, StackValue};
 
 use crate::{
-    model::{DropCount, DropKey, Health, SessionInfo, Snapshot, StackCount},
+    model::{Attribution, DropCount, DropKey, Health, SessionInfo, Snapshot, StackCount},
     probe::{Probe, Totals},
+    select::{self, Dim},
     source::Feed,
     symbolize::Symbolizer,
 };
@@ -37,6 +38,8 @@ pub struct CollectorOptions {
     pub stack_budget: u64,
     /// Turn on kernel BPF run-time statistics while running (off again on exit).
     pub bpf_stats: bool,
+    /// The dimensions counts are grouped by.
+    pub by: Vec<Dim>,
 }
 
 impl Default for CollectorOptions {
@@ -46,6 +49,7 @@ impl Default for CollectorOptions {
             stacks: true,
             stack_budget: 1000,
             bpf_stats: false,
+            by: vec![Dim::Reason, Dim::Location],
         }
     }
 }
@@ -141,6 +145,7 @@ impl Collector {
             let key = DropKey {
                 reason: self.probe.reasons().reason(k.reason),
                 location: self.symbolizer.name(k.location),
+                attr: self.attribution(k),
             };
             *merged.entry(key).or_default() += count;
         }
@@ -152,10 +157,24 @@ impl Collector {
             .into_iter()
             .map(|(key, count)| DropCount { key, count })
             .collect();
+        // The kernel keeps an interface's namespace with it; `--by` may want it merged away.
+        self.last.drops = select::regroup(&self.last, &self.opts.by).drops;
         if self.opts.stacks {
             self.read_stacks()?;
         }
         Ok(())
+    }
+
+    /// What a kernel key says of its packets, as the model shows it.
+    fn attribution(&mut self, k: &dropscope_common::DropKey) -> Attribution {
+        let ip = matches!(k.l3proto, 0x0800 | 0x86DD);
+        Attribution {
+            netns: (k.netns != 0).then_some(u64::from(k.netns)),
+            netns_name: None,
+            device: (k.ifindex != 0).then(|| Arc::from(format!("if{}", k.ifindex))),
+            protocol: ip.then(|| Arc::from(select::protocol_name(k.l4proto))),
+            port: (k.port != 0).then_some(k.port),
+        }
     }
 
     /// Folds the kernel's cumulative stack weights into the session's, by difference with what
@@ -186,6 +205,7 @@ impl Collector {
             let key = DropKey {
                 reason: self.probe.reasons().reason(k.reason),
                 location: self.symbolizer.name(k.location),
+                attr: Attribution::default(),
             };
             let e = self.stacks.entry((key, frames.clone())).or_default();
             e.0 += v.weight;

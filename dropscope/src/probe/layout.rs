@@ -57,6 +57,31 @@ impl Layout {
     }
 }
 
+/// Whether `tp_btf/kfree_skb` passes the receiving socket (`rx_sk`, 6.11+): its BTF
+/// prototype `btf_trace_kfree_skb` takes a context and four arguments then, three before.
+pub fn kfree_skb_has_rx_sk(btf: &Btf) -> bool {
+    let Ok(types) = btf.resolve_types_by_name("btf_trace_kfree_skb") else {
+        return false;
+    };
+    types.iter().any(|t| {
+        let Some(bt) = t.as_btf_type() else {
+            return false;
+        };
+        let mut ty = btf.resolve_chained_type(bt);
+        for _ in 0..8 {
+            match ty {
+                Ok(Type::FuncProto(ref f)) => return f.parameters.len() >= 5,
+                Ok(ref other) => match other.as_btf_type() {
+                    Some(b) => ty = btf.resolve_chained_type(b),
+                    None => return false,
+                },
+                Err(_) => return false,
+            }
+        }
+        false
+    })
+}
+
 /// Byte offset of the member at `path` (dot-separated) in `struct name`, looking through
 /// anonymous structs and unions on the way.
 pub fn offset(btf: &Btf, name: &str, path: &str) -> anyhow::Result<u32> {
@@ -149,12 +174,30 @@ mod tests {
         let l = Layout::from_btf(&running()).expect("layout");
         // Fields in one struct are distinct, and sk_buff's small fields lie past its pointers.
         assert_ne!(l.skb_dev, l.skb_sk);
-        assert!(l.skb_network_header > l.skb_dev && l.skb_len > l.skb_dev, "{l:?}");
+        assert!(
+            l.skb_network_header > l.skb_dev && l.skb_len > l.skb_dev,
+            "{l:?}"
+        );
         assert!(l.dev_ifindex > 0 && l.net_inum > 0, "{l:?}");
         // The dotted paths add up: nd_net is a struct holding one pointer.
         assert_eq!(
             l.dev_net,
             offset(&running(), "net_device", "nd_net").expect("nd_net")
+        );
+    }
+
+    #[test]
+    fn the_running_kernel_passes_rx_sk_from_6_11() {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").expect("release");
+        let mut v = release
+            .trim()
+            .split(['.', '-'])
+            .map(|p| p.parse::<u32>().unwrap_or(0));
+        let (major, minor) = (v.next().unwrap_or(0), v.next().unwrap_or(0));
+        assert_eq!(
+            kfree_skb_has_rx_sk(&running()),
+            (major, minor) >= (6, 11),
+            "{release}"
         );
     }
 

@@ -16,10 +16,12 @@ use aya::{
     programs::{BtfTracePoint, TracePoint},
 };
 use dropscope_common::{
-    Control, CpuCounters, DropKey, StackKey, StackValue, globals, maps, programs,
+    Config, Control, CpuCounters, DropKey, StackKey, StackValue, globals, maps, programs,
 };
 
 pub use errors::ProbeError;
+
+use crate::select::Selection;
 use reasons::ReasonTable;
 use sys::{MmapArray, ProgStats};
 use tracefs::TracefsMount;
@@ -76,6 +78,8 @@ pub struct ProbeOptions {
     pub count_self_syscalls: bool,
     /// Benchmark only: synthetic keys to start with (see [`Probe::attach`]).
     pub bench_keys: u32,
+    /// Grouping and in-kernel filters.
+    pub selection: Selection,
 }
 
 impl Default for ProbeOptions {
@@ -86,6 +90,10 @@ impl Default for ProbeOptions {
             btf_path: PathBuf::from("/sys/kernel/btf/vmlinux"),
             count_self_syscalls: false,
             bench_keys: 0,
+            selection: Selection {
+                by: vec![crate::select::Dim::Reason, crate::select::Dim::Location],
+                ..Selection::default()
+            },
         }
     }
 }
@@ -164,6 +172,44 @@ impl Probe {
             .non_drop_values()
             .map_err(|e| ProbeError::Reasons(format!("{e:#}")))?;
 
+        let mut config = Config::default();
+        if let Some(btf) = btf_rs::Btf::from_file(&opts.btf_path)
+            .ok()
+            .filter(|_| btf.is_some())
+        {
+            let l =
+                layout::Layout::from_btf(&btf).map_err(|e| ProbeError::Layout(format!("{e:#}")))?;
+            config = Config {
+                skb_dev: l.skb_dev,
+                skb_sk: l.skb_sk,
+                skb_iif: l.skb_iif,
+                skb_protocol: l.skb_protocol,
+                skb_head: l.skb_head,
+                skb_network_header: l.skb_network_header,
+                skb_transport_header: l.skb_transport_header,
+                skb_len: l.skb_len,
+                dev_ifindex: l.dev_ifindex,
+                dev_name: l.dev_name,
+                dev_net: l.dev_net,
+                sk_net: l.sk_net,
+                net_inum: l.net_inum,
+                has_rx_sk: u32::from(layout::kfree_skb_has_rx_sk(&btf)),
+                ..config
+            };
+        }
+        let reason_bits = opts
+            .selection
+            .kernel(&reasons, &mut config)
+            .map_err(|e| ProbeError::Selection(format!("{e:#}")))?;
+        if btf.is_none() && (config.group != 0 || opts.selection.filtering()) {
+            return Err(ProbeError::Selection(
+                "grouping or filtering by namespace, interface, protocol or port reads the \
+                 kernel's structures, which needs kernel BTF; use --by reason,location and no \
+                 filters other than --reason"
+                    .into(),
+            ));
+        }
+
         let mut tracefs = None;
         let (loc_off, reason_off) = if use_btf {
             (0u32, 0u32)
@@ -177,6 +223,8 @@ impl Probe {
                 tracefs::field_offset(&format, f)
                     .ok_or_else(|| ProbeError::Tracefs(format!("kfree_skb has no `{f}` field")))
             };
+            config.tp_skb = off("skbaddr")?;
+            config.tp_rx_sk = tracefs::field_offset(&format, "rx_skaddr").unwrap_or(0);
             (off("location")?, off("reason")?)
         };
         let tgid = std::process::id();
@@ -198,6 +246,7 @@ impl Probe {
             .override_global(globals::TP_REASON_OFFSET, &reason_off, true)
             .override_global(globals::SELF_TGID, &tgid, true)
             .override_global(globals::MAX_KEYS, &opts.max_keys, true)
+            .override_global(globals::CONFIG, &config, true)
             .map_max_entries(maps::KEYS, opts.max_keys)
             .map_max_entries(maps::FREE_SLOTS, opts.max_keys)
             .map_max_entries(maps::SLOT_COUNTS, slot_entries)
@@ -241,6 +290,7 @@ impl Probe {
             _ => false,
         };
 
+        set_reason_filter(&mut ebpf, &reason_bits)?;
         let synthetic = opts.bench_keys.min(opts.max_keys);
         fill_free_slots(&mut ebpf, synthetic, opts.max_keys)?;
         let counters = mmap_map(&mut ebpf, maps::COUNTERS, ncpus)?;
@@ -472,6 +522,21 @@ fn add_synthetic_keys(
             c.new_keys += u64::from(n);
         }
         counters.set(cpu, c);
+    }
+    Ok(())
+}
+
+/// Writes the reason filter's bitmap into the program's map.
+fn set_reason_filter(ebpf: &mut Ebpf, bits: &[u64]) -> Result<(), ProbeError> {
+    let map = ebpf
+        .map_mut(maps::REASON_FILTER)
+        .ok_or_else(|| ProbeError::Load(format!("no map {}", maps::REASON_FILTER)))?;
+    let mut array: aya::maps::Array<&mut MapData, u64> = aya::maps::Array::try_from(map)
+        .map_err(|e| ProbeError::Load(format!("map {}: {e}", maps::REASON_FILTER)))?;
+    for (i, word) in bits.iter().enumerate().filter(|(_, w)| **w != 0) {
+        array
+            .set(i as u32, word, 0)
+            .map_err(|e| ProbeError::Load(format!("setting the reason filter: {e}")))?;
     }
     Ok(())
 }
