@@ -283,7 +283,7 @@ fn slot_of(c: &mut CpuCounters, key: &DropKey) -> Option<(u32, bool)> {
         return Some((*slot, false));
     }
     let slot = FREE_SLOTS.pop().ok().flatten()?;
-    if KEYS.insert(key, &slot, BPF_NOEXIST as u64).is_ok() {
+    if KEYS.insert(key, slot, BPF_NOEXIST as u64).is_ok() {
         c.new_keys += 1;
         return Some((slot, true));
     }
