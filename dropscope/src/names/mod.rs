@@ -34,7 +34,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-pub use cgroup::{Engine, Owner};
+use cgroup::Owner;
 pub use meta::Roots;
 
 /// The longest name returned, in characters.
