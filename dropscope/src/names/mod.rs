@@ -27,7 +27,7 @@ mod meta;
 
 use std::{
     collections::HashMap,
-    fs,
+    fs, io,
     os::unix::fs::MetadataExt,
     path::{Path, PathBuf},
     sync::Arc,
@@ -127,13 +127,14 @@ impl Names {
                 return None;
             }
         }
-        let mut by_index = self.read_devices(inode);
-        if by_index.is_none() {
-            // The way in may be stale (its process exited): look again, if a scan is due.
+        let mut read = self.read_devices(inode);
+        if matches!(&read, Some(Err(e)) if e.kind() == io::ErrorKind::NotFound) {
+            // The way in is stale (its process exited): look again, if a scan is due.
             self.namespaces.remove(&inode);
-            by_index = self.read_devices(inode);
+            read = self.read_devices(inode);
         }
-        let by_index = by_index.unwrap_or_default();
+        // Without CAP_SYS_ADMIN setns fails: no names, and no retry within the interval.
+        let by_index = read.and_then(Result::ok).unwrap_or_default();
         let name = by_index.get(&ifindex).cloned();
         let read_at = Instant::now();
         self.devices.insert(inode, Devices { by_index, read_at });
@@ -157,10 +158,10 @@ impl Names {
         self.device_reads
     }
 
-    fn read_devices(&mut self, inode: u64) -> Option<HashMap<u32, Arc<str>>> {
+    fn read_devices(&mut self, inode: u64) -> Option<io::Result<HashMap<u32, Arc<str>>>> {
         let enter = self.lookup(inode)?.enter.clone();
         self.device_reads += 1;
-        devices::read(&enter, inode).ok()
+        Some(devices::read(&enter, inode))
     }
 
     fn lookup(&mut self, inode: u64) -> Option<&Netns> {
@@ -189,7 +190,9 @@ impl Names {
         self.scans += 1;
         self.last_scan = Some(Instant::now());
         let found = scan(&self.roots);
-        self.missed.retain(|inode, _| !found.contains_key(inode));
+        let retry = self.miss_retry;
+        self.missed
+            .retain(|inode, t| !found.contains_key(inode) && t.elapsed() < retry);
         // An inode can be reused once its namespace is gone: forget interfaces of the departed.
         self.devices.retain(|inode, _| found.contains_key(inode));
         self.namespaces = found
