@@ -20,8 +20,11 @@ pub struct Roots {
     pub netns: PathBuf,
     /// Docker's container directories (`/var/lib/docker/containers`).
     pub docker: PathBuf,
-    /// Podman's (rootful) container list (`…/overlay-containers/containers.json`).
+    /// Podman's (rootful) container list (`…/overlay-containers/containers.json`); rootless
+    /// containers' lists are found under their user's home, from `passwd`.
     pub podman: PathBuf,
+    /// The user database, for the home of a rootless container's user (`/etc/passwd`).
+    pub passwd: PathBuf,
     /// Kubelet's pod log directories, named `NAMESPACE_NAME_UID` (`/var/log/pods`).
     pub pods: PathBuf,
 }
@@ -34,6 +37,7 @@ impl Default for Roots {
             docker: "/var/lib/docker/containers".into(),
             podman: "/var/lib/containers/storage/overlay-containers/containers.json".into(),
             pods: "/var/log/pods".into(),
+            passwd: "/etc/passwd".into(),
         }
     }
 }
@@ -48,18 +52,36 @@ pub fn read_bounded(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// The name of a container, from the engine's metadata when readable.
+/// The name of a container, from the engine's metadata when readable. `uid` owns the
+/// container's process: a rootless Podman keeps its list in that user's home.
 pub fn container_name(
     roots: &Roots,
     podman: &mut PodmanNames,
     engine: Engine,
     id: &str,
+    uid: Option<u32>,
 ) -> Option<String> {
     match engine {
         Engine::Docker => docker_name(&roots.docker, id),
-        Engine::Podman => podman.get(&roots.podman, id),
+        Engine::Podman => podman.get(&roots.podman, id).or_else(|| {
+            let home = home_of(&roots.passwd, uid.filter(|&u| u != 0)?)?;
+            podman.get(&home.join(ROOTLESS_PODMAN), id)
+        }),
         Engine::Cri | Engine::Containerd => None,
     }
+}
+
+/// Where a rootless Podman keeps its container list, under its user's home.
+const ROOTLESS_PODMAN: &str = ".local/share/containers/storage/overlay-containers/containers.json";
+
+/// The home directory of `uid` in a passwd file (`name:x:uid:gid:gecos:home:shell`).
+fn home_of(passwd: &Path, uid: u32) -> Option<PathBuf> {
+    let text = read_bounded(passwd, 4 << 20).ok()?;
+    String::from_utf8_lossy(&text).lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        let home = fields.get(5).filter(|h| h.starts_with('/'))?;
+        (fields.get(2)?.parse() == Ok(uid)).then(|| PathBuf::from(home))
+    })
 }
 
 /// Docker's name for a container (`"Name": "/web"` becomes `web`).
@@ -70,15 +92,19 @@ fn docker_name(dir: &Path, id: &str) -> Option<String> {
     (!name.is_empty()).then(|| name.to_string())
 }
 
-/// Podman's container names, read once per scan from `containers.json` (`[{"id", "names"}]`).
+/// Podman's container names, read at most once per scan from each `containers.json`
+/// (`[{"id", "names"}]`).
 #[derive(Debug, Default)]
 pub struct PodmanNames {
-    by_id: Option<HashMap<String, String>>,
+    by_file: HashMap<PathBuf, HashMap<String, String>>,
 }
 
 impl PodmanNames {
     fn get(&mut self, file: &Path, id: &str) -> Option<String> {
-        let by_id = self.by_id.get_or_insert_with(|| load_podman(file));
+        let by_id = self
+            .by_file
+            .entry(file.to_path_buf())
+            .or_insert_with(|| load_podman(file));
         by_id.get(id).cloned()
     }
 }
@@ -147,15 +173,15 @@ mod tests {
         };
         let mut p = PodmanNames::default();
         assert_eq!(
-            container_name(&roots, &mut p, Engine::Docker, &id).as_deref(),
+            container_name(&roots, &mut p, Engine::Docker, &id, None).as_deref(),
             Some("web-1")
         );
         assert_eq!(
-            container_name(&roots, &mut p, Engine::Podman, &id).as_deref(),
+            container_name(&roots, &mut p, Engine::Podman, &id, None).as_deref(),
             Some("db")
         );
         assert_eq!(
-            container_name(&roots, &mut p, Engine::Docker, &"cd".repeat(32)),
+            container_name(&roots, &mut p, Engine::Docker, &"cd".repeat(32), None),
             None
         );
         assert_eq!(
@@ -163,6 +189,35 @@ mod tests {
             Some("default/nginx-7c9")
         );
         assert_eq!(pod_name(&pods, "93b2"), None);
+    }
+
+    #[test]
+    fn rootless_podman_names_from_the_users_home() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let id = "ef".repeat(32);
+        let home = dir.path().join("home/alice");
+        let list = home.join(ROOTLESS_PODMAN);
+        std::fs::create_dir_all(list.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&list, format!(r#"[{{"id":"{id}","names":["alices-db"]}}]"#))
+            .expect("write");
+        let passwd = dir.path().join("passwd");
+        let line = format!("alice:x:1000:1000::{}:/bin/sh\n", home.display());
+        std::fs::write(
+            &passwd,
+            format!("root:x:0:0::/root:/bin/sh\nbad line\n{line}"),
+        )
+        .expect("write");
+        let roots = Roots {
+            podman: dir.path().join("none.json"),
+            passwd,
+            ..Roots::default()
+        };
+        let mut p = PodmanNames::default();
+        let name = |p: &mut PodmanNames, uid| container_name(&roots, p, Engine::Podman, &id, uid);
+        assert_eq!(name(&mut p, Some(1000)).as_deref(), Some("alices-db"));
+        assert_eq!(name(&mut p, Some(1001)), None);
+        assert_eq!(name(&mut p, None), None);
+        assert_eq!(home_of(&roots.passwd, 1000), Some(home));
     }
 
     #[test]

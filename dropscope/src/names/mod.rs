@@ -321,10 +321,13 @@ fn owner_name(
                 None => (format!("pod:{uid}"), false),
             }
         }
-        Owner::Container(engine, id) => match meta::container_name(roots, podman, engine, &id) {
-            Some(name) => (format!("{}:{name}", engine.label()), true),
-            None => (format!("{}:{}", engine.label(), &id[..12]), false),
-        },
+        Owner::Container(engine, id) => {
+            let uid = fs::metadata(dir).map(|m| m.uid()).ok();
+            match meta::container_name(roots, podman, engine, &id, uid) {
+                Some(name) => (format!("{}:{name}", engine.label()), true),
+                None => (format!("{}:{}", engine.label(), &id[..12]), false),
+            }
+        }
         Owner::Machine(name) | Owner::Service(name) => (name, true),
         Owner::Session => (String::new(), false),
     }

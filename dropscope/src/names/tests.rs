@@ -49,6 +49,7 @@ impl Fake {
             docker: self.path("docker"),
             podman: self.path("containers.json"),
             pods: self.path("pods"),
+            passwd: self.path("passwd"),
         })
     }
 }
