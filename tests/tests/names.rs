@@ -69,6 +69,13 @@ fn netns_of(pid: u32) -> u64 {
 
 #[test]
 fn ip_netns_names_and_interfaces_inside_each_namespace() {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "this test creates network namespaces and enters them with setns(2): it needs root \
+         (run `sudo -E cargo xtask test`)"
+    );
     let _serial = root_test();
     let a = Netns::new("names-a");
     let b = Netns::new("names-b");
