@@ -11,6 +11,7 @@ pub mod cli;
 pub mod collector;
 pub mod flamegraph;
 pub mod model;
+pub mod names;
 pub mod probe;
 pub mod record;
 pub mod report;
