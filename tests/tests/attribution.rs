@@ -28,10 +28,12 @@ fn drops_are_attributed_to_namespace_interface_and_protocol_and_filtered_in_the_
     let a = Netns::new("attr-a");
     let b = Netns::new("attr-b");
     // A veth pair: va in A (10.77.0.1), vb in B (10.77.0.2).
-    let (va, vb) = (format!("va{}", std::process::id() % 100_000), "vb".to_string());
+    let (va, vb) = (
+        format!("va{}", std::process::id() % 100_000),
+        "vb".to_string(),
+    );
     run(Command::new("ip").args([
-        "link", "add", &va, "netns", &a.name, "type", "veth", "peer", "name", &vb, "netns",
-        &b.name,
+        "link", "add", &va, "netns", &a.name, "type", "veth", "peer", "name", &vb, "netns", &b.name,
     ]));
     // No IPv6 on the link: its multicast chatter would be drops of its own in the namespaces.
     for ns in [&a, &b] {
@@ -58,31 +60,43 @@ fn drops_are_attributed_to_namespace_interface_and_protocol_and_filtered_in_the_
     ]);
     let filtered: Vec<(&str, Vec<String>)> = vec![
         ("netns B by name", vec!["--netns".into(), b.name.clone()]),
-        ("netns A by inode, tcp", vec![
-            "--netns".into(),
-            ia.to_string(),
-            "--protocol".into(),
-            "tcp".into(),
-        ]),
+        (
+            "netns A by inode, tcp",
+            vec![
+                "--netns".into(),
+                ia.to_string(),
+                "--protocol".into(),
+                "tcp".into(),
+            ],
+        ),
         ("device vb", vec!["--device".into(), vb.clone()]),
-        ("netns B by path, port 9", vec![
-            "--netns".into(),
-            b_path.clone(),
-            "--port".into(),
-            "9".into(),
-        ]),
-        ("netns A, reason IP_NOPROTO", vec![
-            "--netns".into(),
-            a.name.clone(),
-            "--reason".into(),
-            "IP_NOPROTO".into(),
-        ]),
-        ("netns A, all but NO_SOCKET", vec![
-            "--netns".into(),
-            a.name.clone(),
-            "--exclude-reason".into(),
-            "NO_SOCKET".into(),
-        ]),
+        (
+            "netns B by path, port 9",
+            vec![
+                "--netns".into(),
+                b_path.clone(),
+                "--port".into(),
+                "9".into(),
+            ],
+        ),
+        (
+            "netns A, reason IP_NOPROTO",
+            vec![
+                "--netns".into(),
+                a.name.clone(),
+                "--reason".into(),
+                "IP_NOPROTO".into(),
+            ],
+        ),
+        (
+            "netns A, all but NO_SOCKET",
+            vec![
+                "--netns".into(),
+                a.name.clone(),
+                "--exclude-reason".into(),
+                "NO_SOCKET".into(),
+            ],
+        ),
     ];
     let filters: Vec<(&str, Counting)> = filtered
         .iter()
@@ -117,28 +131,37 @@ fn drops_are_attributed_to_namespace_interface_and_protocol_and_filtered_in_the_
     ];
     for (ns, dev, proto, port, n, reason) in rows {
         assert_eq!(
-            sum(&report, &[
-                ("netns", ns.into()),
-                ("device", dev.into()),
-                ("protocol", proto.into()),
-                ("port", port.into()),
-                ("reason", reason.into()),
-            ]),
+            sum(
+                &report,
+                &[
+                    ("netns", ns.into()),
+                    ("device", dev.into()),
+                    ("protocol", proto.into()),
+                    ("port", port.into()),
+                    ("reason", reason.into()),
+                ]
+            ),
             n,
             "{ns} {dev} {proto} {port}: {report:#}"
         );
     }
     assert_eq!(
-        sum(&report, &[
-            ("netns", ia.into()),
-            ("reason", "IP_NOPROTO".into()),
-            ("protocol", "253".into()),
-        ]),
+        sum(
+            &report,
+            &[
+                ("netns", ia.into()),
+                ("reason", "IP_NOPROTO".into()),
+                ("protocol", "253".into()),
+            ]
+        ),
         40,
         "{report:#}"
     );
     assert_eq!(sum(&report, &[("netns", ib.into())]), 500, "{report:#}");
-    assert_eq!(sum(&report, &[("netns", ia.into()), ("protocol", udp())]), 0);
+    assert_eq!(
+        sum(&report, &[("netns", ia.into()), ("protocol", udp())]),
+        0
+    );
     for d in report["drops"].as_array().expect("drops") {
         if d["netns"] == ia || d["netns"] == ib {
             let name = d["netns_name"].as_str().unwrap_or_default();
@@ -154,6 +177,10 @@ fn drops_are_attributed_to_namespace_interface_and_protocol_and_filtered_in_the_
         let r: serde_json::Value = serde_json::from_str(&c.interrupt()).expect("JSON report");
         assert_eq!(r["total"].as_u64(), Some(want), "{what}: {r:#}");
         let keyed: u64 = sum(&r, &[]);
-        assert_eq!(keyed + r["overflow"].as_u64().expect("overflow"), want, "{what}");
+        assert_eq!(
+            keyed + r["overflow"].as_u64().expect("overflow"),
+            want,
+            "{what}"
+        );
     }
 }

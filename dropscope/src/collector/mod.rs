@@ -20,8 +20,8 @@ use tokio::sync::mpsc;
 use dropscope_common::{StackKey, StackValue};
 
 use crate::{
-    names::Names,
     model::{Attribution, DropCount, DropKey, Health, SessionInfo, Snapshot, StackCount},
+    names::Names,
     probe::{Probe, Totals},
     select::{self, Dim},
     source::Feed,
