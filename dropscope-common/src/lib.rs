@@ -14,6 +14,12 @@ pub const STACK_TRACE_ENTRIES: u32 = 16_384;
 pub const STACK_COUNT_ENTRIES: u32 = 16_384;
 /// Frames the kernel stores per stack trace (`PERF_MAX_STACK_DEPTH`).
 pub const MAX_STACK_DEPTH: usize = 127;
+/// Packets whose headers are kept per key (the first ones seen on the key's first CPU).
+pub const SAMPLES_PER_KEY: u32 = 8;
+/// Keys (slots `0..SAMPLED_KEYS`) that keep sampled packets.
+pub const SAMPLED_KEYS: u32 = 1024;
+/// Bytes of a sampled packet kept, from its network header on.
+pub const SAMPLE_BYTES: usize = 128;
 /// `BPF_F_MMAPABLE`: an array map that userspace can `mmap`.
 pub const BPF_F_MMAPABLE: u32 = 1 << 10;
 
@@ -29,6 +35,10 @@ pub mod maps {
     pub const COUNTERS: &str = "COUNTERS";
     /// mmap'able array with one [`super::Control`].
     pub const CONTROL: &str = "CONTROL";
+    /// mmap'able array of [`super::PacketSample`], `slot * SAMPLES_PER_KEY + i`.
+    pub const SAMPLES: &str = "SAMPLES";
+    /// mmap'able array of u64: the CPU (plus one) that samples a slot's packets (0: none yet).
+    pub const SAMPLE_OWNER: &str = "SAMPLE_OWNER";
     /// Array of u64 words: the reason bitmap of the reason filter.
     pub const REASON_FILTER: &str = "REASON_FILTER";
     /// Kernel stack traces, by stack id.
@@ -99,6 +109,8 @@ pub struct Config {
     pub skb_transport_header: u32,
     /// Byte offset of `sk_buff.len`.
     pub skb_len: u32,
+    /// Byte offset of `sk_buff.data` (`unsigned char *`).
+    pub skb_data: u32,
     /// Byte offset of `net_device.ifindex`.
     pub dev_ifindex: u32,
     /// Byte offset of `net_device.name`.
@@ -129,8 +141,39 @@ pub struct Config {
     pub filter_dev_on: u32,
     /// Interface name to count (NUL-padded).
     pub filter_dev: [u8; 16],
+    /// Explicit padding; always zero.
+    pub pad: u32,
 }
-const _: () = assert!(core::mem::size_of::<Config>() == 104);
+const _: () = assert!(core::mem::size_of::<Config>() == 112);
+
+/// The headers of one dropped packet, kept as an example of its key.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PacketSample {
+    /// `bpf_ktime_get_ns` (CLOCK_MONOTONIC) when it was dropped.
+    pub ts_ns: u64,
+    /// `skb->len`.
+    pub len: u32,
+    /// Bytes of `data` that belong to the packet.
+    pub caplen: u16,
+    /// `ETH_P_*` of the packet, host order.
+    pub l3proto: u16,
+    /// The packet from its network header on.
+    pub data: [u8; SAMPLE_BYTES],
+}
+const _: () = assert!(core::mem::size_of::<PacketSample>() == 144);
+
+impl Default for PacketSample {
+    fn default() -> Self {
+        Self {
+            ts_ns: 0,
+            len: 0,
+            caplen: 0,
+            l3proto: 0,
+            data: [0; SAMPLE_BYTES],
+        }
+    }
+}
 
 /// Program names in the eBPF object.
 pub mod programs {
@@ -266,4 +309,6 @@ mod pod {
     unsafe impl aya::Pod for super::Control {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::Config {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::PacketSample {}
 }

@@ -16,14 +16,18 @@ use attribute::{Mem, Probed, Typed};
 use aya_ebpf::{
     Global,
     bindings::BPF_NOEXIST,
-    helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns},
+    helpers::{
+        bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
+        bpf_probe_read_kernel_buf,
+    },
     macros::{btf_tracepoint, map, tracepoint},
     maps::{Array, HashMap, PerCpuHashMap, Queue, StackTrace},
     programs::{BtfTracePointContext, TracePointContext, tracing::StackIdContext},
 };
 use dropscope_common::{
     BPF_F_MMAPABLE, Config, Control, CpuCounters, DEFAULT_MAX_KEYS, DropKey, MAX_CPUS,
-    STACK_COUNT_ENTRIES, STACK_TRACE_ENTRIES, StackKey, StackValue, filter, group,
+    PacketSample, SAMPLE_BYTES, SAMPLED_KEYS, SAMPLES_PER_KEY, STACK_COUNT_ENTRIES,
+    STACK_TRACE_ENTRIES, StackKey, StackValue, filter, group,
 };
 
 #[unsafe(no_mangle)]
@@ -63,6 +67,8 @@ static CONFIG: Global<Config> = Global::new(Config {
     filter_reasons: 0,
     filter_dev_on: 0,
     filter_dev: [0; 16],
+    skb_data: 0,
+    pad: 0,
 });
 
 #[map]
@@ -75,6 +81,11 @@ static SLOT_COUNTS: Array<u64> = Array::with_max_entries(DEFAULT_MAX_KEYS, BPF_F
 static COUNTERS: Array<CpuCounters> = Array::with_max_entries(MAX_CPUS, BPF_F_MMAPABLE);
 #[map]
 static CONTROL: Array<Control> = Array::with_max_entries(1, BPF_F_MMAPABLE);
+#[map]
+static SAMPLES: Array<PacketSample> =
+    Array::with_max_entries(SAMPLED_KEYS * SAMPLES_PER_KEY, BPF_F_MMAPABLE);
+#[map]
+static SAMPLE_OWNER: Array<u64> = Array::with_max_entries(SAMPLED_KEYS, BPF_F_MMAPABLE);
 #[map]
 static REASON_FILTER: Array<u64> = Array::with_max_entries(filter::REASON_BITS / 64, 0);
 #[map]
@@ -260,18 +271,75 @@ fn count_drop<C: StackIdContext, M: Mem>(
         }
     };
     let index = cpu.wrapping_mul(MAX_KEYS.load()).wrapping_add(slot);
-    match SLOT_COUNTS.get_ptr_mut(index) {
+    let n = match SLOT_COUNTS.get_ptr_mut(index) {
         // SAFETY: this CPU's counters (index `cpu * MAX_KEYS + slot`) are written only by this
         // CPU, one program run at a time (see above).
-        Some(n) => unsafe { *n += 1 },
+        Some(n) => unsafe {
+            *n += 1;
+            *n
+        },
         // Cannot happen (slots < MAX_KEYS, CPUs < the array's CPU count); counted if it did.
-        None => c.overflow += 1,
+        None => {
+            c.overflow += 1;
+            0
+        }
+    };
+    if slot < SAMPLED_KEYS && n <= u64::from(SAMPLES_PER_KEY) && n > 0 {
+        sample_packet(m, cfg, skb, cpu, slot, first, n as u32 - 1);
     }
     // The total goes last: a reader that sees it (on this CPU's program order) also sees the
     // keyed or overflow count it stands for.
     compiler_fence(Ordering::SeqCst);
     c.total += 1;
     sample_stack(ctx, c, reason, location, first);
+}
+
+/// Keeps the headers of a key's first packets: only the CPU that added the key writes them (its
+/// first `SAMPLES_PER_KEY` drops of it), so a sample has one writer and needs no lock.
+#[inline(always)]
+fn sample_packet<M: Mem>(
+    m: &M,
+    cfg: &Config,
+    skb: *const u8,
+    cpu: u32,
+    slot: u32,
+    first: bool,
+    i: u32,
+) {
+    let Some(owner) = SAMPLE_OWNER.get_ptr_mut(slot) else {
+        return;
+    };
+    // SAFETY: the owner is written once, by the CPU that added the key, before any sample.
+    unsafe {
+        if first {
+            *owner = u64::from(cpu) + 1;
+        } else if *owner != u64::from(cpu) + 1 {
+            return;
+        }
+    }
+    let Some(s) = SAMPLES.get_ptr_mut(slot * SAMPLES_PER_KEY + i) else {
+        return;
+    };
+    // SAFETY: sample `i` of this slot is written only here, by the owning CPU, once.
+    let s = unsafe { &mut *s };
+    // SAFETY: bpf_ktime_get_ns has no preconditions.
+    s.ts_ns = unsafe { bpf_ktime_get_ns() };
+    s.len = m.u32(skb, cfg.skb_len);
+    s.l3proto = u16::from_be(m.u16(skb, cfg.skb_protocol));
+    s.caplen = 0;
+    let head = m.u64(skb, cfg.skb_head);
+    let nh = m.u16(skb, cfg.skb_network_header);
+    let data = m.u64(skb, cfg.skb_data);
+    if head == 0 || nh == 0xffff {
+        return;
+    }
+    let from = head + u64::from(nh);
+    // The packet runs from its network header to skb->data + skb->len.
+    let avail = (data + u64::from(s.len)).saturating_sub(from);
+    // SAFETY: bpf_probe_read_kernel_buf checks the address itself.
+    if unsafe { bpf_probe_read_kernel_buf(from as *const u8, &mut s.data) }.is_ok() {
+        s.caplen = avail.min(SAMPLE_BYTES as u64) as u16;
+    }
 }
 
 /// The slot of `key`, taking a free one for a key never seen (then `true`); `None` when every

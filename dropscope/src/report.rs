@@ -27,6 +27,44 @@ pub struct JsonDrop<'a> {
     pub port: Option<u16>,
     /// Exact count.
     pub count: u64,
+    /// The first few dropped packets of this key (where kept).
+    pub samples: Vec<JsonSample>,
+}
+
+/// A sampled packet in the JSON report.
+#[derive(Debug, Serialize)]
+pub struct JsonSample {
+    /// Source address.
+    pub src: Option<String>,
+    /// Destination address.
+    pub dst: Option<String>,
+    /// Source port.
+    pub sport: Option<u16>,
+    /// Destination port.
+    pub dport: Option<u16>,
+    /// L4 protocol name or number.
+    pub protocol: Option<String>,
+    /// Length as the kernel saw it.
+    pub len: u32,
+}
+
+fn json_samples(s: &Snapshot, key: &crate::model::DropKey) -> Vec<JsonSample> {
+    s.samples
+        .iter()
+        .filter(|k| k.key == *key)
+        .flat_map(|k| &k.packets)
+        .map(|p| {
+            let h = p.headers();
+            JsonSample {
+                src: h.src.map(|a| a.to_string()),
+                dst: h.dst.map(|a| a.to_string()),
+                sport: h.sport,
+                dport: h.dport,
+                protocol: h.protocol.map(crate::select::protocol_name),
+                len: p.len,
+            }
+        })
+        .collect()
 }
 
 /// The JSON report: `total`, `overflow` and `drops`, plus the window length.
@@ -69,6 +107,7 @@ pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
                 protocol: d.key.attr.protocol.as_deref(),
                 port: d.key.attr.port,
                 count: d.count,
+                samples: json_samples(s, &d.key),
             })
             .collect(),
         seconds,

@@ -8,7 +8,7 @@ use clap::{Args, ValueEnum};
 use dropscope_common::{Config, filter, group};
 
 use crate::{
-    model::{DropCount, DropKey, Reason, Snapshot},
+    model::{DropCount, DropKey, KeySamples, Reason, Sample, Snapshot, packet},
     probe::reasons::ReasonTable,
 };
 
@@ -242,43 +242,63 @@ fn parse_protocol(s: &str) -> Result<u8, String> {
 }
 
 /// The snapshot with its counts grouped by `by` only: dimensions left out are merged (their
-/// counts summed), so nothing is lost and the invariant still holds.
+/// counts summed, their sampled packets pooled), so nothing is lost and the invariant holds.
 pub fn regroup(s: &Snapshot, by: &[Dim]) -> Snapshot {
-    let has = |d| by.contains(&d);
     let mut merged: HashMap<DropKey, u64> = HashMap::with_capacity(s.drops.len());
     for d in &s.drops {
-        let mut k = d.key.clone();
-        if !has(Dim::Reason) {
-            k.reason = Reason {
-                code: 0,
-                name: Arc::from("*"),
-            };
-        }
-        if !has(Dim::Location) {
-            k.location = Arc::from("*");
-        }
-        if !has(Dim::Netns) {
-            k.attr.netns = None;
-            k.attr.netns_name = None;
-        }
-        if !has(Dim::Device) {
-            k.attr.device = None;
-        }
-        if !has(Dim::Protocol) {
-            k.attr.protocol = None;
-        }
-        if !has(Dim::Port) {
-            k.attr.port = None;
-        }
-        *merged.entry(k).or_default() += d.count;
+        *merged.entry(coarser(&d.key, by)).or_default() += d.count;
+    }
+    let mut samples: HashMap<DropKey, Vec<Sample>> = HashMap::new();
+    for k in &s.samples {
+        samples
+            .entry(coarser(&k.key, by))
+            .or_default()
+            .extend(k.packets.iter().cloned());
     }
     Snapshot {
         drops: merged
             .into_iter()
             .map(|(key, count)| DropCount { key, count })
             .collect(),
+        samples: samples
+            .into_iter()
+            .map(|(key, mut packets)| {
+                packets.sort_by_key(|p| p.unix_ms);
+                packets.truncate(packet::PER_KEY);
+                KeySamples { key, packets }
+            })
+            .collect(),
         ..s.clone()
     }
+}
+
+/// `key` with the dimensions not in `by` merged away.
+fn coarser(key: &DropKey, by: &[Dim]) -> DropKey {
+    let has = |d| by.contains(&d);
+    let mut k = key.clone();
+    if !has(Dim::Reason) {
+        k.reason = Reason {
+            code: 0,
+            name: Arc::from("*"),
+        };
+    }
+    if !has(Dim::Location) {
+        k.location = Arc::from("*");
+    }
+    if !has(Dim::Netns) {
+        k.attr.netns = None;
+        k.attr.netns_name = None;
+    }
+    if !has(Dim::Device) {
+        k.attr.device = None;
+    }
+    if !has(Dim::Protocol) {
+        k.attr.protocol = None;
+    }
+    if !has(Dim::Port) {
+        k.attr.port = None;
+    }
+    k
 }
 
 #[cfg(test)]

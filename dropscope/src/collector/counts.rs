@@ -72,6 +72,11 @@ impl CountRead {
 }
 
 impl CountReader {
+    /// The keys known, with their slots.
+    pub fn slots(&self) -> &[(KernelKey, u32)] {
+        &self.slots
+    }
+
     /// Reads every key's count. No syscall unless keys were added since the last read.
     pub fn read(&mut self, maps: &impl CountMaps) -> io::Result<CountRead> {
         let before = maps.totals();

@@ -20,7 +20,10 @@ use tokio::sync::mpsc;
 use dropscope_common::{StackKey, StackValue};
 
 use crate::{
-    model::{Attribution, DropCount, DropKey, Health, SessionInfo, Snapshot, StackCount},
+    model::{
+        Attribution, DropCount, DropKey, Health, KeySamples, Sample, SessionInfo, Snapshot,
+        StackCount,
+    },
     names::Names,
     probe::{Probe, Totals},
     select::{self, Dim},
@@ -74,6 +77,10 @@ pub struct Collector {
     stack_base: HashMap<StackKey, StackValue>,
     stacks: HashMap<(DropKey, Frames), (u64, u64)>,
     stack_lost: u64,
+    /// Per sampled slot: its sampling CPU's count at the last read.
+    sample_counts: HashMap<u32, u64>,
+    /// Per sampled slot: its packets read so far.
+    sample_cache: HashMap<u32, Vec<Sample>>,
     stats_fd: Option<OwnedFd>,
     stats: Option<crate::probe::sys::ProgStats>,
 }
@@ -104,6 +111,8 @@ impl Collector {
             stack_base: HashMap::new(),
             stacks: HashMap::new(),
             stack_lost: 0,
+            sample_counts: HashMap::new(),
+            sample_cache: HashMap::new(),
             stats_fd: stats,
             stats: None,
         }
@@ -145,13 +154,21 @@ impl Collector {
             .prefetch(read.counts.iter().map(|(k, _)| k.location));
         let mut merged: HashMap<DropKey, u64> = HashMap::with_capacity(read.counts.len());
         for (k, count) in &read.counts {
-            let key = DropKey {
-                reason: self.probe.reasons().reason(k.reason),
-                location: self.symbolizer.name(k.location),
-                attr: self.attribution(k),
-            };
+            let key = self.model_key(k);
             *merged.entry(key).or_default() += count;
         }
+        let mut samples: HashMap<DropKey, Vec<Sample>> = HashMap::new();
+        for (k, slot) in self.counts.slots().to_vec() {
+            let packets = self.samples_of(slot);
+            if !packets.is_empty() {
+                let key = self.model_key(&k);
+                samples.entry(key).or_default().extend(packets);
+            }
+        }
+        self.last.samples = samples
+            .into_iter()
+            .map(|(key, packets)| KeySamples { key, packets })
+            .collect();
         // A gap between the kernel's own total and keyed + overflow that persists would be a
         // real loss: then the kernel's total is shown, and the header says MISMATCH.
         self.last.total = read.shown_total();
@@ -161,11 +178,49 @@ impl Collector {
             .map(|(key, count)| DropCount { key, count })
             .collect();
         // The kernel keeps an interface's namespace with it; `--by` may want it merged away.
-        self.last.drops = select::regroup(&self.last, &self.opts.by).drops;
+        let grouped = select::regroup(&self.last, &self.opts.by);
+        self.last.drops = grouped.drops;
+        self.last.samples = grouped.samples;
         if self.opts.stacks {
             self.read_stacks()?;
         }
         Ok(())
+    }
+
+    /// The model's key for a kernel key: reason and location named, packets attributed.
+    fn model_key(&mut self, k: &dropscope_common::DropKey) -> DropKey {
+        DropKey {
+            reason: self.probe.reasons().reason(k.reason),
+            location: self.symbolizer.name(k.location),
+            attr: self.attribution(k),
+        }
+    }
+
+    /// The sampled packets of `slot` known complete: those its sampling CPU had counted by
+    /// the previous read (each was written at least one poll ago). Read once each.
+    fn samples_of(&mut self, slot: u32) -> Vec<Sample> {
+        let Some(owner) = self.probe.sample_owner(slot) else {
+            return Vec::new();
+        };
+        let now = self.probe.slot_count(owner, slot);
+        let complete = self.sample_counts.insert(slot, now).unwrap_or(0);
+        let want = complete.min(dropscope_common::SAMPLES_PER_KEY as u64) as usize;
+        let cached = self.sample_cache.entry(slot).or_default();
+        if cached.len() < want {
+            let offset = unix_ms() as i128 - monotonic_ms() as i128;
+            *cached = self
+                .probe
+                .samples(slot, want as u64)
+                .into_iter()
+                .map(|s| Sample {
+                    unix_ms: (s.ts_ns as i128 / 1_000_000 + offset).max(0) as u64,
+                    len: s.len,
+                    l3proto: s.l3proto,
+                    bytes: s.data[..usize::from(s.caplen).min(s.data.len())].into(),
+                })
+                .collect();
+        }
+        cached.clone()
     }
 
     /// What a kernel key says of its packets, as the model shows it.
@@ -427,6 +482,17 @@ fn is_probe_frame(name: &str) -> bool {
     ]
     .iter()
     .any(|p| name.starts_with(p))
+}
+
+/// CLOCK_MONOTONIC in milliseconds: the clock of `bpf_ktime_get_ns`.
+fn monotonic_ms() -> u64 {
+    // SAFETY: clock_gettime writes into the zeroed timespec we pass and nothing else.
+    let ts = unsafe {
+        let mut ts: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+        ts
+    };
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
 }
 
 fn unix_ms() -> u64 {

@@ -110,6 +110,9 @@ pub struct Snapshot {
     pub drops: Vec<DropCount>,
     /// Estimated counts per stack, in no particular order.
     pub stacks: Vec<StackCount>,
+    /// The first few dropped packets of each key (where kept), in no particular order.
+    #[serde(default)]
+    pub samples: Vec<super::KeySamples>,
     /// The probe's own health.
     pub health: Health,
 }

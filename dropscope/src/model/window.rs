@@ -49,6 +49,21 @@ pub fn between(earlier: &Snapshot, later: &Snapshot) -> Snapshot {
         overflow: later.overflow.saturating_sub(earlier.overflow),
         drops,
         stacks,
+        // The packets sampled within the window.
+        samples: later
+            .samples
+            .iter()
+            .map(|k| super::KeySamples {
+                key: k.key.clone(),
+                packets: k
+                    .packets
+                    .iter()
+                    .filter(|p| p.unix_ms > earlier.unix_ms)
+                    .cloned()
+                    .collect(),
+            })
+            .filter(|k| !k.packets.is_empty())
+            .collect(),
         health: later.health.clone(),
     }
 }

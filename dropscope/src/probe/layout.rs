@@ -23,6 +23,8 @@ pub struct Layout {
     pub skb_transport_header: u32,
     /// `sk_buff.len`.
     pub skb_len: u32,
+    /// `sk_buff.data` (`unsigned char *`).
+    pub skb_data: u32,
     /// `net_device.ifindex`.
     pub dev_ifindex: u32,
     /// `net_device.name` (`char[16]`).
@@ -48,6 +50,7 @@ impl Layout {
             skb_network_header: skb("network_header")?,
             skb_transport_header: skb("transport_header")?,
             skb_len: skb("len")?,
+            skb_data: skb("data")?,
             dev_ifindex: offset(btf, "net_device", "ifindex")?,
             dev_name: offset(btf, "net_device", "name")?,
             dev_net: offset(btf, "net_device", "nd_net.net")?,

@@ -16,7 +16,8 @@ use aya::{
     programs::{BtfTracePoint, TracePoint},
 };
 use dropscope_common::{
-    Config, Control, CpuCounters, DropKey, StackKey, StackValue, globals, maps, programs,
+    Config, Control, CpuCounters, DropKey, PacketSample, SAMPLED_KEYS, SAMPLES_PER_KEY, StackKey,
+    StackValue, globals, maps, programs,
 };
 
 pub use errors::ProbeError;
@@ -136,6 +137,8 @@ pub struct Probe {
     counters: MmapArray<CpuCounters>,
     control: MmapArray<Control>,
     slot_counts: MmapArray<u64>,
+    samples: MmapArray<PacketSample>,
+    sample_owner: MmapArray<u64>,
     keys: MapData,
     stack_counts: MapData,
     stacks: StackTraceMap<MapData>,
@@ -188,6 +191,7 @@ impl Probe {
                 skb_network_header: l.skb_network_header,
                 skb_transport_header: l.skb_transport_header,
                 skb_len: l.skb_len,
+                skb_data: l.skb_data,
                 dev_ifindex: l.dev_ifindex,
                 dev_name: l.dev_name,
                 dev_net: l.dev_net,
@@ -297,6 +301,12 @@ impl Probe {
         let control = mmap_map(&mut ebpf, maps::CONTROL, 1)?;
         let slot_counts = mmap_map(&mut ebpf, maps::SLOT_COUNTS, slot_entries as usize)?;
         let keys = take_data(&mut ebpf, maps::KEYS)?;
+        let samples = mmap_map(
+            &mut ebpf,
+            maps::SAMPLES,
+            (SAMPLED_KEYS * SAMPLES_PER_KEY) as usize,
+        )?;
+        let sample_owner = mmap_map(&mut ebpf, maps::SAMPLE_OWNER, SAMPLED_KEYS as usize)?;
         if synthetic > 0 {
             add_synthetic_keys(&keys, &counters, &slot_counts, synthetic, opts.max_keys)?;
         }
@@ -309,6 +319,8 @@ impl Probe {
             counters,
             control,
             slot_counts,
+            samples,
+            sample_owner,
             keys,
             stack_counts,
             stacks,
@@ -378,6 +390,30 @@ impl Probe {
             self.slot_counts.load_u64(index)
         } else {
             0
+        }
+    }
+
+    /// The sampled packets of `slot` that are complete: those its sampling CPU had counted by
+    /// `counted` (a count read at an earlier poll, so each was written a whole poll ago).
+    pub fn samples(&self, slot: u32, counted: u64) -> Vec<PacketSample> {
+        if slot >= SAMPLED_KEYS {
+            return Vec::new();
+        }
+        let n = counted.min(u64::from(SAMPLES_PER_KEY)) as u32;
+        (0..n)
+            .map(|i| self.samples.get((slot * SAMPLES_PER_KEY + i) as usize))
+            .filter(|s| s.ts_ns != 0)
+            .collect()
+    }
+
+    /// The CPU that samples `slot`'s packets, once the key has one.
+    pub fn sample_owner(&self, slot: u32) -> Option<usize> {
+        if slot >= SAMPLED_KEYS {
+            return None;
+        }
+        match self.sample_owner.get(slot as usize) {
+            0 => None,
+            cpu => Some(cpu as usize - 1),
         }
     }
 

@@ -162,6 +162,7 @@ impl State {
             overflow: self.overflow,
             drops,
             stacks,
+            samples: Vec::new(),
             health: self.health.clone(),
         }
     }

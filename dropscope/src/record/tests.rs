@@ -105,6 +105,7 @@ pub(super) fn story(n: usize) -> Vec<Snapshot> {
             overflow,
             drops,
             stacks,
+            samples: Vec::new(),
             health: Health {
                 keys_used: present as u64,
                 keys_capacity: 10_240,
