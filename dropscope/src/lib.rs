@@ -14,6 +14,7 @@ pub mod model;
 pub mod probe;
 pub mod record;
 pub mod report;
+pub mod serve;
 pub mod source;
 pub mod symbolize;
 pub mod tui;
