@@ -1,9 +1,6 @@
 //! The series of `dropscope_drops_total`: label sets built from drop keys, sanitized, and capped
 //! at `--max-series` with the rest summed into one `reason="other"` series.
-use std::{
-    collections::{HashMap, HashSet},
-    sync::Arc,
-};
+use std::{collections::HashMap, sync::Arc};
 
 use crate::model::{DropKey, Snapshot};
 
@@ -68,10 +65,17 @@ pub fn sanitize(value: &str) -> Arc<str> {
 /// stays exported for the life of the server, and one summed into `reason="other"` stays there.
 /// While fewer than `max` are exported, new label sets get the free places largest count first:
 /// the first `max` label sets by count. The sum over all series is always the snapshot's total.
+/// Label values are sanitized once per key and remembered.
 #[derive(Debug)]
 pub struct Selection {
     max: usize,
-    exported: HashSet<LabelValues>,
+    /// Each drop key's label set, as an index into `sets`.
+    keys: HashMap<DropKey, usize>,
+    /// The distinct label sets seen, and whether each is exported.
+    sets: Vec<(LabelValues, bool)>,
+    /// Index of each distinct label set in `sets`.
+    index: HashMap<LabelValues, usize>,
+    exported: usize,
 }
 
 /// What a snapshot looks like once the cap is applied.
@@ -99,45 +103,73 @@ impl Selection {
     pub fn new(max: usize) -> Self {
         Self {
             max,
-            exported: HashSet::new(),
+            keys: HashMap::new(),
+            sets: Vec::new(),
+            index: HashMap::new(),
+            exported: 0,
         }
     }
 
-    /// The label sets of a snapshot, with keys that share sanitized labels merged.
-    fn label_sets(snap: &Snapshot) -> HashMap<LabelValues, u64> {
-        let mut sets: HashMap<LabelValues, u64> = HashMap::with_capacity(snap.drops.len());
-        for d in &snap.drops {
-            let labels: LabelValues = DROP_LABELS
-                .iter()
-                .map(|(_, value)| sanitize(value(&d.key)))
-                .collect();
-            *sets.entry(labels).or_default() += d.count;
+    /// The label set of a key, sanitized the first time the key is seen.
+    fn set_of(&mut self, key: &DropKey) -> usize {
+        if let Some(&i) = self.keys.get(key) {
+            return i;
         }
-        sets
+        let labels: LabelValues = DROP_LABELS
+            .iter()
+            .map(|(_, value)| sanitize(value(key)))
+            .collect();
+        let i = match self.index.get(&labels) {
+            Some(&i) => i,
+            None => {
+                self.sets.push((Arc::clone(&labels), false));
+                self.index.insert(labels, self.sets.len() - 1);
+                self.sets.len() - 1
+            }
+        };
+        self.keys.insert(key.clone(), i);
+        i
     }
 
     /// Applies the cap to a snapshot (updating which label sets are exported).
     pub fn select(&mut self, snap: &Snapshot) -> Selected {
-        let sets = Self::label_sets(snap);
-        let mut newcomers: Vec<(&LabelValues, u64)> = sets
-            .iter()
-            .filter(|(l, _)| !self.exported.contains(*l))
-            .map(|(l, c)| (l, *c))
-            .collect();
-        let room = self.max.saturating_sub(self.exported.len());
-        if room > 0 && !newcomers.is_empty() {
-            newcomers.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
-            for (l, _) in newcomers.iter().take(room) {
-                self.exported.insert(Arc::clone(l));
+        let mut counts: Vec<Option<u64>> = Vec::new();
+        for d in &snap.drops {
+            let i = self.set_of(&d.key);
+            if counts.len() < self.sets.len() {
+                counts.resize(self.sets.len(), None);
+            }
+            *counts[i].get_or_insert(0) += d.count;
+        }
+        let room = self.max.saturating_sub(self.exported);
+        if room > 0 {
+            let mut newcomers: Vec<(usize, u64)> = counts
+                .iter()
+                .enumerate()
+                .filter_map(|(i, c)| c.map(|c| (i, c)))
+                .filter(|(i, _)| !self.sets[*i].1)
+                .collect();
+            newcomers.sort_unstable_by(|a, b| {
+                b.1.cmp(&a.1)
+                    .then_with(|| self.sets[a.0].0.cmp(&self.sets[b.0].0))
+            });
+            for (i, _) in newcomers.into_iter().take(room) {
+                self.sets[i].1 = true;
+                self.exported += 1;
             }
         }
         let mut out = Selected {
             overflow: snap.overflow,
             ..Selected::default()
         };
-        for (labels, count) in sets {
-            if self.exported.contains(&labels) {
-                out.series.push(Series { labels, count });
+        for (i, count) in counts.into_iter().enumerate() {
+            let Some(count) = count else { continue };
+            let (labels, exported) = &self.sets[i];
+            if *exported {
+                out.series.push(Series {
+                    labels: Arc::clone(labels),
+                    count,
+                });
             } else {
                 out.other += count;
                 out.other_sets += 1;
