@@ -232,6 +232,34 @@ mod tests {
     }
 
     #[test]
+    fn parses_serve_flags() {
+        let cli = Cli::try_parse_from([
+            "dropscope",
+            "serve",
+            "--listen",
+            "[::1]:9000",
+            "--max-series",
+            "5",
+            "--interval",
+            "100ms",
+        ])
+        .expect("parse");
+        let Some(Command::Serve(s)) = cli.command else {
+            panic!("not serve")
+        };
+        assert_eq!(s.listen, "[::1]:9000".parse().expect("addr"));
+        assert_eq!(s.max_series, 5);
+        assert_eq!(s.live.interval, Duration::from_millis(100));
+        let default = Cli::try_parse_from(["dropscope", "serve"]).expect("parse");
+        let Some(Command::Serve(d)) = default.command else {
+            panic!("not serve")
+        };
+        assert!(d.listen.ip().is_loopback(), "{}", d.listen);
+        assert!(Cli::try_parse_from(["dropscope", "serve", "--max-series", "0"]).is_err());
+        assert!(Cli::try_parse_from(["dropscope", "serve", "--listen", "localhost"]).is_err());
+    }
+
+    #[test]
     fn rejects_bad_values() {
         assert!(Cli::try_parse_from(["dropscope", "--interval", "1ms"]).is_err());
         assert!(Cli::try_parse_from(["dropscope", "report", "--duration", "soon"]).is_err());
