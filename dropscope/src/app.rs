@@ -33,6 +33,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }) => record_cmd(&live, &output, duration).await,
         Some(Command::Replay { file, output_dir }) => replay_cmd(&file, &output_dir).await,
         Some(Command::Flamegraph(args)) => flamegraph_cmd(args).await,
+        Some(Command::Serve(args)) => crate::serve::run(&args).await,
     }
 }
 

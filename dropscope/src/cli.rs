@@ -1,5 +1,5 @@
 //! The command line, parsed in one place; doc comments are the help text.
-use std::{path::PathBuf, time::Duration};
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -62,6 +62,25 @@ pub enum Command {
     },
     /// Write a flamegraph SVG (or folded stacks) of the sampled drop stacks.
     Flamegraph(FlamegraphArgs),
+    /// Serve Prometheus metrics over HTTP (/metrics), counting live until Ctrl-C or SIGTERM.
+    Serve(ServeArgs),
+}
+
+/// Options of `serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address and port to listen on (loopback by default; e.g. 0.0.0.0:9818 or [::]:9818 for
+    /// every interface).
+    #[arg(long, default_value = "127.0.0.1:9818", value_name = "ADDR:PORT")]
+    pub listen: SocketAddr,
+    /// Export at most N (reason, location) label sets as series of their own, the first N by
+    /// count; the rest are summed into one series with reason="other".
+    #[arg(long, default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000), value_name = "N")]
+    pub max_series: u64,
+    /// Probe and polling options.
+    #[command(flatten)]
+    pub live: LiveArgs,
 }
 
 /// Options of `report`.
@@ -237,6 +256,34 @@ mod tests {
         };
         assert_eq!(r.duration, Some(Duration::from_secs(2)));
         assert_eq!(r.format, Format::Json);
+    }
+
+    #[test]
+    fn parses_serve_flags() {
+        let cli = Cli::try_parse_from([
+            "dropscope",
+            "serve",
+            "--listen",
+            "[::1]:9000",
+            "--max-series",
+            "5",
+            "--interval",
+            "100ms",
+        ])
+        .expect("parse");
+        let Some(Command::Serve(s)) = cli.command else {
+            panic!("not serve")
+        };
+        assert_eq!(s.listen, "[::1]:9000".parse().expect("addr"));
+        assert_eq!(s.max_series, 5);
+        assert_eq!(s.live.interval, Duration::from_millis(100));
+        let default = Cli::try_parse_from(["dropscope", "serve"]).expect("parse");
+        let Some(Command::Serve(d)) = default.command else {
+            panic!("not serve")
+        };
+        assert!(d.listen.ip().is_loopback(), "{}", d.listen);
+        assert!(Cli::try_parse_from(["dropscope", "serve", "--max-series", "0"]).is_err());
+        assert!(Cli::try_parse_from(["dropscope", "serve", "--listen", "localhost"]).is_err());
     }
 
     #[test]

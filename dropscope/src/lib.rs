@@ -3,7 +3,8 @@
 //! Data flows one way: the [`probe`] counts drops in BPF maps; the [`collector`] polls them
 //! adaptively and symbolizes them ([`symbolize`]) into [`model::Snapshot`]s; a [`source::Feed`]
 //! carries snapshots, live or from a [`record`]ing, to the consumers: the [`tui`], [`report`],
-//! [`flamegraph`] and the recorder.
+//! [`flamegraph`], the recorder and the metrics exporter ([`serve`]). [`select`] is the grouping
+//! and filters; [`names`] names namespaces and interfaces.
 #![deny(missing_docs)]
 
 pub mod app;
@@ -16,6 +17,7 @@ pub mod probe;
 pub mod record;
 pub mod report;
 pub mod select;
+pub mod serve;
 pub mod source;
 pub mod symbolize;
 pub mod tui;

@@ -136,7 +136,12 @@ pub fn all(for_tests: bool) -> anyhow::Result<()> {
     }
     if for_tests {
         let mut missing = Vec::new();
-        for (cmd, pkg) in [("nft", "nftables"), ("tmux", "tmux"), ("ip", "iproute2")] {
+        for (cmd, pkg) in [
+            ("nft", "nftables"),
+            ("tmux", "tmux"),
+            ("ip", "iproute2"),
+            ("prometheus", "prometheus"),
+        ] {
             if !have(cmd) {
                 missing.push(pkg);
             }

@@ -1,0 +1,270 @@
+//! Tests of the exposition formats, content negotiation and the HTTP server on loopback.
+use std::{
+    io::{Read, Write},
+    sync::Arc,
+};
+
+use tokio::sync::watch;
+
+use super::{
+    exposition::{Exposition, Format, render},
+    http::{self, Published},
+    series::{Selected, Selection, Series},
+};
+use crate::model::{DropCount, DropKey, Health, Reason, SessionInfo, Snapshot};
+
+fn snapshot() -> Snapshot {
+    let d = |name: &str, loc: &str, count| DropCount {
+        key: DropKey {
+            reason: Reason {
+                code: 2,
+                name: name.into(),
+            },
+            location: loc.into(),
+            attr: Default::default(),
+        },
+        count,
+    };
+    Snapshot {
+        total: 1_700 + 5 + 3,
+        overflow: 3,
+        drops: vec![
+            d("NO_SOCKET", "__udp4_lib_rcv+0x4bc", 1000),
+            d("IP_NOPROTO", "ip_local_deliver_finish+0x81", 700),
+            d("NETFILTER_DROP", "nft_do_chain+0x3e8 [nf_tables]", 5),
+        ],
+        health: Health {
+            keys_used: 3,
+            keys_capacity: 10240,
+            poll_interval_ms: 500,
+            bpf_run_ns: Some(1_500_000_000),
+            bpf_run_cnt: Some(1708),
+            ..Health::default()
+        },
+        unix_ms: 1_700_000_000_123,
+        ..Snapshot::default()
+    }
+}
+
+fn info() -> SessionInfo {
+    SessionInfo {
+        host: "h".into(),
+        kernel: "6.18.0".into(),
+        started_unix_ms: 0,
+        probe: "tp_btf/kfree_skb".into(),
+    }
+}
+
+fn exposition(max: usize) -> Exposition {
+    let s = snapshot();
+    let sel = Selection::new(max).select(&s);
+    Exposition::new(&info(), &s, sel, max)
+}
+
+/// The samples of a family in a rendered body, as (labels, value).
+fn samples<'a>(body: &'a str, name: &str) -> Vec<(&'a str, f64)> {
+    body.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let labels = match series.split_once('{') {
+                Some((n, rest)) if n == name => rest.trim_end_matches('}'),
+                None if series == name => "",
+                _ => return None,
+            };
+            Some((labels, value.parse().expect("a number")))
+        })
+        .collect()
+}
+
+/// Every sample line belongs to a family declared before it, in the format's naming.
+fn check_families(body: &str, format: Format) {
+    let mut declared: Vec<(String, String)> = Vec::new();
+    for line in body.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').expect("TYPE name kind");
+            declared.push((name.into(), kind.into()));
+            continue;
+        }
+        if line.starts_with('#') {
+            continue;
+        }
+        let name = line.split(['{', ' ']).next().expect("a name");
+        let ok = declared
+            .iter()
+            .any(|(family, kind)| match (format, kind.as_str()) {
+                (Format::OpenMetrics, "counter") => name == format!("{family}_total"),
+                (Format::OpenMetrics, "info") => name == format!("{family}_info"),
+                _ => name == family,
+            });
+        assert!(ok, "{name} is not declared before use in:\n{body}");
+    }
+}
+
+#[test]
+fn the_text_format_shows_every_series_and_sums_to_the_total() {
+    let body = render(&exposition(1000), Format::Text);
+    check_families(&body, Format::Text);
+    let drops = samples(&body, "dropscope_drops_total");
+    assert!(drops.contains(&(
+        r#"reason="NO_SOCKET",location="__udp4_lib_rcv+0x4bc""#,
+        1000.0
+    )));
+    assert!(drops.contains(&(r#"reason="overflow""#, 3.0)));
+    let sum: f64 = drops.iter().map(|(_, v)| v).sum();
+    assert_eq!(sum, snapshot().total as f64);
+    assert_eq!(samples(&body, "dropscope_overflow_total"), [("", 3.0)]);
+    assert_eq!(
+        samples(&body, "dropscope_probe_run_seconds_total"),
+        [("", 1.5)]
+    );
+    assert_eq!(samples(&body, "dropscope_probe_runs_total"), [("", 1708.0)]);
+    assert_eq!(
+        samples(&body, "dropscope_poll_interval_seconds"),
+        [("", 0.5)]
+    );
+    assert!(body.contains("# TYPE dropscope_drops_total counter\n"));
+    assert!(body.contains("# TYPE dropscope_info gauge\n"));
+    assert!(!body.contains("# EOF"));
+}
+
+#[test]
+fn openmetrics_names_families_without_suffixes_and_ends_with_eof() {
+    let body = render(&exposition(1000), Format::OpenMetrics);
+    check_families(&body, Format::OpenMetrics);
+    assert!(body.contains("# TYPE dropscope_drops counter\n"));
+    assert!(body.contains("# TYPE dropscope info\n"));
+    assert!(body.ends_with("# EOF\n"));
+    assert_eq!(body.matches("# EOF").count(), 1);
+}
+
+#[test]
+fn the_cap_leaves_n_series_and_other_keeps_the_sum() {
+    let body = render(&exposition(1), Format::Text);
+    let drops = samples(&body, "dropscope_drops_total");
+    assert_eq!(drops.len(), 3, "one series, other, overflow: {drops:?}");
+    assert!(drops.contains(&(r#"reason="other""#, 705.0)));
+    let sum: f64 = drops.iter().map(|(_, v)| v).sum();
+    assert_eq!(sum, snapshot().total as f64);
+    assert_eq!(samples(&body, "dropscope_series_other"), [("", 2.0)]);
+}
+
+#[test]
+fn bpf_statistics_are_left_out_when_off() {
+    let mut s = snapshot();
+    s.health.bpf_run_ns = None;
+    s.health.bpf_run_cnt = None;
+    let sel = Selection::new(10).select(&s);
+    let body = render(&Exposition::new(&info(), &s, sel, 10), Format::Text);
+    assert!(!body.contains("dropscope_probe_run"));
+}
+
+#[test]
+fn hostile_label_values_are_escaped() {
+    let selected = Selected {
+        series: vec![Series {
+            labels: vec!["A\"}\\".into(), "x\ny\"z".into()].into(),
+            count: 1,
+        }],
+        ..Selected::default()
+    };
+    let e = Exposition::new(&info(), &snapshot(), selected, 10);
+    for format in [Format::Text, Format::OpenMetrics] {
+        let body = render(&e, format);
+        assert!(
+            body.contains(r#"dropscope_drops_total{reason="A\"}\\",location="x\ny\"z"} 1"#),
+            "{body}"
+        );
+        assert!(body.lines().all(|l| !l.starts_with('y')), "{body}");
+    }
+}
+
+#[test]
+fn negotiation_follows_the_scrapers_preference() {
+    let prometheus = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;\
+                      version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+    assert_eq!(Format::negotiate(Some(prometheus)), Format::OpenMetrics);
+    assert_eq!(Format::negotiate(Some("text/plain")), Format::Text);
+    assert_eq!(Format::negotiate(None), Format::Text);
+    assert_eq!(
+        Format::negotiate(Some("application/openmetrics-text;q=0.2, text/plain")),
+        Format::Text
+    );
+    assert_eq!(
+        Format::negotiate(Some("application/openmetrics-text;q=0")),
+        Format::Text
+    );
+}
+
+/// Sends one raw request to the server and returns the whole response.
+async fn request(port: u16, raw: String) -> String {
+    tokio::task::spawn_blocking(move || {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .expect("timeout");
+        s.write_all(raw.as_bytes()).expect("write");
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    })
+    .await
+    .expect("request task")
+}
+
+#[tokio::test]
+async fn the_server_serves_the_latest_exposition_within_its_limits() {
+    let listener = http::bind("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let (tx, rx) = watch::channel(None);
+    let server = tokio::spawn(http::serve(listener, http::router(rx)));
+    let get = |accept: &str| {
+        format!("GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: {accept}\r\nConnection: close\r\n\r\n")
+    };
+
+    let early = request(port, get("text/plain")).await;
+    assert!(early.starts_with("HTTP/1.1 503"), "{early}");
+
+    tx.send_replace(Some(Arc::new(Published::new(exposition(1000)))));
+    let text = request(port, get("text/plain")).await;
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(
+        text.contains("content-type: text/plain; version=0.0.4"),
+        "{text}"
+    );
+    assert!(text.contains(r#"reason="IP_NOPROTO""#), "{text}");
+    let om = request(port, get("application/openmetrics-text; version=1.0.0")).await;
+    assert!(
+        om.contains("content-type: application/openmetrics-text"),
+        "{om}"
+    );
+    assert!(om.ends_with("# EOF\n"), "{om}");
+
+    let big = format!(
+        "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+        http::BODY_LIMIT + 1,
+        "x".repeat(http::BODY_LIMIT + 1)
+    );
+    let refused = request(port, big).await;
+    assert!(refused.starts_with("HTTP/1.1 413"), "{refused}");
+    let missing = request(
+        port,
+        "GET /x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".into(),
+    )
+    .await;
+    assert!(missing.starts_with("HTTP/1.1 404"), "{missing}");
+    server.abort();
+}
+
+#[tokio::test]
+async fn a_taken_port_is_named_with_what_to_do() {
+    let first = http::bind("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("bind");
+    let addr = first.local_addr().expect("addr");
+    let err = http::bind(addr).await.expect_err("the port is taken");
+    let msg = format!("{err:#}");
+    assert!(msg.contains(&format!("cannot listen on {addr}")), "{msg}");
+    assert!(msg.contains("--listen"), "{msg}");
+}
