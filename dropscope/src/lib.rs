@@ -13,6 +13,7 @@ pub mod collector;
 pub mod flamegraph;
 pub mod model;
 pub mod names;
+pub mod pcap;
 pub mod probe;
 pub mod record;
 pub mod report;
