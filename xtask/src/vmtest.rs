@@ -214,11 +214,11 @@ fn run_vng(
     let deadline = Instant::now() + limit;
     loop {
         if let Some(status) = child.try_wait()? {
-            ensure!(
-                status.success(),
-                "vng exited with {status}; console: {}",
-                log_path.display()
-            );
+            // vng cannot always pass the guest command's status out (its console fallback
+            // exits 255 after a clean run), so the results file, not this status, decides.
+            if !status.success() {
+                eprintln!("vmtest: vng exited with {status}; console: {}", log_path.display());
+            }
             return Ok(());
         }
         if Instant::now() > deadline {
@@ -339,7 +339,7 @@ fn print_table(rows: &[Row]) -> usize {
             })
             .collect();
         println!(
-            "| {:width$} | {} | {:>3.0} s |",
+            "| {:width$} | {} | {:>3.0}s |",
             row.kernel,
             cells.join(" | "),
             row.seconds
