@@ -25,7 +25,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         None => live_tui(&cli.live, &cli.output_dir).await,
         Some(Command::Report(args)) => report_cmd(args).await,
-        Some(Command::Reasons { format }) => reasons_cmd(format),
+        Some(Command::Reasons { format, btf }) => reasons_cmd(format, btf.as_deref()),
         Some(Command::Record {
             output,
             duration,
@@ -247,8 +247,11 @@ fn print_report(snap: &Snapshot, seconds: f64, format: Format, lines: bool) -> a
     Ok(())
 }
 
-fn reasons_cmd(format: Format) -> anyhow::Result<()> {
-    let table = ReasonTable::from_running_kernel()?;
+fn reasons_cmd(format: Format, btf: Option<&Path>) -> anyhow::Result<()> {
+    let table = match btf {
+        Some(path) => ReasonTable::from_btf_file(path)?,
+        None => ReasonTable::from_running_kernel()?,
+    };
     match format {
         Format::Table => {
             println!("{:>10}  NAME", "VALUE");

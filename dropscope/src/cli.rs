@@ -39,6 +39,9 @@ pub enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
+        /// Read another kernel's reasons from its BTF file (e.g. extracted from its vmlinux).
+        #[arg(long, value_name = "FILE")]
+        btf: Option<PathBuf>,
     },
     /// Record the live snapshot stream to a file, headless, until Ctrl-C or --duration.
     Record {

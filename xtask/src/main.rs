@@ -1,7 +1,11 @@
 //! Project tasks: set-up of toolchains (idempotent), running dropscope, the test runner and the
 //! benchmark. `cargo xtask --help` lists them.
 mod bench;
+mod dist;
 mod setup;
+mod vmtest;
+mod vmtest_guest;
+mod vmtest_kernels;
 
 use std::{path::PathBuf, process::Command};
 
@@ -34,15 +38,32 @@ enum Task {
         /// Seconds to fuzz the recording decoder (0: skip).
         #[arg(long, default_value_t = 60)]
         fuzz_seconds: u64,
+        /// Skip `cargo xtask vmtest` (booting other kernels).
+        #[arg(long)]
+        no_vmtest: bool,
     },
     /// Benchmark dropscope against nothing attached and peers on real drops (root; a few minutes).
     Bench(bench::BenchArgs),
+    /// Build the static release binary and a .deb of it into target/dist/.
+    Dist,
+    /// Boot Debian's 6.1 and 6.12 kernels under qemu and run the exact-count suite in each with
+    /// the dist binary, and on the running kernel (root); prints a kernel × check table.
+    Vmtest(vmtest::VmtestArgs),
+    /// The suite vmtest runs inside each guest (internal).
+    #[command(hide = true)]
+    VmtestGuest(vmtest_guest::GuestArgs),
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().task {
         Task::Setup => setup::all(false),
         Task::Bench(args) => bench::run(args),
+        Task::Dist => dist::build().map(drop),
+        Task::Vmtest(args) => {
+            require_root("vmtest boots kernels and attaches the probe")?;
+            vmtest::run(&args)
+        }
+        Task::VmtestGuest(args) => vmtest_guest::run(&args),
         Task::Run { args } => {
             setup::all(false)?;
             cargo(&["build", "--release", "--package", "dropscope"])?;
@@ -61,6 +82,7 @@ fn main() -> anyhow::Result<()> {
         Task::Test {
             no_lint,
             fuzz_seconds,
+            no_vmtest,
         } => {
             if !setup::is_root() {
                 bail!(
@@ -85,9 +107,20 @@ fn main() -> anyhow::Result<()> {
                 step("fuzzing the recording decoder");
                 setup::fuzz(fuzz_seconds)?;
             }
+            if !no_vmtest {
+                step("vmtest: the suite on Debian's 6.1 and 6.12 kernels and the running one");
+                vmtest::run(&vmtest::VmtestArgs::default())?;
+            }
             Ok(())
         }
     }
+}
+
+fn require_root(why: &str) -> anyhow::Result<()> {
+    if !setup::is_root() {
+        bail!("{why}: run it as root (e.g. `sudo -E cargo xtask ...`)");
+    }
+    Ok(())
 }
 
 fn step(what: &str) {

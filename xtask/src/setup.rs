@@ -34,7 +34,8 @@ fn ebpf_toolchain() -> anyhow::Result<String> {
         .to_string())
 }
 
-fn run(cmd: &mut Command) -> anyhow::Result<()> {
+/// Runs a command; fails unless it succeeds.
+pub fn run(cmd: &mut Command) -> anyhow::Result<()> {
     let status = cmd.status().with_context(|| format!("running {cmd:?}"))?;
     if !status.success() {
         bail!("{cmd:?} failed ({status})");
@@ -184,4 +185,90 @@ pub fn fuzz(seconds: u64) -> anyhow::Result<()> {
         .arg(seconds.to_string())
         .current_dir(&root)
         .env("PATH", path_with_cargo_bin()))
+}
+
+/// PATH with ~/.cargo/bin and ~/.local/bin (where pip puts `vng` for a user) first.
+pub fn path_with_tools() -> String {
+    format!(
+        "{}:{}",
+        home().join(".local/bin").display(),
+        path_with_cargo_bin()
+    )
+}
+
+/// The standard library for the static (musl) target, for `cargo xtask dist`.
+pub fn musl_target() -> anyhow::Result<()> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let installed = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .current_dir(&root)
+        .output()
+        .context("rustup is needed (https://rustup.rs)")?;
+    if !String::from_utf8_lossy(&installed.stdout)
+        .lines()
+        .any(|l| l.trim() == crate::dist::TARGET)
+    {
+        eprintln!("setup: adding the {} target", crate::dist::TARGET);
+        run(Command::new("rustup")
+            .args(["target", "add", crate::dist::TARGET])
+            .current_dir(&root))?;
+    }
+    for (cmd, pkg) in [("readelf", "binutils"), ("dpkg-deb", "dpkg")] {
+        if !have(cmd) {
+            apt_install(&[pkg])?;
+        }
+    }
+    Ok(())
+}
+
+/// What `cargo xtask vmtest` needs: qemu, busybox (virtme-ng's guest init), kmod (depmod),
+/// xz/zstd/objcopy (BTF extraction), iproute2, and virtme-ng itself (pip).
+pub fn vmtest_tools() -> anyhow::Result<()> {
+    let mut missing = Vec::new();
+    for (present, pkg) in [
+        (have("qemu-system-x86_64"), "qemu-system-x86"),
+        (PathBuf::from("/bin/busybox").exists(), "busybox-static"),
+        (have("depmod"), "kmod"),
+        (have("xz"), "xz-utils"),
+        (have("zstd"), "zstd"),
+        (have("objcopy"), "binutils"),
+        (have("ip"), "iproute2"),
+        (have("apt-get"), "apt"),
+    ] {
+        if !present {
+            missing.push(pkg);
+        }
+    }
+    if !have("pip3") && !have_in_path("vng") {
+        missing.push("python3-pip");
+    }
+    if !missing.is_empty() {
+        apt_install(&missing)?;
+    }
+    if !have_in_path("vng") {
+        eprintln!("setup: installing virtme-ng (pip)");
+        let plain = run(Command::new("pip3").args(["install", "--quiet", "virtme-ng"]));
+        if plain.is_err() {
+            // Debian's own Python refuses system-wide pip installs unless told.
+            run(Command::new("pip3").args([
+                "install",
+                "--quiet",
+                "--break-system-packages",
+                "virtme-ng",
+            ]))?;
+        }
+        if !have_in_path("vng") {
+            bail!("virtme-ng was installed but `vng` is not on PATH");
+        }
+    }
+    Ok(())
+}
+
+fn have_in_path(cmd: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {cmd}")])
+        .env("PATH", path_with_tools())
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
 }

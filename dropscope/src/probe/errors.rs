@@ -18,6 +18,15 @@ pub enum ProbeError {
          use `--probe tracepoint` for the classic tracepoint"
     )]
     NoBtf(PathBuf, String),
+    /// The BTF file given is unreadable, empty, too large or not BTF.
+    #[error("{0}")]
+    BadBtf(#[from] super::btf::BtfFileError),
+    /// The kernel has no drop reasons (before Linux 5.17).
+    #[error(
+        "this kernel (Linux {0}) has no packet drop reasons: kfree_skb gained its `reason` \
+         argument in Linux 5.17; dropscope needs Linux 5.17 or later"
+    )]
+    NoReasons(String),
     /// The drop-reason table could not be read.
     #[error("cannot read this kernel's drop reasons: {0}")]
     Reasons(String),

@@ -2,13 +2,17 @@
 //!
 //! Attaching prefers the BTF-typed `tp_btf/kfree_skb`; the classic tracepoint is the fallback.
 //! Everything is detached when the [`Probe`] is dropped (and by the kernel if the process dies).
+pub mod btf;
 pub mod errors;
 pub mod layout;
 pub mod reasons;
 pub mod sys;
 pub mod tracefs;
 
-use std::{os::fd::AsFd, path::PathBuf};
+use std::{
+    os::fd::AsFd,
+    path::{Path, PathBuf},
+};
 
 use aya::{
     Btf, Ebpf, EbpfLoader, Endianness,
@@ -156,32 +160,63 @@ impl Probe {
     pub fn attach(opts: &ProbeOptions) -> Result<Self, ProbeError> {
         errors::check_privileges()?;
         let ncpus = aya::util::nr_cpus().map_err(|(what, e)| ProbeError::Cpus(what, e))?;
-        let btf = match Btf::parse_file(&opts.btf_path, Endianness::default()) {
-            Ok(btf) => Some(btf),
-            Err(e) if matches!(opts.choice, ProbeChoice::Btf | ProbeChoice::Floor) => {
+        // Only the running kernel's own BTF may be absent (then the tracepoint format serves);
+        // any other unreadable, empty or non-BTF file is an error, never ignored.
+        let btf = match btf::read(&opts.btf_path) {
+            Ok(bytes) => Some(bytes),
+            Err(e @ btf::BtfFileError::Missing(_))
+                if !matches!(opts.choice, ProbeChoice::Btf | ProbeChoice::Floor)
+                    && opts.btf_path == Path::new(btf::KERNEL_BTF) =>
+            {
+                tracing::info!("{e}; using the classic tracepoint");
+                None
+            }
+            Err(e @ btf::BtfFileError::Missing(_))
+                if matches!(opts.choice, ProbeChoice::Btf | ProbeChoice::Floor) =>
+            {
                 return Err(ProbeError::NoBtf(opts.btf_path.clone(), e.to_string()));
             }
-            Err(_) => None,
+            Err(e) => return Err(ProbeError::BadBtf(e)),
+        };
+        let reasons = match &btf {
+            Some(bytes) => ReasonTable::from_btf_bytes(bytes),
+            None => ReasonTable::from_running_kernel(),
+        }
+        .map_err(|e| match e.downcast::<reasons::NoDropReasons>() {
+            Ok(_) => ProbeError::NoReasons(reasons::kernel_release()),
+            Err(e) => ProbeError::Reasons(format!("{e:#}")),
+        })?;
+        // The struct offsets attribution reads, from the same BTF.
+        let layout = match &btf {
+            Some(bytes) => Some(
+                btf_rs::Btf::from_bytes(bytes)
+                    .map_err(anyhow::Error::from)
+                    .and_then(|b| {
+                        Ok((
+                            layout::Layout::from_btf(&b)?,
+                            layout::kfree_skb_has_rx_sk(&b),
+                        ))
+                    })
+                    .map_err(|e| ProbeError::Layout(format!("{e:#}")))?,
+            ),
+            None => None,
+        };
+        let btf = match btf {
+            Some(bytes) => Some(Btf::parse(&bytes, Endianness::default()).map_err(|e| {
+                ProbeError::BadBtf(btf::BtfFileError::Corrupt(
+                    opts.btf_path.clone(),
+                    e.to_string(),
+                ))
+            })?),
+            None => None,
         };
         let use_btf = btf.is_some() && opts.choice != ProbeChoice::Tracepoint;
-        let reasons = if btf.is_some() {
-            ReasonTable::from_btf_file(&opts.btf_path)
-        } else {
-            ReasonTable::from_running_kernel()
-        }
-        .or_else(|_| ReasonTable::from_running_kernel())
-        .map_err(|e| ProbeError::Reasons(format!("{e:#}")))?;
         let (not_dropped, consumed) = reasons
             .non_drop_values()
             .map_err(|e| ProbeError::Reasons(format!("{e:#}")))?;
 
         let mut config = Config::default();
-        if let Some(btf) = btf_rs::Btf::from_file(&opts.btf_path)
-            .ok()
-            .filter(|_| btf.is_some())
-        {
-            let l =
-                layout::Layout::from_btf(&btf).map_err(|e| ProbeError::Layout(format!("{e:#}")))?;
+        if let Some((l, has_rx_sk)) = layout {
             config = Config {
                 skb_dev: l.skb_dev,
                 skb_sk: l.skb_sk,
@@ -197,7 +232,7 @@ impl Probe {
                 dev_net: l.dev_net,
                 sk_net: l.sk_net,
                 net_inum: l.net_inum,
-                has_rx_sk: u32::from(layout::kfree_skb_has_rx_sk(&btf)),
+                has_rx_sk: u32::from(has_rx_sk),
                 ..config
             };
         }

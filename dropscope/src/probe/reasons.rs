@@ -29,27 +29,42 @@ pub const SUBSYS_SHIFT: u32 = 16;
 
 impl ReasonTable {
     /// Reads the table of the running kernel: BTF, else the tracepoint format file.
+    ///
+    /// A kernel without drop reasons (before 5.17) fails with [`NoDropReasons`] naming it.
     pub fn from_running_kernel() -> anyhow::Result<Self> {
-        let btf = Path::new("/sys/kernel/btf/vmlinux");
-        match Self::from_btf_file(btf) {
+        let btf = Path::new(super::btf::KERNEL_BTF);
+        let result = match Self::from_btf_file(btf) {
             Ok(t) => Ok(t),
-            Err(btf_err) => {
-                let format = super::tracefs::kfree_skb_format()
-                    .with_context(|| format!("no drop reasons in BTF ({btf_err:#})"))?;
-                Self::from_tracepoint_format(&format)
-            }
-        }
+            Err(btf_err) if btf_err.is::<NoDropReasons>() => Err(btf_err),
+            Err(btf_err) => super::tracefs::kfree_skb_format()
+                .with_context(|| format!("no drop reasons in BTF ({btf_err:#})"))
+                .and_then(|format| Self::from_tracepoint_format(&format)),
+        };
+        result.map_err(|e| match e.downcast::<NoDropReasons>() {
+            Ok(_) => anyhow::Error::new(NoDropReasons(format!("Linux {}", kernel_release()))),
+            Err(e) => e,
+        })
     }
 
     /// Reads `enum skb_drop_reason` and any other `*_drop_reason` enum (subsystem reasons,
-    /// whose values carry the subsystem in the high 16 bits) from a BTF file.
+    /// whose values carry the subsystem in the high 16 bits) from a BTF file (read with a size
+    /// limit; an unreadable, empty or non-BTF file is an error).
     pub fn from_btf_file(path: &Path) -> anyhow::Result<Self> {
-        let btf = Btf::from_file(path).with_context(|| format!("reading {}", path.display()))?;
+        let bytes = super::btf::read(path)?;
+        Self::from_btf_bytes(&bytes).map_err(|e| match e.downcast::<NoDropReasons>() {
+            Ok(_) => anyhow::Error::new(NoDropReasons(path.display().to_string())),
+            Err(e) => e.context(format!("reading the drop reasons of {}", path.display())),
+        })
+    }
+
+    /// Like [`from_btf_file`](Self::from_btf_file), from the bytes of a BTF blob.
+    pub fn from_btf_bytes(bytes: &[u8]) -> anyhow::Result<Self> {
+        let btf = Btf::from_bytes(bytes).context("parsing BTF")?;
         let mut names = BTreeMap::new();
-        for ty in btf
+        let types = btf
             .resolve_types_by_name("skb_drop_reason")
-            .context("no `enum skb_drop_reason` in BTF")?
-        {
+            .map_err(|_| NoDropReasons("this BTF".into()))?;
+        for ty in types {
             if let Type::Enum(e) = ty {
                 for m in &e.members {
                     let name = btf.resolve_name(m)?;
@@ -61,7 +76,8 @@ impl ReasonTable {
             }
         }
         if names.is_empty() {
-            bail!("`enum skb_drop_reason` has no values in {}", path.display());
+            // No such enum (btf-rs finds none without failing): a kernel before 5.17.
+            return Err(NoDropReasons("this BTF".into()).into());
         }
         // Subsystem reasons (mac80211, openvswitch, ...) live in enums of their own.
         let mut types = btf.type_iter();
@@ -90,6 +106,9 @@ impl ReasonTable {
     /// Parses the `__print_symbolic(REC->reason, { 2, "NOT_SPECIFIED" }, ...)` list of a
     /// tracepoint format file.
     pub fn from_tracepoint_format(format: &str) -> anyhow::Result<Self> {
+        if super::tracefs::field_offset(format, "reason").is_none() {
+            return Err(NoDropReasons("this kernel".into()).into());
+        }
         let start = format
             .find("__print_symbolic(REC->reason")
             .context("the kfree_skb tracepoint format lists no drop reasons")?;
@@ -142,16 +161,35 @@ impl ReasonTable {
         self.names.iter().map(|(v, n)| (*v, n.as_ref()))
     }
 
-    /// The values that are not drops: `NOT_DROPPED_YET` and `CONSUMED`.
+    /// The values that are not drops: `NOT_DROPPED_YET` (5.18+) and `CONSUMED` (6.3+).
+    ///
+    /// A kernel that lacks one (5.17 has neither; 6.1 has no `CONSUMED`) never passes it to
+    /// `kfree_skb`, so [`ABSENT`] (a value no kernel uses) stands in for it and every reason the
+    /// kernel does have counts as a drop. Never fails; the `Result` is kept for callers.
     pub fn non_drop_values(&self) -> anyhow::Result<(u32, u32)> {
-        let not_dropped = self
-            .value_of("NOT_DROPPED_YET")
-            .context("this kernel's reason table has no SKB_NOT_DROPPED_YET")?;
-        let consumed = self
-            .value_of("CONSUMED")
-            .context("this kernel's reason table has no SKB_CONSUMED")?;
+        let not_dropped = self.value_of("NOT_DROPPED_YET").unwrap_or(ABSENT);
+        let consumed = self.value_of("CONSUMED").unwrap_or(ABSENT);
         Ok((not_dropped, consumed))
     }
+}
+
+/// Stands in for a non-drop value the kernel does not have: no kernel uses it as a reason.
+pub const ABSENT: u32 = u32::MAX;
+
+/// The kernel (or BTF file) has no drop reasons: `kfree_skb` gained its `reason` argument
+/// and `enum skb_drop_reason` in Linux 5.17.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{0} has no packet drop reasons (no `enum skb_drop_reason`, no `reason` in kfree_skb): \
+     dropscope needs Linux 5.17 or later, built with BTF (CONFIG_DEBUG_INFO_BTF) or tracefs"
+)]
+pub struct NoDropReasons(pub String);
+
+/// The running kernel's release, e.g. `6.1.0-27-amd64` (`unknown` if unreadable).
+pub fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
 }
 
 /// `SKB_DROP_REASON_NO_SOCKET` → `NO_SOCKET`; `SKB_CONSUMED` → `CONSUMED`.
@@ -196,6 +234,49 @@ print fmt: "skbaddr=%p rx_sk=%p protocol=%u location=%pS reason: %s", REC->skbad
         assert_eq!(&*t.reason(0x10000).name, "SUBSYS_THING");
         assert_eq!(t.non_drop_values().expect("non-drop"), (0, 1));
         assert_eq!(t.iter().count(), 5);
+    }
+
+    /// The 6.1 format: no `CONSUMED`, `NOT_SPECIFIED` is 1, reason at offset 28.
+    const FORMAT_6_1: &str = r#"format:
+	field:void * location;	offset:16;	size:8;	signed:0;
+	field:unsigned short protocol;	offset:24;	size:2;	signed:0;
+	field:enum skb_drop_reason reason;	offset:28;	size:4;	signed:0;
+
+print fmt: "skbaddr=%p protocol=%u location=%p reason: %s", REC->skbaddr, REC->protocol, REC->location, __print_symbolic(REC->reason, { 0, "NOT_DROPPED_YET" }, { 1, "NOT_SPECIFIED" }, { 2, "NO_SOCKET" })
+"#;
+
+    #[test]
+    fn a_kernel_without_consumed_still_has_its_non_drop_value() {
+        let t = ReasonTable::from_tracepoint_format(FORMAT_6_1).expect("parse");
+        assert_eq!(t.non_drop_values().expect("non-drop"), (0, ABSENT));
+        assert_eq!(t.value_of("NOT_SPECIFIED"), Some(1));
+        assert!(t.iter().all(|(v, _)| v != ABSENT));
+    }
+
+    #[test]
+    fn a_5_17_kernel_has_no_non_drop_values_at_all() {
+        let f = FORMAT_6_1.replace(
+            "{ 0, \"NOT_DROPPED_YET\" }, { 1, \"NOT_SPECIFIED\" }, { 2,",
+            "{ 0, \"NOT_SPECIFIED\" }, { 1,",
+        );
+        let t = ReasonTable::from_tracepoint_format(&f).expect("parse");
+        assert_eq!(t.value_of("NOT_SPECIFIED"), Some(0));
+        assert_eq!(t.non_drop_values().expect("non-drop"), (ABSENT, ABSENT));
+    }
+
+    #[test]
+    fn a_kernel_without_the_reason_field_is_named_as_too_old() {
+        let old = "format:\n\tfield:void * location;\toffset:16;\tsize:8;\tsigned:0;\n";
+        let err = ReasonTable::from_tracepoint_format(old).expect_err("no reasons");
+        assert!(err.is::<NoDropReasons>(), "{err:#}");
+        assert!(format!("{err}").contains("5.17"), "{err}");
+    }
+
+    #[test]
+    fn btf_without_the_enum_is_named_as_too_old() {
+        let err = ReasonTable::from_btf_bytes(&crate::probe::btf::tests::tiny_btf())
+            .expect_err("no enum");
+        assert!(err.is::<NoDropReasons>(), "{err:#}");
     }
 
     #[test]

@@ -1,0 +1,418 @@
+//! The exact-count suite `cargo xtask vmtest` runs inside each booted kernel (and on the host).
+//!
+//! It drives a given dropscope binary and the traffic generator in a network namespace, checks
+//! exact counts from the JSON, and writes one `VMTEST-RESULT <check> PASS|FAIL <detail>` line per
+//! check to stdout and to `OUT/results.txt` (the host reads the file: the guest console mixes in
+//! kernel messages). Files for the host's own checks go to `OUT` too.
+use std::{
+    fs,
+    io::{BufRead as _, BufReader, Write as _},
+    path::{Path, PathBuf},
+    process::{Child, Command, Output, Stdio},
+    sync::mpsc,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, bail, ensure};
+use serde_json::Value;
+
+/// The marker that starts every result line.
+pub const MARKER: &str = "VMTEST-RESULT";
+
+/// Drops generated for an exact-count check.
+pub const UDP: u64 = 500;
+/// TCP connection attempts to a closed port.
+pub const TCP: u64 = 20;
+/// Raw packets of an unused protocol.
+pub const RAW: u64 = 200;
+/// Datagrams sent to a tiny receive buffer.
+pub const RCVBUF: u64 = 300;
+
+/// What the guest suite needs.
+#[derive(clap::Args)]
+pub struct GuestArgs {
+    /// The dropscope binary to test.
+    #[arg(long)]
+    pub dropscope: PathBuf,
+    /// The traffic generator.
+    #[arg(long)]
+    pub traffic: PathBuf,
+    /// Writable directory for results and files the host checks.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// Runs every check; fails if any failed.
+pub fn run(args: &GuestArgs) -> anyhow::Result<()> {
+    fs::create_dir_all(&args.out)?;
+    let results = args.out.join("results.txt");
+    let _ = fs::remove_file(&results);
+    let suite = Suite { args };
+    let mut failed = 0;
+    let checks = [
+        "reasons",
+        "report tp_btf",
+        "report tracepoint",
+        "stacks",
+        "record",
+    ];
+    for name in checks {
+        let result = match name {
+            "reasons" => suite.reasons(),
+            "report tp_btf" => suite.report("btf"),
+            "report tracepoint" => suite.report("tracepoint"),
+            "stacks" => suite.stacks(),
+            _ => suite.record(),
+        };
+        let (status, detail) = match result {
+            Ok(d) => ("PASS", d),
+            Err(e) => {
+                failed += 1;
+                ("FAIL", format!("{e:#}"))
+            }
+        };
+        let line = format!("{MARKER} {name}: {status} {}", one_line(&detail));
+        println!("{line}");
+        let mut f = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&results)?;
+        writeln!(f, "{line}")?;
+        f.sync_all()?;
+    }
+    ensure!(failed == 0, "{failed} check(s) failed");
+    Ok(())
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+struct Suite<'a> {
+    args: &'a GuestArgs,
+}
+
+/// Expected exact counts per reason.
+pub struct Expected {
+    /// (reason, count) pairs.
+    pub counts: Vec<(String, u64)>,
+}
+
+impl Expected {
+    /// Checks a JSON report against these counts and the invariant keyed + overflow = total.
+    pub fn check(&self, report: &Value) -> anyhow::Result<String> {
+        let drops = report["drops"].as_array().context("no drops array")?;
+        let keyed: u64 = drops.iter().filter_map(|d| d["count"].as_u64()).sum();
+        let total = report["total"].as_u64().context("no total")?;
+        let overflow = report["overflow"].as_u64().context("no overflow")?;
+        ensure!(
+            keyed + overflow == total,
+            "keyed {keyed} + overflow {overflow} != total {total}"
+        );
+        let mut seen = Vec::new();
+        for (reason, want) in &self.counts {
+            let got: u64 = drops
+                .iter()
+                .filter(|d| d["reason"] == reason.as_str())
+                .filter_map(|d| d["count"].as_u64())
+                .sum();
+            ensure!(
+                got == *want,
+                "{reason}: counted {got}, sent {want} (report: {report})"
+            );
+            seen.push(format!("{reason}={got}"));
+        }
+        Ok(format!("exact: {} (total {total})", seen.join(" ")))
+    }
+}
+
+impl Suite<'_> {
+    fn reasons(&self) -> anyhow::Result<String> {
+        let out = run_timeout(
+            Command::new(&self.args.dropscope).args(["reasons", "--format", "json"]),
+            60,
+        )?;
+        let rows: Value = serde_json::from_slice(&out.stdout).context("reasons JSON")?;
+        let rows = rows.as_array().context("reasons: not an array")?;
+        let has = |n: &str| rows.iter().any(|r| r["name"] == n);
+        for name in ["NO_SOCKET", "IP_NOPROTO", "SOCKET_RCVBUFF", "NOT_SPECIFIED"] {
+            ensure!(has(name), "no {name} among {} reasons", rows.len());
+        }
+        fs::write(self.args.out.join("reasons.json"), &out.stdout)?;
+        let consumed = if has("CONSUMED") { "with" } else { "without" };
+        Ok(format!("{} reasons, {consumed} CONSUMED", rows.len()))
+    }
+
+    /// Sends the exact-count traffic in a fresh namespace; returns what was sent.
+    fn traffic(&self, tag: &str) -> anyhow::Result<Expected> {
+        let ns = Netns::new(tag)?;
+        ns.traffic(&self.args.traffic, &["udp", "9", &UDP.to_string()])?;
+        ns.traffic(&self.args.traffic, &["tcp", "9", &TCP.to_string()])?;
+        ns.traffic(&self.args.traffic, &["raw", "253", &RAW.to_string()])?;
+        let rcvbuf: u64 = ns
+            .traffic(&self.args.traffic, &["rcvbuf", &RCVBUF.to_string()])?
+            .trim()
+            .parse()
+            .context("rcvbuf output")?;
+        ensure!(rcvbuf > 0, "the tiny receive buffer dropped nothing");
+        Ok(Expected {
+            counts: vec![
+                ("NO_SOCKET".into(), UDP + TCP),
+                ("IP_NOPROTO".into(), RAW),
+                ("SOCKET_RCVBUFF".into(), rcvbuf),
+            ],
+        })
+    }
+
+    fn report(&self, probe: &str) -> anyhow::Result<String> {
+        let c = Counting::start(
+            &self.args.dropscope,
+            &[
+                "report",
+                "--format",
+                "json",
+                "--no-stacks",
+                "--probe",
+                probe,
+            ],
+        )?;
+        let expected = self.traffic("report");
+        let out = c.interrupt()?;
+        let expected = expected?;
+        let report: Value = serde_json::from_str(&out).context("report JSON")?;
+        expected.check(&report)
+    }
+
+    fn stacks(&self) -> anyhow::Result<String> {
+        let folded = self.args.out.join("drops.folded");
+        let c = Counting::start(
+            &self.args.dropscope,
+            &[
+                "flamegraph",
+                "--format",
+                "folded",
+                "-o",
+                folded.to_str().context("non-UTF-8 path")?,
+            ],
+        )?;
+        let sent = (|| {
+            let ns = Netns::new("stacks")?;
+            ns.traffic(&self.args.traffic, &["udp", "9", "2000"])?;
+            ns.traffic(&self.args.traffic, &["raw", "253", "1"])
+        })();
+        c.interrupt()?;
+        sent?;
+        let text = fs::read_to_string(&folded).context("folded file")?;
+        let stacks: Vec<(Vec<&str>, u64)> = text
+            .lines()
+            .filter_map(|l| {
+                let (stack, w) = l.rsplit_once(' ')?;
+                Some((stack.split(';').collect(), w.parse().ok()?))
+            })
+            .collect();
+        let udp: u64 = stacks
+            .iter()
+            .filter(|(f, _)| {
+                f[0] == "NO_SOCKET" && f.iter().any(|x| x.starts_with("__udp4_lib_rcv"))
+            })
+            .map(|(_, w)| w)
+            .sum();
+        ensure!(
+            (1800..=2200).contains(&udp),
+            "NO_SOCKET stacks through __udp4_lib_rcv weigh {udp} for 2000 drops:\n{text}"
+        );
+        let rare: Vec<_> = stacks
+            .iter()
+            .filter(|(f, _)| f[0] == "IP_NOPROTO")
+            .collect();
+        ensure!(
+            rare.len() == 1 && rare[0].1 == 1,
+            "the single IP_NOPROTO drop has no stack of weight 1: {rare:?}"
+        );
+        Ok(format!(
+            "{} stacks; udp estimate {udp} for 2000; the single rare drop has its stack",
+            stacks.len()
+        ))
+    }
+
+    fn record(&self) -> anyhow::Result<String> {
+        let rec = self.args.out.join("drops.dsrec");
+        let _ = fs::remove_file(&rec);
+        let c = Counting::start(
+            &self.args.dropscope,
+            &["record", "-o", rec.to_str().context("non-UTF-8 path")?],
+        )?;
+        let expected = self.traffic("record");
+        // Let a snapshot with the final counts reach the file before stopping.
+        std::thread::sleep(Duration::from_secs(3));
+        c.interrupt()?;
+        let expected = expected?;
+        let counts: Vec<String> = expected
+            .counts
+            .iter()
+            .map(|(r, n)| format!("{r}={n}"))
+            .collect();
+        fs::write(self.args.out.join("record-expected.txt"), counts.join("\n"))?;
+        let size = fs::metadata(&rec).context("recording")?.len();
+        Ok(format!("{size} bytes; replayed on the host"))
+    }
+}
+
+/// A network namespace with loopback up, removed when dropped.
+struct Netns {
+    name: String,
+}
+
+impl Netns {
+    fn new(tag: &str) -> anyhow::Result<Self> {
+        let name = format!("vmtest-{tag}-{}", std::process::id());
+        let _ = Command::new("ip")
+            .args(["netns", "del", &name])
+            .stderr(Stdio::null())
+            .status();
+        run_timeout(Command::new("ip").args(["netns", "add", &name]), 30)?;
+        let ns = Self { name };
+        run_timeout(
+            Command::new("ip").args(["-n", &ns.name, "link", "set", "lo", "up"]),
+            30,
+        )?;
+        Ok(ns)
+    }
+
+    fn traffic(&self, bin: &Path, args: &[&str]) -> anyhow::Result<String> {
+        let out = run_timeout(
+            Command::new("ip")
+                .args(["netns", "exec", &self.name])
+                .arg(bin)
+                .args(args),
+            120,
+        )?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
+/// Runs a command with a time limit; fails (and kills it) on timeout or non-zero exit.
+fn run_timeout(cmd: &mut Command, secs: u64) -> anyhow::Result<Output> {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("starting {cmd:?}"))?;
+    let out = wait_timeout(child, Duration::from_secs(secs)).with_context(|| format!("{cmd:?}"))?;
+    if !out.status.success() {
+        bail!(
+            "{cmd:?} failed ({}): {}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(out)
+}
+
+/// Waits for a child with piped output, killing it after `limit`.
+fn wait_timeout(mut child: Child, limit: Duration) -> anyhow::Result<Output> {
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let drain = |r: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let out_t = drain(stdout.map(|s| Box::new(s) as _));
+    let err_t = drain(stderr.map(|s| Box::new(s) as _));
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("timed out after {} s", limit.as_secs());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    Ok(Output {
+        status,
+        stdout: out_t.join().unwrap_or_default(),
+        stderr: err_t.join().unwrap_or_default(),
+    })
+}
+
+/// A dropscope process that has attached its probe and is counting.
+struct Counting {
+    child: Child,
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Counting {
+    /// Starts dropscope and waits (up to 120 s: emulated guests are slow) for its line saying
+    /// it is attached.
+    fn start(bin: &Path, args: &[&str]) -> anyhow::Result<Self> {
+        let mut child = Command::new(bin)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        let stderr = child.stderr.take().context("stderr")?;
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let mut seen = Vec::new();
+        loop {
+            match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(line) if line.contains("counting drops") || line.contains("recording drops") => {
+                    return Ok(Self { child, stderr: rx });
+                }
+                Ok(line) => seen.push(line),
+                Err(_) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    bail!(
+                        "dropscope {} did not start counting: {}",
+                        args.join(" "),
+                        seen.join(" | ")
+                    );
+                }
+            }
+        }
+    }
+
+    /// Sends SIGINT and returns stdout; fails on a non-zero exit or after 60 s.
+    fn interrupt(mut self) -> anyhow::Result<String> {
+        // SAFETY: kill(2) on the pid of our own child with a valid signal.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        self.child.stderr = None;
+        let out = wait_timeout(self.child, Duration::from_secs(60))?;
+        let err: Vec<String> = self.stderr.try_iter().collect();
+        ensure!(
+            out.status.success(),
+            "dropscope exited with {}: {}",
+            out.status,
+            err.join(" | ")
+        );
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+}
