@@ -11,7 +11,9 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use crate::{
     cli::{Cli, Command, FlamegraphArgs, Format, GraphFormat, InputWindow, LiveArgs, ReportArgs},
     collector::{Collector, CollectorOptions, Stopper},
+    explain::{self, Guide},
     flamegraph::{self, GraphMeta},
+    kcounters::{self, KernelCounters},
     model::{SessionInfo, Snapshot, window},
     probe::{Probe, ProbeOptions, reasons::ReasonTable},
     record::{self, Recording},
@@ -26,6 +28,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         None => live_tui(&cli.live, &cli.output_dir).await,
         Some(Command::Report(args)) => report_cmd(args).await,
         Some(Command::Reasons { format }) => reasons_cmd(format),
+        Some(Command::Explain { name }) => explain_cmd(&name),
         Some(Command::Record {
             output,
             duration,
@@ -117,6 +120,7 @@ async fn live_tui(live: &LiveArgs, dir: &Path) -> anyhow::Result<()> {
     let opts = tui::TuiOptions {
         flamegraph_dir: dir.to_path_buf(),
         record_dir: dir.to_path_buf(),
+        kernel_counters: true,
     };
     // The TUI ends on `q`, a signal, or the feed closing; then the probe is detached, and a
     // collector failure, if that is what closed the feed, is reported.
@@ -125,14 +129,29 @@ async fn live_tui(live: &LiveArgs, dir: &Path) -> anyhow::Result<()> {
     res.and(collector)
 }
 
-/// Counts live until `duration` or a signal; returns the last snapshot and the session info.
+/// Starts reading the kernel's drop counters; a failure is a warning, not an error.
+fn start_counters() -> Option<KernelCounters> {
+    match KernelCounters::start() {
+        Ok(k) => Some(k),
+        Err(e) => {
+            eprintln!("dropscope: warning: not reading the kernel's drop counters: {e:#}");
+            None
+        }
+    }
+}
+
+/// Counts live until `duration` or a signal; returns the last snapshot and the session info,
+/// and with `counters`, the kernel's drop counters read over the same window.
 async fn count_live(
     live: &LiveArgs,
     duration: Option<Duration>,
     what: &str,
-) -> anyhow::Result<(SessionInfo, Snapshot)> {
+    counters: bool,
+) -> anyhow::Result<(SessionInfo, Snapshot, Option<KernelCounters>)> {
     let interrupt = Interrupt::new()?;
     let (mut feed, stopper) = start_live(live)?;
+    // The counters' window starts once the probe counts, before the line saying so.
+    let mut kernel = if counters { start_counters() } else { None };
     eprintln!(
         "dropscope: counting drops with {}{what}; {}",
         feed.info.probe,
@@ -163,7 +182,10 @@ async fn count_live(
         last = s;
     }
     stopper.finish()?;
-    Ok((feed.info, last))
+    if let Some(k) = &mut kernel {
+        k.poll(&[]);
+    }
+    Ok((feed.info, last, kernel))
 }
 
 /// The window of a recording: the snapshot at `to` minus the one at `from`.
@@ -194,19 +216,29 @@ fn recorded_window(
 }
 
 async fn report_cmd(args: ReportArgs) -> anyhow::Result<()> {
-    let (snap, seconds) = if args.window.input.is_some() {
+    let (snap, seconds, kernel) = if args.window.input.is_some() {
         let (_, snap, (from, to)) = recorded_window(&args.window)?;
-        (snap, (to - from).as_secs_f64())
+        (snap, (to - from).as_secs_f64(), None)
     } else {
-        let (_, snap) = count_live(&args.live, args.duration, "").await?;
+        let (_, snap, kernel) = count_live(&args.live, args.duration, "", true).await?;
         let secs = snap.elapsed.as_secs_f64();
-        (snap, secs)
+        (snap, secs, kernel)
     };
+    let kernel = kernel.map(|k| k.view(&snap));
     let stdout = std::io::stdout();
     match args.format {
-        Format::Table => report::write_table(&snap, seconds, stdout.lock())?,
+        Format::Table => {
+            report::write_table(&snap, seconds, stdout.lock())?;
+            if let Some(k) = &kernel {
+                report::write_kernel(k, stdout.lock())?;
+            }
+        }
         Format::Json => {
-            serde_json::to_writer_pretty(stdout.lock(), &report::json(&snap, seconds))?;
+            let mut json = report::json(&snap, seconds);
+            if let Some(k) = &kernel {
+                json = json.with_kernel(k);
+            }
+            serde_json::to_writer_pretty(stdout.lock(), &json)?;
             println!();
         }
     }
@@ -215,25 +247,50 @@ async fn report_cmd(args: ReportArgs) -> anyhow::Result<()> {
 
 fn reasons_cmd(format: Format) -> anyhow::Result<()> {
     let table = ReasonTable::from_running_kernel()?;
+    let guide = Guide::builtin();
+    // Written, not printed: a closed pipe (`| head`) ends the command with an error, not a panic.
+    let mut out = std::io::stdout().lock();
     match format {
         Format::Table => {
-            println!("{:>10}  NAME", "VALUE");
+            let w = table.iter().map(|(_, n)| n.len()).max().unwrap_or(4);
+            writeln!(out, "{:>10}  {:<w$}  SUMMARY", "VALUE", "NAME")?;
             for (v, n) in table.iter() {
-                println!("{v:>10}  {n}");
+                writeln!(out, "{v:>10}  {n:<w$}  {}", guide.summary(n))?;
             }
-            println!(
+            writeln!(
+                out,
                 "({} reasons, read from {:?})",
                 table.iter().count(),
                 table.source
-            );
+            )?;
         }
         Format::Json => {
             let rows: Vec<_> = table
                 .iter()
-                .map(|(v, n)| serde_json::json!({ "code": v, "name": n }))
+                .map(|(v, n)| {
+                    let summary = guide.summary(n);
+                    serde_json::json!({ "code": v, "name": n, "summary": summary })
+                })
                 .collect();
-            println!("{}", serde_json::to_string_pretty(&rows)?);
+            writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
         }
+    }
+    Ok(())
+}
+
+fn explain_cmd(name: &str) -> anyhow::Result<()> {
+    let e = Guide::builtin().explain(name);
+    let counters = kcounters::map::counters_for(&e.name);
+    let mut out = std::io::stdout().lock();
+    write!(out, "{}", explain::render(&e, &counters))?;
+    if let Ok(table) = ReasonTable::from_running_kernel()
+        && table.value_of(&e.name).is_none()
+    {
+        writeln!(
+            out,
+            "\n(the running kernel has no drop reason named {}; `dropscope reasons` lists its own)",
+            e.name
+        )?;
     }
     Ok(())
 }
@@ -285,6 +342,7 @@ async fn replay_cmd(file: &Path, dir: &Path) -> anyhow::Result<()> {
     let opts = tui::TuiOptions {
         flamegraph_dir: dir.to_path_buf(),
         record_dir: dir.to_path_buf(),
+        kernel_counters: false,
     };
     tui::run(feed, opts).await
 }
@@ -306,7 +364,8 @@ async fn flamegraph_cmd(args: FlamegraphArgs) -> anyhow::Result<()> {
     let (info, snap, window) = if args.window.input.is_some() {
         recorded_window(&args.window)?
     } else {
-        let (info, snap) = count_live(&args.live, args.duration, " and sampling stacks").await?;
+        let (info, snap, _) =
+            count_live(&args.live, args.duration, " and sampling stacks", false).await?;
         let window = (Duration::ZERO, snap.elapsed);
         (info, snap, window)
     };

@@ -67,12 +67,13 @@ pub struct Explanation<'a> {
     pub check: &'a [String],
 }
 
-/// `skb_drop_reason`'s prefixes, which dropscope does not show.
+/// Upper case without `skb_drop_reason`'s prefixes, which dropscope does not show; control
+/// characters escaped (a name may come from a recording or the command line).
 fn normalize(name: &str) -> String {
-    let n = name.trim();
-    let n = n.strip_prefix("SKB_DROP_REASON_").unwrap_or(n);
+    let n = name.trim().to_ascii_uppercase();
+    let n = n.strip_prefix("SKB_DROP_REASON_").unwrap_or(&n);
     let n = n.strip_prefix("SKB_").unwrap_or(n);
-    n.to_ascii_uppercase()
+    n.escape_debug().to_string()
 }
 
 impl Guide {

@@ -18,7 +18,8 @@ pub enum Scope {
 /// One counter and the drop reasons it corresponds to.
 #[derive(Clone, Copy, Debug)]
 pub struct CounterMap {
-    /// `Group:Name` as `nstat` prints it; `Dev:*:RxDrop` stands for every interface.
+    /// `Group:Name` as in /proc/net/snmp (`nstat` prints `GroupName`); `Dev:*:RxDrop` stands
+    /// for every interface.
     pub counter: &'static str,
     /// Drop reasons (`REASON` or `REASON@function`) of the same events.
     pub reasons: &'static [&'static str],

@@ -2,7 +2,7 @@
 //! header and value lines), `/proc/net/softnet_stat` (hex columns per CPU) and `/proc/net/dev`.
 use std::collections::BTreeMap;
 
-/// Counters by `Group:Name`, as `nstat` names them.
+/// Counters by `Group:Name` (`nstat` names them `GroupName`).
 pub type Counters = BTreeMap<String, u64>;
 
 /// Adds the counters of an SNMP-style file: `Group: Name1 Name2` followed by `Group: v1 v2`.
@@ -37,13 +37,14 @@ pub fn softnet(text: &str, out: &mut Counters) {
 }
 
 /// Adds `Dev:<name>:RxDrop` and `Dev:<name>:TxDrop` from `/proc/net/dev` (its 4th and 12th
-/// numbers: the receive and transmit drop columns).
+/// numbers: the receive and transmit drop columns). Names are escaped (`\u{1b}`).
 pub fn dev(text: &str, out: &mut Counters) {
     for line in text.lines().skip(2) {
         let Some((name, rest)) = line.split_once(':') else {
             continue;
         };
-        let name = name.trim();
+        // Interface names may hold control characters: escape them for every sink.
+        let name = name.trim().escape_debug().to_string();
         let nums: Vec<u64> = rest
             .split_whitespace()
             .filter_map(|v| v.parse().ok())
@@ -100,5 +101,8 @@ mod tests {
         assert_eq!(c["Dev:lo:RxDrop"], 5);
         assert_eq!(c["Dev:eth0:RxDrop"], 7);
         assert_eq!(c["Dev:eth0:TxDrop"], 4);
+        let mut c = Counters::new();
+        dev("a\nb\n x\x1b[2J: 1 2 3 4 5 6 7 8 9 10 11 12\n", &mut c);
+        assert!(c.contains_key("Dev:x\\u{1b}[2J:RxDrop"), "{c:?}");
     }
 }

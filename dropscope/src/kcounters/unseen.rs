@@ -14,7 +14,8 @@ use super::{
 pub struct CounterDelta {
     /// The network namespace's inode number.
     pub netns: u64,
-    /// `Group:Name`, as `nstat` prints it (`Dev:<interface>:RxDrop` for interfaces).
+    /// `Group:Name` as in /proc/net/snmp (`nstat` prints `GroupName`), or
+    /// `Dev:<interface>:RxDrop` / `TxDrop`, or `Softnet:Dropped`.
     pub counter: String,
     /// Growth over the window.
     pub delta: u64,

@@ -49,6 +49,8 @@ pub struct TuiOptions {
     pub flamegraph_dir: PathBuf,
     /// Directory for recordings started with `r`.
     pub record_dir: PathBuf,
+    /// Read the kernel's drop counters beside the snapshots (live only).
+    pub kernel_counters: bool,
 }
 
 /// Least time between two redraws caused by data (snapshots, replay position).
