@@ -38,6 +38,7 @@ use self::{
     update::{Effect, Msg, update},
 };
 use crate::{
+    kcounters::KernelCounters,
     model::{SessionInfo, Snapshot},
     source::{Feed, ReplayStatus},
 };
@@ -176,6 +177,17 @@ pub async fn run(feed: Feed, opts: TuiOptions) -> anyhow::Result<()> {
     let mut sighup = signal(SignalKind::hangup())?;
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Msg>();
     let mut recording: Option<ActiveRecording> = None;
+    // The kernel's own drop counters, read once per snapshot (live only).
+    let mut kernel = None;
+    if opts.kernel_counters {
+        match KernelCounters::start() {
+            Ok(k) => kernel = Some(k),
+            Err(e) => {
+                let msg = format!("kernel counters not read: {e:#}");
+                update(&mut state, Msg::Status(msg));
+            }
+        }
+    }
     // Data changes mark the screen dirty; one timer draws it, at most every DATA_REDRAW, or
     // every CLOCK while the header clock runs. Keys draw at once.
     let mut dirty = false;
@@ -208,6 +220,10 @@ pub async fn run(feed: Feed, opts: TuiOptions) -> anyhow::Result<()> {
                     // Every snapshot received while recording goes to the file.
                     for m in record(&mut recording, &s) {
                         update(&mut state, m);
+                    }
+                    if let Some(k) = kernel.as_mut() {
+                        k.poll(&[]);
+                        update(&mut state, Msg::Kernel(Box::new(k.view(&s))));
                     }
                     Msg::Snapshot(Box::new(s), Instant::now().into_std())
                 }
