@@ -33,7 +33,7 @@ use tokio::{
 
 use self::{
     effects::ActiveRecording,
-    state::State,
+    state::{Panel, State},
     terminal::TerminalGuard,
     update::{Effect, Msg, update},
 };
@@ -58,6 +58,8 @@ pub struct TuiOptions {
 const DATA_REDRAW: Duration = Duration::from_millis(500);
 /// How often the header clock advances between snapshots.
 const CLOCK: Duration = Duration::from_secs(1);
+/// Least time between two readings of the kernel's drop counters.
+const KERNEL_READ: Duration = Duration::from_secs(1);
 
 type Term = Terminal<CrosstermBackend<BufWriter<io::Stdout>>>;
 
@@ -177,8 +179,11 @@ pub async fn run(feed: Feed, opts: TuiOptions) -> anyhow::Result<()> {
     let mut sighup = signal(SignalKind::hangup())?;
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Msg>();
     let mut recording: Option<ActiveRecording> = None;
-    // The kernel's own drop counters, read once per snapshot (live only).
+    // The kernel's own drop counters (live only): the baseline now, then a reading with a
+    // snapshot while their panel is open, at most once per KERNEL_READ, so that the idle and
+    // flood syscall rates stay as they are while nobody looks at them.
     let mut kernel = None;
+    let mut kernel_read: Option<Instant> = None;
     if opts.kernel_counters {
         match KernelCounters::start() {
             Ok(k) => kernel = Some(k),
@@ -221,8 +226,12 @@ pub async fn run(feed: Feed, opts: TuiOptions) -> anyhow::Result<()> {
                     for m in record(&mut recording, &s) {
                         update(&mut state, m);
                     }
-                    if let Some(k) = kernel.as_mut() {
+                    if let Some(k) = kernel.as_mut()
+                        && state.panel == Some(Panel::Counters)
+                        && kernel_read.is_none_or(|t| t.elapsed() >= KERNEL_READ)
+                    {
                         k.poll(&[]);
+                        kernel_read = Some(Instant::now());
                         update(&mut state, Msg::Kernel(Box::new(k.view(&s))));
                     }
                     Msg::Snapshot(Box::new(s), Instant::now().into_std())
