@@ -2,7 +2,7 @@
 //! enters each namespace in turn with setns(2) (only that thread changes namespace) and reads
 //! `/proc/thread-self/net/*` there.
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, BTreeSet},
     fs::File,
     os::{fd::AsRawFd, unix::fs::MetadataExt},
     path::{Path, PathBuf},
@@ -28,6 +28,8 @@ struct Ns {
 pub struct Namespaces {
     initial: u64,
     open: BTreeMap<u64, Ns>,
+    /// Inodes already looked for through `/proc` (each is looked for once: no scan per poll).
+    searched: BTreeSet<u64>,
 }
 
 fn open(path: &Path) -> anyhow::Result<(u64, File)> {
@@ -53,7 +55,11 @@ impl Namespaces {
         };
         let mut open = BTreeMap::new();
         open.insert(initial, Ns { file, path });
-        Ok(Self { initial, open })
+        Ok(Self {
+            initial,
+            open,
+            searched: BTreeSet::new(),
+        })
     }
 
     /// The initial namespace's inode number.
@@ -68,7 +74,8 @@ impl Namespaces {
 
     /// Brings the set up to date: the initial namespace, every namespace named under
     /// `/run/netns` (names that went away are closed, so a deleted namespace is not kept alive),
-    /// and the namespaces in `wanted` (by inode, found through `/proc/*/ns/net`).
+    /// and the namespaces in `wanted` (by inode, looked for once through `/proc/*/ns/net`; one
+    /// found that way stays open, so its counters keep their baseline).
     pub fn refresh(&mut self, wanted: &[u64]) {
         let mut named = BTreeMap::new();
         if let Ok(dir) = std::fs::read_dir(RUN_NETNS) {
@@ -83,7 +90,9 @@ impl Namespaces {
         let wanted: Vec<u64> = wanted
             .iter()
             .copied()
-            .filter(|i| !self.open.contains_key(i) && !named.contains_key(i))
+            .filter(|i| {
+                !self.open.contains_key(i) && !named.contains_key(i) && !self.searched.contains(i)
+            })
             .collect();
         self.open.retain(|ino, ns| {
             *ino == self.initial || named.contains_key(ino) || !ns.path.starts_with(RUN_NETNS)
@@ -100,6 +109,7 @@ impl Namespaces {
         }
         if !wanted.is_empty() {
             self.find_by_inode(&wanted);
+            self.searched.extend(wanted);
         }
     }
 

@@ -190,3 +190,15 @@ fn reads_this_machines_counters() {
         None => assert!(errors.iter().any(|e| e.contains("entering")), "{errors:?}"),
     }
 }
+
+#[test]
+fn namespaces_are_found_by_inode_through_proc() {
+    // This process's own namespace is always reachable through /proc/self.
+    let own = std::fs::metadata("/proc/self/ns/net")
+        .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+        .expect("own netns");
+    let mut ns = super::netns::Namespaces::new().expect("the initial namespace");
+    ns.refresh(&[own, 1]);
+    assert!(ns.inodes().any(|i| i == own));
+    assert!(!ns.inodes().any(|i| i == 1), "no namespace has inode 1");
+}
