@@ -42,7 +42,8 @@ const fn c(
     }
 }
 
-/// The counters dropscope reads, with their reasons (kernel 6.x source, net/).
+/// The counters dropscope reads, with their reasons (kernel 6.x source, net/). The UDP and IP
+/// MIBs are per address family (`Udp:` is IPv4, `Udp6:` IPv6), TCP's are shared.
 pub const COUNTERS: &[CounterMap] = &[
     c(
         "Udp:NoPorts",
@@ -63,6 +64,36 @@ pub const COUNTERS: &[CounterMap] = &[
         "Udp:InCsumErrors",
         &["UDP_CSUM"],
         "ipv4/udp.c __udp4_lib_rcv csum_error / udp_queue_rcv_one_skb: UDP_MIB_CSUMERRORS with UDP_CSUM",
+    ),
+    c(
+        "Udp6:NoPorts",
+        &["NO_SOCKET@__udp6_lib_rcv"],
+        "ipv6/udp.c __udp6_lib_rcv: UDP_MIB_NOPORTS (IPv6 MIB), then sk_skb_reason_drop(NO_SOCKET)",
+    ),
+    c(
+        "Udp6:RcvbufErrors",
+        &["SOCKET_RCVBUFF"],
+        "ipv6/udp.c __udpv6_queue_rcv_skb: -ENOMEM counts UDP_MIB_RCVBUFERRORS and drops with SOCKET_RCVBUFF",
+    ),
+    c(
+        "Udp6:MemErrors",
+        &["PROTO_MEM"],
+        "ipv6/udp.c __udpv6_queue_rcv_skb: other enqueue errors count UDP_MIB_MEMERRORS with PROTO_MEM",
+    ),
+    c(
+        "Udp6:InCsumErrors",
+        &["UDP_CSUM"],
+        "ipv6/udp.c __udp6_lib_rcv csum_error / udpv6_queue_rcv_one_skb: UDP_MIB_CSUMERRORS with UDP_CSUM",
+    ),
+    c(
+        "Ip6:InUnknownProtos",
+        &["IP_NOPROTO"],
+        "ipv6/ip6_input.c ip6_protocol_deliver_rcu: IPSTATS_MIB_INUNKNOWNPROTOS with IP_NOPROTO",
+    ),
+    c(
+        "Icmp6:InCsumErrors",
+        &["ICMP_CSUM"],
+        "ipv6/icmp.c icmpv6_rcv csum_error: ICMP6_MIB_CSUMERRORS with ICMP_CSUM",
     ),
     c(
         "Tcp:InCsumErrors",

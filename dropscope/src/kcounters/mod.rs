@@ -1,5 +1,5 @@
 //! The kernel's own drop counters beside the probe's counts: `/proc/net/snmp`,
-//! `/proc/net/netstat`, `/proc/net/softnet_stat` and the per-interface drop columns of
+//! `/proc/net/snmp6`, `/proc/net/netstat`, `/proc/net/softnet_stat` and the per-interface drop columns of
 //! `/proc/net/dev`, read per network namespace, as deltas over the same window as the drops.
 //!
 //! Which namespaces: the initial one, every namespace named under `/run/netns` (`ip netns`),

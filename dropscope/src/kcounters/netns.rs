@@ -184,6 +184,10 @@ fn read_in(ns: &Ns, initial: bool) -> anyhow::Result<Counters> {
     parse::snmp(&read("snmp")?, &mut all);
     parse::snmp(&read("netstat")?, &mut all);
     parse::dev(&read("dev")?, &mut all);
+    // Without IPv6 (ipv6.disable=1) there is no snmp6.
+    if let Ok(text) = read("snmp6") {
+        parse::snmp6(&text, &mut all);
+    }
     if initial {
         parse::softnet(&read("softnet_stat")?, &mut all);
     }

@@ -1,5 +1,5 @@
 //! Parsers of the kernel's counter files: `/proc/net/snmp` and `/proc/net/netstat` (pairs of
-//! header and value lines), `/proc/net/softnet_stat` (hex columns per CPU) and `/proc/net/dev`.
+//! header and value lines), `/proc/net/snmp6` (a name and a value per line), `/proc/net/softnet_stat` (hex columns per CPU) and `/proc/net/dev`.
 use std::collections::BTreeMap;
 
 /// Counters by `Group:Name` (`nstat` names them `GroupName`).
@@ -22,6 +22,22 @@ pub fn snmp(text: &str, out: &mut Counters) {
             if let Ok(v) = v.parse::<u64>() {
                 out.insert(format!("{g1}:{n}"), v);
             }
+        }
+    }
+}
+
+/// Adds the counters of `/proc/net/snmp6` (`Udp6NoPorts 7` per line) as `Udp6:NoPorts`.
+pub fn snmp6(text: &str, out: &mut Counters) {
+    for line in text.lines() {
+        let mut f = line.split_whitespace();
+        let (Some(name), Some(v)) = (f.next(), f.next()) else {
+            continue;
+        };
+        // The group ends at its "6": Ip6, Icmp6, Udp6, UdpLite6.
+        let Some(at) = name.find('6') else { continue };
+        let (group, rest) = name.split_at(at + 1);
+        if let (false, Ok(v)) = (rest.is_empty(), v.parse::<u64>()) {
+            out.insert(format!("{group}:{rest}"), v);
         }
     }
 }
@@ -81,6 +97,20 @@ mod tests {
         let mut c = Counters::new();
         snmp("TcpExt: A B\nIpExt: 1 2\nTcpExt: ListenDrops\n", &mut c);
         assert!(c.is_empty(), "{c:?}");
+    }
+
+    #[test]
+    fn snmp6_names_gain_a_colon_after_their_group() {
+        let mut c = Counters::new();
+        snmp6(
+            "Ip6InReceives \t12\nUdp6NoPorts   \t7\nUdpLite6NoPorts 1\nIcmp6InMsgs 3\nIcmp6OutType133 4\nbad\n",
+            &mut c,
+        );
+        assert_eq!(c["Udp6:NoPorts"], 7);
+        assert_eq!(c["UdpLite6:NoPorts"], 1);
+        assert_eq!(c["Ip6:InReceives"], 12);
+        assert_eq!(c["Icmp6:OutType133"], 4);
+        assert_eq!(c.len(), 5);
     }
 
     #[test]
