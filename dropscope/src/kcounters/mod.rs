@@ -1,6 +1,7 @@
 //! The kernel's own drop counters beside the probe's counts: `/proc/net/snmp`,
-//! `/proc/net/snmp6`, `/proc/net/netstat`, `/proc/net/softnet_stat` and the per-interface drop columns of
-//! `/proc/net/dev`, read per network namespace, as deltas over the same window as the drops.
+//! `/proc/net/snmp6`, `/proc/net/netstat`, `/proc/net/softnet_stat` and the per-interface drop
+//! columns of `/proc/net/dev`, read per network namespace, as deltas over the same window as
+//! the drops.
 //!
 //! Which namespaces: the initial one, every namespace named under `/run/netns` (`ip netns`),
 //! and any namespace asked for by inode (those where drops are seen). A namespace first read
