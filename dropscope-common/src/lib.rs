@@ -6,7 +6,7 @@
 
 /// Slots in the mmap'd per-CPU counter array; userspace shrinks it to the possible CPU count.
 pub const MAX_CPUS: u32 = 512;
-/// Default capacity of the keyed (reason, location) map.
+/// Default capacity of the keyed map (distinct keys).
 pub const DEFAULT_MAX_KEYS: u32 = 10_240;
 /// Capacity of the kernel stack-trace map.
 pub const STACK_TRACE_ENTRIES: u32 = 16_384;
@@ -19,12 +19,18 @@ pub const BPF_F_MMAPABLE: u32 = 1 << 10;
 
 /// Map names, as the eBPF object declares them.
 pub mod maps {
-    /// Per-CPU hash: [`super::DropKey`] → drop count.
-    pub const DROPS: &str = "DROPS";
+    /// Hash: [`super::DropKey`] → slot index in [`SLOT_COUNTS`] (written once per key).
+    pub const KEYS: &str = "KEYS";
+    /// Queue of free slot indices; userspace fills it with `0..max_keys` at load.
+    pub const FREE_SLOTS: &str = "FREE_SLOTS";
+    /// mmap'able array of u64 drop counts, `cpu * max_keys + slot`: one writer per counter.
+    pub const SLOT_COUNTS: &str = "SLOT_COUNTS";
     /// mmap'able array of [`super::CpuCounters`], one slot per CPU.
     pub const COUNTERS: &str = "COUNTERS";
     /// mmap'able array with one [`super::Control`].
     pub const CONTROL: &str = "CONTROL";
+    /// Array of u64 words: the reason bitmap of the reason filter.
+    pub const REASON_FILTER: &str = "REASON_FILTER";
     /// Kernel stack traces, by stack id.
     pub const STACKS: &str = "STACKS";
     /// Per-CPU hash: [`super::StackKey`] → [`super::StackValue`].
@@ -43,19 +49,104 @@ pub mod globals {
     pub const TP_REASON_OFFSET: &str = "TP_REASON_OFFSET";
     /// Thread-group id whose syscalls the `sys_enter` program counts (dropscope itself).
     pub const SELF_TGID: &str = "SELF_TGID";
+    /// Slots per CPU in the slot-count array (the keyed capacity).
+    pub const MAX_KEYS: &str = "MAX_KEYS";
+    /// The [`super::Config`]: kernel struct offsets, grouping and filters.
+    pub const CONFIG: &str = "CONFIG";
 }
+
+/// Attribution dimensions a key can be grouped by (bits of [`Config::group`]).
+pub mod group {
+    /// The packet's network namespace.
+    pub const NETNS: u32 = 1;
+    /// The interface (with its namespace: an ifindex means something only within one).
+    pub const DEVICE: u32 = 2;
+    /// The L3 and L4 protocols.
+    pub const PROTOCOL: u32 = 4;
+    /// The destination port.
+    pub const PORT: u32 = 8;
+}
+
+/// Which drops to count at all (fields of [`Config`]); a drop filtered out is not counted.
+pub mod filter {
+    /// `reasons`: count every reason.
+    pub const REASONS_ALL: u32 = 0;
+    /// `reasons`: count only the reasons set in the reason bitmap.
+    pub const REASONS_ONLY: u32 = 1;
+    /// `reasons`: count every reason but those set in the reason bitmap.
+    pub const REASONS_EXCEPT: u32 = 2;
+    /// Bits in the reason bitmap: index `(subsystem & 0xf) << 8 | (reason & 0xff)`.
+    pub const REASON_BITS: u32 = 4096;
+}
+
+/// Load-time settings of the program (a read-only global: the verifier sees constants).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Config {
+    /// Byte offset of `sk_buff.dev`.
+    pub skb_dev: u32,
+    /// Byte offset of `sk_buff.sk`.
+    pub skb_sk: u32,
+    /// Byte offset of `sk_buff.skb_iif`.
+    pub skb_iif: u32,
+    /// Byte offset of `sk_buff.protocol`.
+    pub skb_protocol: u32,
+    /// Byte offset of `sk_buff.head`.
+    pub skb_head: u32,
+    /// Byte offset of `sk_buff.network_header`.
+    pub skb_network_header: u32,
+    /// Byte offset of `sk_buff.transport_header`.
+    pub skb_transport_header: u32,
+    /// Byte offset of `sk_buff.len`.
+    pub skb_len: u32,
+    /// Byte offset of `net_device.ifindex`.
+    pub dev_ifindex: u32,
+    /// Byte offset of `net_device.name`.
+    pub dev_name: u32,
+    /// Byte offset of `net_device.nd_net.net`.
+    pub dev_net: u32,
+    /// Byte offset of `sock.__sk_common.skc_net.net`.
+    pub sk_net: u32,
+    /// Byte offset of `net.ns.inum`.
+    pub net_inum: u32,
+    /// 1 when `tp_btf/kfree_skb` has the `rx_sk` argument (6.11+).
+    pub has_rx_sk: u32,
+    /// Classic tracepoint: byte offset of `skbaddr` in the record.
+    pub tp_skb: u32,
+    /// Classic tracepoint: byte offset of `rx_skaddr` in the record (0: none).
+    pub tp_rx_sk: u32,
+    /// Dimensions grouped by: bits of [`group`].
+    pub group: u32,
+    /// Count only drops in this network namespace (inode; 0: any).
+    pub filter_netns: u32,
+    /// Count only this L4 protocol, plus one (0: any).
+    pub filter_l4: u32,
+    /// Count only this destination port (0: any).
+    pub filter_port: u32,
+    /// Reason filter mode: one of [`filter`]'s `REASONS_*`.
+    pub filter_reasons: u32,
+    /// 1: count only drops on an interface named `filter_dev`.
+    pub filter_dev_on: u32,
+    /// Interface name to count (NUL-padded).
+    pub filter_dev: [u8; 16],
+}
+const _: () = assert!(core::mem::size_of::<Config>() == 104);
 
 /// Program names in the eBPF object.
 pub mod programs {
     /// `tp_btf/kfree_skb`: typed arguments, no tracefs needed.
     pub const KFREE_SKB_BTF: &str = "kfree_skb_btf";
+    /// `tp_btf/kfree_skb` that does nothing: the benchmark's floor.
+    pub const KFREE_SKB_FLOOR: &str = "kfree_skb_floor";
     /// Classic `tracepoint/skb/kfree_skb`: the fallback.
     pub const KFREE_SKB_TP: &str = "kfree_skb_tp";
     /// `tp_btf/sys_enter`: counts dropscope's own syscalls.
     pub const SYS_ENTER: &str = "sys_enter";
 }
 
-/// Key of the exact per-(reason, location) drop count.
+/// What an exact drop count is keyed by: reason, location and the packet's attribution.
+///
+/// Attribution fields that are not grouped by, or not known, are zero.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DropKey {
@@ -63,10 +154,22 @@ pub struct DropKey {
     pub location: u64,
     /// `enum skb_drop_reason` value.
     pub reason: u32,
+    /// Inode of the packet's network namespace (0: unknown or not grouped).
+    pub netns: u32,
+    /// Interface index within that namespace (0: none or not grouped).
+    pub ifindex: u32,
+    /// L3 protocol, `ETH_P_*` in host byte order (0: unknown or not grouped).
+    pub l3proto: u16,
+    /// L4 protocol, `IPPROTO_*` (0: unknown or not grouped).
+    pub l4proto: u8,
     /// Explicit padding; always zero.
-    pub pad: u32,
+    pub pad0: u8,
+    /// Destination port (0: none or not grouped).
+    pub port: u16,
+    /// Explicit padding; always zero.
+    pub pad1: [u8; 6],
 }
-const _: () = assert!(core::mem::size_of::<DropKey>() == 16);
+const _: () = assert!(core::mem::size_of::<DropKey>() == 32);
 
 /// Key of a sampled stack's weight.
 #[repr(C)]
@@ -94,15 +197,15 @@ const _: () = assert!(core::mem::size_of::<StackValue>() == 16);
 
 /// One CPU's counters, on cache lines of their own so CPUs never share a line.
 ///
-/// `total` counts every drop seen; `overflow` counts drops whose key did not fit in the keyed map;
-/// a key's exact count is its keyed-map count plus any CPU's `pending` for it, so that
-/// `sum(keyed) + sum(pending) + overflow == total` always holds.
+/// `total` counts every drop seen; `overflow` counts drops that could not be keyed. Every other
+/// drop is one increment of this CPU's counter for its key's slot, so that
+/// `sum(slot counts) + overflow == total` always holds. See docs/counting-protocol.md.
 #[repr(C, align(64))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CpuCounters {
-    /// Every drop seen (reason not NOT_DROPPED_YET nor CONSUMED).
+    /// Every drop seen (reason not NOT_DROPPED_YET nor CONSUMED), incremented last.
     pub total: u64,
-    /// Drops not keyed because the keyed map was full.
+    /// Drops not keyed because every slot was taken.
     pub overflow: u64,
     /// Stack samples captured and weighted.
     pub stack_samples: u64,
@@ -119,18 +222,18 @@ pub struct CpuCounters {
     pub last_sample_ns: u64,
     /// `since_sample` at which this CPU next considers a sample (reads the clock only then).
     pub next_check: u64,
-    /// The key of this CPU's last keyed drop, whose further drops are counted in `pending`
-    /// rather than in the keyed map until another key comes (valid when `cached_valid` is 1).
+    /// Keys this CPU added to the key map: the sum over CPUs is the number of keys, so a
+    /// reader knows when to read the key map again.
+    pub new_keys: u64,
+    /// The key of this CPU's last drop, whose slot is `cached_slot` (valid when
+    /// `cached_valid` is 1): a run of one key skips the hash lookup. Private to the writer.
     pub cached: DropKey,
-    /// 1 when `cached` holds a key present in the keyed map.
-    pub cached_valid: u64,
-    /// Drops of `cached` on this CPU not yet added to the keyed map: part of its exact count.
-    pub pending: u64,
-    /// Times `pending` was moved into the keyed map; a reader that sees it change during a
-    /// read knows the read may count those drops twice or not at all, and reads again.
-    pub flushes: u64,
+    /// Slot of `cached`.
+    pub cached_slot: u32,
+    /// 1 when `cached` and `cached_slot` are valid.
+    pub cached_valid: u32,
     /// Explicit padding to two cache lines; always zero.
-    pub pad: [u64; 2],
+    pub pad: [u64; 1],
 }
 const _: () = assert!(core::mem::size_of::<CpuCounters>() == 128);
 
@@ -161,4 +264,6 @@ mod pod {
     unsafe impl aya::Pod for super::CpuCounters {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::Control {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for super::Config {}
 }

@@ -1,24 +1,29 @@
 //! The dropscope eBPF program: counts every kernel packet drop in maps, never streams events.
 //!
-//! Per drop: one per-CPU hash update keyed by (reason, location), one per-CPU counter bump in an
-//! mmap'd array, and, only on a key's first drop or once every `sample_period` drops (and no more
-//! often than `min_gap_ns`), a kernel stack capture weighted by the drops it stands for.
+//! Per drop: one increment of this CPU's own counter for the drop's key (its slot in an mmap'd
+//! array), then of this CPU's total. A key gets its slot once, through a hash lookup; a run of
+//! drops of one key on one CPU skips even that. Only on a key's first drop, or once every
+//! `sample_period` drops (and no more often than `min_gap_ns`), is a kernel stack captured,
+//! weighted by the drops it stands for. See docs/counting-protocol.md.
 #![no_std]
 #![no_main]
 
+mod attribute;
+
 use core::sync::atomic::{Ordering, compiler_fence};
 
+use attribute::{Mem, Probed, Typed};
 use aya_ebpf::{
     Global,
     bindings::BPF_NOEXIST,
     helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns},
     macros::{btf_tracepoint, map, tracepoint},
-    maps::{Array, PerCpuHashMap, StackTrace},
+    maps::{Array, HashMap, PerCpuHashMap, Queue, StackTrace},
     programs::{BtfTracePointContext, TracePointContext, tracing::StackIdContext},
 };
 use dropscope_common::{
-    BPF_F_MMAPABLE, Control, CpuCounters, DEFAULT_MAX_KEYS, DropKey, MAX_CPUS, STACK_COUNT_ENTRIES,
-    STACK_TRACE_ENTRIES, StackKey, StackValue,
+    BPF_F_MMAPABLE, Config, Control, CpuCounters, DEFAULT_MAX_KEYS, DropKey, MAX_CPUS,
+    STACK_COUNT_ENTRIES, STACK_TRACE_ENTRIES, StackKey, StackValue, filter, group,
 };
 
 #[unsafe(no_mangle)]
@@ -31,13 +36,47 @@ static TP_LOCATION_OFFSET: Global<u32> = Global::new(16);
 static TP_REASON_OFFSET: Global<u32> = Global::new(36);
 #[unsafe(no_mangle)]
 static SELF_TGID: Global<u32> = Global::new(0);
+#[unsafe(no_mangle)]
+static MAX_KEYS: Global<u32> = Global::new(DEFAULT_MAX_KEYS);
+#[unsafe(no_mangle)]
+static CONFIG: Global<Config> = Global::new(Config {
+    skb_dev: 0,
+    skb_sk: 0,
+    skb_iif: 0,
+    skb_protocol: 0,
+    skb_head: 0,
+    skb_network_header: 0,
+    skb_transport_header: 0,
+    skb_len: 0,
+    dev_ifindex: 0,
+    dev_name: 0,
+    dev_net: 0,
+    sk_net: 0,
+    net_inum: 0,
+    has_rx_sk: 0,
+    tp_skb: 0,
+    tp_rx_sk: 0,
+    group: 0,
+    filter_netns: 0,
+    filter_l4: 0,
+    filter_port: 0,
+    filter_reasons: 0,
+    filter_dev_on: 0,
+    filter_dev: [0; 16],
+});
 
 #[map]
-static DROPS: PerCpuHashMap<DropKey, u64> = PerCpuHashMap::with_max_entries(DEFAULT_MAX_KEYS, 0);
+static KEYS: HashMap<DropKey, u32> = HashMap::with_max_entries(DEFAULT_MAX_KEYS, 0);
+#[map]
+static FREE_SLOTS: Queue<u32> = Queue::with_max_entries(DEFAULT_MAX_KEYS, 0);
+#[map]
+static SLOT_COUNTS: Array<u64> = Array::with_max_entries(DEFAULT_MAX_KEYS, BPF_F_MMAPABLE);
 #[map]
 static COUNTERS: Array<CpuCounters> = Array::with_max_entries(MAX_CPUS, BPF_F_MMAPABLE);
 #[map]
 static CONTROL: Array<Control> = Array::with_max_entries(1, BPF_F_MMAPABLE);
+#[map]
+static REASON_FILTER: Array<u64> = Array::with_max_entries(filter::REASON_BITS / 64, 0);
 #[map]
 static STACKS: StackTrace = StackTrace::with_max_entries(STACK_TRACE_ENTRIES, 0);
 #[map]
@@ -47,9 +86,25 @@ static STACK_COUNTS: PerCpuHashMap<StackKey, StackValue> =
 /// `tp_btf/kfree_skb(skb, location, reason[, rx_sk])`: typed arguments, no tracefs.
 #[btf_tracepoint(function = "kfree_skb")]
 pub fn kfree_skb_btf(ctx: BtfTracePointContext) -> i32 {
+    let cfg = CONFIG.load();
+    let skb: *const u8 = ctx.arg(0);
     let location: u64 = ctx.arg(1);
     let reason: u32 = ctx.arg(2);
-    count_drop(&ctx, reason, location);
+    // `rx_sk` exists from 6.11 on; reading a fourth argument on an older kernel is rejected by
+    // the verifier, so the branch must be dead there (the loader sets `has_rx_sk`).
+    let rx_sk: *const u8 = if cfg.has_rx_sk == 1 {
+        ctx.arg(3)
+    } else {
+        core::ptr::null()
+    };
+    count_drop(&ctx, &Typed, &cfg, reason, location, skb, rx_sk);
+    0
+}
+
+/// `tp_btf/kfree_skb` that does nothing: the floor the benchmark measures the cost of counting
+/// against (`--probe floor`, hidden).
+#[btf_tracepoint(function = "kfree_skb")]
+pub fn kfree_skb_floor(_ctx: BtfTracePointContext) -> i32 {
     0
 }
 
@@ -58,14 +113,31 @@ pub fn kfree_skb_btf(ctx: BtfTracePointContext) -> i32 {
 pub fn kfree_skb_tp(ctx: TracePointContext) -> u32 {
     // SAFETY: the offsets come from this kernel's tracepoint format file; read_at goes through
     // bpf_probe_read_kernel, which fails cleanly on a bad address.
+    let cfg = CONFIG.load();
+    // SAFETY: as above.
     let fields = unsafe {
         (
             ctx.read_at::<u64>(TP_LOCATION_OFFSET.load() as usize),
             ctx.read_at::<u32>(TP_REASON_OFFSET.load() as usize),
+            ctx.read_at::<u64>(cfg.tp_skb as usize),
         )
     };
-    if let (Ok(location), Ok(reason)) = fields {
-        count_drop(&ctx, reason, location);
+    let rx_sk = if cfg.tp_rx_sk != 0 {
+        // SAFETY: as above.
+        unsafe { ctx.read_at::<u64>(cfg.tp_rx_sk as usize) }.unwrap_or(0)
+    } else {
+        0
+    };
+    if let (Ok(location), Ok(reason), Ok(skb)) = fields {
+        count_drop(
+            &ctx,
+            &Probed,
+            &cfg,
+            reason,
+            location,
+            skb as *const u8,
+            rx_sk as *const u8,
+        );
     }
     0
 }
@@ -90,70 +162,135 @@ fn this_cpu() -> Option<*mut CpuCounters> {
     COUNTERS.get_ptr_mut(cpu)
 }
 
+/// Whether the reason filter lets `reason` be counted: one bit test.
 #[inline(always)]
-fn count_drop<C: StackIdContext>(ctx: &C, reason: u32, location: u64) {
-    if reason == NOT_DROPPED_YET.load() || reason == CONSUMED.load() {
+fn reason_wanted(cfg: &Config, reason: u32) -> bool {
+    if cfg.filter_reasons == filter::REASONS_ALL {
+        return true;
+    }
+    let listed = if reason & 0xff00 == 0 {
+        let bit = ((reason >> 16) & 0xf) << 8 | (reason & 0xff);
+        REASON_FILTER
+            .get(bit / 64)
+            .is_some_and(|w| w & (1 << (bit % 64)) != 0)
+    } else {
+        false
+    };
+    listed == (cfg.filter_reasons == filter::REASONS_ONLY)
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn count_drop<C: StackIdContext, M: Mem>(
+    ctx: &C,
+    m: &M,
+    cfg: &Config,
+    reason: u32,
+    location: u64,
+    skb: *const u8,
+    rx_sk: *const u8,
+) {
+    if reason == NOT_DROPPED_YET.load() || reason == CONSUMED.load() || !reason_wanted(cfg, reason)
+    {
         return;
     }
-    let Some(c) = this_cpu() else { return };
-    // SAFETY: `c` is this CPU's slot (see sys_enter); per-CPU hash values are this CPU's own.
-    unsafe {
-        let key = DropKey {
-            location,
-            reason,
-            pad: 0,
-        };
-        let c = &mut *c;
-        // A run of drops of one key on one CPU (the flood case) is counted in `pending`, with
-        // no hash lookup; the run is added to the keyed map when another key comes.
-        let first = if c.cached_valid == 1 && c.cached == key {
-            c.pending += 1;
-            false
+    let p = attribute::packet(m, cfg, skb, rx_sk);
+    // Filters: a drop filtered out is not counted anywhere.
+    if (cfg.filter_netns != 0 && p.netns != cfg.filter_netns)
+        || (cfg.filter_l4 != 0 && u32::from(p.l4proto) + 1 != cfg.filter_l4)
+        || (cfg.filter_port != 0 && u32::from(p.dport) != cfg.filter_port)
+        || (cfg.filter_dev_on == 1 && !attribute::device_named(cfg, p.dev, &cfg.filter_dev))
+    {
+        return;
+    }
+    // SAFETY: bpf_get_smp_processor_id has no preconditions.
+    let cpu = unsafe { bpf_get_smp_processor_id() };
+    let Some(c) = COUNTERS.get_ptr_mut(cpu) else {
+        return;
+    };
+    // SAFETY: `c` is this CPU's slot and the kernel runs one instance of this program per CPU
+    // at a time (a nested run is skipped and counted as a miss), so nothing else writes it.
+    let c = unsafe { &mut *c };
+    let dims = cfg.group;
+    let key = DropKey {
+        location,
+        reason,
+        netns: if dims & (group::NETNS | group::DEVICE) != 0 {
+            p.netns
         } else {
-            flush_pending(c);
-            let first = if let Some(v) = DROPS.get_ptr_mut(key) {
-                *v += 1;
-                false
-            } else if DROPS.insert(key, 1, BPF_NOEXIST as u64).is_ok() {
-                true
-            } else if let Some(v) = DROPS.get_ptr_mut(key) {
-                // Another CPU inserted the key first.
-                *v += 1;
-                false
-            } else {
+            0
+        },
+        ifindex: if dims & group::DEVICE != 0 {
+            p.ifindex
+        } else {
+            0
+        },
+        l3proto: if dims & group::PROTOCOL != 0 {
+            p.l3proto
+        } else {
+            0
+        },
+        l4proto: if dims & group::PROTOCOL != 0 {
+            p.l4proto
+        } else {
+            0
+        },
+        port: if dims & group::PORT != 0 { p.dport } else { 0 },
+        ..DropKey::default()
+    };
+    // A run of drops of one key on one CPU (the flood case) reuses the slot found for the
+    // run's first drop: no hash lookup.
+    let (slot, first) = if c.cached_valid == 1 && c.cached == key {
+        (c.cached_slot, false)
+    } else {
+        match slot_of(c, &key) {
+            Some(found) => {
+                c.cached = key;
+                c.cached_slot = found.0;
+                c.cached_valid = 1;
+                found
+            }
+            None => {
                 c.overflow += 1;
                 compiler_fence(Ordering::SeqCst);
                 c.total += 1;
                 sample_stack(ctx, c, reason, location, false);
                 return;
-            };
-            c.cached = key;
-            c.cached_valid = 1;
-            first
-        };
-        // The total goes last: a reader that sees it also sees the keyed, pending or overflow
-        // count it stands for, so a settled read always satisfies keyed + overflow == total.
-        compiler_fence(Ordering::SeqCst);
-        c.total += 1;
-        sample_stack(ctx, c, reason, location, first);
+            }
+        }
+    };
+    let index = cpu.wrapping_mul(MAX_KEYS.load()).wrapping_add(slot);
+    match SLOT_COUNTS.get_ptr_mut(index) {
+        // SAFETY: this CPU's counters (index `cpu * MAX_KEYS + slot`) are written only by this
+        // CPU, one program run at a time (see above).
+        Some(n) => unsafe { *n += 1 },
+        // Cannot happen (slots < MAX_KEYS, CPUs < the array's CPU count); counted if it did.
+        None => c.overflow += 1,
     }
+    // The total goes last: a reader that sees it (on this CPU's program order) also sees the
+    // keyed or overflow count it stands for.
+    compiler_fence(Ordering::SeqCst);
+    c.total += 1;
+    sample_stack(ctx, c, reason, location, first);
 }
 
-/// Adds this CPU's pending run to the keyed map and forgets the cached key.
+/// The slot of `key`, taking a free one for a key never seen (then `true`); `None` when every
+/// slot is taken (the drop counts as overflow).
 #[inline(always)]
-fn flush_pending(c: &mut CpuCounters) {
-    if c.cached_valid == 1 && c.pending > 0 {
-        match DROPS.get_ptr_mut(c.cached) {
-            // SAFETY: a per-CPU hash value is this CPU's own.
-            Some(v) => unsafe { *v += c.pending },
-            // Keys are never removed from the map, so this cannot happen; if it did, the
-            // drops would still be counted.
-            None => c.overflow += c.pending,
-        }
-        c.pending = 0;
-        c.flushes += 1;
+fn slot_of(c: &mut CpuCounters, key: &DropKey) -> Option<(u32, bool)> {
+    // SAFETY: the value is a plain u32 copied out at once.
+    if let Some(slot) = unsafe { KEYS.get(key) } {
+        return Some((*slot, false));
     }
-    c.cached_valid = 0;
+    let slot = FREE_SLOTS.pop().ok().flatten()?;
+    if KEYS.insert(key, slot, BPF_NOEXIST as u64).is_ok() {
+        c.new_keys += 1;
+        return Some((slot, true));
+    }
+    // Another CPU added the key first (or the map is full): give the slot back.
+    let _ = FREE_SLOTS.push(slot, 0);
+    // SAFETY: as above.
+    unsafe { KEYS.get(key) }.map(|slot| (*slot, false))
 }
 
 #[inline(always)]

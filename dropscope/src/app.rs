@@ -13,7 +13,7 @@ use crate::{
     collector::{Collector, CollectorOptions, Stopper},
     explain::{self, Guide},
     flamegraph::{self, GraphMeta},
-    kcounters::{self, KernelCounters},
+    kcounters::{self, KernelCounters, KernelView},
     model::{SessionInfo, Snapshot, window},
     probe::{Probe, ProbeOptions, reasons::ReasonTable},
     record::{self, Recording},
@@ -56,6 +56,8 @@ pub fn start_live(live: &LiveArgs) -> anyhow::Result<(Feed, Stopper)> {
         max_keys: live.max_keys,
         btf_path: live.btf.clone(),
         count_self_syscalls: live.count_syscalls,
+        bench_keys: live.bench_keys,
+        selection: live.select.clone(),
     };
     let probe = Probe::attach(&opts)?;
     let copts = CollectorOptions {
@@ -63,6 +65,7 @@ pub fn start_live(live: &LiveArgs) -> anyhow::Result<(Feed, Stopper)> {
         stacks: !live.no_stacks,
         stack_budget: live.stack_budget,
         bpf_stats: live.bpf_stats,
+        by: live.select.by.clone(),
     };
     Ok(Collector::spawn(probe, copts)?)
 }
@@ -121,6 +124,7 @@ async fn live_tui(live: &LiveArgs, dir: &Path) -> anyhow::Result<()> {
         flamegraph_dir: dir.to_path_buf(),
         record_dir: dir.to_path_buf(),
         kernel_counters: true,
+        filter: live.select.describe(),
     };
     // The TUI ends on `q`, a signal, or the feed closing; then the probe is detached, and a
     // collector failure, if that is what closed the feed, is reported.
@@ -130,9 +134,9 @@ async fn live_tui(live: &LiveArgs, dir: &Path) -> anyhow::Result<()> {
 }
 
 /// Starts reading the kernel's drop counters; a failure is a warning, not an error.
-fn start_counters() -> Option<KernelCounters> {
+fn start_counters(live: &LiveArgs) -> Option<KernelCounters> {
     match KernelCounters::start() {
-        Ok(k) => Some(k),
+        Ok(k) => Some(k.with_filter(live.select.describe())),
         Err(e) => {
             eprintln!("dropscope: warning: not reading the kernel's drop counters: {e:#}");
             None
@@ -147,11 +151,12 @@ async fn count_live(
     duration: Option<Duration>,
     what: &str,
     counters: bool,
+    mut on_snapshot: impl FnMut(&Snapshot, Option<&mut KernelCounters>) -> anyhow::Result<()>,
 ) -> anyhow::Result<(SessionInfo, Snapshot, Option<KernelCounters>)> {
     let interrupt = Interrupt::new()?;
     let (mut feed, stopper) = start_live(live)?;
     // The counters' window starts once the probe counts, before the line saying so.
-    let mut kernel = if counters { start_counters() } else { None };
+    let mut kernel = if counters { start_counters(live) } else { None };
     eprintln!(
         "dropscope: counting drops with {}{what}; {}",
         feed.info.probe,
@@ -167,7 +172,10 @@ async fn count_live(
     loop {
         tokio::select! {
             s = feed.snapshots.recv() => match s {
-                Some(s) => last = s,
+                Some(s) => {
+                    on_snapshot(&s, kernel.as_mut())?;
+                    last = s;
+                }
                 None => {
                     stopper.finish()?;
                     bail!("the collector stopped unexpectedly");
@@ -183,7 +191,7 @@ async fn count_live(
     }
     stopper.finish()?;
     if let Some(k) = &mut kernel {
-        k.poll(&[]);
+        k.poll(&kcounters::drop_netns(&last));
     }
     Ok((feed.info, last, kernel))
 }
@@ -220,28 +228,68 @@ async fn report_cmd(args: ReportArgs) -> anyhow::Result<()> {
         let (_, snap, (from, to)) = recorded_window(&args.window)?;
         (snap, (to - from).as_secs_f64(), None)
     } else {
-        let (_, snap, kernel) = count_live(&args.live, args.duration, "", true).await?;
+        let mut next = args.every;
+        let (format, every) = (args.format, args.every);
+        let progress = |s: &Snapshot, k: Option<&mut KernelCounters>| -> anyhow::Result<()> {
+            if let Some(at) = next.filter(|at| s.elapsed >= *at) {
+                let kernel = k.map(|k| {
+                    k.poll(&kcounters::drop_netns(s));
+                    k.view(s)
+                });
+                print_report(s, s.elapsed.as_secs_f64(), format, true, kernel.as_ref())?;
+                // The next report is due one period after this one (never in a burst).
+                next = every.map(|d| (at + d).max(s.elapsed));
+            }
+            Ok(())
+        };
+        let (_, snap, kernel) = count_live(&args.live, args.duration, "", true, progress).await?;
         let secs = snap.elapsed.as_secs_f64();
         (snap, secs, kernel)
     };
     let kernel = kernel.map(|k| k.view(&snap));
-    let stdout = std::io::stdout();
-    match args.format {
+    print_report(
+        &snap,
+        seconds,
+        args.format,
+        args.every.is_some(),
+        kernel.as_ref(),
+    )
+}
+
+/// Prints one report; `lines` puts a JSON report on one line (a stream of them is JSON Lines);
+/// `kernel` adds the kernel's drop counters of the same window.
+fn print_report(
+    snap: &Snapshot,
+    seconds: f64,
+    format: Format,
+    lines: bool,
+    kernel: Option<&KernelView>,
+) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match format {
         Format::Table => {
-            report::write_table(&snap, seconds, stdout.lock())?;
-            if let Some(k) = &kernel {
-                report::write_kernel(k, stdout.lock())?;
+            report::write_table(snap, seconds, &mut out)?;
+            if let Some(k) = kernel {
+                report::write_kernel(k, &mut out)?;
+            }
+            if lines {
+                writeln!(out)?;
             }
         }
         Format::Json => {
-            let mut json = report::json(&snap, seconds);
-            if let Some(k) = &kernel {
-                json = json.with_kernel(k);
+            let mut report = report::json(snap, seconds);
+            if let Some(k) = kernel {
+                report = report.with_kernel(k);
             }
-            serde_json::to_writer_pretty(stdout.lock(), &json)?;
-            println!();
+            if lines {
+                serde_json::to_writer(&mut out, &report)?;
+            } else {
+                serde_json::to_writer_pretty(&mut out, &report)?;
+            }
+            writeln!(out)?;
         }
     }
+    out.flush()?;
     Ok(())
 }
 
@@ -343,6 +391,7 @@ async fn replay_cmd(file: &Path, dir: &Path) -> anyhow::Result<()> {
         flamegraph_dir: dir.to_path_buf(),
         record_dir: dir.to_path_buf(),
         kernel_counters: false,
+        filter: None,
     };
     tui::run(feed, opts).await
 }
@@ -364,8 +413,14 @@ async fn flamegraph_cmd(args: FlamegraphArgs) -> anyhow::Result<()> {
     let (info, snap, window) = if args.window.input.is_some() {
         recorded_window(&args.window)?
     } else {
-        let (info, snap, _) =
-            count_live(&args.live, args.duration, " and sampling stacks", false).await?;
+        let (info, snap, _) = count_live(
+            &args.live,
+            args.duration,
+            " and sampling stacks",
+            false,
+            |_, _| Ok(()),
+        )
+        .await?;
         let window = (Duration::ZERO, snap.elapsed);
         (info, snap, window)
     };

@@ -80,6 +80,10 @@ pub struct ReportArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+    /// Live: also print the counts so far every D (e.g. 1s), before the final report; with
+    /// `--format json` every report is one line (JSON Lines).
+    #[arg(long, value_parser = parse_duration, value_name = "D", conflicts_with = "input")]
+    pub every: Option<Duration>,
     /// Where the counts come from.
     #[command(flatten)]
     pub window: InputWindow,
@@ -130,7 +134,11 @@ pub struct InputWindow {
 /// Probe and polling options.
 #[derive(Debug, Args, Clone)]
 pub struct LiveArgs {
-    /// Base poll interval: quicker while drops arrive (down to half), slower while idle (up to 4x).
+    /// Grouping and filters.
+    #[command(flatten)]
+    pub select: crate::select::Selection,
+    /// Base poll interval: counts are read every half interval while drops arrive; while idle,
+    /// only the mmap'd totals are checked (no syscall) and the view updates once per interval.
     #[arg(long, value_parser = parse_interval, default_value = "1s", value_name = "D")]
     pub interval: Duration,
     /// Capacity of the in-kernel (reason, location) map; drops beyond it are counted as overflow.
@@ -154,6 +162,10 @@ pub struct LiveArgs {
     /// Off by default: it runs on every syscall of every process on the machine.
     #[arg(long)]
     pub count_syscalls: bool,
+    /// Benchmark only: start with N synthetic keys (one count on every CPU each), so the cost of
+    /// reading many keys can be measured.
+    #[arg(long, hide = true, default_value_t = 0, value_name = "N")]
+    pub bench_keys: u32,
     /// Enable kernel BPF run-time statistics while running, to show the probe's ns per drop
     /// (costs a little per drop; off again on exit).
     #[arg(long)]

@@ -16,6 +16,7 @@ pub mod model;
 pub mod probe;
 pub mod record;
 pub mod report;
+pub mod select;
 pub mod source;
 pub mod symbolize;
 pub mod tui;

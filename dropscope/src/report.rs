@@ -18,6 +18,17 @@ pub struct JsonDrop<'a> {
     pub reason_code: u32,
     /// Symbolized kernel location.
     pub location: &'a str,
+    /// Network namespace inode (null when not grouped by namespace or unknown).
+    pub netns: Option<u64>,
+    /// Its human name (container, pod, unit, `ip netns` name), or null.
+    pub netns_name: Option<&'a str>,
+    /// Interface name, or null.
+    pub device: Option<&'a str>,
+    /// L4 protocol (`udp`, `tcp`, `icmp`, `icmpv6` or the number), or null when not IP.
+    pub protocol: Option<&'a str>,
+    /// Destination port: present only when grouped by port.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
     /// Exact count.
     pub count: u64,
     /// What the reason means and what to check: one paragraph of the reason guide.
@@ -49,7 +60,7 @@ impl JsonReport<'_> {
     /// Adds the kernel counters and unseen drops of the same window.
     pub fn with_kernel(mut self, k: &KernelView) -> Self {
         self.kernel_counters = Some(k.counters.clone());
-        self.unseen = Some(k.unseen.clone());
+        self.unseen = k.unseen.clone();
         self
     }
 }
@@ -73,6 +84,11 @@ pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
                 reason: &d.key.reason.name,
                 reason_code: d.key.reason.code,
                 location: &d.key.location,
+                netns: d.key.attr.netns,
+                netns_name: d.key.attr.netns_name.as_deref(),
+                device: d.key.attr.device.as_deref(),
+                protocol: d.key.attr.protocol.as_deref(),
+                port: d.key.attr.port,
                 count: d.count,
                 hint: Guide::builtin().hint(&d.key.reason.name),
             })
@@ -185,13 +201,19 @@ pub fn write_kernel(k: &KernelView, mut out: impl Write) -> std::io::Result<()> 
             c.delta
         )?;
     }
-    if !k.unseen.is_empty() {
+    if let (None, Some(f)) = (&k.unseen, &k.filter) {
+        writeln!(
+            out,
+            "(unseen drops not computed: only drops of {f} are counted)"
+        )?;
+    }
+    if let Some(unseen) = k.unseen.as_ref().filter(|u| !u.is_empty()) {
         writeln!(out)?;
         writeln!(
             out,
             "UNSEEN: counted by the kernel, not seen by the probe (not in the counts above)"
         )?;
-        for u in &k.unseen {
+        for u in unseen {
             writeln!(
                 out,
                 "{:<nw$}  {:<cw$}  {:>12}",
@@ -222,6 +244,7 @@ mod tests {
                     name: name.into(),
                 },
                 location: loc.into(),
+                attr: Default::default(),
             },
             count,
         };
@@ -265,11 +288,12 @@ mod tests {
                 delta: 40,
                 reasons: vec!["TCP_LISTEN_OVERFLOW"],
             }],
-            unseen: vec![Unseen {
+            unseen: Some(vec![Unseen {
                 netns: 9,
                 counter: "TcpExt:ListenDrops".into(),
                 count: 38,
-            }],
+            }]),
+            filter: None,
             errors: Vec::new(),
         }
     }
@@ -307,6 +331,24 @@ mod tests {
         assert!(
             text.contains("no drop counter grew") && !text.contains("UNSEEN"),
             "{text}"
+        );
+        let filtered = KernelView {
+            unseen: None,
+            filter: Some("netns foo".into()),
+            ..kernel()
+        };
+        let mut out = Vec::new();
+        write_kernel(&filtered, &mut out).expect("write");
+        let text = String::from_utf8(out).expect("utf8");
+        assert!(
+            text.contains("not computed: only drops of netns foo"),
+            "{text}"
+        );
+        assert!(!text.contains("UNSEEN"), "{text}");
+        let v = serde_json::to_value(json(&snap(), 3.0).with_kernel(&filtered)).expect("json");
+        assert!(
+            v["unseen"].is_null() && v["kernel_counters"].is_array(),
+            "{v:#}"
         );
     }
 

@@ -110,6 +110,7 @@ fn generated(data: &[u8]) -> Option<()> {
                 name: pick(i),
             },
             location: pick(i / 2 + 1),
+            attr: Default::default(),
         })
         .collect();
     let n = src.byte() % 40;

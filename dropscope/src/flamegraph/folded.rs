@@ -143,6 +143,7 @@ mod tests {
                     .last()
                     .cloned()
                     .unwrap_or_else(|| Arc::from("site+0x1")),
+                attr: Default::default(),
             },
             frames,
             weight,

@@ -230,6 +230,7 @@ pub fn synthetic_stacks(n: usize) -> Vec<StackCount> {
                     name: intern(reason.to_string()),
                 },
                 location: frames[depth - 1].clone(),
+                attr: Default::default(),
             },
             frames,
             weight: samples * period,

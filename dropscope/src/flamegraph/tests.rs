@@ -15,6 +15,7 @@ fn stack(reason: &str, frames: &[&str], weight: u64) -> StackCount {
                 name: Arc::from(reason),
             },
             location: frames.last().cloned().unwrap_or_else(|| Arc::from("?")),
+            attr: Default::default(),
         },
         frames,
         weight,

@@ -4,7 +4,8 @@
 //! the drops.
 //!
 //! Which namespaces: the initial one, every namespace named under `/run/netns` (`ip netns`),
-//! and any namespace asked for by inode (those where drops are seen). A namespace first read
+//! and every namespace where drops are seen (by the inode on their keys, opened through a
+//! process in it). A namespace first read
 //! after the window started counts from its first reading. Counters are read once per call to
 //! [`KernelCounters::poll`], on one short-lived thread (see [`netns`]).
 pub mod map;
@@ -28,8 +29,11 @@ pub struct KernelView {
     pub initial_netns: u64,
     /// Counters that grew, per namespace.
     pub counters: Vec<CounterDelta>,
-    /// Drops counted by the kernel but not seen by the probe.
-    pub unseen: Vec<Unseen>,
+    /// Drops counted by the kernel but not seen by the probe; `None` while drops are filtered
+    /// (the probe then does not count every drop, so nothing can be called unseen).
+    pub unseen: Option<Vec<Unseen>>,
+    /// The drop filters in force, described, when there are any.
+    pub filter: Option<String>,
     /// Namespaces that could not be read.
     pub errors: Vec<String>,
 }
@@ -41,6 +45,7 @@ pub struct KernelCounters {
     baseline: BTreeMap<u64, Counters>,
     latest: BTreeMap<u64, Counters>,
     errors: Vec<String>,
+    filter: Option<String>,
 }
 
 impl KernelCounters {
@@ -54,7 +59,14 @@ impl KernelCounters {
             latest: baseline.clone(),
             baseline,
             errors,
+            filter: None,
         })
+    }
+
+    /// Notes the drop filters in force (described): with any, unseen drops are not computed.
+    pub fn with_filter(mut self, filter: Option<String>) -> Self {
+        self.filter = filter;
+        self
     }
 
     /// Reads the counters again (once), also in the namespaces of `netns` (inode numbers of
@@ -79,23 +91,35 @@ impl KernelCounters {
     pub fn view(&self, snap: &Snapshot) -> KernelView {
         let counters = unseen::deltas(&self.baseline, &self.latest);
         let initial = self.initial_netns();
-        let unseen = unseen::unseen(&counters, seen_drops(snap), initial);
+        let unseen = match self.filter {
+            None => Some(unseen::unseen(&counters, seen_drops(snap), initial)),
+            Some(_) => None,
+        };
         KernelView {
             initial_netns: initial,
             counters,
             unseen,
+            filter: self.filter.clone(),
             errors: self.errors.clone(),
         }
     }
 }
 
-/// The probe's keyed counts as [`SeenDrop`]s. Drop keys carry no namespace yet, so every drop
-/// counts for the initial namespace.
+/// The probe's keyed counts as [`SeenDrop`]s, with the namespace of their key when the probe
+/// knows it (a drop without one counts for the initial namespace).
 pub fn seen_drops(snap: &Snapshot) -> impl Iterator<Item = SeenDrop<'_>> + Clone {
     snap.drops.iter().map(|d| SeenDrop {
-        netns: None,
+        netns: d.key.attr.netns,
         reason: &d.key.reason.name,
         location: &d.key.location,
         count: d.count,
     })
+}
+
+/// The namespaces where drops were seen (inode numbers), to read their counters too.
+pub fn drop_netns(snap: &Snapshot) -> Vec<u64> {
+    let mut v: Vec<u64> = snap.drops.iter().filter_map(|d| d.key.attr.netns).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
 }

@@ -5,4 +5,6 @@ pub mod stacks;
 pub mod table;
 pub mod window;
 
-pub use snapshot::{DropCount, DropKey, Health, Reason, SessionInfo, Snapshot, StackCount};
+pub use snapshot::{
+    Attribution, DropCount, DropKey, Health, Reason, SessionInfo, Snapshot, StackCount,
+};

@@ -13,13 +13,31 @@ pub struct Reason {
     pub name: Arc<str>,
 }
 
-/// What a drop count is keyed by: reason and symbolized kernel location.
+/// What a drop count is keyed by: reason, symbolized kernel location, and which packets.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct DropKey {
     /// Why the kernel dropped the packet.
     pub reason: Reason,
     /// Where: `function+0xoffset [module]`, symbolized on the machine that counted it.
     pub location: Arc<str>,
+    /// Which packets: the dimensions grouped by (the others are `None`).
+    #[serde(default)]
+    pub attr: Attribution,
+}
+
+/// Which packets a count is of. A dimension not grouped by, or not known, is `None`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Attribution {
+    /// Network namespace inode.
+    pub netns: Option<u64>,
+    /// Its human name (container, pod, unit, `ip netns` name), where one was found.
+    pub netns_name: Option<Arc<str>>,
+    /// Interface name (within that namespace).
+    pub device: Option<Arc<str>>,
+    /// L4 protocol: `udp`, `tcp`, `icmp`, `icmpv6`, or its number; `None` when not IP.
+    pub protocol: Option<Arc<str>>,
+    /// Destination port.
+    pub port: Option<u16>,
 }
 
 /// Exact cumulative count of one key since the session started.

@@ -201,6 +201,7 @@ mod tests {
                     name: reason.into(),
                 },
                 location: frames.last().cloned().unwrap_or_else(|| "?".into()),
+                attr: Default::default(),
             },
             frames: frames.into(),
             weight,

@@ -308,6 +308,7 @@ mod tests {
                 name: name.into(),
             },
             location: loc.into(),
+            attr: Default::default(),
         }
     }
 

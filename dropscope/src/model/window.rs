@@ -67,6 +67,7 @@ mod tests {
                 name: format!("R{code}").into(),
             },
             location: loc.into(),
+            attr: Default::default(),
         }
     }
 

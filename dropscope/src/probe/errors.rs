@@ -33,6 +33,12 @@ pub enum ProbeError {
     /// Attaching failed.
     #[error("attaching to {0} failed: {1}")]
     Attach(&'static str, String),
+    /// The kernel lacks a struct field attribution reads.
+    #[error("cannot attribute drops on this kernel: {0}")]
+    Layout(String),
+    /// `--by` or a filter cannot be applied.
+    #[error("{0}")]
+    Selection(String),
 }
 
 const CAP_SYS_ADMIN: u32 = 21;

@@ -3,6 +3,7 @@
 //! Attaching prefers the BTF-typed `tp_btf/kfree_skb`; the classic tracepoint is the fallback.
 //! Everything is detached when the [`Probe`] is dropped (and by the kernel if the process dies).
 pub mod errors;
+pub mod layout;
 pub mod reasons;
 pub mod sys;
 pub mod tracefs;
@@ -11,14 +12,16 @@ use std::{os::fd::AsFd, path::PathBuf};
 
 use aya::{
     Btf, Ebpf, EbpfLoader, Endianness,
-    maps::{Map, MapData, StackTraceMap},
+    maps::{Map, MapData, Queue, StackTraceMap},
     programs::{BtfTracePoint, TracePoint},
 };
 use dropscope_common::{
-    Control, CpuCounters, DropKey, StackKey, StackValue, globals, maps, programs,
+    Config, Control, CpuCounters, DropKey, StackKey, StackValue, globals, maps, programs,
 };
 
 pub use errors::ProbeError;
+
+use crate::select::Selection;
 use reasons::ReasonTable;
 use sys::{MmapArray, ProgStats};
 use tracefs::TracefsMount;
@@ -36,6 +39,9 @@ pub enum ProbeChoice {
     Btf,
     /// Only the classic `skb:kfree_skb` tracepoint (needs tracefs; mounted if absent).
     Tracepoint,
+    /// An empty program on `tp_btf/kfree_skb` that counts nothing: the benchmark's floor.
+    #[value(hide = true)]
+    Floor,
 }
 
 /// The hook in use.
@@ -45,6 +51,8 @@ pub enum ProbeKind {
     TpBtf,
     /// Classic tracepoint.
     Tracepoint,
+    /// The empty program (counts nothing).
+    Floor,
 }
 
 impl std::fmt::Display for ProbeKind {
@@ -52,6 +60,7 @@ impl std::fmt::Display for ProbeKind {
         f.write_str(match self {
             ProbeKind::TpBtf => "tp_btf/kfree_skb",
             ProbeKind::Tracepoint => "tracepoint/skb/kfree_skb",
+            ProbeKind::Floor => "tp_btf/kfree_skb (empty program: counts nothing)",
         })
     }
 }
@@ -67,6 +76,10 @@ pub struct ProbeOptions {
     pub btf_path: PathBuf,
     /// Also count dropscope's own syscalls (a `sys_enter` program filtered to this process).
     pub count_self_syscalls: bool,
+    /// Benchmark only: synthetic keys to start with (see [`Probe::attach`]).
+    pub bench_keys: u32,
+    /// Grouping and in-kernel filters.
+    pub selection: Selection,
 }
 
 impl Default for ProbeOptions {
@@ -76,6 +89,11 @@ impl Default for ProbeOptions {
             max_keys: dropscope_common::DEFAULT_MAX_KEYS,
             btf_path: PathBuf::from("/sys/kernel/btf/vmlinux"),
             count_self_syscalls: false,
+            bench_keys: 0,
+            selection: Selection {
+                by: vec![crate::select::Dim::Reason, crate::select::Dim::Location],
+                ..Selection::default()
+            },
         }
     }
 }
@@ -95,8 +113,8 @@ pub struct Totals {
     pub stack_overflow: u64,
     /// dropscope's own syscalls (if counted).
     pub self_syscalls: u64,
-    /// Times a CPU moved its pending run into the keyed map.
-    pub flushes: u64,
+    /// Keys added to the key map (each once, by the CPU that added it).
+    pub new_keys: u64,
 }
 
 impl Totals {
@@ -117,7 +135,8 @@ pub struct Probe {
     // Field order matters for Drop: mappings and map handles go before the object.
     counters: MmapArray<CpuCounters>,
     control: MmapArray<Control>,
-    drops: MapData,
+    slot_counts: MmapArray<u64>,
+    keys: MapData,
     stack_counts: MapData,
     stacks: StackTraceMap<MapData>,
     ebpf: Ebpf,
@@ -136,7 +155,7 @@ impl Probe {
         let ncpus = aya::util::nr_cpus().map_err(|(what, e)| ProbeError::Cpus(what, e))?;
         let btf = match Btf::parse_file(&opts.btf_path, Endianness::default()) {
             Ok(btf) => Some(btf),
-            Err(e) if opts.choice == ProbeChoice::Btf => {
+            Err(e) if matches!(opts.choice, ProbeChoice::Btf | ProbeChoice::Floor) => {
                 return Err(ProbeError::NoBtf(opts.btf_path.clone(), e.to_string()));
             }
             Err(_) => None,
@@ -153,6 +172,44 @@ impl Probe {
             .non_drop_values()
             .map_err(|e| ProbeError::Reasons(format!("{e:#}")))?;
 
+        let mut config = Config::default();
+        if let Some(btf) = btf_rs::Btf::from_file(&opts.btf_path)
+            .ok()
+            .filter(|_| btf.is_some())
+        {
+            let l =
+                layout::Layout::from_btf(&btf).map_err(|e| ProbeError::Layout(format!("{e:#}")))?;
+            config = Config {
+                skb_dev: l.skb_dev,
+                skb_sk: l.skb_sk,
+                skb_iif: l.skb_iif,
+                skb_protocol: l.skb_protocol,
+                skb_head: l.skb_head,
+                skb_network_header: l.skb_network_header,
+                skb_transport_header: l.skb_transport_header,
+                skb_len: l.skb_len,
+                dev_ifindex: l.dev_ifindex,
+                dev_name: l.dev_name,
+                dev_net: l.dev_net,
+                sk_net: l.sk_net,
+                net_inum: l.net_inum,
+                has_rx_sk: u32::from(layout::kfree_skb_has_rx_sk(&btf)),
+                ..config
+            };
+        }
+        let reason_bits = opts
+            .selection
+            .kernel(&reasons, &mut config)
+            .map_err(|e| ProbeError::Selection(format!("{e:#}")))?;
+        if btf.is_none() && (config.group != 0 || opts.selection.filtering()) {
+            return Err(ProbeError::Selection(
+                "grouping or filtering by namespace, interface, protocol or port reads the \
+                 kernel's structures, which needs kernel BTF; use --by reason,location and no \
+                 filters other than --reason"
+                    .into(),
+            ));
+        }
+
         let mut tracefs = None;
         let (loc_off, reason_off) = if use_btf {
             (0u32, 0u32)
@@ -166,9 +223,21 @@ impl Probe {
                 tracefs::field_offset(&format, f)
                     .ok_or_else(|| ProbeError::Tracefs(format!("kfree_skb has no `{f}` field")))
             };
+            config.tp_skb = off("skbaddr")?;
+            config.tp_rx_sk = tracefs::field_offset(&format, "rx_skaddr").unwrap_or(0);
             (off("location")?, off("reason")?)
         };
         let tgid = std::process::id();
+        let slot_entries = u32::try_from(ncpus)
+            .ok()
+            .and_then(|n| n.checked_mul(opts.max_keys))
+            .filter(|_| opts.max_keys > 0)
+            .ok_or_else(|| {
+                ProbeError::Load(format!(
+                    "--max-keys {} times {ncpus} CPUs is out of range",
+                    opts.max_keys
+                ))
+            })?;
 
         let mut ebpf = EbpfLoader::new()
             .override_global(globals::NOT_DROPPED_YET, &not_dropped, true)
@@ -176,12 +245,23 @@ impl Probe {
             .override_global(globals::TP_LOCATION_OFFSET, &loc_off, true)
             .override_global(globals::TP_REASON_OFFSET, &reason_off, true)
             .override_global(globals::SELF_TGID, &tgid, true)
-            .map_max_entries(maps::DROPS, opts.max_keys)
+            .override_global(globals::MAX_KEYS, &opts.max_keys, true)
+            .override_global(globals::CONFIG, &config, true)
+            .map_max_entries(maps::KEYS, opts.max_keys)
+            .map_max_entries(maps::FREE_SLOTS, opts.max_keys)
+            .map_max_entries(maps::SLOT_COUNTS, slot_entries)
             .map_max_entries(maps::COUNTERS, ncpus as u32)
             .load(EBPF_OBJECT)
             .map_err(|e| ProbeError::Load(format!("{e:#}")))?;
 
         let kind = match (&btf, use_btf) {
+            (Some(btf), true) if opts.choice == ProbeChoice::Floor => {
+                let prog: &mut BtfTracePoint = program(&mut ebpf, programs::KFREE_SKB_FLOOR)?;
+                prog.load("kfree_skb", btf)
+                    .and_then(|()| prog.attach().map(drop))
+                    .map_err(|e| ProbeError::Attach("tp_btf/kfree_skb", format!("{e:#}")))?;
+                ProbeKind::Floor
+            }
             (Some(btf), true) => {
                 let prog: &mut BtfTracePoint = program(&mut ebpf, programs::KFREE_SKB_BTF)?;
                 prog.load("kfree_skb", btf)
@@ -210,9 +290,16 @@ impl Probe {
             _ => false,
         };
 
+        set_reason_filter(&mut ebpf, &reason_bits)?;
+        let synthetic = opts.bench_keys.min(opts.max_keys);
+        fill_free_slots(&mut ebpf, synthetic, opts.max_keys)?;
         let counters = mmap_map(&mut ebpf, maps::COUNTERS, ncpus)?;
         let control = mmap_map(&mut ebpf, maps::CONTROL, 1)?;
-        let drops = take_data(&mut ebpf, maps::DROPS)?;
+        let slot_counts = mmap_map(&mut ebpf, maps::SLOT_COUNTS, slot_entries as usize)?;
+        let keys = take_data(&mut ebpf, maps::KEYS)?;
+        if synthetic > 0 {
+            add_synthetic_keys(&keys, &counters, &slot_counts, synthetic, opts.max_keys)?;
+        }
         let stack_counts = take_data(&mut ebpf, maps::STACK_COUNTS)?;
         let stacks = match ebpf.take_map(maps::STACKS) {
             Some(m) => StackTraceMap::try_from(m).map_err(|e| ProbeError::Load(e.to_string()))?,
@@ -221,7 +308,8 @@ impl Probe {
         Ok(Self {
             counters,
             control,
-            drops,
+            slot_counts,
+            keys,
             stack_counts,
             stacks,
             ebpf,
@@ -265,44 +353,41 @@ impl Probe {
                 t.stack_errors += c.stack_errors;
                 t.stack_overflow += c.stack_overflow;
                 t.self_syscalls += c.self_syscalls;
-                t.flushes += c.flushes;
+                t.new_keys += c.new_keys;
                 t
             },
         )
     }
 
-    /// The drops each CPU counted for its last key but has not yet added to the keyed map
-    /// (read through the mmap: no syscall). They belong to that key's exact count.
-    pub fn pending(&self) -> Vec<(DropKey, u64)> {
-        (0..self.counters.len())
-            .map(|i| self.counters.get(i))
-            .filter(|c| c.cached_valid == 1 && c.pending > 0)
-            .map(|c| (c.cached, c.pending))
-            .collect()
+    /// Number of CPUs the counters are kept for.
+    pub fn ncpus(&self) -> usize {
+        self.ncpus
     }
 
-    /// Reads every (reason, location) count in the keyed map, summed over CPUs, in one batch
-    /// syscall (without the CPUs' [`pending`](Self::pending) runs).
-    pub fn read_drops(&self) -> std::io::Result<Vec<(DropKey, u64)>> {
-        let entries = sys::per_cpu_batch::<DropKey, u64>(
-            self.drops.fd().as_fd(),
-            self.max_keys as usize,
-            self.ncpus,
-            false,
-        )?;
-        Ok(entries
-            .into_iter()
-            .map(|(k, v)| (k, v.iter().sum()))
-            .collect())
+    /// Every key in the key map with its slot, in one batch syscall (only worth doing when
+    /// [`Totals::new_keys`] grew).
+    pub fn key_slots(&self) -> std::io::Result<Vec<(DropKey, u32)>> {
+        sys::batch::<DropKey, u32>(self.keys.fd().as_fd(), self.max_keys as usize, None, false)
+            .map(|entries| entries.into_iter().map(|(k, v)| (k, v[0])).collect())
+    }
+
+    /// The drops CPU `cpu` counted in slot `slot`, read through the mmap: no syscall.
+    pub fn slot_count(&self, cpu: usize, slot: u32) -> u64 {
+        let index = cpu * self.max_keys as usize + slot as usize;
+        if index < self.slot_counts.len() {
+            self.slot_counts.load_u64(index)
+        } else {
+            0
+        }
     }
 
     /// Reads the cumulative stack weights, summed over CPUs; with `delete`, also removes them
     /// (only to start over when the maps fill: a sample landing during the removal is lost).
     pub fn read_stack_counts(&self, delete: bool) -> std::io::Result<Vec<(StackKey, StackValue)>> {
-        let entries = sys::per_cpu_batch::<StackKey, StackValue>(
+        let entries = sys::batch::<StackKey, StackValue>(
             self.stack_counts.fd().as_fd(),
             dropscope_common::STACK_COUNT_ENTRIES as usize,
-            self.ncpus,
+            Some(self.ncpus),
             delete,
         )?;
         let summed = entries
@@ -348,6 +433,7 @@ impl Probe {
         let name = match self.kind {
             ProbeKind::TpBtf => programs::KFREE_SKB_BTF,
             ProbeKind::Tracepoint => programs::KFREE_SKB_TP,
+            ProbeKind::Floor => programs::KFREE_SKB_FLOOR,
         };
         let prog = self.ebpf.program(name)?;
         let fd = prog.fd().ok()?;
@@ -368,7 +454,9 @@ where
 
 fn take_data(ebpf: &mut Ebpf, name: &str) -> Result<MapData, ProbeError> {
     match ebpf.take_map(name) {
-        Some(Map::PerCpuHashMap(data) | Map::Array(data) | Map::HashMap(data)) => Ok(data),
+        Some(
+            Map::PerCpuHashMap(data) | Map::Array(data) | Map::HashMap(data) | Map::Queue(data),
+        ) => Ok(data),
         Some(_) => Err(ProbeError::Load(format!(
             "map {name} has an unexpected type"
         ))),
@@ -389,4 +477,66 @@ fn mmap_map<T: aya::Pod>(
     // The mapping keeps the map alive on its own; the handle can go.
     drop(data);
     Ok(m)
+}
+
+/// Gives the program every slot of the slot-count array from `first` on, through its
+/// free-slot queue.
+fn fill_free_slots(ebpf: &mut Ebpf, first: u32, max_keys: u32) -> Result<(), ProbeError> {
+    let data = take_data(ebpf, maps::FREE_SLOTS)?;
+    let mut queue: Queue<MapData, u32> = Queue::try_from(Map::Queue(data))
+        .map_err(|e| ProbeError::Load(format!("map {}: {e}", maps::FREE_SLOTS)))?;
+    for slot in first..max_keys {
+        queue
+            .push(slot, 0)
+            .map_err(|e| ProbeError::Load(format!("filling {}: {e}", maps::FREE_SLOTS)))?;
+    }
+    Ok(())
+}
+
+/// Benchmark only: keys `0..n` in slots `0..n`, each counted once on every CPU, as if real drops
+/// had made them (totals included, so the invariant holds).
+fn add_synthetic_keys(
+    keys: &MapData,
+    counters: &MmapArray<CpuCounters>,
+    slot_counts: &MmapArray<u64>,
+    n: u32,
+    max_keys: u32,
+) -> Result<(), ProbeError> {
+    let fd = keys.fd().as_fd();
+    for slot in 0..n {
+        let key = DropKey {
+            location: 0xffff_ffff_0000_0000 | u64::from(slot),
+            reason: 2,
+            ..DropKey::default()
+        };
+        sys::update(fd, &key, &slot)
+            .map_err(|e| ProbeError::Load(format!("adding synthetic keys: {e}")))?;
+    }
+    for cpu in 0..counters.len() {
+        for slot in 0..n as usize {
+            slot_counts.set(cpu * max_keys as usize + slot, 1);
+        }
+        let mut c = counters.get(cpu);
+        c.total += u64::from(n);
+        if cpu == 0 {
+            c.new_keys += u64::from(n);
+        }
+        counters.set(cpu, c);
+    }
+    Ok(())
+}
+
+/// Writes the reason filter's bitmap into the program's map.
+fn set_reason_filter(ebpf: &mut Ebpf, bits: &[u64]) -> Result<(), ProbeError> {
+    let map = ebpf
+        .map_mut(maps::REASON_FILTER)
+        .ok_or_else(|| ProbeError::Load(format!("no map {}", maps::REASON_FILTER)))?;
+    let mut array: aya::maps::Array<&mut MapData, u64> = aya::maps::Array::try_from(map)
+        .map_err(|e| ProbeError::Load(format!("map {}: {e}", maps::REASON_FILTER)))?;
+    for (i, word) in bits.iter().enumerate().filter(|(_, w)| **w != 0) {
+        array
+            .set(i as u32, word, 0)
+            .map_err(|e| ProbeError::Load(format!("setting the reason filter: {e}")))?;
+    }
+    Ok(())
 }

@@ -28,19 +28,24 @@ fn bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> io::Result<()> {
     }
 }
 
-/// Entries of a per-CPU map: each key with its value on every possible CPU.
-pub type PerCpuEntries<K, V> = Vec<(K, Vec<V>)>;
+/// Entries of a map: each key with its value (on every possible CPU, for a per-CPU map).
+pub type Entries<K, V> = Vec<(K, Vec<V>)>;
 
-/// Reads every entry of a per-CPU hash map in as few syscalls as the kernel allows
+/// Reads every entry of a hash map in as few syscalls as the kernel allows
 /// (`BPF_MAP_LOOKUP_BATCH`, or `BPF_MAP_LOOKUP_AND_DELETE_BATCH` with `delete`), summing nothing:
-/// each key comes with its per-CPU values.
-pub fn per_cpu_batch<K: Pod, V: Pod>(
+/// each key comes with its value, or with its per-CPU values when `per_cpu` gives the number
+/// of possible CPUs.
+pub fn batch<K: Pod, V: Pod>(
     fd: BorrowedFd<'_>,
     capacity: usize,
-    ncpus: usize,
+    per_cpu: Option<usize>,
     delete: bool,
-) -> io::Result<PerCpuEntries<K, V>> {
-    let stride = size_of::<V>().next_multiple_of(8);
+) -> io::Result<Entries<K, V>> {
+    // Per-CPU values are 8-byte strided; a plain map's values are packed.
+    let (ncpus, stride) = match per_cpu {
+        Some(n) => (n, size_of::<V>().next_multiple_of(8)),
+        None => (1, size_of::<V>()),
+    };
     let chunk = capacity.clamp(1, 4096);
     // SAFETY: K and V are Pod: all-zero bytes are valid values.
     let mut keys: Vec<K> = vec![unsafe { zeroed() }; chunk];
@@ -83,6 +88,16 @@ pub fn per_cpu_batch<K: Pod, V: Pod>(
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Sets `key` to `value` in a (non-per-CPU) map: one syscall.
+pub fn update<K: Pod, V: Pod>(fd: BorrowedFd<'_>, key: &K, value: &V) -> io::Result<()> {
+    // SAFETY: bpf_attr is plain data; zero is its documented initial state.
+    let mut attr: bpf_attr = unsafe { zeroed() };
+    attr.__bindgen_anon_2.map_fd = fd.as_raw_fd() as u32;
+    attr.__bindgen_anon_2.key = (key as *const K) as u64;
+    attr.__bindgen_anon_2.__bindgen_anon_1.value = (value as *const V) as u64;
+    bpf(bpf_cmd::BPF_MAP_UPDATE_ELEM, &mut attr)
 }
 
 /// Run statistics of a loaded program.
@@ -179,6 +194,18 @@ impl<T: Pod> MmapArray<T> {
     /// Whether no element is mapped.
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+}
+
+impl MmapArray<u64> {
+    /// Element `i`, read as one atomic load: a counter with one writer is read whole and,
+    /// read again, never goes backwards.
+    pub fn load_u64(&self, i: usize) -> u64 {
+        assert!(i < self.len);
+        // SAFETY: i < len, inside the mapping; the mapping is page-aligned, so every u64 element
+        // is 8-byte aligned; the kernel writes it only with plain aligned 64-bit stores.
+        let atomic = unsafe { std::sync::atomic::AtomicU64::from_ptr(self.ptr.as_ptr().add(i)) };
+        atomic.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

@@ -32,6 +32,7 @@ impl Dictionary {
             self.keys.push(DropKey {
                 reason: Reason { code, name },
                 location,
+                attr: Default::default(),
             });
         }
         let n = r.count(2)?;

@@ -13,6 +13,7 @@ pub fn snapshots(keys: usize, changing: usize, rate: u64, frames: usize) -> Vec<
                 name: format!("REASON_{}", k % 90).into(),
             },
             location: format!("func_{k}+0x{k:x}").into(),
+            attr: Default::default(),
         })
         .collect();
     let mut counts = vec![0u64; keys.len()];

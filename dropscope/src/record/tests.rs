@@ -18,6 +18,7 @@ pub(super) fn key(code: u32, name: &str, loc: &str) -> DropKey {
             name: name.into(),
         },
         location: loc.into(),
+        attr: Default::default(),
     }
 }
 

@@ -52,6 +52,8 @@ pub struct TuiOptions {
     pub record_dir: PathBuf,
     /// Read the kernel's drop counters beside the snapshots (live only).
     pub kernel_counters: bool,
+    /// The drop filters in force, described (with any, no drops are called unseen).
+    pub filter: Option<String>,
 }
 
 /// Least time between two redraws caused by data (snapshots, replay position).
@@ -186,7 +188,7 @@ pub async fn run(feed: Feed, opts: TuiOptions) -> anyhow::Result<()> {
     let mut kernel_read: Option<Instant> = None;
     if opts.kernel_counters {
         match KernelCounters::start() {
-            Ok(k) => kernel = Some(k),
+            Ok(k) => kernel = Some(k.with_filter(opts.filter.clone())),
             Err(e) => {
                 let msg = format!("kernel counters not read: {e:#}");
                 update(&mut state, Msg::Status(msg));
@@ -230,7 +232,7 @@ pub async fn run(feed: Feed, opts: TuiOptions) -> anyhow::Result<()> {
                         && state.panel == Some(Panel::Counters)
                         && kernel_read.is_none_or(|t| t.elapsed() >= KERNEL_READ)
                     {
-                        k.poll(&[]);
+                        k.poll(&crate::kcounters::drop_netns(&s));
                         kernel_read = Some(Instant::now());
                         update(&mut state, Msg::Kernel(Box::new(k.view(&s))));
                     }

@@ -42,7 +42,12 @@ impl StackScope {
     /// Whether a stack belongs to this scope.
     pub fn contains(&self, s: &StackCount) -> bool {
         match self {
-            Self::Row(k) => s.key == *k,
+            // Stacks are sampled per (reason, location): a row of one namespace, interface
+            // or protocol shows the stacks of its reason and location ("*": merged away).
+            Self::Row(k) => {
+                (&*k.reason.name == "*" || s.key.reason == k.reason)
+                    && (&*k.location == "*" || s.key.location == k.location)
+            }
             Self::Set(f) => matches(&s.key, f),
         }
     }

@@ -28,6 +28,7 @@ fn key(name: &str, loc: &str) -> DropKey {
             name: name.into(),
         },
         location: loc.into(),
+        attr: Default::default(),
     }
 }
 

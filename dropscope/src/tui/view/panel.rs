@@ -69,7 +69,13 @@ pub fn counter_lines(kernel: Option<&KernelView>, replay: bool) -> Vec<Line<'sta
     };
     let mut lines = Vec::new();
     let unseen = Style::new().fg(Color::Red).add_modifier(Modifier::BOLD);
-    for u in &k.unseen {
+    if let (None, Some(f)) = (&k.unseen, &k.filter) {
+        lines.push(Line::styled(
+            format!("unseen drops not computed: only drops of {f} are counted"),
+            dim,
+        ));
+    }
+    for u in k.unseen.iter().flatten() {
         lines.push(Line::from(vec![
             Span::styled(format!("UNSEEN {:>10} ", format::count(u.count)), unseen),
             Span::raw(format!("{} netns {} ", u.counter, ns(u.netns))),
@@ -174,6 +180,7 @@ mod tests {
                 name: "SOCKET_RCVBUFF".into(),
             },
             location: "__udp_queue_rcv_skb+0x1".into(),
+            attr: Default::default(),
         };
         let snap = Snapshot {
             elapsed: Duration::from_secs(1),
@@ -251,11 +258,12 @@ mod tests {
                 delta: 1500,
                 reasons: vec!["TCP_LISTEN_OVERFLOW"],
             }],
-            unseen: vec![Unseen {
+            unseen: Some(vec![Unseen {
                 netns: 4026532500,
                 counter: "TcpExt:ListenDrops".into(),
                 count: 1492,
-            }],
+            }]),
+            filter: None,
             errors: Vec::new(),
         };
         update(&mut s, Msg::Kernel(Box::new(k)));

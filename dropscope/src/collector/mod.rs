@@ -1,9 +1,13 @@
 //! The collector: polls the probe's maps adaptively and turns them into [`Snapshot`]s.
 //!
 //! Each poll reads the mmap'd totals first (no syscall). Only when they changed does it read the
-//! keyed map, in one batch syscall, and drain the sampled stack weights. The interval halves
-//! (down to half the base) while drops arrive and doubles (up to four times the base) while idle.
-//! It never wakes per event.
+//! counts (mmap reads; one batch syscall only when keys were added) and the sampled stack
+//! weights. While drops arrive it polls every half base interval; while idle it checks the
+//! totals as often (no BPF syscall) and sends a snapshot once per base interval, so a drop after
+//! an idle spell is on screen within one base interval. It never wakes per event.
+mod counts;
+
+pub use counts::{CountMaps, CountRead, CountReader};
 use std::{
     collections::HashMap,
     os::fd::OwnedFd,
@@ -16,8 +20,9 @@ use tokio::sync::mpsc;
 use dropscope_common::{StackKey, StackValue};
 
 use crate::{
-    model::{DropCount, DropKey, Health, SessionInfo, Snapshot, StackCount},
+    model::{Attribution, DropCount, DropKey, Health, SessionInfo, Snapshot, StackCount},
     probe::{Probe, Totals},
+    select::{self, Dim},
     source::Feed,
     symbolize::Symbolizer,
 };
@@ -25,7 +30,7 @@ use crate::{
 /// How the collector polls.
 #[derive(Clone, Debug)]
 pub struct CollectorOptions {
-    /// Base poll interval.
+    /// Base poll interval (drops arriving are read twice as often).
     pub interval: Duration,
     /// Capture sampled kernel stacks.
     pub stacks: bool,
@@ -33,6 +38,8 @@ pub struct CollectorOptions {
     pub stack_budget: u64,
     /// Turn on kernel BPF run-time statistics while running (off again on exit).
     pub bpf_stats: bool,
+    /// The dimensions counts are grouped by.
+    pub by: Vec<Dim>,
 }
 
 impl Default for CollectorOptions {
@@ -42,6 +49,7 @@ impl Default for CollectorOptions {
             stacks: true,
             stack_budget: 1000,
             bpf_stats: false,
+            by: vec![Dim::Reason, Dim::Location],
         }
     }
 }
@@ -55,9 +63,11 @@ pub struct Collector {
     opts: CollectorOptions,
     started: Instant,
     interval: Duration,
+    counts: CountReader,
     last_totals: Option<Totals>,
+    /// Time and consistent total of the last read of the counts (the attach, at first).
+    last_read: (Instant, u64),
     last: Snapshot,
-    last_poll: Instant,
     stack_ids: HashMap<u32, Frames>,
     stack_base: HashMap<StackKey, StackValue>,
     stacks: HashMap<(DropKey, Frames), (u64, u64)>,
@@ -83,9 +93,10 @@ impl Collector {
             symbolizer,
             opts,
             started: Instant::now(),
+            counts: CountReader::default(),
             last_totals: None,
+            last_read: (Instant::now(), 0),
             last: Snapshot::default(),
-            last_poll: Instant::now(),
             stack_ids: HashMap::new(),
             stack_base: HashMap::new(),
             stacks: HashMap::new(),
@@ -95,25 +106,17 @@ impl Collector {
         }
     }
 
-    /// One poll: reads the mmap'd totals and, only if they changed, the maps. Returns the new
-    /// snapshot and whether any count changed. Adapts the interval.
+    /// One poll: reads the mmap'd totals and, only if they changed, the counts. Returns the
+    /// new snapshot and whether any count changed. Adapts the interval.
     pub fn poll(&mut self) -> std::io::Result<(Snapshot, bool)> {
-        let now = Instant::now();
         let totals = self.probe.totals();
         let changed = self
             .last_totals
             .is_none_or(|t| t.drop_counts() != totals.drop_counts());
-        let dt = now.duration_since(self.last_poll).as_secs_f64().max(1e-3);
-        self.last_poll = now;
-        let base = self.opts.interval;
         if changed {
-            let prev_total = self.last_totals.map_or(0, |t| t.total);
-            self.read_maps(totals)?;
-            self.adapt_sampling((totals.total - prev_total) as f64 / dt);
-            self.interval = (self.interval / 2).max(base / 2);
-        } else {
-            self.interval = (self.interval * 2).min(base * 4);
+            self.read_maps()?;
         }
+        self.interval = self.opts.interval / 2;
         self.last.elapsed = self.started.elapsed();
         self.last.unix_ms = unix_ms();
         self.last.health = self.health(changed);
@@ -126,59 +129,52 @@ impl Collector {
         Ok(self.poll()?.0)
     }
 
-    fn read_maps(&mut self, before: Totals) -> std::io::Result<()> {
-        let mut totals = before;
-        let mut drops = Vec::new();
-        let mut settled = false;
-        let mut consistent = false;
-        // A settled read (no drop during it) shows the kernel's own total, independently
-        // counted: any gap between it and keyed + overflow would be a real loss and is shown as
-        // such. Under a flood the total is keyed + overflow as read, consistent with the rows
-        // shown, as long as no CPU moved a pending run into the map during the read (else the
-        // run could be counted twice or not at all): only then is the read done once more.
-        for _ in 0..2 {
-            drops = self.probe.read_drops()?;
-            drops.extend(self.probe.pending());
-            let after = self.probe.totals();
-            settled = after.drop_counts() == totals.drop_counts();
-            consistent = after.flushes == totals.flushes;
-            totals = after;
-            if consistent {
-                break;
-            }
-        }
-        if !consistent {
-            // Keep the last consistent counts; the next poll reads again.
-            self.last_totals = None;
-            return Ok(());
-        }
+    fn read_maps(&mut self) -> std::io::Result<()> {
+        let read = self.counts.read(&self.probe)?;
+        let now = Instant::now();
+        // The sampling period follows the drop rate measured between two real reads.
+        let (then, before) = self.last_read;
+        let dt = now.duration_since(then).as_secs_f64().max(1e-3);
+        self.adapt_sampling(read.total.saturating_sub(before) as f64 / dt);
+        self.last_read = (now, read.total);
+        self.last_totals = Some(read.totals);
         self.symbolizer
-            .prefetch(drops.iter().map(|(k, _)| k.location));
-        let mut merged: HashMap<DropKey, u64> = HashMap::with_capacity(drops.len());
-        for (k, count) in &drops {
+            .prefetch(read.counts.iter().map(|(k, _)| k.location));
+        let mut merged: HashMap<DropKey, u64> = HashMap::with_capacity(read.counts.len());
+        for (k, count) in &read.counts {
             let key = DropKey {
                 reason: self.probe.reasons().reason(k.reason),
                 location: self.symbolizer.name(k.location),
+                attr: self.attribution(k),
             };
             *merged.entry(key).or_default() += count;
         }
-        let keyed: u64 = merged.values().sum();
-        let overflow = totals.overflow;
-        self.last.total = if settled {
-            totals.total
-        } else {
-            keyed + overflow
-        };
-        self.last.overflow = overflow;
+        // A gap between the kernel's own total and keyed + overflow that persists would be a
+        // real loss: then the kernel's total is shown, and the header says MISMATCH.
+        self.last.total = read.shown_total();
+        self.last.overflow = read.overflow;
         self.last.drops = merged
             .into_iter()
             .map(|(key, count)| DropCount { key, count })
             .collect();
-        self.last_totals = Some(before);
+        // The kernel keeps an interface's namespace with it; `--by` may want it merged away.
+        self.last.drops = select::regroup(&self.last, &self.opts.by).drops;
         if self.opts.stacks {
             self.read_stacks()?;
         }
         Ok(())
+    }
+
+    /// What a kernel key says of its packets, as the model shows it.
+    fn attribution(&mut self, k: &dropscope_common::DropKey) -> Attribution {
+        let ip = matches!(k.l3proto, 0x0800 | 0x86DD);
+        Attribution {
+            netns: (k.netns != 0).then_some(u64::from(k.netns)),
+            netns_name: None,
+            device: (k.ifindex != 0).then(|| Arc::from(format!("if{}", k.ifindex))),
+            protocol: ip.then(|| Arc::from(select::protocol_name(k.l4proto))),
+            port: (k.port != 0).then_some(k.port),
+        }
     }
 
     /// Folds the kernel's cumulative stack weights into the session's, by difference with what
@@ -209,6 +205,7 @@ impl Collector {
             let key = DropKey {
                 reason: self.probe.reasons().reason(k.reason),
                 location: self.symbolizer.name(k.location),
+                attr: Attribution::default(),
             };
             let e = self.stacks.entry((key, frames.clone())).or_default();
             e.0 += v.weight;
@@ -276,12 +273,13 @@ impl Collector {
     /// arrived: while idle they cannot change, and no BPF syscall is made at all.
     fn health(&mut self, changed: bool) -> Health {
         let t = self.last_totals.unwrap_or_default();
+        let keys_used = self.counts_keys();
         if changed || self.stats.is_none() {
             self.stats = self.probe.prog_stats();
         }
         let stats = self.stats;
         Health {
-            keys_used: self.last.drops.len() as u64,
+            keys_used,
             keys_capacity: u64::from(self.probe.max_keys()),
             stack_samples: t.stack_samples,
             stack_errors: t.stack_errors,
@@ -310,6 +308,11 @@ impl Collector {
         }
     }
 
+    /// Keys in the kernel's key map (each takes one slot of its capacity).
+    fn counts_keys(&self) -> u64 {
+        self.last_totals.map_or(0, |t| t.new_keys)
+    }
+
     /// Runs a collector on a thread of its own (the symbolizer is not `Send`), feeding a
     /// [`Feed`]. It stops when the [`Stopper`] is used or dropped, sending one last snapshot
     /// read right then, or when the feed's receiver is dropped.
@@ -320,11 +323,20 @@ impl Collector {
         let handle = std::thread::Builder::new().name("collector".into()).spawn(
             move || -> std::io::Result<()> {
                 // The symbolizer is not `Send`: it is created here, on the collector's thread.
+                let base = opts.interval;
                 let c = &mut Collector::new(probe, opts);
+                let mut sent = Instant::now();
+                let mut first = true;
                 loop {
-                    let (s, _) = c.poll()?;
-                    if tx.blocking_send(s).is_err() {
-                        return Ok(());
+                    let (s, changed) = c.poll()?;
+                    // Idle checks cost no syscall and send nothing; a snapshot goes out when
+                    // counts changed, and once per base interval for the clock.
+                    if changed || first || sent.elapsed() >= base {
+                        if tx.blocking_send(s).is_err() {
+                            return Ok(());
+                        }
+                        sent = Instant::now();
+                        first = false;
                     }
                     match stop_rx.recv_timeout(c.interval) {
                         Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
