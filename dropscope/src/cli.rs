@@ -190,8 +190,14 @@ pub enum GraphFormat {
     Folded,
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 10s, 1m30s, 500ms)"))
+/// A duration: a bare number is seconds (`2`, `0.5`), as Unix tools read it; else with units
+/// (`10s`, `1m30s`, `500ms`).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    if let Ok(secs) = s.trim().parse::<f64>() {
+        return Duration::try_from_secs_f64(secs)
+            .map_err(|_| format!("{s:?} is not a duration in seconds"));
+    }
+    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 2, 10s, 1m30s, 500ms)"))
 }
 
 fn parse_interval(s: &str) -> Result<Duration, String> {
@@ -207,6 +213,15 @@ mod tests {
     use clap::CommandFactory;
 
     use super::*;
+
+    #[test]
+    fn a_bare_number_is_seconds() {
+        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("0.5"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert!(parse_duration("-1").is_err());
+        assert!(parse_duration("soon").is_err());
+    }
 
     #[test]
     fn the_cli_is_consistent() {

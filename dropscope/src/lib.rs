@@ -13,6 +13,7 @@ pub mod explain;
 pub mod flamegraph;
 pub mod kcounters;
 pub mod model;
+pub mod names;
 pub mod probe;
 pub mod record;
 pub mod report;

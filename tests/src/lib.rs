@@ -116,9 +116,19 @@ pub fn run(cmd: &mut Command) -> Output {
     out
 }
 
-/// A running `dropscope` command that has attached its probe and is counting.
+/// A running `dropscope` command that has attached its probe and is counting. Dropped without
+/// being waited for (a failed assertion), it kills the process: nothing stays attached.
 pub struct Counting {
-    child: Child,
+    child: Option<Child>,
+}
+
+impl Drop for Counting {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
 
 impl Counting {
@@ -157,24 +167,25 @@ impl Counting {
         }
         // Keep draining stderr so the child never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
-        Self { child }
+        Self { child: Some(child) }
     }
 
     /// The process id.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.child.as_ref().map_or(0, Child::id)
     }
 
     /// Sends SIGINT, waits for the process and returns its stdout; asserts it exited cleanly.
     pub fn interrupt(self) -> String {
         // SAFETY: kill(2) with a pid we own and a valid signal.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        unsafe { libc::kill(self.pid() as i32, libc::SIGINT) };
         self.wait()
     }
 
     /// Waits for the process to end by itself and returns its stdout.
-    pub fn wait(self) -> String {
-        let out = self.child.wait_with_output().expect("wait for dropscope");
+    pub fn wait(mut self) -> String {
+        let child = self.child.take().expect("a running dropscope");
+        let out = child.wait_with_output().expect("wait for dropscope");
         assert!(out.status.success(), "dropscope failed: {:?}", out.status);
         String::from_utf8(out.stdout).expect("utf-8 output")
     }

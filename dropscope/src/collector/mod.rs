@@ -20,6 +20,7 @@ use tokio::sync::mpsc;
 use dropscope_common::{StackKey, StackValue};
 
 use crate::{
+    names::Names,
     model::{Attribution, DropCount, DropKey, Health, SessionInfo, Snapshot, StackCount},
     probe::{Probe, Totals},
     select::{self, Dim},
@@ -60,6 +61,7 @@ type Frames = Arc<[Arc<str>]>;
 pub struct Collector {
     probe: Probe,
     symbolizer: Symbolizer,
+    names: Names,
     opts: CollectorOptions,
     started: Instant,
     interval: Duration,
@@ -91,6 +93,7 @@ impl Collector {
             interval: opts.interval,
             probe,
             symbolizer,
+            names: Names::new(),
             opts,
             started: Instant::now(),
             counts: CountReader::default(),
@@ -168,10 +171,17 @@ impl Collector {
     /// What a kernel key says of its packets, as the model shows it.
     fn attribution(&mut self, k: &dropscope_common::DropKey) -> Attribution {
         let ip = matches!(k.l3proto, 0x0800 | 0x86DD);
+        let netns = (k.netns != 0).then_some(u64::from(k.netns));
         Attribution {
-            netns: (k.netns != 0).then_some(u64::from(k.netns)),
-            netns_name: None,
-            device: (k.ifindex != 0).then(|| Arc::from(format!("if{}", k.ifindex))),
+            netns,
+            netns_name: netns.and_then(|n| self.names.netns(n)),
+            // An interface whose name cannot be read (gone, or no right to enter its
+            // namespace) is shown by index.
+            device: (k.ifindex != 0).then(|| {
+                netns
+                    .and_then(|n| self.names.device(n, k.ifindex))
+                    .unwrap_or_else(|| Arc::from(format!("if{}", k.ifindex)))
+            }),
             protocol: ip.then(|| Arc::from(select::protocol_name(k.l4proto))),
             port: (k.port != 0).then_some(k.port),
         }

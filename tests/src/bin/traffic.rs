@@ -1,6 +1,7 @@
 //! Generates an exact number of real packet drops of one kind; run it inside a test namespace.
 //!
 //! `traffic udp PORT N`: N datagrams to a closed UDP port (NO_SOCKET).
+//! `traffic udp-to ADDR PORT N`: N datagrams to ADDR:PORT (e.g. over a veth pair).
 //! `traffic tcp PORT N`: N connection attempts to a closed TCP port (NO_SOCKET).
 //! `traffic raw PROTO N`: N IP packets of an unused protocol (IP_NOPROTO).
 //! `traffic rcvbuf N`: N datagrams to a bound socket with a tiny receive buffer that is never
@@ -29,6 +30,17 @@ fn main() -> anyhow::Result<()> {
             let s = UdpSocket::bind("127.0.0.1:0")?;
             for _ in 0..n {
                 s.send_to(b"dropscope", ("127.0.0.1", port))?;
+            }
+        }
+        Some("udp-to") => {
+            let addr: std::net::IpAddr = args
+                .get(1)
+                .ok_or_else(|| anyhow::anyhow!("usage: traffic udp-to ADDR PORT N"))?
+                .parse()?;
+            let (port, n) = (arg(2)? as u16, arg(3)?);
+            let s = UdpSocket::bind("0.0.0.0:0")?;
+            for _ in 0..n {
+                s.send_to(b"dropscope", (addr, port))?;
             }
         }
         Some("tcp") => {
@@ -75,7 +87,7 @@ fn main() -> anyhow::Result<()> {
             mix(run, Duration::from_secs(seconds))?;
         }
         _ => anyhow::bail!(
-            "usage: traffic udp PORT N | tcp PORT N | raw PROTO N | rcvbuf N | mix RUN SECONDS"
+            "usage: traffic udp PORT N | udp-to ADDR PORT N | tcp PORT N | raw PROTO N | rcvbuf N | mix RUN SECONDS"
         ),
     }
     Ok(())
