@@ -154,13 +154,7 @@ pub fn write_table(s: &Snapshot, seconds: f64, mut out: impl Write) -> std::io::
 
 /// Writes the kernel counters and unseen drops of the window, after the table.
 pub fn write_kernel(k: &KernelView, mut out: impl Write) -> std::io::Result<()> {
-    let ns = |n: u64| {
-        if n == k.initial_netns {
-            format!("{n} (initial)")
-        } else {
-            n.to_string()
-        }
-    };
+    let ns = |n: u64| k.netns_label(n);
     writeln!(out)?;
     writeln!(out, "KERNEL COUNTERS (growth over the same window)")?;
     if k.counters.is_empty() {
@@ -295,6 +289,7 @@ mod tests {
             }]),
             filter: None,
             errors: Vec::new(),
+            names: [(9, "web1".to_string())].into(),
         }
     }
 
@@ -325,6 +320,7 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("38"), "{text}");
+        assert!(text.contains("9 (web1)"), "{text}");
         let mut out = Vec::new();
         write_kernel(&KernelView::default(), &mut out).expect("write");
         let text = String::from_utf8(out).expect("utf8");

@@ -36,6 +36,19 @@ pub struct KernelView {
     pub filter: Option<String>,
     /// Namespaces that could not be read.
     pub errors: Vec<String>,
+    /// Human names of namespaces (from the drops' keys; control characters escaped).
+    pub names: BTreeMap<u64, String>,
+}
+
+impl KernelView {
+    /// How a namespace is shown: `init`, its name and inode, or its inode.
+    pub fn netns_label(&self, netns: u64) -> String {
+        match self.names.get(&netns) {
+            _ if netns == self.initial_netns => format!("{netns} (init)"),
+            Some(n) => format!("{netns} ({n})"),
+            None => netns.to_string(),
+        }
+    }
 }
 
 /// Reads the kernel's counters at the start of a window and on every poll.
@@ -101,6 +114,12 @@ impl KernelCounters {
             unseen,
             filter: self.filter.clone(),
             errors: self.errors.clone(),
+            names: snap
+                .drops
+                .iter()
+                .filter_map(|d| Some((d.key.attr.netns?, d.key.attr.netns_name.as_deref()?)))
+                .map(|(i, n)| (i, n.escape_debug().to_string()))
+                .collect(),
         }
     }
 }

@@ -60,13 +60,7 @@ pub fn counter_lines(kernel: Option<&KernelView>, replay: bool) -> Vec<Line<'sta
         };
         return vec![Line::styled(msg, dim)];
     };
-    let ns = |n: u64| {
-        if n == k.initial_netns {
-            "init".to_string()
-        } else {
-            n.to_string()
-        }
-    };
+    let ns = |n: u64| k.netns_label(n);
     let mut lines = Vec::new();
     let unseen = Style::new().fg(Color::Red).add_modifier(Modifier::BOLD);
     if let (None, Some(f)) = (&k.unseen, &k.filter) {
@@ -265,6 +259,7 @@ mod tests {
             }]),
             filter: None,
             errors: Vec::new(),
+            names: Default::default(),
         };
         update(&mut s, Msg::Kernel(Box::new(k)));
         let out = screen(&s);
