@@ -11,7 +11,9 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use crate::{
     cli::{Cli, Command, FlamegraphArgs, Format, GraphFormat, InputWindow, LiveArgs, ReportArgs},
     collector::{Collector, CollectorOptions, Stopper},
+    explain::{self, Guide},
     flamegraph::{self, GraphMeta},
+    kcounters::{self, KernelCounters, KernelView},
     model::{SessionInfo, Snapshot, window},
     probe::{Probe, ProbeOptions, reasons::ReasonTable},
     record::{self, Recording},
@@ -26,6 +28,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         None => live_tui(&cli.live, &cli.output_dir).await,
         Some(Command::Report(args)) => report_cmd(args).await,
         Some(Command::Reasons { format, btf }) => reasons_cmd(format, btf.as_deref()),
+        Some(Command::Explain { name }) => explain_cmd(&name),
         Some(Command::Record {
             output,
             duration,
@@ -121,6 +124,8 @@ async fn live_tui(live: &LiveArgs, dir: &Path) -> anyhow::Result<()> {
     let opts = tui::TuiOptions {
         flamegraph_dir: dir.to_path_buf(),
         record_dir: dir.to_path_buf(),
+        kernel_counters: true,
+        filter: live.select.describe(),
     };
     // The TUI ends on `q`, a signal, or the feed closing; then the probe is detached, and a
     // collector failure, if that is what closed the feed, is reported.
@@ -129,15 +134,30 @@ async fn live_tui(live: &LiveArgs, dir: &Path) -> anyhow::Result<()> {
     res.and(collector)
 }
 
-/// Counts live until `duration` or a signal; returns the last snapshot and the session info.
+/// Starts reading the kernel's drop counters; a failure is a warning, not an error.
+fn start_counters(live: &LiveArgs) -> Option<KernelCounters> {
+    match KernelCounters::start() {
+        Ok(k) => Some(k.with_filter(live.select.describe())),
+        Err(e) => {
+            eprintln!("dropscope: warning: not reading the kernel's drop counters: {e:#}");
+            None
+        }
+    }
+}
+
+/// Counts live until `duration` or a signal; returns the last snapshot and the session info,
+/// and with `counters`, the kernel's drop counters read over the same window.
 async fn count_live(
     live: &LiveArgs,
     duration: Option<Duration>,
     what: &str,
-    mut on_snapshot: impl FnMut(&Snapshot) -> anyhow::Result<()>,
-) -> anyhow::Result<(SessionInfo, Snapshot)> {
+    counters: bool,
+    mut on_snapshot: impl FnMut(&Snapshot, Option<&mut KernelCounters>) -> anyhow::Result<()>,
+) -> anyhow::Result<(SessionInfo, Snapshot, Option<KernelCounters>)> {
     let interrupt = Interrupt::new()?;
     let (mut feed, stopper) = start_live(live)?;
+    // The counters' window starts once the probe counts, before the line saying so.
+    let mut kernel = if counters { start_counters(live) } else { None };
     eprintln!(
         "dropscope: counting drops with {}{what}; {}",
         feed.info.probe,
@@ -154,7 +174,7 @@ async fn count_live(
         tokio::select! {
             s = feed.snapshots.recv() => match s {
                 Some(s) => {
-                    on_snapshot(&s)?;
+                    on_snapshot(&s, kernel.as_mut())?;
                     last = s;
                 }
                 None => {
@@ -171,7 +191,10 @@ async fn count_live(
         last = s;
     }
     stopper.finish()?;
-    Ok((feed.info, last))
+    if let Some(k) = &mut kernel {
+        k.poll(&kcounters::drop_netns(&last));
+    }
+    Ok((feed.info, last, kernel))
 }
 
 /// The window of a recording: the snapshot at `to` minus the one at `from`.
@@ -202,39 +225,63 @@ fn recorded_window(
 }
 
 async fn report_cmd(args: ReportArgs) -> anyhow::Result<()> {
-    let (snap, seconds) = if args.window.input.is_some() {
+    let (snap, seconds, kernel) = if args.window.input.is_some() {
         let (_, snap, (from, to)) = recorded_window(&args.window)?;
-        (snap, (to - from).as_secs_f64())
+        (snap, (to - from).as_secs_f64(), None)
     } else {
         let mut next = args.every;
         let (format, every) = (args.format, args.every);
-        let progress = |s: &Snapshot| -> anyhow::Result<()> {
+        let progress = |s: &Snapshot, k: Option<&mut KernelCounters>| -> anyhow::Result<()> {
             if let Some(at) = next.filter(|at| s.elapsed >= *at) {
-                print_report(s, s.elapsed.as_secs_f64(), format, true)?;
+                let kernel = k.map(|k| {
+                    k.poll(&kcounters::drop_netns(s));
+                    k.view(s)
+                });
+                print_report(s, s.elapsed.as_secs_f64(), format, true, kernel.as_ref())?;
                 // The next report is due one period after this one (never in a burst).
                 next = every.map(|d| (at + d).max(s.elapsed));
             }
             Ok(())
         };
-        let (_, snap) = count_live(&args.live, args.duration, "", progress).await?;
+        let (_, snap, kernel) = count_live(&args.live, args.duration, "", true, progress).await?;
         let secs = snap.elapsed.as_secs_f64();
-        (snap, secs)
+        (snap, secs, kernel)
     };
-    print_report(&snap, seconds, args.format, args.every.is_some())
+    let kernel = kernel.map(|k| k.view(&snap));
+    print_report(
+        &snap,
+        seconds,
+        args.format,
+        args.every.is_some(),
+        kernel.as_ref(),
+    )
 }
 
-/// Prints one report; `lines` puts a JSON report on one line (a stream of them is JSON Lines).
-fn print_report(snap: &Snapshot, seconds: f64, format: Format, lines: bool) -> anyhow::Result<()> {
+/// Prints one report; `lines` puts a JSON report on one line (a stream of them is JSON Lines);
+/// `kernel` adds the kernel's drop counters of the same window.
+fn print_report(
+    snap: &Snapshot,
+    seconds: f64,
+    format: Format,
+    lines: bool,
+    kernel: Option<&KernelView>,
+) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     match format {
         Format::Table => {
             report::write_table(snap, seconds, &mut out)?;
+            if let Some(k) = kernel {
+                report::write_kernel(k, &mut out)?;
+            }
             if lines {
                 writeln!(out)?;
             }
         }
         Format::Json => {
-            let report = report::json(snap, seconds);
+            let mut report = report::json(snap, seconds);
+            if let Some(k) = kernel {
+                report = report.with_kernel(k);
+            }
             if lines {
                 serde_json::to_writer(&mut out, &report)?;
             } else {
@@ -252,25 +299,50 @@ fn reasons_cmd(format: Format, btf: Option<&Path>) -> anyhow::Result<()> {
         Some(path) => ReasonTable::from_btf_file(path)?,
         None => ReasonTable::from_running_kernel()?,
     };
+    let guide = Guide::builtin();
+    // Written, not printed: a closed pipe (`| head`) ends the command with an error, not a panic.
+    let mut out = std::io::stdout().lock();
     match format {
         Format::Table => {
-            println!("{:>10}  NAME", "VALUE");
+            let w = table.iter().map(|(_, n)| n.len()).max().unwrap_or(4);
+            writeln!(out, "{:>10}  {:<w$}  SUMMARY", "VALUE", "NAME")?;
             for (v, n) in table.iter() {
-                println!("{v:>10}  {n}");
+                writeln!(out, "{v:>10}  {n:<w$}  {}", guide.summary(n))?;
             }
-            println!(
+            writeln!(
+                out,
                 "({} reasons, read from {:?})",
                 table.iter().count(),
                 table.source
-            );
+            )?;
         }
         Format::Json => {
             let rows: Vec<_> = table
                 .iter()
-                .map(|(v, n)| serde_json::json!({ "code": v, "name": n }))
+                .map(|(v, n)| {
+                    let summary = guide.summary(n);
+                    serde_json::json!({ "code": v, "name": n, "summary": summary })
+                })
                 .collect();
-            println!("{}", serde_json::to_string_pretty(&rows)?);
+            writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
         }
+    }
+    Ok(())
+}
+
+fn explain_cmd(name: &str) -> anyhow::Result<()> {
+    let e = Guide::builtin().explain(name);
+    let counters = kcounters::map::counters_for(&e.name);
+    let mut out = std::io::stdout().lock();
+    write!(out, "{}", explain::render(&e, &counters))?;
+    if let Ok(table) = ReasonTable::from_running_kernel()
+        && table.value_of(&e.name).is_none()
+    {
+        writeln!(
+            out,
+            "\n(the running kernel has no drop reason named {}; `dropscope reasons` lists its own)",
+            e.name
+        )?;
     }
     Ok(())
 }
@@ -322,6 +394,8 @@ async fn replay_cmd(file: &Path, dir: &Path) -> anyhow::Result<()> {
     let opts = tui::TuiOptions {
         flamegraph_dir: dir.to_path_buf(),
         record_dir: dir.to_path_buf(),
+        kernel_counters: false,
+        filter: None,
     };
     tui::run(feed, opts).await
 }
@@ -343,11 +417,12 @@ async fn flamegraph_cmd(args: FlamegraphArgs) -> anyhow::Result<()> {
     let (info, snap, window) = if args.window.input.is_some() {
         recorded_window(&args.window)?
     } else {
-        let (info, snap) = count_live(
+        let (info, snap, _) = count_live(
             &args.live,
             args.duration,
             " and sampling stacks",
-            |_| Ok(()),
+            false,
+            |_, _| Ok(()),
         )
         .await?;
         let window = (Duration::ZERO, snap.elapsed);

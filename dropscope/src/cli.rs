@@ -34,7 +34,8 @@ pub struct Cli {
 pub enum Command {
     /// Count drops (live, or from a recording) and print the result.
     Report(ReportArgs),
-    /// List the running kernel's drop reasons (read from BTF; no root needed).
+    /// List the running kernel's drop reasons with a one-line summary each (read from BTF; no
+    /// root needed).
     Reasons {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Table)]
@@ -42,6 +43,12 @@ pub enum Command {
         /// Read another kernel's reasons from its BTF file (e.g. extracted from its vmlinux).
         #[arg(long, value_name = "FILE")]
         btf: Option<PathBuf>,
+    },
+    /// Explain a drop reason: what it means, its usual causes, what to check, and the kernel
+    /// counters that count it (no root needed).
+    Explain {
+        /// The reason, e.g. SOCKET_RCVBUFF (the SKB_DROP_REASON_ prefix and case do not matter).
+        name: String,
     },
     /// Record the live snapshot stream to a file, headless, until Ctrl-C or --duration.
     Record {
@@ -287,6 +294,13 @@ mod tests {
         assert!(d.listen.ip().is_loopback(), "{}", d.listen);
         assert!(Cli::try_parse_from(["dropscope", "serve", "--max-series", "0"]).is_err());
         assert!(Cli::try_parse_from(["dropscope", "serve", "--listen", "localhost"]).is_err());
+    }
+
+    #[test]
+    fn parses_explain() {
+        let cli = Cli::try_parse_from(["dropscope", "explain", "NO_SOCKET"]).expect("parse");
+        assert!(matches!(cli.command, Some(Command::Explain { name }) if name == "NO_SOCKET"));
+        assert!(Cli::try_parse_from(["dropscope", "explain"]).is_err());
     }
 
     #[test]

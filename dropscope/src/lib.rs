@@ -10,7 +10,9 @@
 pub mod app;
 pub mod cli;
 pub mod collector;
+pub mod explain;
 pub mod flamegraph;
+pub mod kcounters;
 pub mod model;
 pub mod names;
 pub mod pcap;

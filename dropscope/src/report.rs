@@ -3,7 +3,11 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use crate::model::Snapshot;
+use crate::{
+    explain::Guide,
+    kcounters::{CounterDelta, KernelView, Unseen},
+    model::Snapshot,
+};
 
 /// One row of the JSON report.
 #[derive(Debug, Serialize)]
@@ -29,6 +33,8 @@ pub struct JsonDrop<'a> {
     pub count: u64,
     /// The first few dropped packets of this key (where kept).
     pub samples: Vec<JsonSample>,
+    /// What the reason means and what to check: one paragraph of the reason guide.
+    pub hint: String,
 }
 
 /// A sampled packet in the JSON report.
@@ -80,6 +86,21 @@ pub struct JsonReport<'a> {
     pub drops: Vec<JsonDrop<'a>>,
     /// Seconds covered.
     pub seconds: f64,
+    /// The kernel's own drop counters that grew over the same window, per network namespace
+    /// (`null` when counting from a recording, which holds no kernel counters).
+    pub kernel_counters: Option<Vec<CounterDelta>>,
+    /// Drops the kernel counted but the probe did not see (`null` as above). Never part of
+    /// `drops` or `total`.
+    pub unseen: Option<Vec<Unseen>>,
+}
+
+impl JsonReport<'_> {
+    /// Adds the kernel counters and unseen drops of the same window.
+    pub fn with_kernel(mut self, k: &KernelView) -> Self {
+        self.kernel_counters = Some(k.counters.clone());
+        self.unseen = k.unseen.clone();
+        self
+    }
 }
 
 /// Rows sorted by count (largest first), then reason and location: a stable order.
@@ -108,9 +129,12 @@ pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
                 port: d.key.attr.port,
                 count: d.count,
                 samples: json_samples(s, &d.key),
+                hint: Guide::builtin().hint(&d.key.reason.name),
             })
             .collect(),
         seconds,
+        kernel_counters: None,
+        unseen: None,
     }
 }
 
@@ -167,6 +191,77 @@ pub fn write_table(s: &Snapshot, seconds: f64, mut out: impl Write) -> std::io::
     writeln!(out)
 }
 
+/// Writes the kernel counters and unseen drops of the window, after the table.
+pub fn write_kernel(k: &KernelView, mut out: impl Write) -> std::io::Result<()> {
+    let ns = |n: u64| k.netns_label(n);
+    writeln!(out)?;
+    writeln!(out, "KERNEL COUNTERS (growth over the same window)")?;
+    if k.counters.is_empty() {
+        writeln!(out, "(no drop counter grew)")?;
+    }
+    let cw = k
+        .counters
+        .iter()
+        .map(|c| c.counter.len())
+        .max()
+        .unwrap_or(7)
+        .max(7);
+    let nw = k
+        .counters
+        .iter()
+        .map(|c| ns(c.netns).len())
+        .max()
+        .unwrap_or(5)
+        .max(5);
+    if !k.counters.is_empty() {
+        writeln!(
+            out,
+            "{:<nw$}  {:<cw$}  {:>12}  REASONS",
+            "NETNS", "COUNTER", "DELTA"
+        )?;
+    }
+    for c in &k.counters {
+        let reasons = if c.reasons.is_empty() {
+            "(none: freed without a drop reason)".to_string()
+        } else {
+            c.reasons.join(" ")
+        };
+        writeln!(
+            out,
+            "{:<nw$}  {:<cw$}  {:>12}  {reasons}",
+            ns(c.netns),
+            c.counter,
+            c.delta
+        )?;
+    }
+    if let (None, Some(f)) = (&k.unseen, &k.filter) {
+        writeln!(
+            out,
+            "(unseen drops not computed: only drops of {f} are counted)"
+        )?;
+    }
+    if let Some(unseen) = k.unseen.as_ref().filter(|u| !u.is_empty()) {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "UNSEEN: counted by the kernel, not seen by the probe (not in the counts above)"
+        )?;
+        for u in unseen {
+            writeln!(
+                out,
+                "{:<nw$}  {:<cw$}  {:>12}",
+                ns(u.netns),
+                u.counter,
+                u.count
+            )?;
+        }
+    }
+    for e in &k.errors {
+        writeln!(out, "(kernel counters not read: {e})")?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -208,6 +303,88 @@ mod tests {
         assert_eq!(v["drops"][0]["reason_code"], 7);
         assert_eq!(v["drops"][0]["count"], 10);
         assert_eq!(v["drops"][1]["location"], "__udp4_lib_rcv+0x1");
+        assert!(
+            v["drops"][1]["hint"]
+                .as_str()
+                .is_some_and(|h| h.contains("no socket matched")),
+            "{v:#}"
+        );
+        assert!(v["kernel_counters"].is_null() && v["unseen"].is_null());
+    }
+
+    fn kernel() -> KernelView {
+        KernelView {
+            initial_netns: 1,
+            counters: vec![CounterDelta {
+                netns: 9,
+                counter: "TcpExt:ListenDrops".into(),
+                delta: 40,
+                reasons: vec!["TCP_LISTEN_OVERFLOW"],
+            }],
+            unseen: Some(vec![Unseen {
+                netns: 9,
+                counter: "TcpExt:ListenDrops".into(),
+                count: 38,
+            }]),
+            filter: None,
+            errors: Vec::new(),
+            names: [(9, "web1".to_string())].into(),
+        }
+    }
+
+    #[test]
+    fn json_carries_kernel_counters_and_unseen_apart_from_drops() {
+        let s = snap();
+        let v = serde_json::to_value(json(&s, 3.0).with_kernel(&kernel())).expect("json");
+        assert_eq!(v["kernel_counters"][0]["counter"], "TcpExt:ListenDrops");
+        assert_eq!(v["kernel_counters"][0]["netns"], 9);
+        assert_eq!(v["kernel_counters"][0]["delta"], 40);
+        assert_eq!(v["kernel_counters"][0]["reasons"][0], "TCP_LISTEN_OVERFLOW");
+        assert_eq!(v["unseen"][0]["count"], 38);
+        assert_eq!(
+            v["total"], 17,
+            "unseen drops are not added to the exact counts"
+        );
+        assert_eq!(v["drops"].as_array().map(Vec::len), Some(2));
+    }
+
+    #[test]
+    fn table_section_labels_unseen_rows() {
+        let mut out = Vec::new();
+        write_kernel(&kernel(), &mut out).expect("write");
+        let text = String::from_utf8(out).expect("utf8");
+        assert!(text.contains("TcpExt:ListenDrops"), "{text}");
+        assert!(
+            text.contains("UNSEEN: counted by the kernel, not seen by the probe"),
+            "{text}"
+        );
+        assert!(text.contains("38"), "{text}");
+        assert!(text.contains("9 (web1)"), "{text}");
+        let mut out = Vec::new();
+        write_kernel(&KernelView::default(), &mut out).expect("write");
+        let text = String::from_utf8(out).expect("utf8");
+        assert!(
+            text.contains("no drop counter grew") && !text.contains("UNSEEN"),
+            "{text}"
+        );
+        let filtered = KernelView {
+            unseen: None,
+            filter: Some("netns foo".into()),
+            ..kernel()
+        };
+        let mut out = Vec::new();
+        write_kernel(&filtered, &mut out).expect("write");
+        let text = String::from_utf8(out).expect("utf8");
+        assert!(
+            text.contains("not computed: only drops of netns foo"),
+            "{text}"
+        );
+        assert!(!text.contains("UNSEEN"), "{text}");
+        let v = serde_json::to_value(json(&snap(), 3.0).with_kernel(&filtered)).expect("json");
+        assert!(
+            v["unseen"].is_null() && v["kernel_counters"].is_array(),
+            "{v:#}"
+        );
     }
 
     #[test]

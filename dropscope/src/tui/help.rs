@@ -28,6 +28,8 @@ pub const GENERAL: &[KeyHelp] = &[
     k("Enter", "stacks of the selected row"),
     k("a", "stacks of every row shown (the filtered set)"),
     k("Esc", "back to the table; in the table, clear the filter"),
+    k("e", "explain the selected row's reason (the reason guide)"),
+    k("c", "kernel drop counters, and drops the probe did not see"),
     k("f", "write a flamegraph SVG of the current view"),
     k("r", "start or stop recording to a file (live only)"),
 ];

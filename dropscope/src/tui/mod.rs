@@ -33,11 +33,12 @@ use tokio::{
 
 use self::{
     effects::ActiveRecording,
-    state::State,
+    state::{Panel, State},
     terminal::TerminalGuard,
     update::{Effect, Msg, update},
 };
 use crate::{
+    kcounters::KernelCounters,
     model::{SessionInfo, Snapshot},
     source::{Feed, ReplayStatus},
 };
@@ -49,12 +50,18 @@ pub struct TuiOptions {
     pub flamegraph_dir: PathBuf,
     /// Directory for recordings started with `r`.
     pub record_dir: PathBuf,
+    /// Read the kernel's drop counters beside the snapshots (live only).
+    pub kernel_counters: bool,
+    /// The drop filters in force, described (with any, no drops are called unseen).
+    pub filter: Option<String>,
 }
 
 /// Least time between two redraws caused by data (snapshots, replay position).
 const DATA_REDRAW: Duration = Duration::from_millis(500);
 /// How often the header clock advances between snapshots.
 const CLOCK: Duration = Duration::from_secs(1);
+/// Least time between two readings of the kernel's drop counters.
+const KERNEL_READ: Duration = Duration::from_secs(1);
 
 type Term = Terminal<CrosstermBackend<BufWriter<io::Stdout>>>;
 
@@ -174,6 +181,20 @@ pub async fn run(feed: Feed, opts: TuiOptions) -> anyhow::Result<()> {
     let mut sighup = signal(SignalKind::hangup())?;
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Msg>();
     let mut recording: Option<ActiveRecording> = None;
+    // The kernel's own drop counters (live only): the baseline now, then a reading with a
+    // snapshot while their panel is open, at most once per KERNEL_READ, so that the idle and
+    // flood syscall rates stay as they are while nobody looks at them.
+    let mut kernel = None;
+    let mut kernel_read: Option<Instant> = None;
+    if opts.kernel_counters {
+        match KernelCounters::start() {
+            Ok(k) => kernel = Some(k.with_filter(opts.filter.clone())),
+            Err(e) => {
+                let msg = format!("kernel counters not read: {e:#}");
+                update(&mut state, Msg::Status(msg));
+            }
+        }
+    }
     // Data changes mark the screen dirty; one timer draws it, at most every DATA_REDRAW, or
     // every CLOCK while the header clock runs. Keys draw at once.
     let mut dirty = false;
@@ -206,6 +227,14 @@ pub async fn run(feed: Feed, opts: TuiOptions) -> anyhow::Result<()> {
                     // Every snapshot received while recording goes to the file.
                     for m in record(&mut recording, &s) {
                         update(&mut state, m);
+                    }
+                    if let Some(k) = kernel.as_mut()
+                        && state.panel == Some(Panel::Counters)
+                        && kernel_read.is_none_or(|t| t.elapsed() >= KERNEL_READ)
+                    {
+                        k.poll(&crate::kcounters::drop_netns(&s));
+                        kernel_read = Some(Instant::now());
+                        update(&mut state, Msg::Kernel(Box::new(k.view(&s))));
                     }
                     Msg::Snapshot(Box::new(s), Instant::now().into_std())
                 }

@@ -2,6 +2,7 @@
 use std::time::{Duration, Instant};
 
 use crate::{
+    kcounters::KernelView,
     model::{
         DropKey, SessionInfo, StackCount,
         stacks::{StackTree, TreeLine},
@@ -17,6 +18,15 @@ pub enum Screen {
     Table,
     /// The stacks of one row or of the filtered set.
     Stacks(StackView),
+}
+
+/// The panel under the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Panel {
+    /// The selected row's entry of the reason guide.
+    Explain,
+    /// The kernel's drop counters and the drops the probe did not see.
+    Counters,
 }
 
 /// Whose stacks the stack view shows.
@@ -141,6 +151,10 @@ pub struct State {
     pub snapshot_at: Option<Instant>,
     /// The time of the latest clock tick or snapshot.
     pub now: Option<Instant>,
+    /// The panel open under the table, if any.
+    pub panel: Option<Panel>,
+    /// The kernel's drop counters over the session (live only).
+    pub kernel: Option<KernelView>,
 }
 
 impl State {
@@ -163,6 +177,8 @@ impl State {
             size,
             snapshot_at: None,
             now: None,
+            panel: None,
+            kernel: None,
         }
     }
 

@@ -5,10 +5,11 @@ use std::time::{Duration, Instant};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::{
-    state::{RecordingStatus, Screen, StackScope, StackView, State},
+    state::{Panel, RecordingStatus, Screen, StackScope, StackView, State},
     view,
 };
 use crate::{
+    kcounters::KernelView,
     model::{Snapshot, StackCount},
     source::{ReplayCommand, ReplayStatus},
 };
@@ -30,6 +31,8 @@ pub enum Msg {
     Recording(Option<RecordingStatus>),
     /// A message for the status line.
     Status(String),
+    /// The kernel's drop counters were read.
+    Kernel(Box<KernelView>),
 }
 
 /// A flamegraph to write: the stacks of the current view.
@@ -84,6 +87,7 @@ pub fn update(state: &mut State, msg: Msg) -> Option<Effect> {
         Msg::Replay(status) => state.replay = Some(status),
         Msg::Recording(r) => state.recording = r,
         Msg::Status(s) => state.status = Some(s),
+        Msg::Kernel(k) => state.kernel = Some(*k),
     }
     None
 }
@@ -156,6 +160,13 @@ fn step(state: &mut State, delta: isize) {
 
 fn open_stacks(state: &mut State, scope: StackScope) {
     state.screen = Screen::Stacks(StackView::build(scope, state.shown(), 0));
+}
+
+/// Opens `panel` under the table (closing it if open); the table gets fewer rows.
+fn toggle_panel(state: &mut State, panel: Panel) {
+    state.panel = (state.panel != Some(panel)).then_some(panel);
+    state.screen = Screen::Table;
+    fix_selection(state);
 }
 
 fn toggle_pause(state: &mut State) -> Option<Effect> {
@@ -271,6 +282,8 @@ fn on_key(state: &mut State, key: KeyEvent) -> Option<Effect> {
             fix_selection(state);
         }
         KeyCode::Char('f') => return flamegraph(state),
+        KeyCode::Char('e') => toggle_panel(state, Panel::Explain),
+        KeyCode::Char('c') => toggle_panel(state, Panel::Counters),
         KeyCode::Char('r') if state.is_replay() => {
             state.status = Some("recording works live only: this is already a recording".into());
         }

@@ -1,5 +1,6 @@
 //! The view: a pure function from [`State`] to what is on screen.
 mod header;
+mod panel;
 mod stacks;
 mod table;
 
@@ -13,7 +14,7 @@ use ratatui::{
 
 use super::{
     help::{self, KeyHelp},
-    state::{Screen, State},
+    state::{Screen, StackScope, State},
 };
 
 /// The screen split into header, body and footer for `state` in `area`.
@@ -27,9 +28,24 @@ fn areas(state: &State, area: Rect) -> [Rect; 3] {
     .areas(area)
 }
 
+/// The body split into the main view and the panel under it: the open panel under the table,
+/// or the reason guide under one row's stacks (the row's detail view).
+fn split_body(state: &State, body: Rect) -> (Rect, Rect) {
+    let panel = match &state.screen {
+        Screen::Table => panel::height(state, body.height),
+        Screen::Stacks(v) if matches!(v.scope, StackScope::Row(_)) => (body.height / 3).min(6),
+        Screen::Stacks(_) => 0,
+    };
+    let [main, under] =
+        Layout::vertical([Constraint::Fill(1), Constraint::Length(panel)]).areas(body);
+    (main, under)
+}
+
 fn body_height(state: &State) -> u16 {
     let (w, h) = state.size;
-    areas(state, Rect::new(0, 0, w, h))[1].height
+    split_body(state, areas(state, Rect::new(0, 0, w, h))[1])
+        .0
+        .height
 }
 
 /// How many table rows fit on the screen (the PgUp/PgDn step).
@@ -47,9 +63,18 @@ pub fn render(frame: &mut Frame<'_>, state: &State) {
     let area = frame.area();
     let [head, body, foot] = areas(state, area);
     frame.render_widget(Paragraph::new(header::lines(state)), head);
+    let (main, under) = split_body(state, body);
     match &state.screen {
-        Screen::Table => table::render(frame, body, state),
-        Screen::Stacks(view) => stacks::render(frame, body, view),
+        Screen::Table => {
+            table::render(frame, main, state);
+            panel::render(frame, under, state);
+        }
+        Screen::Stacks(view) => {
+            stacks::render(frame, main, view);
+            if let StackScope::Row(k) = &view.scope {
+                panel::render_guide(frame, under, &k.reason.name);
+            }
+        }
     }
     frame.render_widget(Paragraph::new(footer(state)), foot);
     if state.help {
@@ -81,6 +106,8 @@ fn footer(state: &State) -> Line<'static> {
             ("s", "sort"),
             ("space", "pause"),
             ("Enter", "stacks"),
+            ("e", "explain"),
+            ("c", "counters"),
             ("f", "flame"),
             ("r", "record"),
         ],

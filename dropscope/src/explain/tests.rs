@@ -1,0 +1,102 @@
+//! Tests of the reason guide: it parses, it covers every reason of the running kernel, and
+//! unknown names get the generic text.
+use std::{collections::HashSet, path::Path};
+
+use super::*;
+use crate::probe::reasons::ReasonTable;
+
+#[test]
+fn the_builtin_guide_parses_and_has_no_duplicates() {
+    let g = Guide::parse(GUIDE_TOML).expect("guide.toml parses");
+    let mut seen = HashSet::new();
+    for e in g.reasons().iter().chain(g.families()) {
+        assert!(seen.insert(e.name.as_str()), "{} twice", e.name);
+        assert!(!e.summary.trim().is_empty(), "{} has no summary", e.name);
+        assert!(!e.text.trim().is_empty(), "{} has no text", e.name);
+        assert!(
+            !e.summary.contains('\n') && !e.text.contains('\n'),
+            "{}: summary and text are one line / one paragraph",
+            e.name
+        );
+    }
+    assert!(g.reasons().len() > 100);
+}
+
+#[test]
+fn every_reason_of_the_running_kernel_has_an_entry() {
+    // The machines this project supports have BTF; see the README's requirements.
+    let table =
+        ReasonTable::from_btf_file(Path::new("/sys/kernel/btf/vmlinux")).expect("BTF reasons");
+    let g = Guide::builtin();
+    let missing: Vec<&str> = table
+        .iter()
+        .map(|(_, n)| n)
+        .filter(|n| g.explain(n).found == Match::Generic)
+        .collect();
+    assert!(missing.is_empty(), "no guide entry for {missing:?}");
+}
+
+#[test]
+fn names_are_found_with_or_without_the_prefix() {
+    let g = Guide::builtin();
+    let a = g.explain("NO_SOCKET");
+    let b = g.explain("SKB_DROP_REASON_NO_SOCKET");
+    let c = g.explain("no_socket");
+    assert_eq!(a.found, Match::Exact);
+    assert_eq!(
+        a,
+        Explanation {
+            name: a.name.clone(),
+            ..b
+        }
+    );
+    assert_eq!(c.name, "NO_SOCKET");
+    assert!(g.summary("SOCKET_RCVBUFF").contains("receive buffer"));
+}
+
+#[test]
+fn subsystem_names_fall_back_to_their_family() {
+    let g = Guide::builtin();
+    let e = g.explain("RX_DROP_U_MIC_FAIL");
+    assert_eq!(e.found, Match::Family);
+    assert!(e.summary.contains("mac80211"));
+    assert_eq!(g.explain("OVS_DROP_METER").found, Match::Exact);
+    assert_eq!(g.explain("OVS_DROP_SOMETHING_NEW").found, Match::Family);
+}
+
+#[test]
+fn unknown_names_get_a_generic_text_that_says_so() {
+    let g = Guide::builtin();
+    let e = g.explain("BRAND_NEW_REASON");
+    assert_eq!(e.found, Match::Generic);
+    assert!(
+        e.text.contains("no entry for BRAND_NEW_REASON"),
+        "{}",
+        e.text
+    );
+    let sub = g.explain(&format!("UNKNOWN({})", 3 << 16 | 5));
+    assert!(sub.text.contains("subsystem 3"), "{}", sub.text);
+    let plain = g.explain("UNKNOWN(999)");
+    assert!(plain.text.contains("does not name"), "{}", plain.text);
+}
+
+#[test]
+fn render_prints_the_whole_entry() {
+    let g = Guide::builtin();
+    let text = render(&g.explain("TCP_LISTEN_OVERFLOW"), &["TcpExt:ListenDrops"]);
+    assert!(text.starts_with("TCP_LISTEN_OVERFLOW: "), "{text}");
+    assert!(text.contains("What to check:"), "{text}");
+    assert!(text.contains("somaxconn"), "{text}");
+    assert!(text.contains("TcpExt:ListenDrops"), "{text}");
+    assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+}
+
+#[test]
+fn wrap_breaks_at_word_boundaries() {
+    assert_eq!(wrap("aa bb cc", 5), "aa bb\ncc");
+    assert_eq!(
+        wrap("averyveryverylongword x", 5),
+        "averyveryverylongword\nx"
+    );
+    assert_eq!(wrap("", 5), "");
+}

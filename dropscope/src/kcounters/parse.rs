@@ -1,0 +1,138 @@
+//! Parsers of the kernel's counter files: `/proc/net/snmp` and `/proc/net/netstat` (pairs of
+//! header and value lines), `/proc/net/snmp6` (a name and a value per line), `/proc/net/softnet_stat` (hex columns per CPU) and `/proc/net/dev`.
+use std::collections::BTreeMap;
+
+/// Counters by `Group:Name` (`nstat` names them `GroupName`).
+pub type Counters = BTreeMap<String, u64>;
+
+/// Adds the counters of an SNMP-style file: `Group: Name1 Name2` followed by `Group: v1 v2`.
+/// Malformed lines are skipped (the file is the kernel's; nothing here can fail).
+pub fn snmp(text: &str, out: &mut Counters) {
+    let mut lines = text.lines();
+    while let (Some(head), Some(vals)) = (lines.next(), lines.next()) {
+        let (Some((g1, names)), Some((g2, values))) = (head.split_once(':'), vals.split_once(':'))
+        else {
+            continue;
+        };
+        if g1 != g2 {
+            continue;
+        }
+        for (n, v) in names.split_whitespace().zip(values.split_whitespace()) {
+            // Some values are signed (Tcp:MaxConn is -1); they are not drop counters.
+            if let Ok(v) = v.parse::<u64>() {
+                out.insert(format!("{g1}:{n}"), v);
+            }
+        }
+    }
+}
+
+/// Adds the counters of `/proc/net/snmp6` (`Udp6NoPorts 7` per line) as `Udp6:NoPorts`.
+pub fn snmp6(text: &str, out: &mut Counters) {
+    for line in text.lines() {
+        let mut f = line.split_whitespace();
+        let (Some(name), Some(v)) = (f.next(), f.next()) else {
+            continue;
+        };
+        // The group ends at its "6": Ip6, Icmp6, Udp6, UdpLite6.
+        let Some(at) = name.find('6') else { continue };
+        let (group, rest) = name.split_at(at + 1);
+        if let (false, Ok(v)) = (rest.is_empty(), v.parse::<u64>()) {
+            out.insert(format!("{group}:{rest}"), v);
+        }
+    }
+}
+
+/// Adds `Softnet:Dropped`: the sum over CPUs of the second column of `/proc/net/softnet_stat`.
+pub fn softnet(text: &str, out: &mut Counters) {
+    let dropped = text
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .filter_map(|v| u64::from_str_radix(v, 16).ok())
+        .fold(0u64, u64::wrapping_add);
+    out.insert("Softnet:Dropped".into(), dropped);
+}
+
+/// Adds `Dev:<name>:RxDrop` and `Dev:<name>:TxDrop` from `/proc/net/dev` (its 4th and 12th
+/// numbers: the receive and transmit drop columns). Names are escaped (`\u{1b}`).
+pub fn dev(text: &str, out: &mut Counters) {
+    for line in text.lines().skip(2) {
+        let Some((name, rest)) = line.split_once(':') else {
+            continue;
+        };
+        // Interface names may hold control characters: escape them for every sink.
+        let name = name.trim().escape_debug().to_string();
+        let nums: Vec<u64> = rest
+            .split_whitespace()
+            .filter_map(|v| v.parse().ok())
+            .collect();
+        if name.is_empty() || nums.len() < 12 {
+            continue;
+        }
+        out.insert(format!("Dev:{name}:RxDrop"), nums[3]);
+        out.insert(format!("Dev:{name}:TxDrop"), nums[11]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snmp_pairs_become_group_name() {
+        let mut c = Counters::new();
+        snmp(
+            "Ip: Forwarding DefaultTTL InReceives\nIp: 1 64 100\n\
+             Tcp: RtoAlgorithm MaxConn InCsumErrors\nTcp: 1 -1 3\n\
+             Udp: InDatagrams NoPorts\nUdp: 10 7\n",
+            &mut c,
+        );
+        assert_eq!(c["Ip:InReceives"], 100);
+        assert_eq!(c["Udp:NoPorts"], 7);
+        assert_eq!(c["Tcp:InCsumErrors"], 3);
+        assert!(!c.contains_key("Tcp:MaxConn"));
+    }
+
+    #[test]
+    fn mismatched_or_odd_lines_are_skipped() {
+        let mut c = Counters::new();
+        snmp("TcpExt: A B\nIpExt: 1 2\nTcpExt: ListenDrops\n", &mut c);
+        assert!(c.is_empty(), "{c:?}");
+    }
+
+    #[test]
+    fn snmp6_names_gain_a_colon_after_their_group() {
+        let mut c = Counters::new();
+        snmp6(
+            "Ip6InReceives \t12\nUdp6NoPorts   \t7\nUdpLite6NoPorts 1\nIcmp6InMsgs 3\nIcmp6OutType133 4\nbad\n",
+            &mut c,
+        );
+        assert_eq!(c["Udp6:NoPorts"], 7);
+        assert_eq!(c["UdpLite6:NoPorts"], 1);
+        assert_eq!(c["Ip6:InReceives"], 12);
+        assert_eq!(c["Icmp6:OutType133"], 4);
+        assert_eq!(c.len(), 5);
+    }
+
+    #[test]
+    fn softnet_sums_the_dropped_column() {
+        let mut c = Counters::new();
+        softnet(
+            "0000a000 00000002 00000000 00000000\n0000b000 00000010 00000001 00000000\n",
+            &mut c,
+        );
+        assert_eq!(c["Softnet:Dropped"], 18);
+    }
+
+    #[test]
+    fn dev_takes_the_drop_columns() {
+        let text = "Inter-|   Receive |  Transmit\n face |bytes packets errs drop fifo frame compressed multicast|bytes packets errs drop fifo colls carrier compressed\n    lo:  100 2 0 5 0 0 0 0  100 2 0 0 0 0 0 0\n  eth0: 9000 90 1 7 0 0 0 3 8000 80 0 4 0 0 0 0\n";
+        let mut c = Counters::new();
+        dev(text, &mut c);
+        assert_eq!(c["Dev:lo:RxDrop"], 5);
+        assert_eq!(c["Dev:eth0:RxDrop"], 7);
+        assert_eq!(c["Dev:eth0:TxDrop"], 4);
+        let mut c = Counters::new();
+        dev("a\nb\n x\x1b[2J: 1 2 3 4 5 6 7 8 9 10 11 12\n", &mut c);
+        assert!(c.contains_key("Dev:x\\u{1b}[2J:RxDrop"), "{c:?}");
+    }
+}

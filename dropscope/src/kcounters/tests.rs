@@ -1,0 +1,204 @@
+//! Tests of the counter map, deltas and unseen drops (pure), and one read of this machine's
+//! own counters.
+use std::collections::BTreeMap;
+
+use super::{map, parse::Counters, unseen::*};
+use crate::explain::{Guide, Match};
+
+fn counters(pairs: &[(&str, u64)]) -> Counters {
+    pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+}
+
+const INIT: u64 = 4026531840;
+const NS: u64 = 4026532500;
+
+#[test]
+fn every_mapped_reason_is_in_the_guide() {
+    let g = Guide::builtin();
+    for m in map::COUNTERS {
+        for r in m.reasons {
+            let name = map::reason_name(r);
+            assert_eq!(g.explain(name).found, Match::Exact, "{}: {name}", m.counter);
+        }
+    }
+}
+
+#[test]
+fn lookup_finds_devices_by_pattern() {
+    assert_eq!(
+        map::lookup("Dev:eth0:RxDrop").map(|m| m.counter),
+        Some("Dev:*:RxDrop")
+    );
+    assert_eq!(
+        map::lookup("Dev:veth-a:TxDrop").map(|m| m.counter),
+        Some("Dev:*:TxDrop")
+    );
+    assert!(map::lookup("Dev:eth0:RxBytes").is_none());
+    assert!(map::lookup("Udp:InDatagrams").is_none());
+    assert!(map::lookup("TcpExt:ListenDrops").is_some());
+}
+
+#[test]
+fn specs_can_name_a_function() {
+    assert!(map::matches(
+        "NO_SOCKET@__udp4_lib_rcv",
+        "NO_SOCKET",
+        "__udp4_lib_rcv+0x9b0"
+    ));
+    assert!(!map::matches(
+        "NO_SOCKET@__udp4_lib_rcv",
+        "NO_SOCKET",
+        "tcp_v4_rcv+0x1a2"
+    ));
+    assert!(!map::matches(
+        "NO_SOCKET@__udp4_lib_rcv",
+        "NO_SOCKET",
+        "__udp4_lib_rcv_x+0x1"
+    ));
+    assert!(map::matches("PROTO_MEM", "PROTO_MEM", "anything"));
+    assert!(!map::matches("PROTO_MEM", "NOMEM", "anything"));
+    assert_eq!(map::counters_for("TCP_LISTEN_OVERFLOW").len(), 2);
+}
+
+#[test]
+fn deltas_keep_only_growth_of_mapped_counters() {
+    let before = BTreeMap::from([
+        (
+            INIT,
+            counters(&[("Udp:NoPorts", 5), ("TcpExt:ListenDrops", 1)]),
+        ),
+        (NS, counters(&[("Udp:NoPorts", 0)])),
+    ]);
+    let after = BTreeMap::from([
+        (
+            INIT,
+            counters(&[
+                ("Udp:NoPorts", 5),
+                ("TcpExt:ListenDrops", 4),
+                ("Dev:eth0:RxDrop", 2),
+            ]),
+        ),
+        (NS, counters(&[("Udp:NoPorts", 1000)])),
+        (77, counters(&[("Udp:NoPorts", 9)])),
+    ]);
+    let d = deltas(&before, &after);
+    let got: Vec<_> = d
+        .iter()
+        .map(|c| (c.netns, c.counter.as_str(), c.delta))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (INIT, "Dev:eth0:RxDrop", 2),
+            (INIT, "TcpExt:ListenDrops", 3),
+            (NS, "Udp:NoPorts", 1000)
+        ]
+    );
+    assert_eq!(d[1].reasons, vec!["TCP_LISTEN_OVERFLOW"]);
+}
+
+fn delta(netns: u64, counter: &str, delta: u64) -> CounterDelta {
+    CounterDelta {
+        netns,
+        counter: counter.into(),
+        delta,
+        reasons: Vec::new(),
+    }
+}
+
+fn drop(
+    netns: Option<u64>,
+    reason: &'static str,
+    location: &'static str,
+    count: u64,
+) -> SeenDrop<'static> {
+    SeenDrop {
+        netns,
+        reason,
+        location,
+        count,
+    }
+}
+
+#[test]
+fn unseen_is_the_excess_over_what_the_probe_saw_in_that_namespace() {
+    let d = [
+        delta(NS, "Udp:NoPorts", 1000),
+        delta(NS, "TcpExt:ListenDrops", 50),
+        delta(INIT, "TcpExt:ListenDrops", 3),
+    ];
+    let drops = [
+        drop(Some(NS), "NO_SOCKET", "__udp4_lib_rcv+0x10", 1000),
+        // TCP's NO_SOCKET is not Udp:NoPorts's.
+        drop(Some(NS), "NO_SOCKET", "tcp_v4_rcv+0x10", 7),
+        drop(Some(NS), "TCP_LISTEN_OVERFLOW", "tcp_v4_rcv+0x20", 8),
+        // Unknown namespace: counts for the initial one.
+        drop(None, "TCP_LISTEN_OVERFLOW", "tcp_v4_rcv+0x20", 3),
+    ];
+    let u = unseen(&d, drops, INIT);
+    assert_eq!(
+        u,
+        vec![Unseen {
+            netns: NS,
+            counter: "TcpExt:ListenDrops".into(),
+            count: 42
+        }]
+    );
+}
+
+#[test]
+fn drops_without_a_namespace_count_for_the_initial_one() {
+    let d = [delta(NS, "Udp:NoPorts", 10), delta(INIT, "Udp:NoPorts", 10)];
+    let drops = [drop(None, "NO_SOCKET", "__udp4_lib_rcv+0x1", 10)];
+    let u = unseen(&d, drops, INIT);
+    assert_eq!(u.len(), 1);
+    assert_eq!((u[0].netns, u[0].count), (NS, 10));
+}
+
+#[test]
+fn machine_wide_counters_compare_with_every_namespace() {
+    let d = [delta(INIT, "Softnet:Dropped", 30)];
+    let drops = [
+        drop(Some(NS), "CPU_BACKLOG", "enqueue_to_backlog+0x1", 20),
+        drop(Some(INIT), "CPU_BACKLOG", "enqueue_to_backlog+0x1", 4),
+    ];
+    let u = unseen(&d, drops, INIT);
+    assert_eq!(u[0].count, 6);
+}
+
+#[test]
+fn counters_without_reasons_are_all_unseen() {
+    let d = [delta(NS, "TcpExt:TCPReqQFullDrop", 5)];
+    let u = unseen(&d, std::iter::empty(), INIT);
+    assert_eq!(u[0].count, 5);
+}
+
+#[test]
+fn reads_this_machines_counters() {
+    // /proc/net is always there; entering the initial namespace needs CAP_SYS_ADMIN, which
+    // unit tests may not have, so only a clean result or a clear error is required.
+    let mut ns = super::netns::Namespaces::new().expect("the initial namespace");
+    ns.refresh(&[]);
+    let (read, errors) = ns.read();
+    match read.get(&ns.initial()) {
+        Some(c) => {
+            assert!(c.contains_key("Udp:NoPorts"), "{c:?}");
+            assert!(c.contains_key("TcpExt:ListenDrops"), "{c:?}");
+            assert!(c.contains_key("Softnet:Dropped"), "{c:?}");
+            assert!(c.keys().any(|k| k.starts_with("Dev:lo:")), "{c:?}");
+        }
+        None => assert!(errors.iter().any(|e| e.contains("entering")), "{errors:?}"),
+    }
+}
+
+#[test]
+fn namespaces_are_found_by_inode_through_proc() {
+    // This process's own namespace is always reachable through /proc/self.
+    let own = std::fs::metadata("/proc/self/ns/net")
+        .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+        .expect("own netns");
+    let mut ns = super::netns::Namespaces::new().expect("the initial namespace");
+    ns.refresh(&[own, 1]);
+    assert!(ns.inodes().any(|i| i == own));
+    assert!(!ns.inodes().any(|i| i == 1), "no namespace has inode 1");
+}

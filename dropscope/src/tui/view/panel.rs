@@ -1,0 +1,287 @@
+//! The panel under the table: the selected row's entry of the reason guide (`e`), or the
+//! kernel's own drop counters with the drops they counted that the probe did not see (`c`).
+use ratatui::{
+    Frame,
+    layout::Rect,
+    style::{Color, Modifier, Style},
+    text::{Line, Span},
+    widgets::{Block, Borders, Paragraph, Wrap},
+};
+
+use crate::{
+    explain::{Guide, Match},
+    kcounters::KernelView,
+    tui::{
+        format,
+        state::{Panel, State},
+    },
+};
+
+/// Rows the open panel takes from a body of `body` rows (none when closed): at most half.
+pub fn height(state: &State, body: u16) -> u16 {
+    match state.panel {
+        None => 0,
+        Some(_) => (body / 2).clamp(3.min(body), 14),
+    }
+}
+
+/// The guide's lines for one reason: summary, paragraph, what to check.
+pub fn guide_lines(reason: &str) -> Vec<Line<'static>> {
+    let e = Guide::builtin().explain(reason);
+    let bold = Style::new().add_modifier(Modifier::BOLD);
+    let mut lines = vec![Line::from(vec![
+        Span::styled(format!("{} ", e.name), bold.fg(Color::Yellow)),
+        Span::styled(e.summary.clone(), bold),
+    ])];
+    lines.push(Line::raw(e.text.clone()));
+    if e.found == Match::Family {
+        lines.push(Line::styled(
+            "(the guide's entry for its family of subsystem reasons)",
+            Style::new().fg(Color::DarkGray),
+        ));
+    }
+    for c in e.check {
+        lines.push(Line::from(vec![
+            Span::styled("check ", Style::new().fg(Color::Cyan)),
+            Span::raw(c.clone()),
+        ]));
+    }
+    lines
+}
+
+/// The counters panel's lines: unseen rows first, labelled, then every counter that grew.
+pub fn counter_lines(kernel: Option<&KernelView>, replay: bool) -> Vec<Line<'static>> {
+    let dim = Style::new().fg(Color::DarkGray);
+    let Some(k) = kernel else {
+        let msg = if replay {
+            "kernel counters are read live only: a recording does not hold them"
+        } else {
+            "waiting for the first reading of the kernel's counters..."
+        };
+        return vec![Line::styled(msg, dim)];
+    };
+    let ns = |n: u64| k.netns_label(n);
+    let mut lines = Vec::new();
+    let unseen = Style::new().fg(Color::Red).add_modifier(Modifier::BOLD);
+    if let (None, Some(f)) = (&k.unseen, &k.filter) {
+        lines.push(Line::styled(
+            format!("unseen drops not computed: only drops of {f} are counted"),
+            dim,
+        ));
+    }
+    for u in k.unseen.iter().flatten() {
+        lines.push(Line::from(vec![
+            Span::styled(format!("UNSEEN {:>10} ", format::count(u.count)), unseen),
+            Span::raw(format!("{} netns {} ", u.counter, ns(u.netns))),
+            Span::styled("counted by the kernel, not seen by the probe", dim),
+        ]));
+    }
+    if k.counters.is_empty() {
+        lines.push(Line::styled(
+            "no kernel drop counter grew since the start",
+            dim,
+        ));
+    }
+    for c in &k.counters {
+        let reasons = if c.reasons.is_empty() {
+            "(freed without a drop reason)".to_string()
+        } else {
+            c.reasons.join(" ")
+        };
+        lines.push(Line::from(vec![
+            Span::raw(format!("       {:>10} ", format::count(c.delta))),
+            Span::raw(format!("{} netns {} ", c.counter, ns(c.netns))),
+            Span::styled(reasons, Style::new().fg(Color::Cyan)),
+        ]));
+    }
+    for e in &k.errors {
+        lines.push(Line::styled(format!("not read: {e}"), dim));
+    }
+    lines
+}
+
+/// Draws the guide entry of `reason` into `area` (under one row's stacks).
+pub fn render_guide(frame: &mut Frame<'_>, area: Rect, reason: &str) {
+    if area.height == 0 {
+        return;
+    }
+    let block = Block::new().borders(Borders::TOP).title(Line::styled(
+        " reason guide ",
+        Style::new().add_modifier(Modifier::BOLD),
+    ));
+    frame.render_widget(
+        Paragraph::new(guide_lines(reason))
+            .wrap(Wrap { trim: false })
+            .block(block),
+        area,
+    );
+}
+
+/// Draws the open panel into `area`.
+pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
+    let (title, lines) = match state.panel {
+        _ if area.height == 0 => return,
+        None => return,
+        Some(Panel::Explain) => {
+            let lines = match &state.selected {
+                Some(k) => guide_lines(&k.reason.name),
+                None => vec![Line::styled(
+                    "select a row to explain its reason",
+                    Style::new().fg(Color::DarkGray),
+                )],
+            };
+            (" reason guide (e closes) ", lines)
+        }
+        Some(Panel::Counters) => (
+            " kernel counters since the start (c closes) ",
+            counter_lines(state.kernel.as_ref(), state.is_replay()),
+        ),
+    };
+    let block = Block::new().borders(Borders::TOP).title(Line::styled(
+        title,
+        Style::new().add_modifier(Modifier::BOLD),
+    ));
+    frame.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(block),
+        area,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    use ratatui::{Terminal, backend::TestBackend};
+
+    use crate::{
+        kcounters::{CounterDelta, KernelView, Unseen},
+        model::{DropCount, DropKey, Reason, SessionInfo, Snapshot},
+        tui::{
+            state::{Panel, Screen, State},
+            update::{Msg, update},
+            view,
+        },
+    };
+
+    fn state() -> State {
+        let mut s = State::new(SessionInfo::default(), None, (100, 30));
+        let key = DropKey {
+            reason: Reason {
+                code: 16,
+                name: "SOCKET_RCVBUFF".into(),
+            },
+            location: "__udp_queue_rcv_skb+0x1".into(),
+            attr: Default::default(),
+        };
+        let snap = Snapshot {
+            elapsed: Duration::from_secs(1),
+            total: 7,
+            drops: vec![DropCount { key, count: 7 }],
+            ..Default::default()
+        };
+        update(&mut s, Msg::Snapshot(Box::new(snap), Instant::now()));
+        s
+    }
+
+    fn press(s: &mut State, c: char) {
+        update(
+            s,
+            Msg::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)),
+        );
+    }
+
+    fn screen(s: &State) -> String {
+        let (w, h) = s.size;
+        let mut t = Terminal::new(TestBackend::new(w, h)).expect("terminal");
+        t.draw(|f| view::render(f, s)).expect("draw");
+        let buf = t.backend().buffer();
+        (0..h)
+            .map(|y| (0..w).map(|x| buf[(x, y)].symbol()).collect::<String>() + "\n")
+            .collect()
+    }
+
+    #[test]
+    fn e_shows_the_selected_rows_guide_entry_and_closes_again() {
+        let mut s = state();
+        let rows_before = view::table_page(&s);
+        assert!(!screen(&s).contains("reason guide"));
+        press(&mut s, 'e');
+        assert_eq!(s.panel, Some(Panel::Explain));
+        let out = screen(&s);
+        assert!(out.contains("reason guide"), "{out}");
+        assert!(out.contains("receive buffer was full"), "{out}");
+        assert!(out.contains("rmem_max"), "{out}");
+        assert!(
+            view::table_page(&s) < rows_before,
+            "the panel takes rows from the table"
+        );
+        press(&mut s, 'e');
+        assert_eq!(s.panel, None);
+        assert!(!screen(&s).contains("reason guide"));
+    }
+
+    #[test]
+    fn the_rows_stacks_show_its_guide_entry() {
+        let mut s = state();
+        update(
+            &mut s,
+            Msg::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE)),
+        );
+        assert!(matches!(s.screen, Screen::Stacks(_)));
+        let out = screen(&s);
+        assert!(out.contains("reason guide"), "{out}");
+        assert!(
+            out.contains("SOCKET_RCVBUFF the socket's receive buffer"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn c_shows_counters_and_labels_unseen_drops() {
+        let mut s = state();
+        press(&mut s, 'c');
+        assert!(screen(&s).contains("waiting for the first reading"));
+        let k = KernelView {
+            initial_netns: 1,
+            counters: vec![CounterDelta {
+                netns: 4026532500,
+                counter: "TcpExt:ListenDrops".into(),
+                delta: 1500,
+                reasons: vec!["TCP_LISTEN_OVERFLOW"],
+            }],
+            unseen: Some(vec![Unseen {
+                netns: 4026532500,
+                counter: "TcpExt:ListenDrops".into(),
+                count: 1492,
+            }]),
+            filter: None,
+            errors: Vec::new(),
+            names: Default::default(),
+        };
+        update(&mut s, Msg::Kernel(Box::new(k)));
+        let out = screen(&s);
+        assert!(out.contains("kernel counters"), "{out}");
+        assert!(
+            out.contains("UNSEEN      1,492 TcpExt:ListenDrops netns 4026532500"),
+            "{out}"
+        );
+        assert!(
+            out.contains("counted by the kernel, not seen by the probe"),
+            "{out}"
+        );
+        assert!(out.contains("1,500 TcpExt:ListenDrops"), "{out}");
+        assert!(
+            out.contains("total 7"),
+            "unseen drops stay out of the exact total: {out}"
+        );
+    }
+
+    #[test]
+    fn replay_says_counters_are_live_only() {
+        let lines = super::counter_lines(None, true);
+        assert!(lines[0].to_string().contains("live only"));
+    }
+}

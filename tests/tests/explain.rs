@@ -1,0 +1,229 @@
+//! The reason guide and the kernel's own drop counters beside the probe's counts, against the
+//! real kernel: `nstat` (iproute2) is the independent reference. Needs root.
+//!
+//! Each test makes drops in one private namespace of its own; drops are grouped by namespace
+//! (the default `--by`), so each is compared with its own namespace's counters.
+use std::{
+    fs::File,
+    net::{Ipv4Addr, SocketAddrV4, TcpListener},
+    os::{fd::AsRawFd, unix::fs::MetadataExt},
+    process::Command,
+    time::Duration,
+};
+
+use dropscope_tests::{Counting, Netns, count, dropscope_bin, root_test, run};
+
+/// The namespace's inode number, as the report names it.
+fn inode(ns: &Netns) -> u64 {
+    std::fs::metadata(format!("/run/netns/{}", ns.name))
+        .expect("the namespace's file")
+        .ino()
+}
+
+/// `nstat`'s absolute value of one counter inside the namespace (`UdpNoPorts` style name).
+fn nstat(ns: &Netns, name: &str) -> u64 {
+    let out = ns.exec(&["nstat", "-saz", name]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| {
+            let mut f = l.split_whitespace();
+            (f.next() == Some(name)).then(|| f.next().and_then(|v| v.parse().ok()))?
+        })
+        .unwrap_or_else(|| panic!("nstat printed no {name}: {text}"))
+}
+
+fn kernel_delta(report: &serde_json::Value, netns: u64, counter: &str) -> u64 {
+    report["kernel_counters"]
+        .as_array()
+        .expect("kernel_counters array")
+        .iter()
+        .filter(|c| c["netns"] == netns && c["counter"] == counter)
+        .map(|c| c["delta"].as_u64().expect("delta"))
+        .sum()
+}
+
+fn unseen(report: &serde_json::Value, netns: u64, counter: &str) -> u64 {
+    report["unseen"]
+        .as_array()
+        .expect("unseen array")
+        .iter()
+        .filter(|c| c["netns"] == netns && c["counter"] == counter)
+        .map(|c| c["count"].as_u64().expect("count"))
+        .sum()
+}
+
+/// The probe's count of `reason` that the documented rule attributes to `netns`.
+fn attributed(report: &serde_json::Value, reason: &str, netns: u64) -> u64 {
+    report["drops"]
+        .as_array()
+        .expect("drops")
+        .iter()
+        .filter(|d| d["reason"] == reason && d["netns"] == netns)
+        .map(|d| d["count"].as_u64().expect("count"))
+        .sum()
+}
+
+#[test]
+fn udp_to_a_closed_port_matches_udp_noports() {
+    let _serial = root_test();
+    let ns = Netns::new("noports");
+    let ino = inode(&ns);
+    let before = nstat(&ns, "UdpNoPorts");
+    let c = Counting::start(&["report", "--format", "json"]);
+    ns.traffic(&["udp", "9", "1000"]);
+    let report: serde_json::Value = serde_json::from_str(&c.interrupt()).expect("JSON report");
+    let reference = nstat(&ns, "UdpNoPorts") - before;
+
+    // Only this namespace sends UDP to a closed port in the window, so every NO_SOCKET drop at
+    // __udp4_lib_rcv is one of its datagrams, whatever namespace the drop key names.
+    let seen = count(&report, "NO_SOCKET", "__udp4_lib_rcv+");
+    let delta = kernel_delta(&report, ino, "Udp:NoPorts");
+    eprintln!("Udp:NoPorts: nstat {reference}, dropscope {delta}, NO_SOCKET seen {seen}");
+    assert_eq!(reference, 1000, "nstat saw the datagrams");
+    assert_eq!(delta, reference, "Udp:NoPorts delta vs nstat: {report:#}");
+    assert_eq!(
+        delta, seen,
+        "Udp:NoPorts delta vs NO_SOCKET count: {report:#}"
+    );
+    let row = report["kernel_counters"]
+        .as_array()
+        .and_then(|a| a.iter().find(|c| c["counter"] == "Udp:NoPorts"))
+        .expect("Udp:NoPorts row");
+    assert_eq!(row["reasons"][0], "NO_SOCKET", "{row:#}");
+    assert_eq!(
+        attributed(&report, "NO_SOCKET", ino),
+        seen,
+        "the drops carry the namespace: {report:#}"
+    );
+    assert_eq!(
+        unseen(&report, ino, "Udp:NoPorts"),
+        0,
+        "every NoPorts drop was seen: {report:#}"
+    );
+    assert!(
+        report["drops"][0]["hint"]
+            .as_str()
+            .is_some_and(|h| h.len() > 40),
+        "every drop has a hint: {report:#}"
+    );
+}
+
+/// Opens `n` connections to a listener with backlog 0 that never accepts, from inside the
+/// namespace (on a thread that enters it), and closes them before any SYN is retransmitted.
+fn overflow_accept_queue(ns: &Netns, n: usize) {
+    let file = File::open(format!("/run/netns/{}", ns.name)).expect("namespace file");
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // SAFETY: setns(2) on a file we own; only this thread changes namespace.
+            let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+            let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+            // SAFETY: listen(2) on the listener's own socket.
+            assert_eq!(unsafe { libc::listen(listener.as_raw_fd(), 0) }, 0);
+            let port = listener.local_addr().expect("addr").port();
+            let addr = SocketAddrV4::new(Ipv4Addr::LOCALHOST, port);
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: addr.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from(*addr.ip()).to_be(),
+                },
+                sin_zero: [0; 8],
+            };
+            let mut fds = Vec::new();
+            for _ in 0..n {
+                // SAFETY: plain socket and connect calls with a valid sockaddr_in; the fds are
+                // closed below.
+                unsafe {
+                    let fd =
+                        libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0);
+                    assert!(fd >= 0, "socket");
+                    libc::connect(
+                        fd,
+                        (&sin as *const libc::sockaddr_in).cast(),
+                        std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+                    );
+                    fds.push(fd);
+                }
+            }
+            // Well under the first SYN retransmission (1 s).
+            std::thread::sleep(Duration::from_millis(300));
+            for fd in fds {
+                // SAFETY: each fd was opened above and is closed once.
+                unsafe { libc::close(fd) };
+            }
+            drop(listener);
+        });
+    });
+}
+
+#[test]
+fn a_full_accept_queue_shows_listen_drops_and_unseen_drops() {
+    let _serial = root_test();
+    let ns = Netns::new("listen");
+    let ino = inode(&ns);
+    let before = nstat(&ns, "TcpExtListenDrops");
+    let c = Counting::start(&["report", "--format", "json"]);
+    overflow_accept_queue(&ns, 50);
+    // Let the closes and resets finish before the window ends.
+    std::thread::sleep(Duration::from_millis(200));
+    let report: serde_json::Value = serde_json::from_str(&c.interrupt()).expect("JSON report");
+    let reference = nstat(&ns, "TcpExtListenDrops") - before;
+
+    let delta = kernel_delta(&report, ino, "TcpExt:ListenDrops");
+    eprintln!(
+        "ListenDrops: nstat {reference}, dropscope {delta}, unseen {}, TCP_LISTEN_OVERFLOW seen {}",
+        unseen(&report, ino, "TcpExt:ListenDrops"),
+        count(&report, "TCP_LISTEN_OVERFLOW", "")
+    );
+    assert!(reference > 0, "the accept queue did not overflow");
+    assert_eq!(
+        delta, reference,
+        "TcpExt:ListenDrops delta vs nstat: {report:#}"
+    );
+    // Refused SYNs are consumed, not dropped: the probe cannot see them.
+    let expected = delta - attributed(&report, "TCP_LISTEN_OVERFLOW", ino);
+    assert!(expected > 0, "{report:#}");
+    assert_eq!(
+        unseen(&report, ino, "TcpExt:ListenDrops"),
+        expected,
+        "{report:#}"
+    );
+    // Unseen drops never enter the exact counts.
+    let keyed: u64 = report["drops"]
+        .as_array()
+        .expect("drops")
+        .iter()
+        .map(|d| d["count"].as_u64().expect("count"))
+        .sum();
+    assert_eq!(
+        keyed + report["overflow"].as_u64().expect("overflow"),
+        report["total"]
+    );
+}
+
+#[test]
+fn every_reason_of_this_kernel_has_a_guide_entry() {
+    let out = run(Command::new(dropscope_bin()).args(["reasons", "--format", "json"]));
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let rows = rows.as_array().expect("array");
+    assert!(rows.len() > 60, "{rows:?}");
+    for r in rows {
+        let summary = r["summary"].as_str().expect("summary");
+        assert_ne!(summary, "not in dropscope's reason guide", "{r}");
+    }
+    // The whole entry, for a few (each run reads the kernel's BTF).
+    let first = rows[0]["name"].as_str().expect("name");
+    let last = rows[rows.len() - 1]["name"].as_str().expect("name");
+    for name in [first, "NO_SOCKET", "TCP_LISTEN_OVERFLOW", last] {
+        let r = rows
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {rows:?}"));
+        let summary = r["summary"].as_str().expect("summary");
+        let text = run(Command::new(dropscope_bin()).args(["explain", name]));
+        let text = String::from_utf8_lossy(&text.stdout);
+        assert!(text.starts_with(&format!("{name}: {summary}")), "{text}");
+        assert!(!text.contains("no entry for"), "{text}");
+    }
+}
