@@ -127,7 +127,10 @@ fn toggle_recording(
         Ok(rec) => {
             let msgs = [
                 Msg::Recording(Some(rec.status())),
-                Msg::Status(format!("recording to {}", rec.path().display())),
+                Msg::Status(format!(
+                    "recording to {} (saved under that name when stopped)",
+                    crate::sanitize::terminal(&rec.path().to_string_lossy())
+                )),
             ];
             *recording = Some(rec);
             msgs
