@@ -57,7 +57,8 @@ impl HostileRecording {
         let start = self.bytes.len();
         self.bytes
             .extend_from_slice(&(payload.len() as u32).to_le_bytes());
-        self.bytes.extend_from_slice(&[kind, u8::from(compress), 0, 0]);
+        self.bytes
+            .extend_from_slice(&[kind, u8::from(compress), 0, 0]);
         self.bytes.extend_from_slice(&elapsed_ns.to_le_bytes());
         let mut h = crc32fast::Hasher::new();
         h.update(&self.bytes[start..start + 16]);
@@ -223,6 +224,7 @@ pub fn huge_weights() -> HostileRecording {
         &[(0, vec![1]), (0, vec![2])],
         false,
     );
-    r.keyframe(1, &[(0, u64::MAX - 10), (1, u64::MAX - 10)]).end();
+    r.keyframe(1, &[(0, u64::MAX - 10), (1, u64::MAX - 10)])
+        .end();
     r
 }

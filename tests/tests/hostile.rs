@@ -144,7 +144,11 @@ fn report_never_lets_a_name_drive_the_terminal() {
         let r = measured(&["report", "--input", &path, "--format", format]);
         assert_eq!(r.code, 0, "{}", r.stderr);
         let bad: Vec<char> = r.stdout.chars().filter(|&c| acts_on_terminal(c)).collect();
-        assert!(bad.is_empty(), "{bad:?} reached the terminal: {:?}", r.stdout);
+        assert!(
+            bad.is_empty(),
+            "{bad:?} reached the terminal: {:?}",
+            r.stdout
+        );
         assert!(r.stdout.contains("NO_SOCKET"), "{}", r.stdout);
         if format == "table" {
             // No forged row: a header, one row, the total.
@@ -179,16 +183,31 @@ fn flamegraphs_of_hostile_recordings_are_small_valid_and_checked() {
     assert!(rec.bytes().len() < 1000, "{}", rec.bytes().len());
     let path = write(dir.path(), "long.dsrec", &rec);
     let svg = dir.path().join("long.svg");
-    let r = measured(&["flamegraph", "--input", &path, "-o", svg.to_str().expect("utf-8")]);
+    let r = measured(&[
+        "flamegraph",
+        "--input",
+        &path,
+        "-o",
+        svg.to_str().expect("utf-8"),
+    ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let size = std::fs::metadata(&svg).expect("svg").len();
-    eprintln!("SVG of the long-name recording: {size} bytes, {:.1} MB peak", r.max_rss_mb);
+    eprintln!(
+        "SVG of the long-name recording: {size} bytes, {:.1} MB peak",
+        r.max_rss_mb
+    );
     assert!(size < 1 << 20, "{size} bytes");
 
     // Control characters in host and kernel, U+FFFE in a frame: still XML.
     let path = write(dir.path(), "xml.dsrec", &hostile::invalid_xml_names());
     let svg = dir.path().join("xml.svg");
-    let r = measured(&["flamegraph", "--input", &path, "-o", svg.to_str().expect("utf-8")]);
+    let r = measured(&[
+        "flamegraph",
+        "--input",
+        &path,
+        "-o",
+        svg.to_str().expect("utf-8"),
+    ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let text = std::fs::read_to_string(&svg).expect("svg");
     assert!(text.chars().all(|c| matches!(c as u32,
@@ -204,7 +223,13 @@ fn flamegraphs_of_hostile_recordings_are_small_valid_and_checked() {
     // Weights adding up past 2^64: refused, not wrapped.
     let path = write(dir.path(), "huge.dsrec", &hostile::huge_weights());
     let svg = dir.path().join("huge.svg");
-    let r = measured(&["flamegraph", "--input", &path, "-o", svg.to_str().expect("utf-8")]);
+    let r = measured(&[
+        "flamegraph",
+        "--input",
+        &path,
+        "-o",
+        svg.to_str().expect("utf-8"),
+    ]);
     assert_ne!(r.code, 0);
     assert!(r.stderr.contains("2^63"), "{}", r.stderr);
     assert!(!svg.exists());
@@ -219,7 +244,13 @@ fn outputs_never_follow_symlinks_nor_write_into_others_files() {
     let link = dir.path().join("y.svg");
     symlink(&victim, &link).expect("symlink");
     let flame = |out: &Path, force: bool| {
-        let mut args = vec!["flamegraph", "--input", &rec, "-o", out.to_str().expect("utf-8")];
+        let mut args = vec![
+            "flamegraph",
+            "--input",
+            &rec,
+            "-o",
+            out.to_str().expect("utf-8"),
+        ];
         if force {
             args.push("--force");
         }
@@ -233,7 +264,10 @@ fn outputs_never_follow_symlinks_nor_write_into_others_files() {
     // Pointing at a file, forced: the link is replaced, the file untouched.
     std::fs::write(&victim, "precious").expect("victim");
     assert_eq!(flame(&link, true).code, 0);
-    assert_eq!(std::fs::read_to_string(&victim).expect("victim"), "precious");
+    assert_eq!(
+        std::fs::read_to_string(&victim).expect("victim"),
+        "precious"
+    );
     assert!(!std::fs::symlink_metadata(&link).expect("y").is_symlink());
 
     // Someone else's empty file: not written into; forced, replaced by our own 0600 file.
@@ -249,7 +283,13 @@ fn outputs_never_follow_symlinks_nor_write_into_others_files() {
     // Under sudo the file belongs to the invoking user.
     let mine = dir.path().join("mine.svg");
     let r = Command::new(dropscope_bin())
-        .args(["flamegraph", "--input", &rec, "-o", mine.to_str().expect("utf-8")])
+        .args([
+            "flamegraph",
+            "--input",
+            &rec,
+            "-o",
+            mine.to_str().expect("utf-8"),
+        ])
         .env("SUDO_UID", "65534")
         .env("SUDO_GID", "65534")
         .output()
@@ -283,9 +323,7 @@ impl FullDisk {
 
 impl Drop for FullDisk {
     fn drop(&mut self) {
-        let _ = Command::new("umount")
-            .arg(self.dir.path())
-            .status();
+        let _ = Command::new("umount").arg(self.dir.path()).status();
     }
 }
 
@@ -296,7 +334,13 @@ fn a_full_disk_leaves_no_partial_flamegraph() {
     let rec = write(dir.path(), "in.dsrec", &hostile::long_name_stack(200, 100));
     let full = FullDisk::new();
     let out = full.dir.path().join("x.svg");
-    let r = measured(&["flamegraph", "--input", &rec, "-o", out.to_str().expect("utf-8")]);
+    let r = measured(&[
+        "flamegraph",
+        "--input",
+        &rec,
+        "-o",
+        out.to_str().expect("utf-8"),
+    ]);
     assert_ne!(r.code, 0);
     assert!(r.stderr.contains("No space left"), "{}", r.stderr);
     let names: Vec<String> = std::fs::read_dir(full.dir.path())
@@ -346,7 +390,11 @@ fn record_refuses_planted_names_before_attaching_and_never_blocks_on_a_fifo() {
             let _ = child.kill();
         }
         let mut err = String::new();
-        let _ = child.stderr.take().expect("stderr").read_to_string(&mut err);
+        let _ = child
+            .stderr
+            .take()
+            .expect("stderr")
+            .read_to_string(&mut err);
         assert_eq!(code, Some(1), "{}: {err}", out.display());
         assert!(err.contains("already exists"), "{err}");
         assert!(!err.contains("recording drops"), "attached first: {err}");
