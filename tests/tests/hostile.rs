@@ -24,6 +24,8 @@ struct Ran {
 /// Runs dropscope with `args`, measuring its peak memory (wait4's rusage) and time.
 fn measured(args: &[&str]) -> Ran {
     let started = Instant::now();
+    // Reaped by wait4 below, which also gives its resource usage.
+    #[allow(clippy::zombie_processes)]
     let mut child = Command::new(dropscope_bin())
         .args(args)
         .stdin(Stdio::null())
@@ -213,12 +215,7 @@ fn flamegraphs_of_hostile_recordings_are_small_valid_and_checked() {
     assert!(text.chars().all(|c| matches!(c as u32,
         0x9 | 0xA | 0xD | 0x20..=0xD7FF | 0xE000..=0xFFFD | 0x10000..=0x10FFFF)));
     let mut reader = quick_xml::Reader::from_str(&text);
-    loop {
-        match reader.read_event().expect("well-formed XML") {
-            quick_xml::events::Event::Eof => break,
-            _ => {}
-        }
-    }
+    while reader.read_event().expect("well-formed XML") != quick_xml::events::Event::Eof {}
 
     // Weights adding up past 2^64: refused, not wrapped.
     let path = write(dir.path(), "huge.dsrec", &hostile::huge_weights());

@@ -64,7 +64,7 @@ fn path_of(stack: &StackCount, path: &mut String) {
 /// weights are sampled estimates.
 pub fn folded(stacks: &[StackCount]) -> String {
     let mut order: Vec<&StackCount> = stacks.iter().filter(|s| s.weight > 0).collect();
-    order.sort_by(|a, b| b.weight.cmp(&a.weight));
+    order.sort_by_key(|s| std::cmp::Reverse(s.weight));
     let mut merged: BTreeMap<String, u64> = BTreeMap::new();
     let mut bytes = 0usize;
     let mut path = String::new();
