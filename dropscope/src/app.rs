@@ -216,7 +216,7 @@ fn reasons_cmd(format: Format) -> anyhow::Result<()> {
         Format::Table => {
             println!("{:>10}  NAME", "VALUE");
             for (v, n) in table.iter() {
-                println!("{v:>10}  {n}");
+                println!("{v:>10}  {}", sanitize::terminal(n));
             }
             println!(
                 "({} reasons, read from {:?})",
@@ -229,7 +229,7 @@ fn reasons_cmd(format: Format) -> anyhow::Result<()> {
                 .iter()
                 .map(|(v, n)| serde_json::json!({ "code": v, "name": n }))
                 .collect();
-            println!("{}", serde_json::to_string_pretty(&rows)?);
+            println!("{}", sanitize::json(&serde_json::to_string_pretty(&rows)?));
         }
     }
     Ok(())
