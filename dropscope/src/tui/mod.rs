@@ -127,7 +127,10 @@ fn record(recording: &mut Option<ActiveRecording>, snap: &Snapshot) -> Vec<Msg> 
             *recording = None;
             vec![
                 Msg::Recording(None),
-                Msg::Status(format!("recording stopped: {e:#}")),
+                Msg::Status(format!(
+                    "recording stopped, nothing saved: {}",
+                    crate::sanitize::terminal(&format!("{e:#}"))
+                )),
             ]
         }
     }
