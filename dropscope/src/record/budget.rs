@@ -24,11 +24,14 @@ pub const MAX_DICTIONARY_BYTES: usize = 128 << 20;
 pub const MAX_TOTAL_BYTES: u64 = 16 << 30;
 /// Decompressed bytes of one frame.
 pub const MAX_FRAME_BYTES: usize = MAX_PAYLOAD;
+/// Snapshot frames in the index (48 days at one frame per second).
+pub const MAX_FRAMES: usize = 4 << 20;
 
 /// Heap bytes the reader may hold for a recording at every limit at once, with one snapshot
-/// decoded: names (with their allocation overhead), keys, stacks, the decoded counts and one
-/// snapshot, and two frame payloads. The fuzz target checks every input stays within it.
-pub const MEMORY_BUDGET: usize = 768 << 20;
+/// decoded: names (with their allocation overhead), keys, stacks, the frame index, the decoded
+/// counts and one snapshot, and two frame payloads (about 850 MiB at worst, rounded up). The
+/// fuzz target checks that no input makes the reader hold more.
+pub const MEMORY_BUDGET: usize = 1 << 30;
 
 /// A limit of the budget, named in the error that refuses a recording.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,6 +52,7 @@ pub(super) struct Spent {
     pub(super) stack_frames: usize,
     pub(super) dictionary_bytes: usize,
     pub(super) total_bytes: u64,
+    pub(super) frames: usize,
 }
 
 fn check(used: u64, max: u64, what: &'static str) -> Result<(), Limit> {
@@ -82,6 +86,12 @@ impl Spent {
             )?;
         }
         Ok(())
+    }
+
+    /// Counts one more snapshot frame in the index.
+    pub(super) fn snapshot_frame(&mut self) -> Result<(), Limit> {
+        self.frames += 1;
+        check(self.frames as u64, MAX_FRAMES as u64, "snapshot frames")
     }
 
     /// Counts one more name of `len` bytes.
@@ -157,6 +167,14 @@ mod tests {
         assert_eq!(
             s.string(MAX_STRING_BYTES + 1).map_err(|l| l.what),
             Err("bytes of names")
+        );
+        let mut s = Spent {
+            frames: MAX_FRAMES,
+            ..Default::default()
+        };
+        assert_eq!(
+            s.snapshot_frame().map_err(|l| l.what),
+            Err("snapshot frames")
         );
     }
 }

@@ -285,6 +285,7 @@ impl Recording {
                 if self.frames.last().is_some_and(|p| p.elapsed > elapsed) {
                     return Err(corrupt(offset, "time goes backward"));
                 }
+                self.spent.snapshot_frame().map_err(|l| over(offset, l))?;
                 self.frames.push(FrameInfo {
                     offset,
                     stored_len: h.len,
