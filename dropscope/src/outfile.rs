@@ -21,13 +21,16 @@ pub enum OutFileError {
     /// Something already has the destination's name, and overwriting was not asked for.
     #[error("{} already exists: refusing to replace it (--force replaces it)", .0.display())]
     Exists(PathBuf),
-    /// The destination appeared while the file was written; the data was kept elsewhere.
-    #[error("{} appeared meanwhile: refusing to replace it; the data is in {}", .dest.display(), .kept.display())]
+    /// The complete file could not be given its name (it appeared meanwhile, say); the data
+    /// was kept under its temporary name.
+    #[error("{why}; the complete data is kept in {}", .kept.display())]
     KeptAs {
         /// The destination.
         dest: PathBuf,
         /// Where the complete file was kept.
         kept: PathBuf,
+        /// Why it could not be published.
+        why: String,
     },
     /// The destination's directory does not exist or is not a directory.
     #[error("cannot write {}: {} is not a directory", .path.display(), .dir.display())]
@@ -67,10 +70,15 @@ pub fn check_destination(path: &Path, force: bool) -> Result<(), OutFileError> {
             dir: dir.to_path_buf(),
         });
     }
-    if !force && std::fs::symlink_metadata(path).is_ok() {
-        return Err(OutFileError::Exists(path.to_path_buf()));
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => Err(OutFileError::Io {
+            what: "cannot replace",
+            path: path.to_path_buf(),
+            source: io::Error::from(io::ErrorKind::IsADirectory),
+        }),
+        Ok(_) if !force => Err(OutFileError::Exists(path.to_path_buf())),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// The invoking user's ids when running as root under sudo.
@@ -143,9 +151,20 @@ impl OutFile {
         let dest = self.dest.clone();
         match self.commit_as(&dest) {
             Ok(p) => Ok(p),
-            Err((OutFileError::Exists(_), back)) => match back.tmp.keep() {
-                Ok((_, kept)) => Err(OutFileError::KeptAs { dest, kept }),
-                Err(_) => Err(OutFileError::Exists(dest)),
+            // Complete and synced, but the name could not be given: keep the data.
+            Err((
+                e @ (OutFileError::Exists(_)
+                | OutFileError::Io {
+                    what: "publishing", ..
+                }),
+                back,
+            )) => match back.tmp.keep() {
+                Ok((_, kept)) => Err(OutFileError::KeptAs {
+                    dest,
+                    kept,
+                    why: e.to_string(),
+                }),
+                Err(_) => Err(e),
             },
             Err((e, _)) => Err(e),
         }
@@ -291,6 +310,24 @@ mod tests {
             .expect("commit");
         assert_eq!(got, dir.path().join("b"));
         assert!(std::fs::symlink_metadata(&a).expect("a").is_symlink());
+    }
+
+    #[test]
+    fn a_name_taken_meanwhile_keeps_the_data() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("rec");
+        let out = OutFile::create(&path, false).expect("create");
+        std::io::Write::write_all(&mut out.file(), b"hours of data").expect("write");
+        std::fs::write(&path, b"planted").expect("plant");
+        match out.commit() {
+            Err(OutFileError::KeptAs { kept, .. }) => {
+                assert_eq!(std::fs::read(&kept).expect("kept"), b"hours of data");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(std::fs::read(&path).expect("planted"), b"planted");
+        let err = check_destination(dir.path(), true).expect_err("a directory");
+        assert!(err.to_string().contains("directory"), "{err}");
     }
 
     #[test]
