@@ -149,7 +149,7 @@ impl OutFile {
     /// and the error says where ([`OutFileError::KeptAs`]).
     pub fn commit(self) -> Result<PathBuf, OutFileError> {
         let dest = self.dest.clone();
-        match self.commit_as(&dest) {
+        match self.commit_as(&dest).map_err(|b| *b) {
             Ok(p) => Ok(p),
             // Complete and synced, but the name could not be given: keep the data.
             Err((
@@ -171,14 +171,14 @@ impl OutFile {
     }
 
     /// Syncs the data and gives the file the name `dest`; on failure, hands itself back.
-    fn commit_as(self, dest: &Path) -> Result<PathBuf, (OutFileError, OutFile)> {
+    fn commit_as(self, dest: &Path) -> Result<PathBuf, Box<(OutFileError, OutFile)>> {
         if let Err(source) = self.tmp.as_file().sync_all() {
             let e = OutFileError::Io {
                 what: "writing",
                 path: dest.to_path_buf(),
                 source,
             };
-            return Err((e, self));
+            return Err(Box::new((e, self)));
         }
         let OutFile { tmp, force, .. } = self;
         let res = if force {
@@ -203,7 +203,7 @@ impl OutFile {
                     dest: dest.to_path_buf(),
                     force,
                 };
-                Err((err, back))
+                Err(Box::new((err, back)))
             }
         }
     }
@@ -216,7 +216,7 @@ impl OutFile {
         self.force = false;
         let mut last = OutFileError::Exists(self.dest.clone());
         for name in names {
-            match self.commit_as(&name) {
+            match self.commit_as(&name).map_err(|b| *b) {
                 Ok(p) => return Ok(p),
                 Err((e @ OutFileError::Exists(_), back)) => {
                     last = e;
