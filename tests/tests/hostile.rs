@@ -167,7 +167,7 @@ fn report_never_lets_a_name_drive_the_terminal() {
 fn a_65536_byte_location_is_cut_not_a_panic() {
     let _g = root_test();
     let dir = tempfile::tempdir().expect("tempdir");
-    for len in [65_535, 65_536] {
+    for len in [65_536, 65_535] {
         let path = write(dir.path(), "long.dsrec", &hostile::long_location(len));
         let r = measured(&["report", "--input", &path]);
         assert_eq!(r.code, 0, "{}", r.stderr);
