@@ -28,7 +28,7 @@ fn main() -> anyhow::Result<()> {
     let snaps = synthetic::snapshots(100, 100, 1_000_000, 3600);
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("hour.dsrec");
-    let mut rec = Recorder::create(&path, &info)?;
+    let mut rec = Recorder::create(&path, &info, true)?;
     for s in &snaps {
         rec.write(s)?;
     }

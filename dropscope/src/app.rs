@@ -15,9 +15,10 @@ use crate::{
     flamegraph::{self, GraphMeta},
     kcounters::{self, KernelCounters, KernelView},
     model::{SessionInfo, Snapshot, window},
+    outfile,
     probe::{Probe, ProbeOptions, reasons::ReasonTable},
     record::{self, Recording},
-    report,
+    report, sanitize,
     source::Feed,
     tui,
 };
@@ -32,8 +33,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Record {
             output,
             duration,
+            force,
             live,
-        }) => record_cmd(&live, &output, duration).await,
+        }) => record_cmd(&live, &output, duration, force).await,
         Some(Command::Replay { file, output_dir }) => replay_cmd(&file, &output_dir).await,
         Some(Command::Flamegraph(args)) => flamegraph_cmd(args).await,
         Some(Command::Serve(args)) => crate::serve::run(&args).await,
@@ -71,11 +73,13 @@ pub fn start_live(live: &LiveArgs) -> anyhow::Result<(Feed, Stopper)> {
     Ok(Collector::spawn(probe, copts)?)
 }
 
-/// SIGINT and SIGTERM, caught from the moment this is made (so that one arriving right after
-/// the "counting" line still ends the command cleanly).
+/// SIGINT, SIGTERM, SIGHUP and SIGQUIT, caught from the moment this is made (so that one
+/// arriving right after the "counting" line still ends the command cleanly).
 struct Interrupt {
     int: Signal,
     term: Signal,
+    hup: Signal,
+    quit: Signal,
 }
 
 impl Interrupt {
@@ -83,10 +87,12 @@ impl Interrupt {
         Ok(Self {
             int: signal(SignalKind::interrupt()).context("installing a SIGINT handler")?,
             term: signal(SignalKind::terminate()).context("installing a SIGTERM handler")?,
+            hup: signal(SignalKind::hangup()).context("installing a SIGHUP handler")?,
+            quit: signal(SignalKind::quit()).context("installing a SIGQUIT handler")?,
         })
     }
 
-    /// Resolves after `duration` (never without one) or on SIGINT/SIGTERM.
+    /// Resolves after `duration` (never without one) or on SIGINT/SIGTERM/SIGHUP/SIGQUIT.
     async fn until(mut self, duration: Option<Duration>) {
         let timer = async {
             match duration {
@@ -98,24 +104,15 @@ impl Interrupt {
             _ = timer => {}
             _ = self.int.recv() => {}
             _ = self.term.recv() => {}
+            _ = self.hup.recv() => {}
+            _ = self.quit.recv() => {}
         }
     }
 }
 
-/// Fails unless the directory a file is to be written in exists.
-fn check_output_dir(path: &Path) -> anyhow::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    if !dir.is_dir() {
-        bail!(
-            "cannot write {}: {} is not a directory",
-            path.display(),
-            dir.display()
-        );
-    }
-    Ok(())
+/// A path as shown on the terminal.
+fn shown(path: &Path) -> String {
+    sanitize::terminal(&path.to_string_lossy()).into_owned()
 }
 
 async fn live_tui(live: &LiveArgs, dir: &Path) -> anyhow::Result<()> {
@@ -202,9 +199,9 @@ fn recorded_window(
     w: &InputWindow,
 ) -> anyhow::Result<(SessionInfo, Snapshot, (Duration, Duration))> {
     let path = w.input.as_deref().context("no --input")?;
-    let rec = Recording::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let rec = Recording::open(path).with_context(|| format!("opening {}", shown(path)))?;
     for warning in rec.warnings() {
-        eprintln!("dropscope: warning: {}: {warning}", path.display());
+        eprintln!("dropscope: warning: {}: {warning}", shown(path));
     }
     let to = w.to.unwrap_or(rec.duration()).min(rec.duration());
     let from = w.from.unwrap_or_default();
@@ -282,12 +279,13 @@ fn print_report(
             if let Some(k) = kernel {
                 report = report.with_kernel(k);
             }
-            if lines {
-                serde_json::to_writer(&mut out, &report)?;
+            // Names from the kernel or a recording are written with risky characters escaped.
+            let text = if lines {
+                serde_json::to_string(&report)?
             } else {
-                serde_json::to_writer_pretty(&mut out, &report)?;
-            }
-            writeln!(out)?;
+                serde_json::to_string_pretty(&report)?
+            };
+            writeln!(out, "{}", sanitize::json(&text))?;
         }
     }
     out.flush()?;
@@ -307,7 +305,8 @@ fn reasons_cmd(format: Format, btf: Option<&Path>) -> anyhow::Result<()> {
             let w = table.iter().map(|(_, n)| n.len()).max().unwrap_or(4);
             writeln!(out, "{:>10}  {:<w$}  SUMMARY", "VALUE", "NAME")?;
             for (v, n) in table.iter() {
-                writeln!(out, "{v:>10}  {n:<w$}  {}", guide.summary(n))?;
+                let name = sanitize::terminal(n);
+                writeln!(out, "{v:>10}  {name:<w$}  {}", guide.summary(n))?;
             }
             writeln!(
                 out,
@@ -324,7 +323,8 @@ fn reasons_cmd(format: Format, btf: Option<&Path>) -> anyhow::Result<()> {
                     serde_json::json!({ "code": v, "name": n, "summary": summary })
                 })
                 .collect();
-            writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
+            let text = serde_json::to_string_pretty(&rows)?;
+            writeln!(out, "{}", sanitize::json(&text))?;
         }
     }
     Ok(())
@@ -351,18 +351,21 @@ async fn record_cmd(
     live: &LiveArgs,
     output: &Path,
     duration: Option<Duration>,
+    force: bool,
 ) -> anyhow::Result<()> {
-    check_output_dir(output)?;
+    // Before the probe is attached: the output is never opened (a temporary file next to it
+    // is), so a FIFO or a symlink there cannot block or redirect the recording.
+    outfile::check_destination(output, force)?;
     let interrupt = Interrupt::new()?;
     let (feed, stopper) = start_live(live)?;
     eprintln!(
         "dropscope: recording drops with {} to {}",
         feed.info.probe,
-        output.display()
+        shown(output)
     );
     // At the end of the window the collector takes a last snapshot and closes the feed; the
     // recorder writes until then, so the drops of the last interval are in the file.
-    let recorder = record::record_feed(feed, output, std::future::pending());
+    let recorder = record::record_feed(feed, output, force, std::future::pending());
     tokio::pin!(recorder);
     let summary = tokio::select! {
         s = &mut recorder => s,
@@ -375,7 +378,7 @@ async fn record_cmd(
     let s = summary?;
     eprintln!(
         "dropscope: wrote {} ({} snapshots, {} bytes, {:.1}s, {} drops)",
-        s.path.display(),
+        shown(&s.path),
         s.frames,
         s.bytes,
         s.elapsed.as_secs_f64(),
@@ -385,9 +388,9 @@ async fn record_cmd(
 }
 
 async fn replay_cmd(file: &Path, dir: &Path) -> anyhow::Result<()> {
-    let rec = Recording::open(file).with_context(|| format!("opening {}", file.display()))?;
+    let rec = Recording::open(file).with_context(|| format!("opening {}", shown(file)))?;
     for warning in rec.warnings() {
-        eprintln!("dropscope: warning: {}: {warning}", file.display());
+        eprintln!("dropscope: warning: {}: {warning}", shown(file));
     }
     require_terminal("replay")?;
     let feed = record::replay_feed(rec);
@@ -402,12 +405,12 @@ async fn replay_cmd(file: &Path, dir: &Path) -> anyhow::Result<()> {
 
 async fn flamegraph_cmd(args: FlamegraphArgs) -> anyhow::Result<()> {
     // Everything that can fail without counting is checked before counting.
-    check_output_dir(&args.output)?;
+    outfile::check_destination(&args.output, args.force)?;
     let baseline = match (&args.diff, args.format) {
         (Some(_), GraphFormat::Folded) => bail!("--diff writes an SVG; drop --format folded"),
         (Some(base), GraphFormat::Svg) => Some(
             std::fs::read_to_string(base)
-                .with_context(|| format!("reading baseline {}", base.display()))?,
+                .with_context(|| format!("reading baseline {}", shown(base)))?,
         ),
         (None, _) => None,
     };
@@ -444,12 +447,14 @@ async fn flamegraph_cmd(args: FlamegraphArgs) -> anyhow::Result<()> {
             flamegraph::write_diff_svg(&before, &after, &meta, &mut out)?;
         }
     }
-    std::fs::write(&args.output, out)
-        .with_context(|| format!("writing {}", args.output.display()))?;
-    let est: u64 = snap.stacks.iter().map(|s| s.weight).sum();
+    outfile::write_file(&args.output, args.force, &out)?;
+    let est = snap
+        .stacks
+        .iter()
+        .fold(0u64, |a, s| a.saturating_add(s.weight));
     eprintln!(
         "dropscope: wrote {} ({} stacks, ~{est} drops estimated from samples; {} drops counted exactly)",
-        args.output.display(),
+        shown(&args.output),
         snap.stacks.len(),
         snap.total
     );

@@ -58,6 +58,9 @@ pub enum Command {
         /// Stop after this long (e.g. 30s, 10m, 2h).
         #[arg(long, value_parser = parse_duration, value_name = "D")]
         duration: Option<Duration>,
+        /// Replace FILE if something already has its name (never written through).
+        #[arg(long)]
+        force: bool,
         /// Probe and polling options.
         #[command(flatten)]
         live: LiveArgs,
@@ -126,6 +129,9 @@ pub struct FlamegraphArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = GraphFormat::Svg)]
     pub format: GraphFormat,
+    /// Replace the output file if something already has its name (never written through).
+    #[arg(long)]
+    pub force: bool,
     /// Write a differential flamegraph against this baseline (folded stacks, e.g. from an
     /// earlier `--format folded`).
     #[arg(long, value_name = "BASELINE.folded")]

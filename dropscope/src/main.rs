@@ -30,7 +30,9 @@ fn main() -> ExitCode {
     match rt.block_on(dropscope::app::run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("dropscope: error: {e:#}");
+            // An error can quote a path or a name from a recording: shown escaped.
+            let msg = format!("{e:#}");
+            eprintln!("dropscope: error: {}", dropscope::sanitize::terminal(&msg));
             ExitCode::FAILURE
         }
     }

@@ -2,11 +2,13 @@
 use std::io::Write;
 
 use serde::Serialize;
+use unicode_width::UnicodeWidthStr;
 
 use crate::{
     explain::Guide,
     kcounters::{CounterDelta, KernelView, Unseen},
     model::Snapshot,
+    sanitize,
 };
 
 /// One row of the JSON report.
@@ -138,37 +140,59 @@ pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
     }
 }
 
+/// Longest reason name shown in full in the table (longer ones are cut with `…`).
+pub const MAX_REASON_CHARS: usize = 48;
+/// Longest location shown in full in the table.
+pub const MAX_LOCATION_CHARS: usize = 96;
+
+/// Appends `s` and spaces up to `width` display columns.
+fn pad(out: &mut String, s: &str, width: usize) {
+    out.push_str(s);
+    let w = UnicodeWidthStr::width(s);
+    out.extend(std::iter::repeat_n(' ', width.saturating_sub(w)));
+}
+
 /// Writes the report as aligned columns.
+///
+/// Names are escaped for the terminal (no control or bidi character reaches it) and cut to
+/// [`MAX_REASON_CHARS`] / [`MAX_LOCATION_CHARS`] with `…`, so no recording can break the table.
 pub fn write_table(s: &Snapshot, seconds: f64, mut out: impl Write) -> std::io::Result<()> {
     let rows = sorted(s);
-    let rw = rows
+    let cells: Vec<(String, String)> = rows
         .iter()
-        .map(|d| d.key.reason.name.len())
-        .max()
-        .unwrap_or(0)
-        .max(6);
-    let lw = rows
-        .iter()
-        .map(|d| d.key.location.len())
-        .max()
-        .unwrap_or(0)
-        .max(8);
-    writeln!(
-        out,
-        "{:<rw$}  {:<lw$}  {:>12}  {:>6}",
-        "REASON", "LOCATION", "COUNT", "SHARE"
-    )?;
-    for d in &rows {
+        .map(|d| {
+            (
+                sanitize::terminal_cell(&d.key.reason.name, MAX_REASON_CHARS),
+                sanitize::terminal_cell(&d.key.location, MAX_LOCATION_CHARS),
+            )
+        })
+        .collect();
+    let width = |f: fn(&(String, String)) -> &String, min: usize| {
+        cells
+            .iter()
+            .map(|c| UnicodeWidthStr::width(f(c).as_str()))
+            .max()
+            .unwrap_or(0)
+            .max(min)
+    };
+    let rw = width(|c| &c.0, 6);
+    let lw = width(|c| &c.1, 8);
+    let mut line = String::new();
+    pad(&mut line, "REASON", rw);
+    line.push_str("  ");
+    pad(&mut line, "LOCATION", lw);
+    writeln!(out, "{line}  {:>12}  {:>6}", "COUNT", "SHARE")?;
+    for (d, (reason, location)) in rows.iter().zip(&cells) {
         let share = if s.total > 0 {
             100.0 * d.count as f64 / s.total as f64
         } else {
             0.0
         };
-        writeln!(
-            out,
-            "{:<rw$}  {:<lw$}  {:>12}  {:>5.1}%",
-            d.key.reason.name, d.key.location, d.count, share
-        )?;
+        line.clear();
+        pad(&mut line, reason, rw);
+        line.push_str("  ");
+        pad(&mut line, location, lw);
+        writeln!(out, "{line}  {:>12}  {:>5.1}%", d.count, share)?;
     }
     if rows.is_empty() {
         writeln!(out, "(no drops)")?;
@@ -385,6 +409,56 @@ mod tests {
             v["unseen"].is_null() && v["kernel_counters"].is_array(),
             "{v:#}"
         );
+    }
+
+    fn one(name: &str, location: &str) -> Snapshot {
+        Snapshot {
+            total: 1,
+            drops: vec![DropCount {
+                key: DropKey {
+                    reason: Reason {
+                        code: 1,
+                        name: name.into(),
+                    },
+                    location: location.into(),
+                    attr: Default::default(),
+                },
+                count: 1,
+            }],
+            ..Default::default()
+        }
+    }
+
+    fn table(s: &Snapshot) -> String {
+        let mut out = Vec::new();
+        write_table(s, 1.0, &mut out).expect("write");
+        String::from_utf8(out).expect("utf8")
+    }
+
+    #[test]
+    fn hostile_names_cannot_reach_the_terminal() {
+        let text = table(&one(
+            "\x1b]0;pwned\x07\x1b]52;c;aGk=\x07\x1b[2J",
+            "a\rFAKE ROW 999\u{8}\u{9b}31m\u{202e}x",
+        ));
+        for c in text.chars() {
+            assert!(
+                c == '\n' || !(c.is_control() || ('\u{202a}'..='\u{202e}').contains(&c)),
+                "{c:?} reached the table: {text:?}"
+            );
+        }
+        assert!(text.contains("\\u{1b}]0;pwned"), "{text}");
+        assert_eq!(text.lines().count(), 3, "{text}");
+    }
+
+    #[test]
+    fn long_names_are_cut_and_never_panic() {
+        for len in [65_535, 65_536, 1 << 20] {
+            let text = table(&one("R", &"x".repeat(len)));
+            let row = text.lines().nth(1).expect("row");
+            assert!(row.chars().count() < 200, "{}", row.len());
+            assert!(row.contains('…'));
+        }
     }
 
     #[test]

@@ -1,6 +1,10 @@
 //! Fuzzes the recording decoder: opening, indexing, iterating and seeking must never panic,
 //! hang or allocate without bound, whatever the bytes; valid recordings must round-trip.
 //!
+//! A counting global allocator checks the reader's memory budget: reading one input (opening
+//! it and decoding its snapshots one at a time) must never hold more than
+//! `record::budget::MEMORY_BUDGET` bytes of heap more than before it started.
+//!
 //! The first input byte picks a mode:
 //! - 0: the rest is a file, opened as is;
 //! - 1: the rest is a file whose frame checksums are fixed up first, so that mutations reach
@@ -9,13 +13,87 @@
 //!   identical (up to order), then damaged by a few edits (checksums fixed) and decoded again.
 #![no_main]
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    alloc::{GlobalAlloc, Layout, System},
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
 
 use dropscope::{
     model::{DropCount, DropKey, Health, Reason, SessionInfo, Snapshot, StackCount},
-    record::{Recording, encode},
+    record::{Recording, budget::MEMORY_BUDGET, encode},
 };
 use libfuzzer_sys::fuzz_target;
+
+/// Heap bytes in use, and the most in use since the last reset.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+/// The system allocator, counting the bytes in use.
+struct Counting;
+
+impl Counting {
+    fn grew(by: usize) {
+        let now = LIVE.fetch_add(by, Ordering::Relaxed) + by;
+        PEAK.fetch_max(now, Ordering::Relaxed);
+    }
+}
+
+// SAFETY: every call is forwarded unchanged to the system allocator; the counters only observe.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: same contract as the caller's.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            Self::grew(layout.size());
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: same contract as the caller's.
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            Self::grew(layout.size());
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: same contract as the caller's.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+            Self::grew(new_size);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+/// Runs `f`, failing if it held more than the reader's memory budget at any moment.
+fn within_budget<T>(f: impl FnOnce() -> T) -> T {
+    let base = LIVE.load(Ordering::Relaxed);
+    PEAK.store(base, Ordering::Relaxed);
+    let out = f();
+    let peak = PEAK.load(Ordering::Relaxed) - base;
+    assert!(
+        peak <= MEMORY_BUDGET,
+        "reading one input held {peak} bytes, beyond the budget of {MEMORY_BUDGET}"
+    );
+    out
+}
 
 const FILE_HEADER: usize = 16;
 const FRAME_HEADER: usize = 20;
@@ -26,12 +104,12 @@ fuzz_target!(|data: &[u8]| {
     };
     match mode % 3 {
         0 => {
-            exercise(rest);
+            exercise(rest, None);
         }
         1 => {
             let mut b = rest.to_vec();
             fix_checksums(&mut b);
-            exercise(&b);
+            exercise(&b, None);
         }
         _ => {
             generated(rest);
@@ -39,14 +117,34 @@ fuzz_target!(|data: &[u8]| {
     }
 });
 
-/// Opens `bytes` and uses everything a consumer can.
-fn exercise(bytes: &[u8]) -> Option<Vec<Snapshot>> {
+/// Opens `bytes` and uses everything a consumer can, within the memory budget; `expect`: the
+/// snapshots it must read back (up to order). Returns how many snapshots decoded.
+fn exercise(bytes: &[u8], expect: Option<&[Snapshot]>) -> Option<usize> {
+    within_budget(|| read(bytes, expect))
+}
+
+/// Puts drops and stacks in a canonical order.
+fn normal(s: &Snapshot) -> Snapshot {
+    let mut s = s.clone();
+    s.drops.sort_by(|a, b| a.key.cmp(&b.key));
+    s.stacks
+        .sort_by(|a, b| (&a.key, &a.frames).cmp(&(&b.key, &b.frames)));
+    s
+}
+
+fn read(bytes: &[u8], expect: Option<&[Snapshot]>) -> Option<usize> {
     let rec = Recording::from_bytes(bytes).ok()?;
     assert!(rec.len() <= bytes.len() / FRAME_HEADER);
     let _ = (rec.info(), rec.duration(), rec.warnings(), rec.finished());
-    let all: Vec<Snapshot> = rec.snapshots().map_while(Result::ok).collect();
-    for s in &all {
+    // One snapshot at a time, as replay does: the budget covers one decoded snapshot.
+    let mut decoded = 0;
+    for s in rec.snapshots().map_while(Result::ok) {
         assert!(s.elapsed <= rec.duration());
+        if let Some(want) = expect {
+            // The generated keys and stacks are distinct, so only their order may differ.
+            assert_eq!(normal(&s), normal(&want[decoded]));
+        }
+        decoded += 1;
     }
     let step = (rec.len() / 4).max(1);
     for f in rec.frames().iter().step_by(step) {
@@ -55,7 +153,7 @@ fn exercise(bytes: &[u8]) -> Option<Vec<Snapshot>> {
     }
     let _ = rec.snapshot_at(Duration::ZERO);
     let _ = rec.snapshot_at(Duration::MAX);
-    Some(all)
+    Some(decoded)
 }
 
 /// Rewrites every complete frame's CRC32 (over header bytes 0..16, then the payload).
@@ -162,19 +260,7 @@ fn generated(data: &[u8]) -> Option<()> {
         probe: "p".into(),
     };
     let bytes = encode(&info, &snaps).ok()?;
-    let back = exercise(&bytes)?;
-    let normal = |s: &Snapshot| {
-        let mut s = s.clone();
-        s.drops.sort_by(|a, b| a.key.cmp(&b.key));
-        s.stacks
-            .sort_by(|a, b| (&a.key, &a.frames).cmp(&(&b.key, &b.frames)));
-        s
-    };
-    assert_eq!(back.len(), snaps.len());
-    for (a, b) in back.iter().zip(&snaps) {
-        // The generated keys and stacks are distinct, so only their order may differ.
-        assert_eq!(normal(a), normal(b));
-    }
+    assert_eq!(exercise(&bytes, Some(&snaps))?, snaps.len());
     // Damage: a few (position, xor) edits, checksums fixed so the decoders see them.
     let mut damaged = bytes;
     for _ in 0..(src.byte() % 4) {
@@ -185,6 +271,6 @@ fn generated(data: &[u8]) -> Option<()> {
         }
     }
     fix_checksums(&mut damaged);
-    exercise(&damaged);
+    exercise(&damaged, None);
     Some(())
 }

@@ -1,5 +1,7 @@
 //! Helpers for dropscope's integration tests against the real kernel: network namespaces,
 //! traffic, and running the dropscope binary. Every test here needs root.
+pub mod hostile;
+
 use std::{
     io::{BufRead, BufReader},
     path::PathBuf,

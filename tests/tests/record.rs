@@ -91,7 +91,15 @@ fn a_recording_killed_with_sigkill_replays_its_complete_frames() {
     // SAFETY: kill(2) with a valid signal to the process we started.
     unsafe { libc::kill(rec.pid() as i32, libc::SIGKILL) };
     let _ = std::panic::catch_unwind(|| rec.wait());
-    let replayed = report_of(&file, false);
+    // Killed before finishing: nothing at the name, the frames in the `.part` file beside it.
+    assert!(!file.exists());
+    let part = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with(".part"))
+        .expect("the temporary recording");
+    let replayed = report_of(&part, false);
     assert_eq!(
         count(&replayed, "NO_SOCKET", "__udp4_lib_rcv+"),
         500,

@@ -3,42 +3,88 @@ use std::collections::BTreeMap;
 
 use anyhow::bail;
 
-use crate::model::snapshot::StackCount;
+use crate::{model::snapshot::StackCount, sanitize};
 
 /// Frame text used where a frame (or reason) has no printable name.
 const UNKNOWN_FRAME: &str = "[unknown]";
+
+/// Longest frame (or reason) name written; longer ones are cut with `…`.
+pub const MAX_FRAME_CHARS: usize = 256;
+/// Most frames written per stack; deeper stacks keep their outermost and innermost frames
+/// around a `[N frames cut]` marker.
+pub const MAX_DEPTH: usize = 256;
+/// Most bytes of folded text: the lightest paths beyond it are merged, per reason, into one
+/// `[lighter stacks merged]` line. Bounds the folded file, the SVG and the memory for both.
+pub const MAX_FOLDED_BYTES: usize = 16 << 20;
+
+/// The frame standing for the paths merged beyond [`MAX_FOLDED_BYTES`].
+const MERGED: &str = "[lighter stacks merged: output limit]";
+
+/// The folded path of one stack: reason, then frames, sanitized and bounded.
+fn path_of(stack: &StackCount, path: &mut String) {
+    path.clear();
+    if stack.key.reason.name.trim().is_empty() {
+        path.push_str(&format!("UNKNOWN({})", stack.key.reason.code));
+    } else {
+        sanitize::folded_frame(path, &stack.key.reason.name, MAX_FRAME_CHARS);
+    }
+    let frames = &stack.frames;
+    if frames.is_empty() {
+        path.push(';');
+        sanitize::folded_frame(path, &stack.key.location, MAX_FRAME_CHARS);
+    }
+    let n = frames.len();
+    let (head, tail) = if n > MAX_DEPTH {
+        (MAX_DEPTH / 2, MAX_DEPTH - MAX_DEPTH / 2 - 1)
+    } else {
+        (n, 0)
+    };
+    for frame in &frames[..head] {
+        path.push(';');
+        sanitize::folded_frame(path, frame, MAX_FRAME_CHARS);
+    }
+    if tail > 0 {
+        path.push_str(&format!(";[{} frames cut]", n - head - tail));
+        for frame in &frames[n - tail..] {
+            path.push(';');
+            sanitize::folded_frame(path, frame, MAX_FRAME_CHARS);
+        }
+    }
+}
 
 /// Collapsed-stack lines `REASON;outer;...;drop_site weight`, one per distinct path.
 ///
 /// The drop reason is the root frame, so a graph splits first by reason. Lines are sorted by
 /// path, identical paths are merged (their weights summed, saturating), stacks of zero weight
-/// are left out, and every frame is sanitized: `;` becomes `:`, control characters (newlines
-/// included) become spaces, and leading and trailing spaces are trimmed. A stack without frames
-/// is drawn as its drop location alone. The weights are sampled estimates.
+/// are left out, and every frame is sanitized ([`sanitize::folded_frame`]: `;` becomes `:`,
+/// whitespace one space, controls and bidi characters visibly escaped, at most
+/// [`MAX_FRAME_CHARS`]). A stack without frames is drawn as its drop location alone. Stacks
+/// deeper than [`MAX_DEPTH`] are cut in the middle with a marker, and the text stays within
+/// about [`MAX_FOLDED_BYTES`]: the heaviest paths are kept, the rest merged per reason. The
+/// weights are sampled estimates.
 pub fn folded(stacks: &[StackCount]) -> String {
+    let mut order: Vec<&StackCount> = stacks.iter().filter(|s| s.weight > 0).collect();
+    order.sort_by_key(|s| std::cmp::Reverse(s.weight));
     let mut merged: BTreeMap<String, u64> = BTreeMap::new();
+    let mut bytes = 0usize;
     let mut path = String::new();
-    for stack in stacks.iter().filter(|s| s.weight > 0) {
-        path.clear();
-        if stack.key.reason.name.trim().is_empty() {
-            path.push_str(&format!("UNKNOWN({})", stack.key.reason.code));
-        } else {
-            push_frame(&mut path, &stack.key.reason.name);
+    for stack in order {
+        path_of(stack, &mut path);
+        if let Some(weight) = merged.get_mut(path.as_str()) {
+            *weight = weight.saturating_add(stack.weight);
+            continue;
         }
-        if stack.frames.is_empty() {
-            path.push(';');
-            push_frame(&mut path, &stack.key.location);
-        }
-        for frame in stack.frames.iter() {
-            path.push(';');
-            push_frame(&mut path, frame);
-        }
-        match merged.get_mut(path.as_str()) {
-            Some(weight) => *weight = weight.saturating_add(stack.weight),
-            None => {
-                merged.insert(path.clone(), stack.weight);
+        if bytes.saturating_add(path.len() + 22) > MAX_FOLDED_BYTES {
+            // Over the limit: the weight goes to its reason's merged line.
+            let reason = path.split(';').next().unwrap_or(UNKNOWN_FRAME);
+            path = format!("{reason};{MERGED}");
+            if let Some(weight) = merged.get_mut(path.as_str()) {
+                *weight = weight.saturating_add(stack.weight);
+                continue;
             }
         }
+        bytes += path.len() + 22;
+        merged.insert(path.clone(), stack.weight);
     }
     let mut out = String::with_capacity(merged.keys().map(|p| p.len() + 12).sum());
     for (path, weight) in &merged {
@@ -50,33 +96,12 @@ pub fn folded(stacks: &[StackCount]) -> String {
     out
 }
 
-/// Appends `frame` to `out`, sanitized so it cannot break the folded format.
-fn push_frame(out: &mut String, frame: &str) {
-    let start = out.len();
-    for c in frame.chars() {
-        let c = match c {
-            ';' => ':',
-            c if c.is_control() || c.is_whitespace() => ' ',
-            c => c,
-        };
-        if c == ' ' && out.len() == start {
-            continue;
-        }
-        out.push(c);
-    }
-    let end = out.trim_end_matches(' ').len().max(start);
-    out.truncate(end);
-    if out.len() == start {
-        out.push_str(UNKNOWN_FRAME);
-    }
-}
-
 /// Folded text checked line by line, with its total weight.
 #[derive(Debug)]
 pub(super) struct CheckedFolded {
     /// The valid stack lines, trimmed, one per line.
     pub text: String,
-    /// Sum of the counts.
+    /// Sum of the counts (checked: at most 2^63 - 1).
     pub total: u64,
 }
 
@@ -100,8 +125,15 @@ pub(super) fn check_folded(input: &str, what: &str) -> anyhow::Result<CheckedFol
                 i + 1
             );
         };
-        total = total.saturating_add(count);
-        text.push_str(stack);
+        // Inferno adds the counts up and subtracts them (differential graphs) as 64-bit
+        // signed numbers: a larger sum, only possible in a crafted input, is refused.
+        total = total
+            .checked_add(count)
+            .filter(|&t| t <= i64::MAX as u64)
+            .ok_or_else(|| {
+                anyhow::anyhow!("{what}: the counts add up to more than 2^63, too much to draw")
+            })?;
+        text.push_str(&sanitize::svg(stack));
         text.push(' ');
         text.push_str(&count.to_string());
         text.push('\n');

@@ -16,7 +16,10 @@ use anyhow::{Context, bail};
 use inferno::flamegraph::{self as inferno_fg, Palette, color::BasicPalette};
 
 pub use self::{folded::folded, snapshot::snapshot_svg, synthetic::synthetic_stacks};
-use crate::model::snapshot::{SessionInfo, StackCount};
+use crate::{
+    model::snapshot::{SessionInfo, StackCount},
+    sanitize,
+};
 
 /// What the counts are called in the graph's tooltips.
 const COUNT_NAME: &str = "drops (est.)";
@@ -41,7 +44,7 @@ pub struct GraphMeta<'a> {
 /// the subtitle says that stack counts are sampled estimates. The SVG is searchable and
 /// zoomable in a browser. Fails without writing anything when no stack has any weight.
 pub fn write_svg(stacks: &[StackCount], meta: &GraphMeta, out: impl Write) -> anyhow::Result<()> {
-    let text = folded(stacks);
+    let text = folded::check_folded(&folded(stacks), "the sampled stacks")?.text;
     if text.is_empty() {
         bail!(
             "no sampled stacks to draw in this view yet (stacks may be off, or no drops were seen)"
@@ -125,9 +128,12 @@ fn render(opts: &mut inferno_fg::Options<'_>, text: &str, out: impl Write) -> an
 }
 
 /// `Kernel packet drops · host · Linux kernel · window +a → +b[suffix] · filter: f`.
+///
+/// Host, kernel and filter are escaped for SVG and cut to [`MAX_FILTER_CHARS`].
 fn title(meta: &GraphMeta, suffix: &str) -> String {
-    let host = non_empty(&meta.info.host, "unknown host");
-    let kernel = non_empty(&meta.info.kernel, "unknown");
+    let field = |s: &str| sanitize::truncate(&sanitize::svg(s), MAX_FILTER_CHARS).into_owned();
+    let host = field(non_empty(&meta.info.host, "unknown host"));
+    let kernel = field(non_empty(&meta.info.kernel, "unknown"));
     let (from, to) = meta.window;
     let mut title = format!(
         "Kernel packet drops · {host} · Linux {kernel} · window +{} → +{}{suffix}",
@@ -137,12 +143,7 @@ fn title(meta: &GraphMeta, suffix: &str) -> String {
     if let Some(filter) = meta.filter.map(str::trim).filter(|f| !f.is_empty()) {
         title.push_str(" · filter: ");
         // Inferno does not wrap the title: keep a long filter from running off the graph.
-        if filter.chars().count() > MAX_FILTER_CHARS {
-            title.extend(filter.chars().take(MAX_FILTER_CHARS - 1));
-            title.push('…');
-        } else {
-            title.push_str(filter);
-        }
+        title.push_str(&field(filter));
     }
     title
 }

@@ -1,16 +1,17 @@
 //! Flamegraph snapshot files: a timestamped name that is never reused, written atomically.
 use std::{
-    fs,
-    io::{self, Write},
+    io::Write,
     path::{Path, PathBuf},
-    sync::atomic::{AtomicU64, Ordering},
     time::{SystemTime, UNIX_EPOCH},
 };
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 
 use super::{GraphMeta, write_svg};
-use crate::model::snapshot::StackCount;
+use crate::{
+    model::snapshot::StackCount,
+    outfile::{OutFile, OutFileError},
+};
 
 /// How many `-N` suffixes to try before giving up on a name.
 const MAX_SUFFIX: u32 = 10_000;
@@ -18,8 +19,8 @@ const MAX_SUFFIX: u32 = 10_000;
 /// Writes a flamegraph of `stacks` to `dir/dropscope-flame-<YYYYmmdd-HHMMSS>[-N].svg`.
 ///
 /// The timestamp is local time. An existing file is never overwritten: the first free `-N`
-/// suffix is used instead. The graph is written to a hidden temporary file in `dir` and then
-/// linked to its final name, so a reader never sees a partial file. Returns the path written.
+/// suffix is used instead. The graph is written to a private temporary file in `dir` and then
+/// given its final name, so a reader never sees a partial file. Returns the path written.
 pub fn snapshot_svg(
     stacks: &[StackCount],
     meta: &GraphMeta,
@@ -47,82 +48,36 @@ pub fn snapshot_svg(
     write_new_file(dir, &format!("dropscope-flame-{stamp}"), "svg", &svg)
 }
 
-/// Writes `bytes` to `dir/<stem>[-N].<ext>`, the first such name that does not exist yet.
+/// Writes `bytes` to `dir/<stem>[-N].<ext>`, the first such name that nothing has yet.
+///
+/// The file is written privately next to its name and linked into place (see
+/// [`OutFile`]): never through a symlink, never over anything.
 pub(super) fn write_new_file(
     dir: &Path,
     stem: &str,
     ext: &str,
     bytes: &[u8],
 ) -> anyhow::Result<PathBuf> {
-    let tmp = TempFile::create(dir, stem)?;
-    let mut file = &tmp.file;
-    file.write_all(bytes)
-        .and_then(|()| file.flush())
-        .with_context(|| format!("writing {}", tmp.path.display()))?;
-    for n in 0..MAX_SUFFIX {
-        let name = if n == 0 {
-            format!("{stem}.{ext}")
+    let first = dir.join(format!("{stem}.{ext}"));
+    let out = OutFile::create(&dir.join(format!("{stem}.tmp")), false)
+        .with_context(|| format!("creating a file in {}", dir.display()))?;
+    out.file()
+        .write_all(bytes)
+        .with_context(|| format!("writing {}", first.display()))?;
+    let names = (0..MAX_SUFFIX).map(|n| {
+        if n == 0 {
+            first.clone()
         } else {
-            format!("{stem}-{n}.{ext}")
-        };
-        let path = dir.join(name);
-        if publish(&tmp.path, &path).with_context(|| format!("writing {}", path.display()))? {
-            return Ok(path);
+            dir.join(format!("{stem}-{n}.{ext}"))
         }
-    }
-    bail!(
-        "no free file name for {stem}.{ext} in {} (tried {MAX_SUFFIX})",
-        dir.display()
-    )
-}
-
-/// Gives the complete file at `tmp` the name `path` unless `path` exists. `Ok(false)`: taken.
-fn publish(tmp: &Path, path: &Path) -> io::Result<bool> {
-    // A hard link is atomic and never replaces an existing file.
-    match fs::hard_link(tmp, path) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
-        // Some file systems have no hard links: rename instead, after checking the name is free.
-        Err(_) => match fs::symlink_metadata(path) {
-            Ok(_) => Ok(false),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => fs::rename(tmp, path).map(|()| true),
-            Err(e) => Err(e),
-        },
-    }
-}
-
-/// A hidden temporary file next to the final one, removed when dropped.
-struct TempFile {
-    path: PathBuf,
-    file: fs::File,
-}
-
-impl TempFile {
-    fn create(dir: &Path, stem: &str) -> anyhow::Result<Self> {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        loop {
-            let n = NEXT.fetch_add(1, Ordering::Relaxed);
-            let path = dir.join(format!(".{stem}.{}.{n}.tmp", std::process::id()));
-            match fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&path)
-            {
-                Ok(file) => return Ok(Self { path, file }),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => {
-                    return Err(e).with_context(|| format!("creating a file in {}", dir.display()));
-                }
-            }
-        }
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        // Already gone when it was renamed into place.
-        let _ = fs::remove_file(&self.path);
-    }
+    });
+    out.commit_first_free(names).map_err(|e| match e {
+        OutFileError::Exists(_) => anyhow::anyhow!(
+            "no free file name for {stem}.{ext} in {} (tried {MAX_SUFFIX})",
+            dir.display()
+        ),
+        e => anyhow::Error::new(e),
+    })
 }
 
 /// `YYYY-mm-dd HH:MM:SS +hhmm` in local time, for seconds since the Unix epoch.

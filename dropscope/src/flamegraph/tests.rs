@@ -334,3 +334,93 @@ fn snapshot_into_a_missing_directory_says_where() {
     let err = snapshot_svg(&stacks(), &meta(&info, None), &missing).expect_err("no dir");
     assert!(format!("{err:#}").contains("nope"), "{err:#}");
 }
+
+/// Whether every character of `s` may appear in an XML 1.0 document.
+fn all_xml_chars(s: &str) -> bool {
+    s.chars().all(|c| {
+        matches!(c as u32, 0x9 | 0xA | 0xD | 0x20..=0xD7FF | 0xE000..=0xFFFD | 0x10000..=0x10FFFF)
+    })
+}
+
+#[test]
+fn hostile_host_kernel_and_frames_still_give_valid_xml() {
+    let info = SessionInfo {
+        host: "h\x1b]0;x\x07\u{1}\u{202e}".into(),
+        kernel: "k\u{0}\u{b}\u{fffe}".into(),
+        ..info()
+    };
+    let hostile = vec![stack(
+        "R\u{ffff}",
+        &["a\u{fffe}b", "c\x1b[2Jd", "<&\"'>"],
+        5,
+    )];
+    let s = svg(&hostile, &meta(&info, Some("f\u{8}\u{202e}")));
+    assert!(all_xml_chars(&s.raw), "invalid XML characters in the SVG");
+    assert!(!s.raw.contains('\u{202e}'));
+    assert!(s.title.contains("h\\u{1b}]0;x\\u{7}"), "{}", s.title);
+    assert!(s.text.contains("a\\u{fffe}b"), "{}", s.text);
+}
+
+#[test]
+fn weights_near_2_pow_64_are_refused_not_wrapped() {
+    let info = info();
+    let big = vec![
+        stack("R", &["a"], u64::MAX / 2),
+        stack("R", &["b"], u64::MAX / 2),
+        stack("S", &["c"], 10),
+    ];
+    let err = write_svg(&big, &meta(&info, None), Vec::new()).expect_err("refused");
+    assert!(err.to_string().contains("2^63"), "{err}");
+    let folded_big = folded(&big);
+    let err = write_diff_svg(&folded_big, "R;a 1\n", &meta(&info, None), Vec::new())
+        .expect_err("refused");
+    assert!(err.to_string().contains("2^63"), "{err}");
+}
+
+#[test]
+fn long_names_and_deep_stacks_are_bounded_with_markers() {
+    // One 64 KiB name used as 1,000 frames: a 435-byte recording once made a 65 MB SVG.
+    let name = "x".repeat(64 << 10);
+    let frames: Vec<&str> = (0..1000).map(|_| name.as_str()).collect();
+    let deep = vec![stack("R", &frames, 7)];
+    let text = folded(&deep);
+    assert!(text.len() < 100_000, "{} bytes of folded text", text.len());
+    assert!(text.contains("[745 frames cut]"), "no depth marker");
+    assert!(text.contains('…'), "no truncation marker");
+    let mut out = Vec::new();
+    write_svg(&deep, &meta(&info(), None), &mut out).expect("svg");
+    assert!(out.len() < 1 << 20, "{} bytes of SVG", out.len());
+    parse(&out);
+}
+
+#[test]
+fn many_stacks_stay_within_the_folded_budget() {
+    // 300 distinct stacks of 256 frames of 256-character names: about 20 MB unbounded.
+    let name = "y".repeat(256);
+    let stacks: Vec<StackCount> = (0..300u64)
+        .map(|i| {
+            let frames: Vec<String> = (0..256).map(|d| format!("{i}_{d}{name}")).collect();
+            let refs: Vec<&str> = frames.iter().map(String::as_str).collect();
+            stack("R", &refs, 1000 - i)
+        })
+        .collect();
+    let text = folded(&stacks);
+    assert!(
+        text.len() <= folded::MAX_FOLDED_BYTES + 200,
+        "{} bytes",
+        text.len()
+    );
+    assert!(text.contains("[lighter stacks merged: output limit]"));
+    // Nothing is lost: the merged line carries the rest of the weight.
+    let sum: u64 = text
+        .lines()
+        .map(|l| {
+            l.rsplit_once(' ')
+                .expect("count")
+                .1
+                .parse::<u64>()
+                .expect("u64")
+        })
+        .sum();
+    assert_eq!(sum, (0..300u64).map(|i| 1000 - i).sum::<u64>());
+}

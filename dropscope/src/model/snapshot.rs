@@ -120,12 +120,12 @@ pub struct Snapshot {
 impl Snapshot {
     /// Sum of the keyed counts.
     pub fn keyed_sum(&self) -> u64 {
-        self.drops.iter().map(|d| d.count).sum()
+        (self.drops.iter()).fold(0, |t: u64, d| t.saturating_add(d.count))
     }
 
     /// Whether `sum(keyed) + overflow == total` holds.
     pub fn invariant_holds(&self) -> bool {
-        self.keyed_sum() + self.overflow == self.total
+        self.keyed_sum().checked_add(self.overflow) == Some(self.total)
     }
 }
 

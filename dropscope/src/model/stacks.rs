@@ -36,10 +36,10 @@ pub fn paths<'a>(stacks: impl IntoIterator<Item = &'a StackCount>) -> Vec<StackP
     let mut grouped: HashMap<(&Arc<str>, &Frames), (u64, u64)> = HashMap::new();
     for s in stacks {
         let e = grouped.entry((&s.key.reason.name, &s.frames)).or_default();
-        e.0 += s.weight;
-        e.1 += s.samples;
+        e.0 = e.0.saturating_add(s.weight);
+        e.1 = e.1.saturating_add(s.samples);
     }
-    let total: u64 = grouped.values().map(|v| v.0).sum();
+    let total = grouped.values().fold(0u64, |t, v| t.saturating_add(v.0));
     let mut out: Vec<StackPath> = grouped
         .into_iter()
         .map(|((reason, frames), (weight, samples))| StackPath {
@@ -120,15 +120,15 @@ impl StackTree {
             if s.samples == 0 && s.weight == 0 {
                 continue;
             }
-            root.weight += s.weight;
-            root.samples += s.samples;
+            root.weight = root.weight.saturating_add(s.weight);
+            root.samples = root.samples.saturating_add(s.samples);
             let mut node = root.children.entry(s.key.reason.name.clone()).or_default();
-            node.weight += s.weight;
-            node.samples += s.samples;
+            node.weight = node.weight.saturating_add(s.weight);
+            node.samples = node.samples.saturating_add(s.samples);
             for f in s.frames.iter() {
                 node = node.children.entry(f.clone()).or_default();
-                node.weight += s.weight;
-                node.samples += s.samples;
+                node.weight = node.weight.saturating_add(s.weight);
+                node.samples = node.samples.saturating_add(s.samples);
             }
         }
         Self { root }

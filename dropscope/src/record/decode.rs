@@ -3,6 +3,7 @@ use std::{sync::Arc, time::Duration};
 
 use super::{
     RecordError,
+    budget::{Limit, Spent},
     format::{Malformed, Reader, apply_zigzag},
     health,
     reader::{FrameInfo, Recording, corrupt},
@@ -17,15 +18,39 @@ pub(super) struct Dictionary {
     pub(super) stacks: Vec<(DropKey, Arc<[Arc<str>]>)>,
 }
 
+/// Why a dictionary frame was refused.
+pub(super) enum DictError {
+    /// It does not decode.
+    Malformed(&'static str),
+    /// It goes beyond the reader's budget.
+    Limit(Limit),
+}
+
+impl From<Malformed> for DictError {
+    fn from(Malformed(why): Malformed) -> Self {
+        DictError::Malformed(why)
+    }
+}
+
+impl From<Limit> for DictError {
+    fn from(l: Limit) -> Self {
+        DictError::Limit(l)
+    }
+}
+
 impl Dictionary {
-    pub(super) fn add(&mut self, payload: &[u8]) -> Result<(), Malformed> {
+    /// Adds the definitions of one dictionary frame, counting them against the budget.
+    pub(super) fn add(&mut self, payload: &[u8], spent: &mut Spent) -> Result<(), DictError> {
         let mut r = Reader::new(payload);
         let n = r.count(1)?;
         for _ in 0..n {
-            self.strings.push(r.str()?.into());
+            let s = r.str()?;
+            spent.string(s.len())?;
+            self.strings.push(s.into());
         }
         let n = r.count(3)?;
         for _ in 0..n {
+            spent.key()?;
             let code = r.u32()?;
             let name = self.string(r.uvarint()?)?;
             let location = self.string(r.uvarint()?)?;
@@ -43,12 +68,13 @@ impl Dictionary {
                 .cloned()
                 .ok_or(Malformed("stack of an undefined key"))?;
             let len = r.count(1)?;
+            spent.stack(len)?;
             let frames = (0..len)
                 .map(|_| self.string(r.uvarint()?))
                 .collect::<Result<Arc<[Arc<str>]>, _>>()?;
             self.stacks.push((key, frames));
         }
-        r.finish()
+        Ok(r.finish()?)
     }
 
     fn string(&self, id: u64) -> Result<Arc<str>, Malformed> {

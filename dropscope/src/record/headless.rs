@@ -28,16 +28,17 @@ pub struct RecordSummary {
 }
 
 /// Records every snapshot of `feed` to `path` until `stop` resolves or the feed ends, then
-/// finishes the file.
+/// finishes the file and gives it its name (`force`: replacing what has it).
 ///
 /// Shows a one-line status on stderr (elapsed, drops, file size): rewritten in place with `\r`
 /// when stderr is a terminal, otherwise one line about every 5 s, plus a last line at the end.
 pub async fn record_feed(
     mut feed: Feed,
     path: &Path,
+    force: bool,
     stop: impl Future<Output = ()>,
 ) -> anyhow::Result<RecordSummary> {
-    let mut recorder = Recorder::create(path, &feed.info)
+    let mut recorder = Recorder::create(path, &feed.info, force)
         .with_context(|| format!("creating the recording {}", path.display()))?;
     let tty = std::io::stderr().is_terminal();
     let mut tick = interval(if tty {
@@ -85,16 +86,18 @@ pub async fn record_feed(
         status(tty, true, &summary, started.elapsed());
         return Err(e).with_context(|| {
             format!(
-                "writing the recording {} (its first {} snapshots are intact)",
+                "writing the recording {} (nothing was saved; {} snapshots were written before \
+                 the failure)",
                 path.display(),
                 summary.frames
             )
         });
     }
-    recorder
+    let saved = recorder
         .finish()
         .with_context(|| format!("finishing the recording {}", path.display()))?;
-    summary.bytes = std::fs::metadata(path).map_or(summary.bytes, |m| m.len());
+    summary.bytes = std::fs::metadata(&saved).map_or(summary.bytes, |m| m.len());
+    summary.path = saved;
     status(tty, true, &summary, started.elapsed());
     Ok(summary)
 }
@@ -115,7 +118,7 @@ fn status_line(s: &RecordSummary, wall: Duration) -> String {
     let secs = wall.as_secs();
     format!(
         "recording {}: {:02}:{:02}:{:02} elapsed, {} drops, {} snapshots, {}",
-        s.path.display(),
+        crate::sanitize::terminal(&s.path.to_string_lossy()),
         secs / 3600,
         secs / 60 % 60,
         secs % 60,

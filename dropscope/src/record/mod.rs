@@ -7,8 +7,9 @@
 //!   damaged file (with a warning naming the byte offset) and seeks from the nearest keyframe.
 //! - [`replay_feed`] plays a recording as a [`Feed`](crate::source::Feed) with timeline controls;
 //!   [`record_feed`] is the headless `dropscope record`.
-use std::{path::PathBuf, time::Duration};
+use std::time::Duration;
 
+pub mod budget;
 mod decode;
 mod encoder;
 mod format;
@@ -67,12 +68,25 @@ pub enum RecordError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// The recording goes beyond one of the reader's limits (a crafted file).
+    #[error(
+        "the recording goes beyond the reader's limit of {max} {what} (at byte {offset}); \
+         see docs/recording-format.md, Limits"
+    )]
+    OverBudget {
+        /// Byte offset of the frame that went beyond the limit.
+        offset: u64,
+        /// What is limited.
+        what: &'static str,
+        /// The limit.
+        max: u64,
+    },
     /// The recording has no snapshot to return.
     #[error("the recording holds no snapshots")]
     Empty,
-    /// `Recorder::create` found a non-empty file at the path.
-    #[error("{} already exists and is not empty: refusing to overwrite it", .0.display())]
-    AlreadyExists(PathBuf),
+    /// The output file could not be created or published (it exists, no directory, I/O).
+    #[error(transparent)]
+    Output(#[from] crate::outfile::OutFileError),
     /// A snapshot is older than the one written before it.
     #[error("snapshot at {next:?} comes after one at {previous:?}: snapshots must be in order")]
     OutOfOrder {

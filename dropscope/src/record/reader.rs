@@ -3,10 +3,11 @@ use std::{fs::File, os::unix::fs::FileExt, path::Path, time::Duration};
 
 use super::{
     RecordError,
-    decode::{Cursor, Dictionary},
+    budget::{Limit, Spent},
+    decode::{Cursor, DictError, Dictionary},
     format::{
-        FILE_HEADER_LEN, FRAME_HEADER_LEN, FrameHeader, HeaderProblem, Kind, MAGIC, Malformed,
-        Reader, VERSION, unpack,
+        FILE_HEADER_LEN, FLAG_LZ4, FRAME_HEADER_LEN, FrameHeader, HeaderProblem, Kind, MAGIC,
+        Malformed, Reader, VERSION, unpack,
     },
 };
 use crate::model::{SessionInfo, Snapshot};
@@ -70,12 +71,32 @@ pub struct Recording {
     info: SessionInfo,
     frames: Vec<FrameInfo>,
     pub(super) dict: Dictionary,
+    spent: Spent,
     warnings: Vec<String>,
     finished: bool,
 }
 
 pub(super) fn corrupt(offset: u64, reason: &'static str) -> RecordError {
     RecordError::Corrupt { offset, reason }
+}
+
+fn over(offset: u64, l: Limit) -> RecordError {
+    RecordError::OverBudget {
+        offset,
+        what: l.what,
+        max: l.max,
+    }
+}
+
+/// Decompressed length of a stored payload (the varint in front of a compressed one).
+fn raw_len(flags: u8, stored: &[u8]) -> Result<usize, &'static str> {
+    if flags & FLAG_LZ4 == 0 {
+        return Ok(stored.len());
+    }
+    let n = Reader::new(stored)
+        .uvarint()
+        .map_err(|_| "bad compressed length")?;
+    usize::try_from(n).map_err(|_| "implausible compressed length")
 }
 
 /// Reads frame `offset`'s header; `Ok(None)` when fewer than a header's bytes remain.
@@ -187,6 +208,7 @@ impl Recording {
             info,
             frames: Vec::new(),
             dict: Dictionary::default(),
+            spent: Spent::default(),
             warnings: Vec::new(),
             finished: false,
         };
@@ -240,13 +262,18 @@ impl Recording {
             .ok_or(RecordError::Truncated { offset })?;
         let next = offset + FRAME_HEADER_LEN as u64 + u64::from(h.len);
         let elapsed = Duration::from_nanos(h.elapsed_ns);
+        let raw = raw_len(h.flags, &payload).map_err(|why| corrupt(offset, why))?;
+        self.spent
+            .frame(raw, h.kind == Kind::Dictionary)
+            .map_err(|l| over(offset, l))?;
         match h.kind {
             Kind::Info => return Err(corrupt(offset, "a second session information frame")),
             Kind::Dictionary => {
                 let p = unpack(h.flags, &payload).map_err(|why| corrupt(offset, why))?;
-                self.dict
-                    .add(&p)
-                    .map_err(|Malformed(why)| corrupt(offset, why))?;
+                self.dict.add(&p, &mut self.spent).map_err(|e| match e {
+                    DictError::Malformed(why) => corrupt(offset, why),
+                    DictError::Limit(l) => over(offset, l),
+                })?;
             }
             Kind::Keyframe | Kind::Delta => {
                 let keyframe = h.kind == Kind::Keyframe;
@@ -258,6 +285,7 @@ impl Recording {
                 if self.frames.last().is_some_and(|p| p.elapsed > elapsed) {
                     return Err(corrupt(offset, "time goes backward"));
                 }
+                self.spent.snapshot_frame().map_err(|l| over(offset, l))?;
                 self.frames.push(FrameInfo {
                     offset,
                     stored_len: h.len,

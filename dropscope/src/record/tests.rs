@@ -267,7 +267,7 @@ fn snapshots_out_of_order_are_refused_and_change_nothing() {
     let snaps = story(3);
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("order.dsr");
-    let mut r = Recorder::create(&path, &session()).expect("create");
+    let mut r = Recorder::create(&path, &session(), false).expect("create");
     r.write(&snaps[1]).expect("write");
     let size = r.bytes_written();
     assert!(matches!(
@@ -282,33 +282,39 @@ fn snapshots_out_of_order_are_refused_and_change_nothing() {
 }
 
 #[test]
-fn files_are_owner_only_and_never_overwritten() {
+fn files_are_owner_only_named_when_finished_and_never_overwritten() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("mode.dsr");
-    let mut r = Recorder::create(&path, &session()).expect("create");
+    let mut r = Recorder::create(&path, &session(), false).expect("create");
     r.write(&story(1)[0]).expect("write");
+    assert!(!path.exists(), "the name is given only when finished");
     assert_eq!(
         r.bytes_written(),
-        std::fs::metadata(&path).expect("stat").len()
+        std::fs::metadata(r.temp_path()).expect("stat").len()
     );
     r.finish().expect("finish");
     let mode = std::fs::metadata(&path).expect("stat").permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
     assert!(matches!(
-        Recorder::create(&path, &session()),
-        Err(RecordError::AlreadyExists(_))
+        Recorder::create(&path, &session(), false),
+        Err(RecordError::Output(crate::outfile::OutFileError::Exists(_)))
     ));
     assert_eq!(Recording::open(&path).expect("still intact").len(), 1);
 
+    // A pre-created empty file (someone else's, say) is not written into without --force ...
     let empty = dir.path().join("empty.dsr");
     std::fs::write(&empty, b"").expect("touch");
     std::fs::set_permissions(&empty, std::fs::Permissions::from_mode(0o644)).expect("chmod");
-    Recorder::create(&empty, &session()).expect("an empty file is reused");
+    assert!(Recorder::create(&empty, &session(), false).is_err());
+    // ... and with it, replaced by a new private file.
+    let r = Recorder::create(&empty, &session(), true).expect("forced");
+    r.finish().expect("finish");
     let mode = std::fs::metadata(&empty)
         .expect("stat")
         .permissions()
         .mode();
     assert_eq!(mode & 0o777, 0o600);
+    assert!(Recording::open(&empty).expect("a recording").finished());
 }
 
 /// Bytes per frame of [`synthetic`], file header and dictionary included.

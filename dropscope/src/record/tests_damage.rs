@@ -122,16 +122,19 @@ fn bad_magic_and_newer_versions_are_named() {
 }
 
 #[test]
-fn an_interrupted_recorder_leaves_a_replayable_file() {
+fn a_killed_recorder_leaves_a_replayable_temporary_file_and_no_destination() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("killed.dsr");
     let snaps = story(12);
-    let mut r = Recorder::create(&path, &session()).expect("create");
+    let mut r = Recorder::create(&path, &session(), false).expect("create");
     for s in &snaps {
         r.write(s).expect("write");
     }
-    drop(r); // no finish(): as if killed between two frames
-    let rec = Recording::open(&path).expect("open");
+    let temp = r.temp_path().to_path_buf();
+    // As if killed between two frames: no finish, and no clean-up either.
+    std::mem::forget(r);
+    assert!(!path.exists());
+    let rec = Recording::open(&temp).expect("open");
     assert_eq!(decode_all(&rec), snaps);
     assert!(!rec.finished());
     assert!(
@@ -139,4 +142,14 @@ fn an_interrupted_recorder_leaves_a_replayable_file() {
         "{:?}",
         rec.warnings()
     );
+}
+
+#[test]
+fn an_abandoned_recorder_leaves_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("failed.dsr");
+    let mut r = Recorder::create(&path, &session(), false).expect("create");
+    r.write(&story(1)[0]).expect("write");
+    drop(r); // a failed write (a full disk) ends the same way
+    assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0);
 }

@@ -181,7 +181,7 @@ async fn record_feed_writes_every_snapshot_and_finishes_the_file() {
         snapshots: rx,
         replay: None,
     };
-    let summary = record_feed(feed, &path, std::future::pending())
+    let summary = record_feed(feed, &path, false, std::future::pending())
         .await
         .expect("record");
     assert_eq!(summary.frames, 30);
@@ -207,7 +207,7 @@ async fn record_feed_stops_when_asked_and_still_finishes() {
     let task = tokio::spawn({
         let path = path.clone();
         async move {
-            record_feed(feed, &path, async {
+            record_feed(feed, &path, false, async {
                 let _ = stop_rx.await;
             })
             .await
@@ -216,8 +216,17 @@ async fn record_feed_stops_when_asked_and_still_finishes() {
     for s in story(3) {
         tx.send(s).await.expect("send");
     }
-    // Wait until the three are written, then stop with the feed still open.
-    while Recording::open(&path).map_or(0, |r| r.len()) < 3 {
+    // Wait until the three are written (to the temporary file), then stop with the feed
+    // still open.
+    let written = || {
+        std::fs::read_dir(dir.path())
+            .expect("dir")
+            .filter_map(Result::ok)
+            .map(|e| Recording::open(&e.path()).map_or(0, |r| r.len()))
+            .max()
+            .unwrap_or(0)
+    };
+    while written() < 3 {
         tokio::task::yield_now().await;
     }
     stop_tx.send(()).expect("stop");

@@ -1,24 +1,28 @@
-//! Writing recordings to files: one append-only write per snapshot, owner-only permissions.
+//! Writing recordings to files: one append-only write per snapshot, to a private temporary file
+//! that gets its name only when the recording is finished.
 use std::{
-    fs::{File, OpenOptions},
     io::Write,
-    os::unix::fs::{OpenOptionsExt, PermissionsExt},
-    path::Path,
+    path::{Path, PathBuf},
 };
 
 use super::{
     RecordError,
     encoder::{Encoder, end_frame, header},
 };
-use crate::model::{SessionInfo, Snapshot};
+use crate::{
+    model::{SessionInfo, Snapshot},
+    outfile::OutFile,
+};
 
 /// Writes a recording to a file, one frame per snapshot.
 ///
-/// Each snapshot becomes one `write(2)` of whole frames to a file opened for appending, so a
-/// recorder killed at any moment leaves every earlier frame intact. After a failed write the
-/// recorder refuses further writes (the file keeps its valid prefix).
+/// Frames go to a temporary file next to the destination (owner-only, see [`OutFile`]), each
+/// snapshot as one `write(2)`, so a recorder killed at any moment leaves every earlier frame
+/// intact in that file; [`Recorder::finish`] writes the end marker and only then gives the file
+/// its name. A recorder dropped unfinished, or whose write failed (a full disk), removes its
+/// temporary file: the destination never holds a partial recording.
 pub struct Recorder {
-    file: File,
+    out: OutFile,
     encoder: Encoder,
     buf: Vec<u8>,
     written: u64,
@@ -26,26 +30,15 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// Creates `path` with owner-only permissions (0600) and writes the header and `info`.
+    /// Starts a recording to be published as `path` and writes the header and `info`.
     ///
-    /// Refuses to overwrite a file that exists and is not empty; an existing empty regular file
-    /// (e.g. from `mktemp`) is used, with its permissions narrowed to 0600.
-    pub fn create(path: &Path, info: &SessionInfo) -> Result<Recorder, RecordError> {
+    /// Refuses, before writing anything, when something already has that name (a file, a
+    /// symlink, a FIFO) unless `force` is set, in which case it is replaced when finished.
+    pub fn create(path: &Path, info: &SessionInfo, force: bool) -> Result<Recorder, RecordError> {
         let head = header(info)?;
-        let file = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .open(path)?;
-        let meta = file.metadata()?;
-        if meta.len() != 0 {
-            return Err(RecordError::AlreadyExists(path.to_path_buf()));
-        }
-        if meta.is_file() && meta.permissions().mode() & 0o077 != 0 {
-            file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-        }
+        let out = OutFile::create(path, force)?;
         let mut r = Recorder {
-            file,
+            out,
             encoder: Encoder::default(),
             buf: Vec::new(),
             written: 0,
@@ -55,14 +48,23 @@ impl Recorder {
         Ok(r)
     }
 
+    /// Where the frames are until the recording is finished.
+    pub fn temp_path(&self) -> &Path {
+        self.out.temp_path()
+    }
+
+    /// Where the recording will be published.
+    pub fn path(&self) -> &Path {
+        self.out.dest()
+    }
+
     fn append(&mut self, bytes: &[u8]) -> Result<(), RecordError> {
         if self.failed {
             return Err(RecordError::Failed);
         }
-        if let Err(e) = self.file.write_all(bytes).and_then(|_| self.file.flush()) {
+        let mut file = self.out.file();
+        if let Err(e) = file.write_all(bytes).and_then(|_| file.flush()) {
             self.failed = true;
-            // Best effort: cut off a partly written frame so the file ends on a frame boundary.
-            let _ = self.file.set_len(self.written);
             return Err(e.into());
         }
         self.written += bytes.len() as u64;
@@ -91,12 +93,21 @@ impl Recorder {
         self.written
     }
 
-    /// Writes the end marker and syncs the file to disk.
-    pub fn finish(mut self) -> Result<(), RecordError> {
+    /// Writes the end marker, syncs the file to disk and gives it its name (returned).
+    pub fn finish(mut self) -> Result<PathBuf, RecordError> {
         let end = end_frame(self.encoder.last_elapsed_ns())?;
         self.append(&end)?;
-        self.file.sync_data()?;
-        Ok(())
+        Ok(self.out.commit()?)
+    }
+
+    /// Like [`Recorder::finish`], but publishes under the first free name of `names`.
+    pub fn finish_first_free(
+        mut self,
+        names: impl IntoIterator<Item = PathBuf>,
+    ) -> Result<PathBuf, RecordError> {
+        let end = end_frame(self.encoder.last_elapsed_ns())?;
+        self.append(&end)?;
+        Ok(self.out.commit_first_free(names)?)
     }
 }
 

@@ -16,6 +16,7 @@ use crate::{
     flamegraph::{GraphMeta, snapshot_svg},
     model::{SessionInfo, Snapshot},
     record::Recorder,
+    sanitize,
 };
 
 /// Writes the flamegraph off the event loop; its path or error comes back as a status message.
@@ -34,8 +35,14 @@ pub fn spawn_flamegraph(
             filter: req.filter.as_deref(),
         };
         let msg = match snapshot_svg(&req.stacks, &meta, &dir) {
-            Ok(path) => format!("flamegraph written to {}", path.display()),
-            Err(e) => format!("flamegraph not written: {e:#}"),
+            Ok(path) => format!(
+                "flamegraph written to {}",
+                sanitize::terminal(&path.to_string_lossy())
+            ),
+            Err(e) => format!(
+                "flamegraph not written: {}",
+                sanitize::terminal(&format!("{e:#}"))
+            ),
         };
         let _ = done.send(Msg::Status(msg));
     });
@@ -57,27 +64,38 @@ fn stamp(now: SystemTime) -> String {
 /// A recording started with `r`.
 pub struct ActiveRecording {
     recorder: Recorder,
-    path: PathBuf,
+    stem: PathBuf,
+}
+
+/// `stem.dsrec`, then `stem-1.dsrec`, ... up to `stem-999.dsrec`.
+fn names(stem: &Path) -> impl Iterator<Item = PathBuf> + '_ {
+    (0..1000).map(move |n| {
+        let mut name = stem.as_os_str().to_owned();
+        if n > 0 {
+            name.push(format!("-{n}"));
+        }
+        name.push(".dsrec");
+        PathBuf::from(name)
+    })
 }
 
 impl ActiveRecording {
-    /// Creates a new timestamped file in `dir` and writes `latest`, if any, as its first frame.
+    /// Starts a recording in `dir` and writes `latest`, if any, as its first frame.
+    ///
+    /// It is written to a private temporary file and gets its timestamped name (the first one
+    /// that nothing has, not even a dangling symlink) when stopped.
     pub fn start(
         dir: &Path,
         info: &SessionInfo,
         latest: Option<&Snapshot>,
     ) -> anyhow::Result<Self> {
-        let stem = format!("dropscope-{}", stamp(SystemTime::now()));
-        let path = (0..1000)
-            .map(|n| match n {
-                0 => dir.join(format!("{stem}.dsrec")),
-                n => dir.join(format!("{stem}-{n}.dsrec")),
-            })
-            .find(|p| !p.exists())
+        let stem = dir.join(format!("dropscope-{}", stamp(SystemTime::now())));
+        let path = names(&stem)
+            .find(|p| std::fs::symlink_metadata(p).is_err())
             .context("no free recording file name")?;
-        let recorder = Recorder::create(&path, info)
-            .with_context(|| format!("creating {}", path.display()))?;
-        let mut rec = Self { recorder, path };
+        let recorder = Recorder::create(&path, info, false)
+            .with_context(|| format!("creating {}", sanitize::terminal(&path.to_string_lossy())))?;
+        let mut rec = Self { recorder, stem };
         if let Some(s) = latest {
             rec.write(s)?;
         }
@@ -86,34 +104,45 @@ impl ActiveRecording {
 
     /// Appends one snapshot.
     pub fn write(&mut self, snap: &Snapshot) -> anyhow::Result<()> {
+        let path = self.recorder.path().to_string_lossy().into_owned();
         self.recorder
             .write(snap)
-            .with_context(|| format!("recording to {}", self.path.display()))
+            .with_context(|| format!("recording to {}", sanitize::terminal(&path)))
     }
 
-    /// Where it records to.
+    /// Where it will be saved.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.recorder.path()
     }
 
     /// File name and size, for the header.
     pub fn status(&self) -> RecordingStatus {
         RecordingStatus {
-            name: self
-                .path
-                .file_name()
-                .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+            name: self.path().file_name().map_or_else(String::new, |n| {
+                sanitize::terminal(&n.to_string_lossy()).into_owned()
+            }),
             bytes: self.recorder.bytes_written(),
         }
     }
 
-    /// Finishes the file; says where it is, or what went wrong.
+    /// Finishes the file and gives it its name; says where it is, or what went wrong.
     pub fn stop(self) -> String {
         let size = format::bytes(self.recorder.bytes_written());
-        let path = self.path.display().to_string();
-        match self.recorder.finish() {
-            Ok(()) => format!("recording saved to {path} ({size})"),
-            Err(e) => format!("recording {path} not finished cleanly: {e}"),
+        let chosen = self.recorder.path().to_path_buf();
+        // The chosen name first, then the next free ones if it was taken meanwhile.
+        let candidates: Vec<PathBuf> = std::iter::once(chosen.clone())
+            .chain(names(&self.stem).filter(|p| *p != chosen))
+            .collect();
+        match self.recorder.finish_first_free(candidates) {
+            Ok(path) => format!(
+                "recording saved to {} ({size})",
+                sanitize::terminal(&path.to_string_lossy())
+            ),
+            Err(e) => format!(
+                "recording {} not saved: {}",
+                sanitize::terminal(&chosen.to_string_lossy()),
+                sanitize::terminal(&e.to_string())
+            ),
         }
     }
 }
@@ -137,10 +166,31 @@ mod tests {
         let snap = Snapshot::default();
         let a = ActiveRecording::start(dir.path(), &info, Some(&snap)).expect("start");
         let b = ActiveRecording::start(dir.path(), &info, None).expect("start");
-        assert_ne!(a.path(), b.path());
         assert!(a.status().name.ends_with(".dsrec"));
         assert!(a.status().bytes > 0);
-        assert!(a.stop().starts_with("recording saved to "));
-        assert!(b.stop().contains(".dsrec"));
+        // Both may have picked the same free name; the second one stopped takes the next.
+        let (sa, sb) = (a.stop(), b.stop());
+        assert!(sa.starts_with("recording saved to "), "{sa}");
+        assert!(sb.starts_with("recording saved to "), "{sb}");
+        assert_ne!(sa, sb);
+        let files: Vec<_> = std::fs::read_dir(dir.path()).expect("dir").collect();
+        assert_eq!(files.len(), 2, "two recordings, no temporary file");
+    }
+
+    #[test]
+    fn a_planted_symlink_is_skipped_not_followed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let victim = dir.path().join("victim");
+        let stem = dir
+            .path()
+            .join(format!("dropscope-{}", stamp(SystemTime::now())));
+        // Dangling symlinks at the next few names (exists() is false for them).
+        for p in names(&stem).take(3) {
+            std::os::unix::fs::symlink(&victim, p).expect("symlink");
+        }
+        let rec = ActiveRecording::start(dir.path(), &SessionInfo::default(), None).expect("start");
+        let msg = rec.stop();
+        assert!(msg.contains("-3.dsrec"), "{msg}");
+        assert!(!victim.exists(), "written through a symlink");
     }
 }

@@ -102,6 +102,26 @@ fn draw(terminal: &mut Term, state: &State) -> io::Result<()> {
     terminal.draw(|f| view::render(f, state)).map(|_| ())
 }
 
+/// Whether `k` is Ctrl-Z (in raw mode the terminal sends it as a key, not as SIGTSTP).
+fn is_suspend(k: &crossterm::event::KeyEvent) -> bool {
+    use crossterm::event::{KeyCode, KeyModifiers};
+    k.kind == KeyEventKind::Press
+        && k.modifiers.contains(KeyModifiers::CONTROL)
+        && matches!(k.code, KeyCode::Char('z' | 'Z'))
+}
+
+/// Runs `step` (stop and continue, or just continue), then redraws the whole screen.
+fn suspend_and_redraw(
+    terminal: &mut Term,
+    state: &State,
+    step: fn() -> io::Result<()>,
+) -> anyhow::Result<()> {
+    terminal.flush().context("writing the screen")?;
+    step().context("restoring the terminal after a stop")?;
+    terminal.clear().context("redrawing the screen")?;
+    draw(terminal, state).context("redrawing the screen")
+}
+
 /// Writes `snap` to the recording in progress, if any; the header's new status, and a message
 /// if the recording had to stop.
 fn record(recording: &mut Option<ActiveRecording>, snap: &Snapshot) -> Vec<Msg> {
@@ -114,7 +134,10 @@ fn record(recording: &mut Option<ActiveRecording>, snap: &Snapshot) -> Vec<Msg> 
             *recording = None;
             vec![
                 Msg::Recording(None),
-                Msg::Status(format!("recording stopped: {e:#}")),
+                Msg::Status(format!(
+                    "recording stopped, nothing saved: {}",
+                    crate::sanitize::terminal(&format!("{e:#}"))
+                )),
             ]
         }
     }
@@ -134,7 +157,10 @@ fn toggle_recording(
         Ok(rec) => {
             let msgs = [
                 Msg::Recording(Some(rec.status())),
-                Msg::Status(format!("recording to {}", rec.path().display())),
+                Msg::Status(format!(
+                    "recording to {} (saved under that name when stopped)",
+                    crate::sanitize::terminal(&rec.path().to_string_lossy())
+                )),
             ];
             *recording = Some(rec);
             msgs
@@ -173,12 +199,17 @@ pub async fn run(feed: Feed, opts: TuiOptions) -> anyhow::Result<()> {
     terminal.clear()?;
     let mut state = State::new(info.clone(), initial, (w, h));
     let (mut events, events_task) = forward_events();
-    // SIGTERM, SIGINT (from `kill`; in raw mode Ctrl-C is a key) and SIGHUP end the TUI the
-    // same way `q` does, so the terminal is restored and the caller detaches the probe.
+    // SIGTERM, SIGINT (from `kill`; in raw mode Ctrl-C is a key), SIGHUP and SIGQUIT end the
+    // TUI the same way `q` does, so the terminal is restored, a recording finished and the
+    // caller detaches the probe. SIGTSTP (and Ctrl-Z, a key in raw mode) restores the terminal
+    // before stopping; SIGCONT puts it back and redraws.
     let signal = |kind| tokio::signal::unix::signal(kind).context("installing a signal handler");
     let mut sigterm = signal(SignalKind::terminate())?;
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sighup = signal(SignalKind::hangup())?;
+    let mut sigquit = signal(SignalKind::quit())?;
+    let mut sigtstp = signal(SignalKind::from_raw(libc::SIGTSTP))?;
+    let mut sigcont = signal(SignalKind::from_raw(libc::SIGCONT))?;
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Msg>();
     let mut recording: Option<ActiveRecording> = None;
     // The kernel's own drop counters (live only): the baseline now, then a reading with a
@@ -211,6 +242,12 @@ pub async fn run(feed: Feed, opts: TuiOptions) -> anyhow::Result<()> {
         };
         let msg = tokio::select! {
             ev = events.recv() => match ev {
+                Some(Ok(Event::Key(k))) if is_suspend(&k) => {
+                    if let Err(e) = suspend_and_redraw(&mut terminal, &state, terminal::suspend) {
+                        break Err(e);
+                    }
+                    continue;
+                }
                 Some(Ok(Event::Key(k))) if k.kind != KeyEventKind::Release => Msg::Key(k),
                 Some(Ok(Event::Resize(w, h))) => {
                     if let Err(e) = terminal.resize(Rect::new(0, 0, w, h)) {
@@ -245,6 +282,19 @@ pub async fn run(feed: Feed, opts: TuiOptions) -> anyhow::Result<()> {
             _ = sigterm.recv() => break Ok(()),
             _ = sigint.recv() => break Ok(()),
             _ = sighup.recv() => break Ok(()),
+            _ = sigquit.recv() => break Ok(()),
+            _ = sigtstp.recv() => {
+                if let Err(e) = suspend_and_redraw(&mut terminal, &state, terminal::suspend) {
+                    break Err(e);
+                }
+                continue;
+            }
+            _ = sigcont.recv() => {
+                if let Err(e) = suspend_and_redraw(&mut terminal, &state, terminal::resume) {
+                    break Err(e);
+                }
+                continue;
+            }
             _ = tokio::time::sleep_until(next_draw.unwrap_or(last_draw)), if next_draw.is_some() => {
                 update(&mut state, Msg::Tick(Instant::now().into_std()));
                 dirty = false;

@@ -30,6 +30,26 @@ pub fn restore() {
     }
 }
 
+/// Stops the process the way Ctrl-Z does, with the terminal restored while stopped; returns
+/// once continued (`fg`), with raw mode and the alternate screen back (the caller redraws).
+pub fn suspend() -> io::Result<()> {
+    restore();
+    // SAFETY: raise(3) with a valid signal number has no preconditions. SIGSTOP cannot be
+    // caught, so the whole process stops here until SIGCONT.
+    unsafe { libc::raise(libc::SIGSTOP) };
+    resume()
+}
+
+/// Puts the terminal back in our modes after the process was stopped and continued (the shell
+/// may have reset it meanwhile). The caller redraws the whole screen.
+pub fn resume() -> io::Result<()> {
+    // Whatever the shell left, start again from its current modes.
+    let _ = disable_raw_mode();
+    enable_raw_mode()?;
+    ACTIVE.store(true, Ordering::SeqCst);
+    execute!(io::stdout(), EnterAlternateScreen, Hide)
+}
+
 /// Raw mode and the alternate screen for as long as it lives.
 ///
 /// Dropping it restores the terminal and the previous panic hook. While it lives, a panic

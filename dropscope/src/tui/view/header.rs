@@ -7,6 +7,8 @@ use ratatui::{
 use crate::tui::{format, state::State};
 
 const SEP: &str = "  ";
+/// Longest host, kernel or probe name shown (they come from the recording).
+const MAX_INFO_CHARS: usize = 64;
 
 fn label(s: &str) -> Span<'static> {
     Span::styled(s.to_string(), Style::new().fg(Color::DarkGray))
@@ -61,7 +63,10 @@ fn session_line(state: &State) -> Line<'static> {
     for part in [&i.host, &i.kernel, &i.probe] {
         if !part.is_empty() {
             spans.push(Span::raw(SEP));
-            spans.push(Span::raw(part.clone()));
+            spans.push(Span::raw(crate::sanitize::terminal_cell(
+                part,
+                MAX_INFO_CHARS,
+            )));
         }
     }
     spans.push(Span::raw(SEP));

@@ -87,7 +87,7 @@ fn footer(state: &State) -> Line<'static> {
     if state.editing {
         return Line::from(vec![
             Span::styled("/", key),
-            Span::raw(state.filter.clone()),
+            Span::raw(crate::sanitize::terminal(&state.filter).into_owned()),
             Span::styled("_", Style::new().add_modifier(Modifier::SLOW_BLINK)),
             Span::styled(
                 "   Enter keeps the filter, Esc clears it",
@@ -96,7 +96,10 @@ fn footer(state: &State) -> Line<'static> {
         ]);
     }
     if let Some(msg) = &state.status {
-        return Line::styled(msg.clone(), Style::new().fg(Color::Green));
+        return Line::styled(
+            crate::sanitize::terminal(msg).into_owned(),
+            Style::new().fg(Color::Green),
+        );
     }
     let hints: &[(&str, &str)] = match state.screen {
         Screen::Table => &[

@@ -10,8 +10,12 @@ use ratatui::{
 
 use crate::{
     model::stacks::NodeKind,
+    sanitize,
     tui::{format, state::StackView},
 };
+
+/// Longest name shown on one line (the screen cuts it further to its width).
+const MAX_LABEL_CHARS: usize = 512;
 
 /// Lines of the tree that fit in a body area of `height` rows (title, two summary lines and the
 /// column header take four).
@@ -23,7 +27,10 @@ pub fn page(height: u16) -> usize {
 pub fn render(frame: &mut Frame<'_>, area: Rect, view: &StackView) {
     let block = Block::new().borders(Borders::TOP).title(Line::from(vec![
         Span::styled(" stacks ", Style::new().add_modifier(Modifier::BOLD)),
-        Span::raw(format!(" {} ", view.scope.describe())),
+        Span::raw(format!(
+            " {} ",
+            sanitize::terminal_cell(&view.scope.describe(), MAX_LABEL_CHARS)
+        )),
     ]));
     let inner = block.inner(area);
     frame.render_widget(block, area);
@@ -100,10 +107,10 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, view: &StackView) {
             let indent = "  ".repeat(l.depth);
             let label = match l.kind {
                 NodeKind::Reason => Span::styled(
-                    format!("[{}]", l.label),
+                    format!("[{}]", sanitize::terminal_cell(&l.label, MAX_LABEL_CHARS)),
                     Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
                 ),
-                NodeKind::Frame => Span::raw(l.label.to_string()),
+                NodeKind::Frame => Span::raw(sanitize::terminal_cell(&l.label, MAX_LABEL_CHARS)),
             };
             Line::from(vec![
                 Span::styled(numbers, estimate),

@@ -7,7 +7,13 @@ use ratatui::{
     widgets::{Block, Borders, Cell, Paragraph, Row, Table},
 };
 
-use crate::tui::{format, state::State};
+use crate::{
+    sanitize,
+    tui::{format, state::State},
+};
+
+/// Longest name shown in a cell (the screen cuts it further to the column's width).
+const MAX_NAME_CHARS: usize = 512;
 
 /// Rows of the table body that fit in a body area of `height` rows (title and column header
 /// take two).
@@ -39,7 +45,7 @@ fn title(state: &State, shown: usize) -> Line<'static> {
     spans.push(Span::raw(format!(" sort: {} ", state.sort.label())));
     if !state.filter.is_empty() {
         spans.push(Span::styled(
-            format!(" filter: {} ", state.filter),
+            format!(" filter: {} ", sanitize::terminal(&state.filter)),
             Style::new().fg(Color::Yellow),
         ));
     }
@@ -80,7 +86,7 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
         .iter()
         .skip(scroll)
         .take(page)
-        .map(|r| r.key.reason.name.chars().count())
+        .map(|r| sanitize::terminal(&r.key.reason.name).chars().count())
         .max()
         .unwrap_or(6)
         .clamp(6, 28) as u16;
@@ -97,8 +103,8 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
     let right = |s: String| Cell::from(Line::from(s).right_aligned());
     let body = visible.into_iter().map(|(i, r, count, rate)| {
         let row = Row::new(vec![
-            Cell::from(r.key.reason.name.to_string()),
-            Cell::from(r.key.location.to_string()),
+            Cell::from(sanitize::terminal_cell(&r.key.reason.name, MAX_NAME_CHARS)),
+            Cell::from(sanitize::terminal_cell(&r.key.location, MAX_NAME_CHARS)),
             right(count),
             right(rate),
             right(format!("{:.1}", r.share)),

@@ -1,0 +1,180 @@
+//! The reader's memory budget: fixed limits on what one recording may define, checked as the
+//! dictionaries are read, so a crafted file is refused quickly with the limit it exceeds.
+//!
+//! The limits are generous for anything dropscope records (a session with `--max-keys
+//! 1000000`, kernel stacks of at most 127 frames) and bound what any input can make the
+//! reader hold: about [`MEMORY_BUDGET`] bytes for a recording at every limit at once.
+use super::format::MAX_PAYLOAD;
+
+/// Names (strings) a recording may define.
+pub const MAX_STRINGS: usize = 2 << 20;
+/// Bytes of all names together.
+pub const MAX_STRING_BYTES: usize = 64 << 20;
+/// Drop keys a recording may define (`--max-keys` goes up to 1,000,000).
+pub const MAX_KEYS: usize = 1 << 20;
+/// Distinct stacks a recording may define.
+pub const MAX_STACKS: usize = 256 << 10;
+/// Frames in one stack (the kernel records at most 127).
+pub const MAX_STACK_DEPTH: usize = 1024;
+/// Frames in all stacks together.
+pub const MAX_STACK_FRAMES: usize = 4 << 20;
+/// Decompressed bytes of all dictionary frames together (they are held while the file is open).
+pub const MAX_DICTIONARY_BYTES: usize = 128 << 20;
+/// Decompressed bytes of all frames together: bounds the work of reading a recording through.
+pub const MAX_TOTAL_BYTES: u64 = 16 << 30;
+/// Decompressed bytes of one frame.
+pub const MAX_FRAME_BYTES: usize = MAX_PAYLOAD;
+/// Snapshot frames in the index (48 days at one frame per second).
+pub const MAX_FRAMES: usize = 4 << 20;
+
+/// Heap bytes the reader may hold for a recording at every limit at once, with one snapshot
+/// decoded: names (with their allocation overhead), keys, stacks, the frame index, the decoded
+/// counts and one snapshot, and two frame payloads (about 850 MiB at worst, rounded up). The
+/// fuzz target checks that no input makes the reader hold more.
+pub const MEMORY_BUDGET: usize = 1 << 30;
+
+/// A limit of the budget, named in the error that refuses a recording.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limit {
+    /// What is counted, e.g. "stacks".
+    pub what: &'static str,
+    /// The most allowed.
+    pub max: u64,
+}
+
+/// What the dictionaries of a recording have defined so far.
+#[derive(Default, Debug)]
+pub(super) struct Spent {
+    pub(super) strings: usize,
+    pub(super) string_bytes: usize,
+    pub(super) keys: usize,
+    pub(super) stacks: usize,
+    pub(super) stack_frames: usize,
+    pub(super) dictionary_bytes: usize,
+    pub(super) total_bytes: u64,
+    pub(super) frames: usize,
+}
+
+fn check(used: u64, max: u64, what: &'static str) -> Result<(), Limit> {
+    if used > max {
+        Err(Limit { what, max })
+    } else {
+        Ok(())
+    }
+}
+
+impl Spent {
+    /// Counts one more frame of `raw` decompressed bytes (`dictionary`: held in memory).
+    pub(super) fn frame(&mut self, raw: usize, dictionary: bool) -> Result<(), Limit> {
+        check(
+            raw as u64,
+            MAX_FRAME_BYTES as u64,
+            "decompressed bytes in one frame",
+        )?;
+        self.total_bytes = self.total_bytes.saturating_add(raw as u64);
+        check(
+            self.total_bytes,
+            MAX_TOTAL_BYTES,
+            "decompressed bytes in all frames",
+        )?;
+        if dictionary {
+            self.dictionary_bytes = self.dictionary_bytes.saturating_add(raw);
+            check(
+                self.dictionary_bytes as u64,
+                MAX_DICTIONARY_BYTES as u64,
+                "decompressed dictionary bytes",
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Counts one more snapshot frame in the index.
+    pub(super) fn snapshot_frame(&mut self) -> Result<(), Limit> {
+        self.frames += 1;
+        check(self.frames as u64, MAX_FRAMES as u64, "snapshot frames")
+    }
+
+    /// Counts one more name of `len` bytes.
+    pub(super) fn string(&mut self, len: usize) -> Result<(), Limit> {
+        self.strings += 1;
+        self.string_bytes = self.string_bytes.saturating_add(len);
+        check(self.strings as u64, MAX_STRINGS as u64, "names")?;
+        check(
+            self.string_bytes as u64,
+            MAX_STRING_BYTES as u64,
+            "bytes of names",
+        )
+    }
+
+    /// Counts one more key.
+    pub(super) fn key(&mut self) -> Result<(), Limit> {
+        self.keys += 1;
+        check(self.keys as u64, MAX_KEYS as u64, "drop keys")
+    }
+
+    /// Counts one more stack of `depth` frames (before they are read).
+    pub(super) fn stack(&mut self, depth: usize) -> Result<(), Limit> {
+        self.stacks += 1;
+        check(self.stacks as u64, MAX_STACKS as u64, "stacks")?;
+        check(depth as u64, MAX_STACK_DEPTH as u64, "frames in one stack")?;
+        self.stack_frames = self.stack_frames.saturating_add(depth);
+        check(
+            self.stack_frames as u64,
+            MAX_STACK_FRAMES as u64,
+            "frames in all stacks",
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_limit_is_named_when_exceeded() {
+        let mut s = Spent::default();
+        assert!(s.stack(MAX_STACK_DEPTH).is_ok());
+        assert_eq!(
+            s.stack(MAX_STACK_DEPTH + 1),
+            Err(Limit {
+                what: "frames in one stack",
+                max: MAX_STACK_DEPTH as u64
+            })
+        );
+        let mut s = Spent {
+            stacks: MAX_STACKS,
+            ..Default::default()
+        };
+        assert_eq!(s.stack(0).map_err(|l| l.what), Err("stacks"));
+        let mut s = Spent::default();
+        assert_eq!(
+            s.frame(MAX_FRAME_BYTES + 1, false).map_err(|l| l.what),
+            Err("decompressed bytes in one frame")
+        );
+        for _ in 0..MAX_DICTIONARY_BYTES / MAX_FRAME_BYTES {
+            s.frame(MAX_FRAME_BYTES, true).expect("within");
+        }
+        assert_eq!(
+            s.frame(1, true).map_err(|l| l.what),
+            Err("decompressed dictionary bytes")
+        );
+        let mut s = Spent {
+            keys: MAX_KEYS,
+            ..Default::default()
+        };
+        assert_eq!(s.key().map_err(|l| l.what), Err("drop keys"));
+        let mut s = Spent::default();
+        assert_eq!(
+            s.string(MAX_STRING_BYTES + 1).map_err(|l| l.what),
+            Err("bytes of names")
+        );
+        let mut s = Spent {
+            frames: MAX_FRAMES,
+            ..Default::default()
+        };
+        assert_eq!(
+            s.snapshot_frame().map_err(|l| l.what),
+            Err("snapshot frames")
+        );
+    }
+}
