@@ -1,14 +1,18 @@
 //! Helpers for dropscope's integration tests against the real kernel: network namespaces,
-//! traffic, and running the dropscope binary. Every test here needs root.
+//! traffic, and running the dropscope binary. Every test here needs root. The benchmark
+//! (`cargo xtask bench`) uses the same namespace guard and traffic generator.
 pub mod hostile;
+pub mod traffic;
 
 use std::{
     io::{BufRead, BufReader},
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::{Child, Command, Output, Stdio},
     sync::{Mutex, MutexGuard},
     time::{Duration, Instant},
 };
+
+use anyhow::Context as _;
 
 /// Tests count system-wide drops, so they run one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -52,24 +56,36 @@ fn sibling_bin(name: &str) -> PathBuf {
         })
 }
 
-/// A network namespace made for one test, removed when dropped.
+/// A network namespace with loopback up, removed when dropped.
 pub struct Netns {
     /// Its name.
     pub name: String,
 }
 
 impl Netns {
-    /// Creates `ds-<tag>-<pid>` with loopback up.
+    /// Creates `ds-<tag>-<pid>` with loopback up; panics if it cannot.
     pub fn new(tag: &str) -> Self {
-        let name = format!("ds-{tag}-{}", std::process::id());
-        let _ = Command::new("ip")
-            .args(["netns", "del", &name])
-            .stderr(Stdio::null())
-            .status();
-        run(Command::new("ip").args(["netns", "add", &name]));
-        let ns = Self { name };
-        run(Command::new("ip").args(["-n", &ns.name, "link", "set", "lo", "up"]));
-        ns
+        Self::create(&format!("ds-{tag}-{}", std::process::id()))
+            .unwrap_or_else(|e| panic!("{e:#}"))
+    }
+
+    /// Creates `name` with loopback up, replacing a stale one left by a killed run.
+    pub fn create(name: &str) -> anyhow::Result<Self> {
+        if Path::new("/run/netns").join(name).exists() {
+            try_run(Command::new("ip").args(["netns", "del", name]))?;
+        }
+        try_run(Command::new("ip").args(["netns", "add", name]))
+            .context("creating a network namespace (is iproute2 installed?)")?;
+        let ns = Self {
+            name: name.to_string(),
+        };
+        try_run(Command::new("ip").args(["-n", name, "link", "set", "lo", "up"]))?;
+        Ok(ns)
+    }
+
+    /// The file that `setns` enters.
+    pub fn path(&self) -> PathBuf {
+        Path::new("/run/netns").join(&self.name)
     }
 
     /// Runs a command inside the namespace; panics if it fails.
@@ -100,10 +116,25 @@ impl Netns {
 
 impl Drop for Netns {
     fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .status();
+        if let Err(e) = try_run(Command::new("ip").args(["netns", "del", &self.name])) {
+            eprintln!("could not remove network namespace {}: {e:#}", self.name);
+        }
     }
+}
+
+/// Runs a command quietly (stdin closed); fails with its stderr.
+fn try_run(cmd: &mut Command) -> anyhow::Result<Output> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("running {cmd:?}"))?;
+    anyhow::ensure!(
+        out.status.success(),
+        "{cmd:?} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(out)
 }
 
 /// Runs a command and panics with its output if it fails.

@@ -1,9 +1,12 @@
-//! `cargo xtask bench`: dropscope's benchmark. Floods real drops (UDP to a closed port on
-//! loopback, inside a network namespace it creates and always removes) and reports, side by side
-//! in one run, medians over interleaved rounds: drop-rate loss against nothing attached (and
-//! against bpftrace's per-drop stacks), exact counts, BPF ns per drop, the live TUI's own cost,
-//! flamegraph render time and recording size. Not part of `cargo xtask test`.
+//! `cargo xtask bench`: dropscope's benchmark. Floods real drops on loopback, inside a network
+//! namespace it creates and always removes: a single-key flood (UDP to a closed port) and an
+//! interleaved one (short runs of UDP and raw IP_NOPROTO packets from one thread). Reports, side
+//! by side in one run, medians over interleaved rounds: drop-rate loss against nothing attached
+//! (and against an empty program on the same hook and bpftrace's per-drop stacks), exact counts,
+//! BPF ns per drop above the empty program's, the collector's cost per poll as keys grow, the
+//! live TUI's own cost, flamegraph render time and recording size. Not part of `cargo xtask test`.
 mod child;
+mod collector;
 mod examples;
 mod flood;
 mod guards;
@@ -24,10 +27,11 @@ use std::{
 };
 
 use anyhow::bail;
+use dropscope_tests::Netns;
 
 use self::{
-    flood::Target,
-    guards::{DebugfsMount, Netns, ScratchDir},
+    flood::{Kind, Target},
+    guards::{DebugfsMount, ScratchDir},
     loss::Config,
     syscount::Method,
 };
@@ -38,18 +42,21 @@ pub enum Outcome<T> {
     Skipped(String),
 }
 
-/// Options of `cargo xtask bench`.
+/// Options of `cargo xtask bench` (as root; about 8 minutes with the defaults).
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
-    /// Interleaved rounds; each runs every configuration once, the order rotated.
+    /// Interleaved rounds; each runs every (flood, configuration) pair once, the order rotated.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=50))]
     rounds: u64,
-    /// Seconds of flood per configuration and round.
+    /// Seconds of flood per (flood, configuration) pair and round.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=60))]
     flood_secs: u64,
     /// Seconds of each measurement window of the live TUI.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=60))]
     window_secs: u64,
+    /// Seconds of each measurement of the collector's cost (10, 1,000 and 10,000 live keys).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=60))]
+    collector_secs: u64,
     /// Use the dropscope binary as it is (no set-up, no release build first).
     #[arg(long)]
     no_build: bool,
@@ -90,24 +97,25 @@ fn run_all(args: BenchArgs) -> anyhow::Result<()> {
     let target = Target {
         netns: netns.path(),
         cpu: flood::online_cpus() - 1,
+        kind: Kind::Single,
     };
     let mut warnings = foreign_namespaces(&netns, Vec::new());
     warn_if_busy();
     let (_debugfs, bpftrace_note) = prepare_bpftrace();
-    let configs = configurations(bpftrace_note.is_none());
+    let plan = plan(bpftrace_note.is_none());
     let setup = loss::Setup {
         dropscope: dropscope.clone(),
         target: target.clone(),
         flood: Duration::from_secs(args.flood_secs),
     };
     eprintln!(
-        "bench: {} rounds x {} configurations, {} s of flood each",
+        "bench: {} rounds x {} (flood, configuration) pairs, {} s of flood each",
         args.rounds,
-        configs.len(),
+        plan.len(),
         args.flood_secs
     );
     let before = machine::Snapshot::take();
-    let runs = loss::rounds(&setup, &configs, args.rounds as usize)?;
+    let runs = loss::rounds(&setup, &plan, args.rounds as usize)?;
     let busy = machine::others(&before, &machine::Snapshot::take());
     if busy.percent > BUSY_PERCENT {
         warnings.push(format!(
@@ -117,6 +125,13 @@ fn run_all(args: BenchArgs) -> anyhow::Result<()> {
         ));
     }
     let method = Method::detect();
+    let collector = soft(collector::measure(
+        &dropscope,
+        &target,
+        method,
+        Duration::from_secs(args.collector_secs),
+        flood::online_cpus(),
+    ))?;
     let window = Duration::from_secs(args.window_secs);
     let tui = measure_tui(&dropscope, &target, method, window)?;
     eprintln!("bench: flamegraph render time, recording size and seek time (examples)");
@@ -131,11 +146,12 @@ fn run_all(args: BenchArgs) -> anyhow::Result<()> {
     };
     warnings = foreign_namespaces(&netns, warnings);
     let results = report::Results {
-        header: header(&args, &target, netns.name(), started.elapsed(), &busy),
-        configs,
+        header: header(&args, &target, &netns.name, started.elapsed(), &busy),
+        plan,
         runs,
         bpftrace_note,
         method,
+        collector,
         tui,
         flame,
         record_figures,
@@ -146,14 +162,36 @@ fn run_all(args: BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The configurations of the loss rounds.
-fn configurations(bpftrace: bool) -> Vec<Config> {
-    let mut configs = vec![Config::Nothing, Config::NoStacks, Config::Stacks];
+/// The (flood, configuration) pairs of the loss rounds. The interleaved flood leaves out
+/// bpftrace and stacks with BPF statistics (no target depends on them).
+fn plan(bpftrace: bool) -> Vec<(Kind, Config)> {
+    let mut single = vec![
+        Config::Nothing,
+        Config::Floor,
+        Config::NoStacks,
+        Config::Stacks,
+    ];
     if bpftrace {
-        configs.push(Config::Bpftrace);
+        single.push(Config::Bpftrace);
     }
-    configs.extend([Config::StatsNoStacks, Config::StatsStacks]);
-    configs
+    single.extend([
+        Config::StatsFloor,
+        Config::StatsNoStacks,
+        Config::StatsStacks,
+    ]);
+    let interleaved = [
+        Config::Nothing,
+        Config::Floor,
+        Config::NoStacks,
+        Config::Stacks,
+        Config::StatsFloor,
+        Config::StatsNoStacks,
+    ];
+    single
+        .into_iter()
+        .map(|c| (Kind::Single, c))
+        .chain(interleaved.into_iter().map(|c| (Kind::Interleaved, c)))
+        .collect()
 }
 
 /// Makes bpftrace usable (debugfs) if it is installed; otherwise says why it is skipped.
@@ -204,7 +242,7 @@ fn soft<T>(res: anyhow::Result<T>) -> anyhow::Result<Outcome<T>> {
 
 /// Adds a warning when other network namespaces exist (their traffic can add drops).
 fn foreign_namespaces(ours: &Netns, mut warnings: Vec<String>) -> Vec<String> {
-    let others = guards::other_namespaces(ours.name());
+    let others = guards::other_namespaces(&ours.name);
     if !others.is_empty() && warnings.is_empty() {
         warnings.push(format!(
             "other network namespaces exist ({}): their traffic shares the CPUs and could add \
@@ -247,9 +285,16 @@ fn header(
             loss::probe_kind().map_or_else(|| "probe unknown".into(), |p| format!("probe {p}"))
         ),
         format!(
-            "flood: 1 UDP sender pinned to CPU {}, to a closed port on 127.0.0.1 in namespace {netns}; \
-             {} s per configuration, {} interleaved rounds (order rotated); bench took {:.0} s",
+            "floods: 1 sender thread pinned to CPU {}, in namespace {netns}: single-key (UDP to a \
+             closed port on 127.0.0.1) and interleaved (runs of {} UDP datagrams and {} raw \
+             IP_NOPROTO packets, alternating)",
             target.cpu,
+            flood::INTERLEAVE_RUN,
+            flood::INTERLEAVE_RUN,
+        ),
+        format!(
+            "{} s per (flood, configuration) pair, {} interleaved rounds (order rotated); \
+             bench took {:.0} s",
             args.flood_secs,
             args.rounds,
             took.as_secs_f64()

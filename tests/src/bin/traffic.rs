@@ -11,10 +11,13 @@
 //! thread, so drops of two keys interleave on one CPU; prints `at UNIX_MS UDP RAW` (cumulative
 //! sends) every 100 ms and `total UDP RAW` at the end.
 use std::{
+    io::Write as _,
     net::{SocketAddr, TcpStream, UdpSocket},
     os::fd::AsRawFd,
     time::Duration,
 };
+
+use dropscope_tests::traffic::{Generator, Pattern, RawSender, Sent};
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -27,10 +30,9 @@ fn main() -> anyhow::Result<()> {
     match args.first().map(String::as_str) {
         Some("udp") => {
             let (port, n) = (arg(1)? as u16, arg(2)?);
-            let s = UdpSocket::bind("127.0.0.1:0")?;
-            for _ in 0..n {
-                s.send_to(b"dropscope", ("127.0.0.1", port))?;
-            }
+            let mut udp = Generator::new(Pattern::Udp, port)?;
+            udp.send(n);
+            no_errors(udp.sent())?;
         }
         Some("udp-to") => {
             let addr: std::net::IpAddr = args
@@ -53,7 +55,10 @@ fn main() -> anyhow::Result<()> {
         }
         Some("raw") => {
             let (proto, n) = (arg(1)? as u8, arg(2)?);
-            raw(proto, n)?;
+            let sender = RawSender::new(proto)?;
+            for _ in 0..n {
+                sender.send()?;
+            }
         }
         Some("rcvbuf") => {
             let n = arg(1)?;
@@ -95,9 +100,7 @@ fn main() -> anyhow::Result<()> {
 
 /// Interleaves runs of `run` UDP and raw drops for `time`, printing cumulative sends.
 fn mix(run: u64, time: Duration) -> anyhow::Result<()> {
-    let udp = UdpSocket::bind("127.0.0.1:0")?;
-    let raw = RawSender::new(253)?;
-    let (mut sent_udp, mut sent_raw) = (0u64, 0u64);
+    let mut sender = Generator::new(Pattern::Mix { run }, dropscope_tests::traffic::CLOSED_PORT)?;
     let start = std::time::Instant::now();
     let mut next_line = Duration::ZERO;
     let unix_ms = || {
@@ -108,86 +111,24 @@ fn mix(run: u64, time: Duration) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     loop {
         let elapsed = start.elapsed();
+        let sent = sender.sent();
         if elapsed >= next_line {
-            use std::io::Write as _;
-            writeln!(out, "at {} {sent_udp} {sent_raw}", unix_ms())?;
+            writeln!(out, "at {} {} {}", unix_ms(), sent.udp, sent.raw)?;
             next_line += Duration::from_millis(100);
         }
         if elapsed >= time {
             break;
         }
-        for _ in 0..run {
-            udp.send_to(b"dropscope", ("127.0.0.1", 9))?;
-        }
-        sent_udp += run;
-        for _ in 0..run {
-            raw.send()?;
-        }
-        sent_raw += run;
+        sender.send(2 * run);
+        no_errors(sender.sent())?;
     }
-    use std::io::Write as _;
-    writeln!(out, "total {sent_udp} {sent_raw}")?;
+    let sent = sender.sent();
+    writeln!(out, "total {} {}", sent.udp, sent.raw)?;
     Ok(())
 }
 
-/// Sends N IPv4 packets with protocol `proto` to 127.0.0.1 through an IPPROTO_RAW socket
-/// (which receives nothing itself, so the kernel finds no handler and drops each one).
-fn raw(proto: u8, n: u64) -> anyhow::Result<()> {
-    let sender = RawSender::new(proto)?;
-    for _ in 0..n {
-        sender.send()?;
-    }
+/// Fails if any send failed: the tests need exact numbers.
+fn no_errors(sent: Sent) -> anyhow::Result<()> {
+    anyhow::ensure!(sent.errors == 0, "{} sends failed", sent.errors);
     Ok(())
-}
-
-/// An IPPROTO_RAW socket and a hand-made IPv4 packet of one protocol to 127.0.0.1.
-struct RawSender {
-    fd: std::os::fd::OwnedFd,
-    pkt: [u8; 28],
-    sa: libc::sockaddr_in,
-}
-
-impl RawSender {
-    fn new(proto: u8) -> anyhow::Result<Self> {
-        use std::os::fd::FromRawFd as _;
-        // SAFETY: plain socket(2) call; the fd is checked, then owned (closed on drop).
-        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_RAW) };
-        anyhow::ensure!(fd >= 0, "raw socket: {}", std::io::Error::last_os_error());
-        // SAFETY: fd is a fresh, valid descriptor that nothing else owns.
-        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
-        let mut pkt = [0u8; 28];
-        pkt[0] = 0x45; // IPv4, 20-byte header
-        let len = pkt.len() as u16;
-        pkt[2..4].copy_from_slice(&len.to_be_bytes());
-        pkt[8] = 64; // TTL
-        pkt[9] = proto;
-        pkt[12..16].copy_from_slice(&[127, 0, 0, 1]);
-        pkt[16..20].copy_from_slice(&[127, 0, 0, 1]);
-        let sa = libc::sockaddr_in {
-            sin_family: libc::AF_INET as libc::sa_family_t,
-            sin_port: 0,
-            sin_addr: libc::in_addr {
-                s_addr: u32::from_ne_bytes([127, 0, 0, 1]),
-            },
-            sin_zero: [0; 8],
-        };
-        Ok(Self { fd, pkt, sa })
-    }
-
-    fn send(&self) -> anyhow::Result<()> {
-        use std::os::fd::AsRawFd as _;
-        // SAFETY: the buffer and address are valid for the lengths given.
-        let rc = unsafe {
-            libc::sendto(
-                self.fd.as_raw_fd(),
-                self.pkt.as_ptr().cast(),
-                self.pkt.len(),
-                0,
-                (&self.sa as *const libc::sockaddr_in).cast(),
-                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-            )
-        };
-        anyhow::ensure!(rc >= 0, "sendto: {}", std::io::Error::last_os_error());
-        Ok(())
-    }
 }

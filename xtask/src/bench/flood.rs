@@ -1,9 +1,9 @@
-//! The sender: one thread that enters the bench's network namespace (`setns`) and sends UDP
-//! datagrams to a closed port on loopback in a tight loop. Each datagram is exactly one
-//! NO_SOCKET drop at `__udp4_lib_rcv`.
+//! The sender: one thread that enters the bench's network namespace (`setns`) and sends, in a
+//! tight loop, the tests' traffic pattern (`dropscope_tests::traffic`): UDP datagrams to a
+//! closed port (each exactly one NO_SOCKET drop at `__udp4_lib_rcv`), or short runs of those
+//! alternating with raw packets of an unused protocol (each one IP_NOPROTO drop).
 use std::{
     fs::File,
-    net::{Ipv4Addr, SocketAddr, UdpSocket},
     os::fd::AsRawFd,
     path::{Path, PathBuf},
     sync::{
@@ -15,20 +15,51 @@ use std::{
 };
 
 use anyhow::{Context as _, bail};
+use dropscope_tests::traffic::{CLOSED_PORT, Generator, Pattern};
 
 use super::interrupt;
 
-/// Nothing listens on it in a fresh namespace.
-const CLOSED_PORT: u16 = 9;
-const PAYLOAD: [u8; 32] = [0x5a; 32];
-/// Sends between looks at the clock and the stop flag.
-const BATCH: u32 = 256;
+/// Sends between looks at the clock and the stop flag (a multiple of every run length used).
+const BATCH: u64 = 256;
+/// Packets per run of one key in the interleaved flood.
+pub const INTERLEAVE_RUN: u64 = 4;
+
+/// The floods the bench compares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// UDP to a closed port only: one key.
+    Single,
+    /// Runs of [`INTERLEAVE_RUN`] UDP datagrams and raw IP_NOPROTO packets, alternating.
+    Interleaved,
+}
+
+impl Kind {
+    /// The traffic pattern it sends.
+    pub fn pattern(self) -> Pattern {
+        match self {
+            Self::Single => Pattern::Udp,
+            Self::Interleaved => Pattern::Mix {
+                run: INTERLEAVE_RUN,
+            },
+        }
+    }
+
+    /// Its name in the output.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Single => "single-key flood",
+            Self::Interleaved => "interleaved flood",
+        }
+    }
+}
 
 /// What one flood sent.
 #[derive(Clone, Copy, Debug)]
 pub struct Flood {
-    /// Datagrams the kernel accepted (each one a drop).
+    /// Packets the kernel accepted (each one a drop).
     pub sent: u64,
+    /// Of those, raw IP_NOPROTO packets (the rest are UDP NO_SOCKET datagrams).
+    pub raw: u64,
     /// sendto calls that failed.
     pub errors: u64,
     pub elapsed: Duration,
@@ -37,12 +68,12 @@ pub struct Flood {
 }
 
 impl Flood {
-    /// Datagrams per second.
+    /// Packets per second.
     pub fn rate(&self) -> f64 {
         self.sent as f64 / self.elapsed.as_secs_f64().max(1e-9)
     }
 
-    /// Datagrams per second in the second half of the flood.
+    /// Packets per second in the second half of the flood.
     pub fn second_half_rate(&self) -> Option<f64> {
         let (sent, at) = self.half?;
         let secs = self.elapsed.saturating_sub(at).as_secs_f64();
@@ -57,6 +88,18 @@ pub struct Target {
     pub netns: PathBuf,
     /// The CPU the sender is pinned to.
     pub cpu: usize,
+    /// What to send.
+    pub kind: Kind,
+}
+
+impl Target {
+    /// The same place, another flood.
+    pub fn with_kind(&self, kind: Kind) -> Self {
+        Self {
+            kind,
+            ..self.clone()
+        }
+    }
 }
 
 /// A running sender.
@@ -71,16 +114,16 @@ impl Sender {
     pub fn start(target: &Target, limit: Option<Duration>) -> anyhow::Result<Self> {
         let stop = Arc::new(AtomicBool::new(false));
         let sent = Arc::new(AtomicU64::new(0));
-        let (ns, cpu) = (target.netns.clone(), target.cpu);
+        let (ns, cpu, pattern) = (target.netns.clone(), target.cpu, target.kind.pattern());
         let (stop2, sent2) = (stop.clone(), sent.clone());
         let handle = std::thread::Builder::new()
             .name("bench-sender".into())
-            .spawn(move || send(&ns, cpu, limit, &stop2, &sent2))
+            .spawn(move || send(&ns, cpu, pattern, limit, &stop2, &sent2))
             .context("starting the sender thread")?;
         Ok(Self { handle, stop, sent })
     }
 
-    /// Datagrams sent so far (updated every few hundred sends).
+    /// Packets sent so far (updated every few hundred sends).
     pub fn sent_so_far(&self) -> u64 {
         self.sent.load(Ordering::Relaxed)
     }
@@ -110,24 +153,19 @@ pub fn run_for(target: &Target, d: Duration) -> anyhow::Result<Flood> {
 fn send(
     ns: &Path,
     cpu: usize,
+    pattern: Pattern,
     limit: Option<Duration>,
     stop: &AtomicBool,
     counter: &AtomicU64,
 ) -> anyhow::Result<Flood> {
     enter_netns(ns)?;
     pin_to_cpu(cpu)?;
-    let sock = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).context("binding the sender's socket")?;
-    let dst = SocketAddr::from((Ipv4Addr::LOCALHOST, CLOSED_PORT));
+    let mut generator = Generator::new(pattern, CLOSED_PORT)?;
     let start = Instant::now();
-    let (mut sent, mut errors) = (0u64, 0u64);
     let mut half = None;
     loop {
-        for _ in 0..BATCH {
-            match sock.send_to(&PAYLOAD, dst) {
-                Ok(_) => sent += 1,
-                Err(_) => errors += 1,
-            }
-        }
+        generator.send(BATCH);
+        let sent = generator.sent().total();
         counter.store(sent, Ordering::Relaxed);
         let now = start.elapsed();
         if half.is_none() && limit.is_some_and(|l| now >= l / 2) {
@@ -138,9 +176,11 @@ fn send(
             break;
         }
     }
+    let sent = generator.sent();
     Ok(Flood {
-        sent,
-        errors,
+        sent: sent.total(),
+        raw: sent.raw,
+        errors: sent.errors,
         elapsed: start.elapsed(),
         half,
     })

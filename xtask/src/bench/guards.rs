@@ -1,5 +1,6 @@
 //! Things the bench creates and must remove on every way out (success, error, Ctrl-C): the
-//! network namespace, the tmux session, a debugfs mount, the scratch directory.
+//! tmux session, a debugfs mount, the scratch directory. The network namespace guard is the
+//! tests' own (`dropscope_tests::Netns`).
 use std::{
     path::{Path, PathBuf},
     process::{Command, Stdio},
@@ -21,48 +22,6 @@ pub fn run_quiet(cmd: &mut Command) -> anyhow::Result<String> {
         );
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// A network namespace with loopback up, deleted on drop.
-pub struct Netns {
-    name: String,
-}
-
-impl Netns {
-    /// Creates `name` (replacing a stale one left by a killed run) and brings its loopback up.
-    pub fn create(name: &str) -> anyhow::Result<Self> {
-        if Path::new("/run/netns").join(name).exists() {
-            run_quiet(Command::new("ip").args(["netns", "del", name]))?;
-        }
-        run_quiet(Command::new("ip").args(["netns", "add", name]))
-            .context("creating the bench's network namespace (is iproute2 installed?)")?;
-        let ns = Self {
-            name: name.to_string(),
-        };
-        run_quiet(Command::new("ip").args(["-n", name, "link", "set", "lo", "up"]))?;
-        Ok(ns)
-    }
-
-    /// Its name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The file that `setns` enters.
-    pub fn path(&self) -> PathBuf {
-        Path::new("/run/netns").join(&self.name)
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        if let Err(e) = run_quiet(Command::new("ip").args(["netns", "del", &self.name])) {
-            eprintln!(
-                "bench: could not remove network namespace {}: {e:#}",
-                self.name
-            );
-        }
-    }
 }
 
 /// Network namespaces other than `ours` (other traffic that could add drops to the counts).

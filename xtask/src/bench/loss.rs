@@ -1,6 +1,7 @@
-//! Drop-rate loss and BPF cost: interleaved rounds in which every configuration floods once (the
-//! order rotated each round), with nothing attached, with dropscope in several modes, and with the
-//! per-drop stack aggregation peers use (bpftrace).
+//! Drop-rate loss and BPF cost: interleaved rounds in which every (flood, configuration) pair runs
+//! once (the order rotated each round), with nothing attached, with an empty program on the same
+//! hook (the floor), with dropscope in several modes, and with the per-drop stack aggregation
+//! peers use (bpftrace).
 use std::{
     path::{Path, PathBuf},
     process::Command,
@@ -13,7 +14,7 @@ use serde_json::Value;
 
 use super::{
     child::Proc,
-    flood::{self, Flood, Sender, Target},
+    flood::{self, Flood, Kind, Sender, Target},
     interrupt, procfs,
 };
 
@@ -38,9 +39,11 @@ pub fn probe_kind() -> Option<String> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Config {
     Nothing,
+    Floor,
     NoStacks,
     Stacks,
     Bpftrace,
+    StatsFloor,
     StatsNoStacks,
     StatsStacks,
 }
@@ -50,9 +53,11 @@ impl Config {
     pub fn label(self) -> &'static str {
         match self {
             Self::Nothing => "nothing attached",
+            Self::Floor => "empty tp_btf program (floor)",
             Self::NoStacks => "dropscope --no-stacks",
             Self::Stacks => "dropscope (stacks, default budget)",
             Self::Bpftrace => "bpftrace @[kstack, reason] = count()",
+            Self::StatsFloor => "empty tp_btf program --bpf-stats",
             Self::StatsNoStacks => "dropscope --no-stacks --bpf-stats",
             Self::StatsStacks => "dropscope --bpf-stats (stacks)",
         }
@@ -62,8 +67,10 @@ impl Config {
     fn dropscope_flags(self) -> Option<&'static [&'static str]> {
         match self {
             Self::Nothing | Self::Bpftrace => None,
+            Self::Floor => Some(&["--probe", "floor", "--no-stacks"]),
             Self::NoStacks => Some(&["--no-stacks"]),
             Self::Stacks => Some(&[]),
+            Self::StatsFloor => Some(&["--probe", "floor", "--no-stacks", "--bpf-stats"]),
             Self::StatsNoStacks => Some(&["--no-stacks", "--bpf-stats"]),
             Self::StatsStacks => Some(&["--bpf-stats"]),
         }
@@ -71,15 +78,25 @@ impl Config {
 
     /// Whether BPF run-time statistics are on (so its rate is not a loss figure).
     pub fn bpf_stats(self) -> bool {
-        matches!(self, Self::StatsNoStacks | Self::StatsStacks)
+        matches!(
+            self,
+            Self::StatsFloor | Self::StatsNoStacks | Self::StatsStacks
+        )
+    }
+
+    /// Whether it is the empty program (which counts nothing).
+    pub fn floor(self) -> bool {
+        matches!(self, Self::Floor | Self::StatsFloor)
     }
 }
 
-/// dropscope's count of the flood's key, checked against what was sent.
+/// dropscope's counts of the flood's keys, checked against what was sent.
 #[derive(Clone, Copy, Debug)]
 pub struct CountCheck {
     /// NO_SOCKET at __udp4_lib_rcv, as dropscope reported it.
-    pub counted: u64,
+    pub udp: u64,
+    /// IP_NOPROTO (any location), as dropscope reported it.
+    pub raw: u64,
     /// Whether the sum of keyed counts plus overflow equals the total.
     pub invariant: bool,
     pub overflow: u64,
@@ -100,6 +117,7 @@ pub struct BpfCost {
 #[derive(Clone, Copy, Debug)]
 pub struct Run {
     pub round: usize,
+    pub kind: Kind,
     pub config: Config,
     pub flood: Flood,
     pub count: Option<CountCheck>,
@@ -107,9 +125,16 @@ pub struct Run {
 }
 
 impl Run {
-    /// Whether dropscope counted exactly the datagrams sent.
+    /// Whether dropscope counted exactly the packets sent, of each kind.
     pub fn exact(&self) -> Option<bool> {
-        self.count.map(|c| c.counted == self.flood.sent)
+        self.count
+            .map(|c| c.udp == self.flood.sent - self.flood.raw && c.raw == self.flood.raw)
+    }
+
+    /// Counted minus sent, both kinds together.
+    pub fn count_diff(&self) -> Option<i128> {
+        self.count
+            .map(|c| i128::from(c.udp + c.raw) - i128::from(self.flood.sent))
     }
 }
 
@@ -120,16 +145,18 @@ pub struct Setup {
     pub flood: Duration,
 }
 
-/// Runs `rounds` interleaved rounds of `configs`, the order rotated by one each round.
-pub fn rounds(setup: &Setup, configs: &[Config], rounds: usize) -> anyhow::Result<Vec<Run>> {
+/// Runs `rounds` interleaved rounds of every (flood, configuration) pair in `plan`, the order
+/// rotated by one each round.
+pub fn rounds(setup: &Setup, plan: &[(Kind, Config)], rounds: usize) -> anyhow::Result<Vec<Run>> {
     let mut runs = Vec::new();
     for round in 0..rounds {
-        let mut order = configs.to_vec();
-        order.rotate_left(round % configs.len().max(1));
-        for config in order {
+        let mut order = plan.to_vec();
+        order.rotate_left(round % plan.len().max(1));
+        for (kind, config) in order {
             interrupt::check()?;
-            let run = one(setup, config, round)
-                .with_context(|| format!("round {}: {}", round + 1, config.label()))?;
+            let run = one(setup, kind, config, round).with_context(|| {
+                format!("round {}: {}, {}", round + 1, kind.label(), config.label())
+            })?;
             progress(&run, rounds);
             runs.push(run);
         }
@@ -139,8 +166,8 @@ pub fn rounds(setup: &Setup, configs: &[Config], rounds: usize) -> anyhow::Resul
 
 fn progress(run: &Run, rounds: usize) {
     let exact = match run.exact() {
-        Some(true) => ", count exact",
-        Some(false) => ", count NOT exact",
+        Some(true) => ", counts exact",
+        Some(false) => ", counts NOT exact",
         None => "",
     };
     let ns = run
@@ -153,35 +180,39 @@ fn progress(run: &Run, rounds: usize) {
         })
         .unwrap_or_default();
     eprintln!(
-        "bench: round {}/{rounds}: {:<38} {:>10.0} datagrams/s{exact}{ns}",
+        "bench: round {}/{rounds}: {:<17} {:<38} {:>10.0} packets/s{exact}{ns}",
         run.round + 1,
+        run.kind.label(),
         run.config.label(),
         run.flood.rate()
     );
 }
 
-fn one(setup: &Setup, config: Config, round: usize) -> anyhow::Result<Run> {
+fn one(setup: &Setup, kind: Kind, config: Config, round: usize) -> anyhow::Result<Run> {
+    let target = setup.target.with_kind(kind);
     let run = |flood, count, bpf| Run {
         round,
+        kind,
         config,
         flood,
         count,
         bpf,
     };
     match config {
-        Config::Nothing => Ok(run(flood::run_for(&setup.target, setup.flood)?, None, None)),
-        Config::Bpftrace => Ok(run(with_bpftrace(setup)?, None, None)),
+        Config::Nothing => Ok(run(flood::run_for(&target, setup.flood)?, None, None)),
+        Config::Bpftrace => Ok(run(with_bpftrace(&target, setup.flood)?, None, None)),
         _ => {
-            let (flood, count, bpf) = with_dropscope(setup, config)?;
-            Ok(run(flood, Some(count), bpf))
+            let (flood, count, bpf) = with_dropscope(setup, &target, config)?;
+            Ok(run(flood, count.filter(|_| !config.floor()), bpf))
         }
     }
 }
 
 fn with_dropscope(
     setup: &Setup,
+    target: &Target,
     config: Config,
-) -> anyhow::Result<(Flood, CountCheck, Option<BpfCost>)> {
+) -> anyhow::Result<(Flood, Option<CountCheck>, Option<BpfCost>)> {
     let flags = config.dropscope_flags().unwrap_or_default();
     let mut proc = Proc::spawn(
         Command::new(&setup.dropscope)
@@ -189,11 +220,16 @@ fn with_dropscope(
             .args(flags),
         "dropscope report",
     )?;
-    let line = proc.wait_line(|l| l.starts_with("dropscope:"), Duration::from_secs(30))?;
-    let _ = ATTACH_LINE.set(line);
+    let line = proc.wait_line(
+        |l| l.starts_with("dropscope: counting"),
+        Duration::from_secs(30),
+    )?;
+    if !config.floor() {
+        let _ = ATTACH_LINE.set(line);
+    }
     interrupt::sleep(SETTLE)?;
     let before = procfs::prog_stats(proc.pid())?;
-    let sender = Sender::start(&setup.target, Some(setup.flood))?;
+    let sender = Sender::start(target, Some(setup.flood))?;
     interrupt::sleep(setup.flood / 2)?;
     let middle = procfs::prog_stats(proc.pid())?;
     let flood = sender.wait()?;
@@ -218,7 +254,7 @@ fn with_dropscope(
             out.stderr.trim()
         );
     }
-    Ok((flood, check_count(&out.stdout)?, bpf))
+    Ok((flood, Some(check_count(&out.stdout)?), bpf))
 }
 
 /// Reads the flood's key out of `dropscope report --format json`.
@@ -233,31 +269,43 @@ fn check_count(json: &str) -> anyhow::Result<CountCheck> {
         .and_then(Value::as_array)
         .context("JSON without drops")?;
     let keyed: u64 = drops.iter().filter_map(|d| num(d, "count")).sum();
-    let counted = drops
-        .iter()
-        .filter(|d| is_flood_key(d))
-        .filter_map(|d| num(d, "count"))
-        .sum();
+    let sum = |key: fn(&Value) -> bool| {
+        drops
+            .iter()
+            .filter(|d| key(d))
+            .filter_map(|d| num(d, "count"))
+            .sum()
+    };
     Ok(CountCheck {
-        counted,
+        udp: sum(is_udp_key),
+        raw: sum(is_raw_key),
         invariant: keyed + overflow == total,
         overflow,
     })
 }
 
-fn is_flood_key(d: &Value) -> bool {
-    let s = |k: &str| d.get(k).and_then(Value::as_str).unwrap_or_default();
-    s("reason") == "NO_SOCKET" && s("location").starts_with("__udp4_lib_rcv")
+fn field<'a>(d: &'a Value, k: &str) -> &'a str {
+    d.get(k).and_then(Value::as_str).unwrap_or_default()
 }
 
-fn with_bpftrace(setup: &Setup) -> anyhow::Result<Flood> {
+/// The single-key flood's key (and the UDP half of the interleaved flood's).
+fn is_udp_key(d: &Value) -> bool {
+    field(d, "reason") == "NO_SOCKET" && field(d, "location").starts_with("__udp4_lib_rcv")
+}
+
+/// The raw half of the interleaved flood's keys.
+fn is_raw_key(d: &Value) -> bool {
+    field(d, "reason") == "IP_NOPROTO"
+}
+
+fn with_bpftrace(target: &Target, secs: Duration) -> anyhow::Result<Flood> {
     let mut proc = Proc::spawn(
         Command::new("bpftrace").args(["-e", BPFTRACE_PROG]),
         "bpftrace",
     )?;
     proc.wait_line(|l| l.starts_with("Attaching"), Duration::from_secs(60))?;
     interrupt::sleep(SETTLE * 2)?;
-    let flood = flood::run_for(&setup.target, setup.flood)?;
+    let flood = flood::run_for(target, secs)?;
     proc.finish(Some(libc::SIGINT), Duration::from_secs(15))?;
     Ok(flood)
 }
@@ -291,6 +339,15 @@ mod tests {
             {"reason": "NO_SOCKET", "reason_code": 3, "location": "__udp4_lib_rcv+0x4bc", "count": 10},
             {"reason": "NOT_SPECIFIED", "reason_code": 2, "location": "x+0x1", "count": 2}]}"#;
         let c = check_count(json).ok();
-        assert_eq!(c.map(|c| (c.counted, c.invariant)), Some((10, true)));
+        assert_eq!(c.map(|c| (c.udp, c.raw, c.invariant)), Some((10, 0, true)));
+    }
+
+    #[test]
+    fn reads_both_interleaved_keys() {
+        let json = r#"{"total": 20, "overflow": 1, "drops": [
+            {"reason": "NO_SOCKET", "reason_code": 3, "location": "__udp4_lib_rcv+0x4bc", "count": 10},
+            {"reason": "IP_NOPROTO", "reason_code": 5, "location": "ip_protocol_deliver_rcu+0x1", "count": 8}]}"#;
+        let c = check_count(json).ok();
+        assert_eq!(c.map(|c| (c.udp, c.raw, c.invariant)), Some((10, 8, false)));
     }
 }

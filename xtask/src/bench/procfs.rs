@@ -134,3 +134,23 @@ fn field_u64(text: &str, key: &str) -> Option<u64> {
         .find_map(|l| l.strip_prefix(key))
         .and_then(|v| v.trim().parse().ok())
 }
+
+/// Time `pid`'s threads have spent on a CPU, in ns (sum of `/proc/<pid>/task/*/schedstat`).
+/// Threads that exited earlier are not included: read it while the threads live.
+pub fn cpu_ns(pid: u32) -> anyhow::Result<u64> {
+    let dir = format!("/proc/{pid}/task");
+    let mut sum = 0;
+    for task in std::fs::read_dir(&dir).with_context(|| format!("listing {dir}"))? {
+        let path = task.with_context(|| format!("listing {dir}"))?.path();
+        // A thread may exit between listing and reading.
+        let Ok(text) = std::fs::read_to_string(path.join("schedstat")) else {
+            continue;
+        };
+        sum += text
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse::<u64>().ok())
+            .with_context(|| format!("parsing {}/schedstat: {text:?}", path.display()))?;
+    }
+    Ok(sum)
+}

@@ -1,6 +1,6 @@
 //! Medians, paired ratios and number formatting for the bench's table.
 use super::{
-    flood::Flood,
+    flood::{Flood, Kind},
     loss::{Config, Run},
 };
 
@@ -21,6 +21,7 @@ pub fn median(mut xs: Vec<f64>) -> f64 {
 /// One configuration's figures over the rounds.
 #[derive(Clone, Debug)]
 pub struct Summary {
+    pub kind: Kind,
     pub config: Config,
     pub median_rate: f64,
     pub min_rate: f64,
@@ -38,13 +39,20 @@ pub struct Summary {
     pub ns_per_drop: Option<f64>,
     /// The same over the second half of each flood.
     pub second_half_ns: Option<f64>,
-    /// Median probe runs per datagram sent (bpf-stats runs).
+    /// Median probe runs per packet sent (bpf-stats runs).
     pub runs_per_datagram: Option<f64>,
+    /// Median over rounds of (ns per drop - the empty program's in the same round and flood).
+    pub above_floor: Option<f64>,
+    /// The same over the second half of each flood.
+    pub second_half_above_floor: Option<f64>,
 }
 
-/// Summarizes `config`'s runs.
-pub fn summarize(config: Config, runs: &[Run]) -> Summary {
-    let mine: Vec<&Run> = runs.iter().filter(|r| r.config == config).collect();
+/// Summarizes the runs of `config` on the `kind` flood.
+pub fn summarize(kind: Kind, config: Config, runs: &[Run]) -> Summary {
+    let mine: Vec<&Run> = runs
+        .iter()
+        .filter(|r| r.config == config && r.kind == kind)
+        .collect();
     let rates: Vec<f64> = mine.iter().map(|r| r.flood.rate()).collect();
     let counted: Vec<&Run> = mine.iter().copied().filter(|r| r.count.is_some()).collect();
     let bpf: Vec<(f64, f64, f64)> = mine
@@ -58,7 +66,21 @@ pub fn summarize(config: Config, runs: &[Run]) -> Summary {
             ))
         })
         .collect();
+    let above = |ns: fn(&super::loss::BpfCost) -> f64| -> Option<f64> {
+        let diffs: Vec<f64> = mine
+            .iter()
+            .filter(|_| config != Config::StatsFloor)
+            .filter_map(|r| {
+                let floor = runs.iter().find(|f| {
+                    f.round == r.round && f.kind == kind && f.config == Config::StatsFloor
+                })?;
+                Some(ns(&r.bpf?) - ns(&floor.bpf?))
+            })
+            .collect();
+        (!diffs.is_empty()).then(|| median(diffs))
+    };
     Summary {
+        kind,
         config,
         median_rate: median(rates.clone()),
         min_rate: rates.iter().copied().fold(f64::INFINITY, f64::min),
@@ -79,10 +101,7 @@ pub fn summarize(config: Config, runs: &[Run]) -> Summary {
         }),
         worst_diff: counted
             .iter()
-            .filter_map(|r| {
-                r.count
-                    .map(|c| i128::from(c.counted) - i128::from(r.flood.sent))
-            })
+            .filter_map(|r| r.count_diff())
             .max_by_key(|d| d.abs())
             .unwrap_or(0),
         invariant_ok: counted.iter().all(|r| r.count.is_some_and(|c| c.invariant)),
@@ -94,13 +113,15 @@ pub fn summarize(config: Config, runs: &[Run]) -> Summary {
         ns_per_drop: (!bpf.is_empty()).then(|| median(bpf.iter().map(|b| b.0).collect())),
         second_half_ns: (!bpf.is_empty()).then(|| median(bpf.iter().map(|b| b.1).collect())),
         runs_per_datagram: (!bpf.is_empty()).then(|| median(bpf.iter().map(|b| b.2).collect())),
+        above_floor: above(|b| b.ns),
+        second_half_above_floor: above(|b| b.second_half_ns),
     }
 }
 
 fn paired_ratio(run: &Run, runs: &[Run], rate: impl Fn(&Flood) -> Option<f64>) -> Option<f64> {
     let base = runs
         .iter()
-        .find(|b| b.round == run.round && b.config == Config::Nothing)?;
+        .find(|b| b.round == run.round && b.kind == run.kind && b.config == Config::Nothing)?;
     Some(rate(&run.flood)? / rate(&base.flood)?.max(1e-9))
 }
 
