@@ -1,7 +1,7 @@
 //! Which packet a drop is: its network namespace, interface and protocols, read from the
 //! `sk_buff` at offsets the loader found in the running kernel's BTF (no CO-RE needed).
 use aya_ebpf::helpers::bpf_probe_read_kernel;
-use dropscope_common::{Config, group};
+use dropscope_common::group;
 
 /// How kernel memory is read: typed loads through BTF pointers (tp_btf, a few ns each; faults
 /// read as zero) or `bpf_probe_read_kernel` (the classic tracepoint, whose pointers are plain
@@ -80,41 +80,44 @@ const ETH_P_IP: u16 = 0x0800;
 const ETH_P_IPV6: u16 = 0x86DD;
 const NO_HEADER: u16 = 0xffff;
 
-/// Reads what `cfg.group` and the filters need of `skb` (and, on 6.11+, the receiving socket).
+/// Reads what the grouping and the filters need of `skb` (and, on 6.11+, the receiving socket).
 #[inline(always)]
-pub fn packet<M: Mem>(m: &M, cfg: &Config, skb: *const u8, rx_sk: *const u8) -> Packet {
+pub fn packet<M: Mem>(m: &M, skb: *const u8, rx_sk: *const u8) -> Packet {
     let mut p = Packet::default();
-    let dims = cfg.group;
-    if dims & (group::NETNS | group::DEVICE) != 0 || cfg.filter_netns != 0 || cfg.filter_dev_on != 0
+    let dims = cfg!(group);
+    if dims & (group::NETNS | group::DEVICE) != 0
+        || cfg!(filter_netns) != 0
+        || cfg!(filter_dev_on) != 0
     {
-        let dev = m.u64(skb, cfg.skb_dev) as *const u8;
+        let dev = m.u64(skb, cfg!(skb_dev)) as *const u8;
         p.dev = dev;
         // The device's namespace; where the device is gone, the receiving socket's (6.11+),
         // else the owning socket's.
         let net = if !dev.is_null() {
-            p.ifindex = m.u32(dev, cfg.dev_ifindex);
-            m.u64(dev, cfg.dev_net)
+            p.ifindex = m.u32(dev, cfg!(dev_ifindex));
+            m.u64(dev, cfg!(dev_net))
         } else {
-            p.ifindex = m.u32(skb, cfg.skb_iif);
+            p.ifindex = m.u32(skb, cfg!(skb_iif));
             let sk = if rx_sk.is_null() {
-                m.u64(skb, cfg.skb_sk) as *const u8
+                m.u64(skb, cfg!(skb_sk)) as *const u8
             } else {
                 rx_sk
             };
             if sk.is_null() {
                 0
             } else {
-                m.u64(sk, cfg.sk_net)
+                m.u64(sk, cfg!(sk_net))
             }
         } as *const u8;
         if !net.is_null() {
-            p.netns = m.u32(net, cfg.net_inum);
+            p.netns = m.u32(net, cfg!(net_inum));
         }
     }
-    if dims & (group::PROTOCOL | group::PORT) != 0 || cfg.filter_l4 != 0 || cfg.filter_port != 0 {
-        p.l3proto = u16::from_be(m.u16(skb, cfg.skb_protocol));
+    if dims & (group::PROTOCOL | group::PORT) != 0 || cfg!(filter_l4) != 0 || cfg!(filter_port) != 0
+    {
+        p.l3proto = u16::from_be(m.u16(skb, cfg!(skb_protocol)));
         if p.l3proto == ETH_P_IP || p.l3proto == ETH_P_IPV6 {
-            transport(m, cfg, skb, &mut p);
+            transport(m, skb, &mut p);
         }
     }
     p
@@ -122,9 +125,9 @@ pub fn packet<M: Mem>(m: &M, cfg: &Config, skb: *const u8, rx_sk: *const u8) -> 
 
 /// The L4 protocol and destination port, from the packet's headers when they are set.
 #[inline(always)]
-fn transport<M: Mem>(m: &M, cfg: &Config, skb: *const u8, p: &mut Packet) {
-    let head = m.u64(skb, cfg.skb_head) as *const u8;
-    let nh = m.u16(skb, cfg.skb_network_header);
+fn transport<M: Mem>(m: &M, skb: *const u8, p: &mut Packet) {
+    let head = m.u64(skb, cfg!(skb_head)) as *const u8;
+    let nh = m.u16(skb, cfg!(skb_network_header));
     if head.is_null() || nh == NO_HEADER {
         return;
     }
@@ -156,7 +159,7 @@ fn transport<M: Mem>(m: &M, cfg: &Config, skb: *const u8, p: &mut Packet) {
         let port = match ports_at {
             Some(b) => u16::from_be_bytes(b),
             None => {
-                let th = m.u16(skb, cfg.skb_transport_header);
+                let th = m.u16(skb, cfg!(skb_transport_header));
                 if th == NO_HEADER {
                     return;
                 }
@@ -173,13 +176,13 @@ fn transport<M: Mem>(m: &M, cfg: &Config, skb: *const u8, p: &mut Packet) {
 
 /// Whether the interface `dev` is named `name` (NUL-padded).
 #[inline(always)]
-pub fn device_named(cfg: &Config, dev: *const u8, name: &[u8; 16]) -> bool {
+pub fn device_named(dev: *const u8, name: &[u8; 16]) -> bool {
     if dev.is_null() {
         return false;
     }
     // SAFETY: bpf_probe_read_kernel checks the address itself.
     match unsafe {
-        bpf_probe_read_kernel(dev.wrapping_add(cfg.dev_name as usize).cast::<[u8; 16]>())
+        bpf_probe_read_kernel(dev.wrapping_add(cfg!(dev_name) as usize).cast::<[u8; 16]>())
     } {
         Ok(n) => n == *name,
         Err(_) => false,

@@ -8,6 +8,22 @@
 #![no_std]
 #![no_main]
 
+/// One field of the load-time [`Config`], read on its own (one load: the verifier sees the
+/// constant). Copying the whole struct per drop would cost a hundred-odd bytes of stack traffic.
+macro_rules! cfg {
+    ($field:ident) => {{
+        // SAFETY: CONFIG is a `Global<Config>` (transparent over the value) in the read-only
+        // data the loader filled in; a volatile read keeps the compiler from folding it.
+        #[allow(unused_unsafe)]
+        let value = unsafe {
+            core::ptr::read_volatile(core::ptr::addr_of!(
+                (*core::ptr::addr_of!(crate::CONFIG).cast::<dropscope_common::Config>()).$field
+            ))
+        };
+        value
+    }};
+}
+
 mod attribute;
 
 use core::sync::atomic::{Ordering, compiler_fence};
@@ -97,18 +113,17 @@ static STACK_COUNTS: PerCpuHashMap<StackKey, StackValue> =
 /// `tp_btf/kfree_skb(skb, location, reason[, rx_sk])`: typed arguments, no tracefs.
 #[btf_tracepoint(function = "kfree_skb")]
 pub fn kfree_skb_btf(ctx: BtfTracePointContext) -> i32 {
-    let cfg = CONFIG.load();
     let skb: *const u8 = ctx.arg(0);
     let location: u64 = ctx.arg(1);
     let reason: u32 = ctx.arg(2);
     // `rx_sk` exists from 6.11 on; reading a fourth argument on an older kernel is rejected by
     // the verifier, so the branch must be dead there (the loader sets `has_rx_sk`).
-    let rx_sk: *const u8 = if cfg.has_rx_sk == 1 {
+    let rx_sk: *const u8 = if cfg!(has_rx_sk) == 1 {
         ctx.arg(3)
     } else {
         core::ptr::null()
     };
-    count_drop(&ctx, &Typed, &cfg, reason, location, skb, rx_sk);
+    count_drop(&ctx, &Typed, reason, location, skb, rx_sk);
     0
 }
 
@@ -124,18 +139,17 @@ pub fn kfree_skb_floor(_ctx: BtfTracePointContext) -> i32 {
 pub fn kfree_skb_tp(ctx: TracePointContext) -> u32 {
     // SAFETY: the offsets come from this kernel's tracepoint format file; read_at goes through
     // bpf_probe_read_kernel, which fails cleanly on a bad address.
-    let cfg = CONFIG.load();
     // SAFETY: as above.
     let fields = unsafe {
         (
             ctx.read_at::<u64>(TP_LOCATION_OFFSET.load() as usize),
             ctx.read_at::<u32>(TP_REASON_OFFSET.load() as usize),
-            ctx.read_at::<u64>(cfg.tp_skb as usize),
+            ctx.read_at::<u64>(cfg!(tp_skb) as usize),
         )
     };
-    let rx_sk = if cfg.tp_rx_sk != 0 {
+    let rx_sk = if cfg!(tp_rx_sk) != 0 {
         // SAFETY: as above.
-        unsafe { ctx.read_at::<u64>(cfg.tp_rx_sk as usize) }.unwrap_or(0)
+        unsafe { ctx.read_at::<u64>(cfg!(tp_rx_sk) as usize) }.unwrap_or(0)
     } else {
         0
     };
@@ -143,7 +157,6 @@ pub fn kfree_skb_tp(ctx: TracePointContext) -> u32 {
         count_drop(
             &ctx,
             &Probed,
-            &cfg,
             reason,
             location,
             skb as *const u8,
@@ -175,8 +188,9 @@ fn this_cpu() -> Option<*mut CpuCounters> {
 
 /// Whether the reason filter lets `reason` be counted: one bit test.
 #[inline(always)]
-fn reason_wanted(cfg: &Config, reason: u32) -> bool {
-    if cfg.filter_reasons == filter::REASONS_ALL {
+fn reason_wanted(reason: u32) -> bool {
+    let mode = cfg!(filter_reasons);
+    if mode == filter::REASONS_ALL {
         return true;
     }
     let listed = if reason & 0xff00 == 0 {
@@ -187,30 +201,28 @@ fn reason_wanted(cfg: &Config, reason: u32) -> bool {
     } else {
         false
     };
-    listed == (cfg.filter_reasons == filter::REASONS_ONLY)
+    listed == (mode == filter::REASONS_ONLY)
 }
 
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 fn count_drop<C: StackIdContext, M: Mem>(
     ctx: &C,
     m: &M,
-    cfg: &Config,
     reason: u32,
     location: u64,
     skb: *const u8,
     rx_sk: *const u8,
 ) {
-    if reason == NOT_DROPPED_YET.load() || reason == CONSUMED.load() || !reason_wanted(cfg, reason)
-    {
+    if reason == NOT_DROPPED_YET.load() || reason == CONSUMED.load() || !reason_wanted(reason) {
         return;
     }
-    let p = attribute::packet(m, cfg, skb, rx_sk);
+    let p = attribute::packet(m, skb, rx_sk);
     // Filters: a drop filtered out is not counted anywhere.
-    if (cfg.filter_netns != 0 && p.netns != cfg.filter_netns)
-        || (cfg.filter_l4 != 0 && u32::from(p.l4proto) + 1 != cfg.filter_l4)
-        || (cfg.filter_port != 0 && u32::from(p.dport) != cfg.filter_port)
-        || (cfg.filter_dev_on == 1 && !attribute::device_named(cfg, p.dev, &cfg.filter_dev))
+    let (netns, l4, port) = (cfg!(filter_netns), cfg!(filter_l4), cfg!(filter_port));
+    if (netns != 0 && p.netns != netns)
+        || (l4 != 0 && u32::from(p.l4proto) + 1 != l4)
+        || (port != 0 && u32::from(p.dport) != port)
+        || (cfg!(filter_dev_on) == 1 && !attribute::device_named(p.dev, &cfg!(filter_dev)))
     {
         return;
     }
@@ -222,7 +234,7 @@ fn count_drop<C: StackIdContext, M: Mem>(
     // SAFETY: `c` is this CPU's slot and the kernel runs one instance of this program per CPU
     // at a time (a nested run is skipped and counted as a miss), so nothing else writes it.
     let c = unsafe { &mut *c };
-    let dims = cfg.group;
+    let dims = cfg!(group);
     let key = DropKey {
         location,
         reason,
@@ -285,7 +297,7 @@ fn count_drop<C: StackIdContext, M: Mem>(
         }
     };
     if slot < SAMPLED_KEYS && n <= u64::from(SAMPLES_PER_KEY) && n > 0 {
-        sample_packet(m, cfg, skb, cpu, slot, first, n as u32 - 1);
+        sample_packet(m, skb, cpu, slot, first, n as u32 - 1);
     }
     // The total goes last: a reader that sees it (on this CPU's program order) also sees the
     // keyed or overflow count it stands for.
@@ -297,15 +309,7 @@ fn count_drop<C: StackIdContext, M: Mem>(
 /// Keeps the headers of a key's first packets: only the CPU that added the key writes them (its
 /// first `SAMPLES_PER_KEY` drops of it), so a sample has one writer and needs no lock.
 #[inline(always)]
-fn sample_packet<M: Mem>(
-    m: &M,
-    cfg: &Config,
-    skb: *const u8,
-    cpu: u32,
-    slot: u32,
-    first: bool,
-    i: u32,
-) {
+fn sample_packet<M: Mem>(m: &M, skb: *const u8, cpu: u32, slot: u32, first: bool, i: u32) {
     let Some(owner) = SAMPLE_OWNER.get_ptr_mut(slot) else {
         return;
     };
@@ -324,12 +328,12 @@ fn sample_packet<M: Mem>(
     let s = unsafe { &mut *s };
     // SAFETY: bpf_ktime_get_ns has no preconditions.
     s.ts_ns = unsafe { bpf_ktime_get_ns() };
-    s.len = m.u32(skb, cfg.skb_len);
-    s.l3proto = u16::from_be(m.u16(skb, cfg.skb_protocol));
+    s.len = m.u32(skb, cfg!(skb_len));
+    s.l3proto = u16::from_be(m.u16(skb, cfg!(skb_protocol)));
     s.caplen = 0;
-    let head = m.u64(skb, cfg.skb_head);
-    let nh = m.u16(skb, cfg.skb_network_header);
-    let data = m.u64(skb, cfg.skb_data);
+    let head = m.u64(skb, cfg!(skb_head));
+    let nh = m.u16(skb, cfg!(skb_network_header));
+    let data = m.u64(skb, cfg!(skb_data));
     if head == 0 || nh == 0xffff {
         return;
     }
