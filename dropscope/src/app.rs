@@ -123,6 +123,7 @@ async fn live_tui(live: &LiveArgs, dir: &Path) -> anyhow::Result<()> {
         record_dir: dir.to_path_buf(),
         kernel_counters: true,
         filter: live.select.describe(),
+        by: live.select.by.clone(),
     };
     // The TUI ends on `q`, a signal, or the feed closing; then the probe is detached, and a
     // collector failure, if that is what closed the feed, is reported.
@@ -399,6 +400,7 @@ async fn replay_cmd(file: &Path, dir: &Path) -> anyhow::Result<()> {
         record_dir: dir.to_path_buf(),
         kernel_counters: false,
         filter: None,
+        by: Vec::new(),
     };
     tui::run(feed, opts).await
 }

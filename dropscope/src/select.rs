@@ -273,7 +273,7 @@ pub fn regroup(s: &Snapshot, by: &[Dim]) -> Snapshot {
 }
 
 /// `key` with the dimensions not in `by` merged away.
-fn coarser(key: &DropKey, by: &[Dim]) -> DropKey {
+pub fn coarser(key: &DropKey, by: &[Dim]) -> DropKey {
     let has = |d| by.contains(&d);
     let mut k = key.clone();
     if !has(Dim::Reason) {

@@ -1,12 +1,14 @@
 //! Table rows from cumulative snapshots: exact counts, rates over the last interval, shares,
-//! bounded trends, sorting and the text filter.
+//! bounded trends, sorting, the text filter and coarser groupings (summed, never lost).
 use std::{
+    borrow::Cow,
     cmp::Ordering,
     collections::{HashMap, VecDeque},
     time::Duration,
 };
 
 use super::{DropKey, Health, Snapshot};
+use crate::select::{self, Dim};
 
 /// How many intervals of history a trend keeps.
 pub const TREND_LEN: usize = 64;
@@ -93,11 +95,11 @@ impl Cost {
     }
 }
 
-/// One table row, borrowed from a [`Tracker`].
+/// One table row, borrowed from a [`Tracker`] (or merged from several of its keys).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row<'a> {
-    /// The (reason, location) key.
-    pub key: &'a DropKey,
+    /// The key (coarser than the kernel's when regrouped).
+    pub key: Cow<'a, DropKey>,
     /// Exact cumulative count.
     pub count: u64,
     /// Drops per second over the last interval, if known.
@@ -105,7 +107,7 @@ pub struct Row<'a> {
     /// Percentage of all drops (cumulative count over cumulative total).
     pub share: f64,
     /// Recent rates, oldest first.
-    pub trend: &'a VecDeque<u64>,
+    pub trend: Cow<'a, VecDeque<u64>>,
 }
 
 /// Turns a stream of cumulative snapshots into per-key rates and trends.
@@ -119,6 +121,17 @@ pub struct Tracker {
     total_rate: Option<f64>,
     total_trend: VecDeque<u64>,
     cost: Cost,
+}
+
+/// Adds `t` to `sum` element-wise, aligned on the latest interval.
+fn add_trend(sum: &mut VecDeque<u64>, t: &VecDeque<u64>) {
+    while sum.len() < t.len() {
+        sum.push_front(0);
+    }
+    let off = sum.len() - t.len();
+    for (i, v) in t.iter().enumerate() {
+        sum[off + i] = sum[off + i].saturating_add(*v);
+    }
 }
 
 /// Adds `rate` to a trend, dropping the oldest beyond [`TREND_LEN`].
@@ -225,33 +238,67 @@ impl Tracker {
         self.keys.len()
     }
 
-    /// The rows whose reason or location match `filter` (see [`matches()`]), sorted by `sort`.
+    /// The rows whose key matches `filter` (see [`matches()`]), sorted by `sort`.
     pub fn rows(&self, sort: SortKey, filter: &str) -> Vec<Row<'_>> {
+        self.grouped_rows(sort, filter, None)
+    }
+
+    /// The rows grouped by `by` only (`None`: as counted), whose key matches `filter`, sorted by
+    /// `sort`. Merged keys sum their counts, rates and trends, so no drop is lost.
+    pub fn grouped_rows(&self, sort: SortKey, filter: &str, by: Option<&[Dim]>) -> Vec<Row<'_>> {
         let total = self.latest.as_ref().map_or(0, |s| s.total);
+        let share = |count: u64| {
+            if total == 0 {
+                0.0
+            } else {
+                count as f64 * 100.0 / total as f64
+            }
+        };
         let terms = terms(filter);
-        let mut rows: Vec<Row<'_>> = self
-            .keys
-            .iter()
-            .filter(|(k, _)| matches_terms(k, &terms))
-            .map(|(key, s)| Row {
-                key,
-                count: s.count,
-                rate: s.rate,
-                share: if total == 0 {
-                    0.0
-                } else {
-                    s.count as f64 * 100.0 / total as f64
-                },
-                trend: &s.trend,
-            })
-            .collect();
+        let mut rows: Vec<Row<'_>> = match by {
+            None => self
+                .keys
+                .iter()
+                .filter(|(k, _)| matches_terms(k, &terms))
+                .map(|(key, s)| Row {
+                    key: Cow::Borrowed(key),
+                    count: s.count,
+                    rate: s.rate,
+                    share: share(s.count),
+                    trend: Cow::Borrowed(&s.trend),
+                })
+                .collect(),
+            Some(by) => {
+                let mut merged: HashMap<DropKey, KeyStats> = HashMap::new();
+                for (k, s) in &self.keys {
+                    let m = merged.entry(select::coarser(k, by)).or_default();
+                    m.count = m.count.saturating_add(s.count);
+                    m.rate = match (m.rate, s.rate) {
+                        (Some(a), Some(b)) => Some(a + b),
+                        (a, b) => a.or(b),
+                    };
+                    add_trend(&mut m.trend, &s.trend);
+                }
+                merged
+                    .into_iter()
+                    .filter(|(k, _)| matches_terms(k, &terms))
+                    .map(|(key, s)| Row {
+                        key: Cow::Owned(key),
+                        count: s.count,
+                        rate: s.rate,
+                        share: share(s.count),
+                        trend: Cow::Owned(s.trend),
+                    })
+                    .collect()
+            }
+        };
         rows.sort_by(|a, b| compare(sort, a, b));
         rows
     }
 }
 
 fn by_count(a: &Row<'_>, b: &Row<'_>) -> Ordering {
-    b.count.cmp(&a.count).then_with(|| a.key.cmp(b.key))
+    b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key))
 }
 
 fn compare(sort: SortKey, a: &Row<'_>, b: &Row<'_>) -> Ordering {
@@ -283,15 +330,27 @@ fn matches_terms(key: &DropKey, terms: &[String]) -> bool {
     if terms.is_empty() {
         return true;
     }
-    let reason = key.reason.name.to_lowercase();
-    let location = key.location.to_lowercase();
+    let a = &key.attr;
+    let fields: Vec<String> = [
+        Some(key.reason.name.to_lowercase()),
+        Some(key.location.to_lowercase()),
+        a.netns_name.as_deref().map(str::to_lowercase),
+        a.netns.map(|n| n.to_string()),
+        a.device.as_deref().map(str::to_lowercase),
+        a.protocol.as_deref().map(str::to_lowercase),
+        a.port.map(|p| p.to_string()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     terms
         .iter()
-        .all(|t| reason.contains(t.as_str()) || location.contains(t.as_str()))
+        .all(|t| fields.iter().any(|f| f.contains(t.as_str())))
 }
 
 /// Whether `key` passes the text filter: every whitespace-separated term of `filter` occurs,
-/// ignoring case, in the reason name or the location. An empty filter matches everything.
+/// ignoring case, in the reason name, the location, or an attribution (namespace name or
+/// inode, interface, protocol, port). An empty filter matches everything.
 pub fn matches(key: &DropKey, filter: &str) -> bool {
     matches_terms(key, &terms(filter))
 }

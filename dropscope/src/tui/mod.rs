@@ -52,8 +52,11 @@ pub struct TuiOptions {
     pub record_dir: PathBuf,
     /// Read the kernel's drop counters beside the snapshots (live only).
     pub kernel_counters: bool,
-    /// The drop filters in force, described (with any, no drops are called unseen).
+    /// The drop filters in force, described (with any, no drops are called unseen); the
+    /// header shows them.
     pub filter: Option<String>,
+    /// The grouping the counts come in (`--by`); empty: as found in the data (replay).
+    pub by: Vec<crate::select::Dim>,
 }
 
 /// Least time between two redraws caused by data (snapshots, replay position).
@@ -198,6 +201,8 @@ pub async fn run(feed: Feed, opts: TuiOptions) -> anyhow::Result<()> {
     )?;
     terminal.clear()?;
     let mut state = State::new(info.clone(), initial, (w, h));
+    state.filters = opts.filter.clone();
+    state.by = opts.by.clone();
     let (mut events, events_task) = forward_events();
     // SIGTERM, SIGINT (from `kill`; in raw mode Ctrl-C is a key), SIGHUP and SIGQUIT end the
     // TUI the same way `q` does, so the terminal is restored, a recording finished and the

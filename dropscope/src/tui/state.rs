@@ -4,12 +4,50 @@ use std::time::{Duration, Instant};
 use crate::{
     kcounters::KernelView,
     model::{
-        DropKey, SessionInfo, StackCount,
+        DropKey, Sample, SessionInfo, StackCount, packet,
         stacks::{StackTree, TreeLine},
         table::{Row, SortKey, Tracker, matches},
     },
+    select::{self, Dim},
     source::ReplayStatus,
 };
+
+/// The coarser groupings `b` offers after the finest one (each where the finest has all of
+/// its dimensions).
+const COARSER: &[&[Dim]] = &[
+    &[Dim::Reason, Dim::Location],
+    &[Dim::Netns],
+    &[Dim::Netns, Dim::Device],
+    &[Dim::Protocol],
+];
+
+/// The name of a dimension, as `--by` spells it.
+pub fn dim_name(d: Dim) -> &'static str {
+    match d {
+        Dim::Reason => "reason",
+        Dim::Location => "location",
+        Dim::Netns => "netns",
+        Dim::Device => "device",
+        Dim::Protocol => "protocol",
+        Dim::Port => "port",
+    }
+}
+
+/// The groupings `b` cycles through for counts keyed by `finest`: `finest` first, then each
+/// coarser grouping it can be merged into.
+pub fn groupings(finest: &[Dim]) -> Vec<Vec<Dim>> {
+    // An interface is always keyed with its namespace.
+    let has = |d: Dim| finest.contains(&d) || (d == Dim::Netns && finest.contains(&Dim::Device));
+    let mut out = vec![finest.to_vec()];
+    for level in COARSER {
+        let mut sorted = finest.to_vec();
+        sorted.sort();
+        if level.iter().all(|d| has(*d)) && level.to_vec() != sorted {
+            out.push(level.to_vec());
+        }
+    }
+    out
+}
 
 /// Which main screen is shown.
 #[derive(Clone, Debug, PartialEq)]
@@ -77,18 +115,32 @@ pub struct StackView {
     pub exact: u64,
     /// First line shown.
     pub scroll: usize,
+    /// The row's sampled packets, oldest first (none for a set, or where none were kept).
+    pub packets: Vec<Sample>,
 }
 
 impl StackView {
-    /// Builds the view of `scope` from what `tracker` shows now, keeping `scroll` in range.
-    pub fn build(scope: StackScope, tracker: &Tracker, scroll: usize) -> Self {
+    /// Builds the view of `scope` from what `tracker` shows now, grouped by `by` (`None`: as
+    /// counted), keeping `scroll` in range.
+    pub fn build(scope: StackScope, tracker: &Tracker, by: Option<&[Dim]>, scroll: usize) -> Self {
         let stacks = tracker.latest().map_or(&[][..], |s| &s.stacks[..]);
         let tree = StackTree::build(stacks.iter().filter(|s| scope.contains(s)));
+        let mut packets = Vec::new();
+        if let (StackScope::Row(k), Some(snap)) = (&scope, tracker.latest()) {
+            for s in &snap.samples {
+                if by.map_or(s.key == *k, |by| select::coarser(&s.key, by) == *k) {
+                    packets.extend(s.packets.iter().cloned());
+                }
+            }
+            packets.sort_by_key(|p| p.unix_ms);
+            packets.truncate(packet::PER_KEY);
+        }
         let exact = match &scope {
             StackScope::Row(k) => tracker
-                .latest()
-                .and_then(|s| s.drops.iter().find(|d| d.key == *k))
-                .map_or(0, |d| d.count),
+                .grouped_rows(SortKey::Count, "", by)
+                .iter()
+                .find(|r| *r.key == *k)
+                .map_or(0, |r| r.count),
             StackScope::Set(f) => tracker
                 .rows(SortKey::Count, f)
                 .iter()
@@ -103,6 +155,7 @@ impl StackView {
             samples: tree.total_samples(),
             exact,
             lines,
+            packets,
         }
     }
 }
@@ -155,6 +208,12 @@ pub struct State {
     pub panel: Option<Panel>,
     /// The kernel's drop counters over the session (live only).
     pub kernel: Option<KernelView>,
+    /// The drop filters in force, described (shown in the header).
+    pub filters: Option<String>,
+    /// The grouping the counts come in (`--by`); empty: as found in the data (replay).
+    pub by: Vec<Dim>,
+    /// Which of [`State::groupings`] the table shows (0: as counted).
+    pub grouping: usize,
 }
 
 impl State {
@@ -179,7 +238,55 @@ impl State {
             now: None,
             panel: None,
             kernel: None,
+            filters: None,
+            by: Vec::new(),
+            grouping: 0,
         }
+    }
+
+    /// The finest grouping: `--by`, or in a replay the dimensions the shown counts have.
+    pub fn finest(&self) -> Vec<Dim> {
+        if !self.by.is_empty() {
+            return self.by.clone();
+        }
+        let mut dims = vec![Dim::Reason, Dim::Location];
+        let drops = self.shown().latest().map_or(&[][..], |s| &s.drops[..]);
+        let attr = |d: Dim| {
+            drops.iter().any(|c| {
+                let a = &c.key.attr;
+                match d {
+                    Dim::Netns => a.netns.is_some() || a.netns_name.is_some(),
+                    Dim::Device => a.device.is_some(),
+                    Dim::Protocol => a.protocol.is_some(),
+                    Dim::Port => a.port.is_some(),
+                    Dim::Reason | Dim::Location => true,
+                }
+            })
+        };
+        dims.extend(
+            [Dim::Netns, Dim::Device, Dim::Protocol, Dim::Port]
+                .into_iter()
+                .filter(|d| attr(*d)),
+        );
+        dims
+    }
+
+    /// The groupings `b` cycles through, the finest first.
+    pub fn groupings(&self) -> Vec<Vec<Dim>> {
+        groupings(&self.finest())
+    }
+
+    /// The grouping shown: its dimensions, and whether it is coarser than the counts.
+    pub fn grouping_dims(&self) -> (Vec<Dim>, bool) {
+        let mut all = self.groupings();
+        let i = self.grouping.min(all.len() - 1);
+        (all.swap_remove(i), i > 0)
+    }
+
+    /// The regrouping to apply to the counts (`None`: shown as counted).
+    pub fn regrouping(&self) -> Option<Vec<Dim>> {
+        let (dims, coarser) = self.grouping_dims();
+        coarser.then_some(dims)
     }
 
     /// Whether this is a replay of a recording.
@@ -202,13 +309,15 @@ impl State {
 
     /// The table rows on screen, filtered and sorted.
     pub fn rows(&self) -> Vec<Row<'_>> {
-        self.shown().rows(self.sort, &self.filter)
+        let by = self.regrouping();
+        self.shown()
+            .grouped_rows(self.sort, &self.filter, by.as_deref())
     }
 
     /// Index of the selected row in `rows`.
     pub fn selected_index(&self, rows: &[Row<'_>]) -> Option<usize> {
         let key = self.selected.as_ref()?;
-        rows.iter().position(|r| r.key == key)
+        rows.iter().position(|r| *r.key == *key)
     }
 
     /// Session time on screen: the shown snapshot's, advanced by the clock while live and

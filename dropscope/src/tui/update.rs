@@ -11,6 +11,7 @@ use super::{
 use crate::{
     kcounters::KernelView,
     model::{Snapshot, StackCount},
+    select::{self, Dim},
     source::{ReplayCommand, ReplayStatus},
 };
 
@@ -96,7 +97,8 @@ pub fn update(state: &mut State, msg: Msg) -> Option<Effect> {
 fn refresh(state: &mut State) {
     fix_selection(state);
     if let Screen::Stacks(v) = &state.screen {
-        let view = StackView::build(v.scope.clone(), state.shown(), v.scroll);
+        let by = state.regrouping();
+        let view = StackView::build(v.scope.clone(), state.shown(), by.as_deref(), v.scroll);
         state.screen = Screen::Stacks(view);
         fix_stack_scroll(state);
     }
@@ -110,7 +112,7 @@ fn fix_selection(state: &mut State) {
         None if rows.is_empty() => None,
         None => Some(0),
     };
-    let key = index.map(|i| rows[i].key.clone());
+    let key = index.map(|i| rows[i].key.clone().into_owned());
     let len = rows.len();
     drop(rows);
     state.selected = key;
@@ -137,7 +139,7 @@ fn move_selection(state: &mut State, delta: isize) {
     }
     let cur = state.selected_index(&rows).unwrap_or(0);
     let next = cur.saturating_add_signed(delta).min(rows.len() - 1);
-    let key = rows[next].key.clone();
+    let key = rows[next].key.clone().into_owned();
     drop(rows);
     state.selected = Some(key);
     fix_selection(state);
@@ -159,7 +161,30 @@ fn step(state: &mut State, delta: isize) {
 }
 
 fn open_stacks(state: &mut State, scope: StackScope) {
-    state.screen = Screen::Stacks(StackView::build(scope, state.shown(), 0));
+    let by = state.regrouping();
+    state.screen = Screen::Stacks(StackView::build(scope, state.shown(), by.as_deref(), 0));
+}
+
+/// Shows the next coarser grouping (after the coarsest, the counts as counted again). The
+/// selection moves to the row holding (or held by) the selected one.
+fn cycle_grouping(state: &mut State) {
+    let (old, _) = state.grouping_dims();
+    let levels = state.groupings().len();
+    state.grouping = (state.grouping.min(levels - 1) + 1) % levels;
+    let (new, _) = state.grouping_dims();
+    state.screen = Screen::Table;
+    if let Some(sel) = state.selected.take() {
+        let common: Vec<Dim> = old.iter().filter(|d| new.contains(d)).copied().collect();
+        let want = select::coarser(&sel, &common);
+        let rows = state.rows();
+        let key = rows
+            .iter()
+            .find(|r| select::coarser(&r.key, &common) == want)
+            .map(|r| r.key.clone().into_owned());
+        drop(rows);
+        state.selected = key;
+    }
+    fix_selection(state);
 }
 
 /// Opens `panel` under the table (closing it if open); the table gets fewer rows.
@@ -281,6 +306,7 @@ fn on_key(state: &mut State, key: KeyEvent) -> Option<Effect> {
             state.sort = state.sort.next();
             fix_selection(state);
         }
+        KeyCode::Char('b') => cycle_grouping(state),
         KeyCode::Char('f') => return flamegraph(state),
         KeyCode::Char('e') => toggle_panel(state, Panel::Explain),
         KeyCode::Char('c') => toggle_panel(state, Panel::Counters),

@@ -150,6 +150,14 @@ fn mode_spans(state: &State) -> Vec<Span<'static>> {
         spans.push(Span::raw(" display frozen, still counting"));
         spans.push(Span::raw(SEP));
     }
+    if let Some(f) = &state.filters {
+        spans.push(badge("FILTER", Color::Magenta));
+        spans.push(Span::raw(format!(
+            " only {}",
+            crate::sanitize::terminal_cell(f, MAX_INFO_CHARS * 2)
+        )));
+        spans.push(Span::raw(SEP));
+    }
     if let Some(rec) = &state.recording {
         spans.push(badge("REC", Color::Red));
         spans.push(Span::raw(format!(

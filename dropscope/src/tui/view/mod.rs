@@ -1,5 +1,6 @@
 //! The view: a pure function from [`State`] to what is on screen.
 mod header;
+mod packets;
 mod panel;
 mod stacks;
 mod table;
@@ -28,24 +29,29 @@ fn areas(state: &State, area: Rect) -> [Rect; 3] {
     .areas(area)
 }
 
-/// The body split into the main view and the panel under it: the open panel under the table,
-/// or the reason guide under one row's stacks (the row's detail view).
-fn split_body(state: &State, body: Rect) -> (Rect, Rect) {
-    let panel = match &state.screen {
-        Screen::Table => panel::height(state, body.height),
-        Screen::Stacks(v) if matches!(v.scope, StackScope::Row(_)) => (body.height / 3).min(6),
-        Screen::Stacks(_) => 0,
+/// The body split into the main view, the sampled packets of one row (only with that row's
+/// stacks) and the panel under them: the open panel under the table, or the reason guide
+/// under one row's stacks (the row's detail view).
+fn split_body(state: &State, body: Rect) -> [Rect; 3] {
+    let (packets, panel) = match &state.screen {
+        Screen::Table => (0, panel::height(state, body.height)),
+        Screen::Stacks(v) if matches!(v.scope, StackScope::Row(_)) => (
+            packets::height(&v.packets).min(body.height / 3),
+            (body.height / 4).min(6),
+        ),
+        Screen::Stacks(_) => (0, 0),
     };
-    let [main, under] =
-        Layout::vertical([Constraint::Fill(1), Constraint::Length(panel)]).areas(body);
-    (main, under)
+    Layout::vertical([
+        Constraint::Fill(1),
+        Constraint::Length(packets),
+        Constraint::Length(panel),
+    ])
+    .areas(body)
 }
 
 fn body_height(state: &State) -> u16 {
     let (w, h) = state.size;
-    split_body(state, areas(state, Rect::new(0, 0, w, h))[1])
-        .0
-        .height
+    split_body(state, areas(state, Rect::new(0, 0, w, h))[1])[0].height
 }
 
 /// How many table rows fit on the screen (the PgUp/PgDn step).
@@ -63,7 +69,7 @@ pub fn render(frame: &mut Frame<'_>, state: &State) {
     let area = frame.area();
     let [head, body, foot] = areas(state, area);
     frame.render_widget(Paragraph::new(header::lines(state)), head);
-    let (main, under) = split_body(state, body);
+    let [main, sampled, under] = split_body(state, body);
     match &state.screen {
         Screen::Table => {
             table::render(frame, main, state);
@@ -72,6 +78,7 @@ pub fn render(frame: &mut Frame<'_>, state: &State) {
         Screen::Stacks(view) => {
             stacks::render(frame, main, view);
             if let StackScope::Row(k) = &view.scope {
+                packets::render(frame, sampled, &view.packets);
                 panel::render_guide(frame, under, &k.reason.name);
             }
         }
@@ -107,8 +114,9 @@ fn footer(state: &State) -> Line<'static> {
             ("?", "help"),
             ("/", "filter"),
             ("s", "sort"),
+            ("b", "group"),
             ("space", "pause"),
-            ("Enter", "stacks"),
+            ("Enter", "packets"),
             ("e", "explain"),
             ("c", "counters"),
             ("f", "flame"),

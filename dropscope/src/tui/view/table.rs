@@ -1,4 +1,5 @@
-//! The drop table: reason, location, exact count, rate, share and trend per key.
+//! The drop table: reason, location, the attribution columns the counts have (namespace,
+//! interface, protocol, port), exact count, rate, share and trend per key.
 use ratatui::{
     Frame,
     layout::{Constraint, Rect},
@@ -8,9 +9,73 @@ use ratatui::{
 };
 
 use crate::{
+    model::{DropKey, table::Row as TableRow},
     sanitize,
-    tui::{format, state::State},
+    tui::{
+        format,
+        state::{State, dim_name},
+    },
 };
+
+/// An attribution column: its heading, width bounds, and the text of a key's cell.
+struct AttrColumn {
+    head: &'static str,
+    min: usize,
+    max: usize,
+    text: fn(&DropKey) -> Option<String>,
+}
+
+/// The attribution columns, in the order shown.
+const ATTR_COLUMNS: &[AttrColumn] = &[
+    AttrColumn {
+        head: "NETNS",
+        min: 5,
+        max: 24,
+        text: |k| {
+            let a = &k.attr;
+            a.netns_name
+                .as_deref()
+                .map(str::to_string)
+                .or_else(|| a.netns.map(|n| n.to_string()))
+        },
+    },
+    AttrColumn {
+        head: "DEVICE",
+        min: 6,
+        max: 15,
+        text: |k| k.attr.device.as_deref().map(str::to_string),
+    },
+    AttrColumn {
+        head: "PROTO",
+        min: 5,
+        max: 6,
+        text: |k| k.attr.protocol.as_deref().map(str::to_string),
+    },
+    AttrColumn {
+        head: "PORT",
+        min: 4,
+        max: 5,
+        text: |k| k.attr.port.map(|p| p.to_string()),
+    },
+];
+
+/// The attribution columns some row has, each with its width for the rows shown.
+fn attr_columns(rows: &[TableRow<'_>], shown: &[&TableRow<'_>]) -> Vec<(&'static AttrColumn, u16)> {
+    ATTR_COLUMNS
+        .iter()
+        .filter(|c| rows.iter().any(|r| (c.text)(&r.key).is_some()))
+        .map(|c| {
+            let w = shown
+                .iter()
+                .filter_map(|r| (c.text)(&r.key))
+                .map(|t| sanitize::terminal(&t).chars().count())
+                .max()
+                .unwrap_or(0)
+                .clamp(c.min, c.max);
+            (c, w as u16)
+        })
+        .collect()
+}
 
 /// Longest name shown in a cell (the screen cuts it further to the column's width).
 const MAX_NAME_CHARS: usize = 512;
@@ -23,11 +88,26 @@ pub fn page(height: u16) -> usize {
 
 fn title(state: &State, shown: usize) -> Line<'static> {
     let t = state.shown();
+    let (dims, coarser) = state.grouping_dims();
+    let names: Vec<&str> = dims.iter().map(|d| dim_name(*d)).collect();
     let mut spans = vec![Span::styled(
-        " drops by reason and location ",
+        format!(" drops by {} ", names.join(",")),
         Style::new().add_modifier(Modifier::BOLD),
     )];
-    let keys = t.key_count();
+    if coarser {
+        spans.push(Span::styled(
+            "(regrouped: b) ",
+            Style::new().fg(Color::Yellow),
+        ));
+    }
+    let keys = if state.grouping_dims().1 {
+        state
+            .shown()
+            .grouped_rows(state.sort, "", state.regrouping().as_deref())
+            .len()
+    } else {
+        t.key_count()
+    };
     let noun = if keys == 1 { "key" } else { "keys" };
     spans.push(Span::raw(if state.filter.is_empty() {
         format!(" {keys} {noun} ")
@@ -100,11 +180,19 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
     // Exact counts are never cut: the column grows to the widest one shown.
     let count_width = visible.iter().map(|v| v.2.len()).max().unwrap_or(0).max(5) as u16;
     let rate_width = visible.iter().map(|v| v.3.len()).max().unwrap_or(0).max(6) as u16;
+    let shown: Vec<&TableRow<'_>> = visible.iter().map(|v| v.1).collect();
+    let attrs = attr_columns(&rows, &shown);
     let right = |s: String| Cell::from(Line::from(s).right_aligned());
     let body = visible.into_iter().map(|(i, r, count, rate)| {
-        let row = Row::new(vec![
+        let mut cells = vec![
             Cell::from(sanitize::terminal_cell(&r.key.reason.name, MAX_NAME_CHARS)),
             Cell::from(sanitize::terminal_cell(&r.key.location, MAX_NAME_CHARS)),
+        ];
+        for (c, _) in &attrs {
+            let text = (c.text)(&r.key).unwrap_or_else(|| "-".into());
+            cells.push(Cell::from(sanitize::terminal_cell(&text, MAX_NAME_CHARS)));
+        }
+        cells.extend([
             right(count),
             right(rate),
             right(format!("{:.1}", r.share)),
@@ -113,29 +201,31 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
                 Style::new().fg(Color::Cyan),
             )),
         ]);
+        let row = Row::new(cells);
         if Some(i) == selected {
             row.style(Style::new().add_modifier(Modifier::REVERSED))
         } else {
             row
         }
     });
-    let head = Row::new(vec![
-        Cell::from("REASON"),
-        Cell::from("LOCATION"),
+    let mut head = vec![Cell::from("REASON"), Cell::from("LOCATION")];
+    head.extend(attrs.iter().map(|(c, _)| Cell::from(c.head)));
+    head.extend([
         right("COUNT".into()),
         right("RATE/S".into()),
         right("SHARE%".into()),
         Cell::from("TREND"),
-    ])
-    .style(Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED));
-    let widths = [
-        Constraint::Length(reason_width),
-        Constraint::Fill(1),
+    ]);
+    let head =
+        Row::new(head).style(Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED));
+    let mut widths = vec![Constraint::Length(reason_width), Constraint::Fill(1)];
+    widths.extend(attrs.iter().map(|(_, w)| Constraint::Length(*w)));
+    widths.extend([
         Constraint::Length(count_width),
         Constraint::Length(rate_width),
         Constraint::Length(6),
         Constraint::Length(trend_width),
-    ];
+    ]);
     frame.render_widget(
         Table::new(body, widths).header(head).column_spacing(1),
         inner,
