@@ -14,7 +14,7 @@ use crate::{
     explain::{self, Guide},
     flamegraph::{self, GraphMeta},
     kcounters::{self, KernelCounters, KernelView},
-    model::{SessionInfo, Snapshot, window},
+    model::{KeySamples, SessionInfo, Snapshot, window},
     outfile,
     probe::{Probe, ProbeOptions, reasons::ReasonTable},
     record::{self, Recording},
@@ -34,8 +34,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             output,
             duration,
             force,
+            pcap,
             live,
-        }) => record_cmd(&live, &output, duration, force).await,
+        }) => record_cmd(&live, &output, duration, force, pcap.as_deref()).await,
         Some(Command::Replay { file, output_dir }) => replay_cmd(&file, &output_dir).await,
         Some(Command::Flamegraph(args)) => flamegraph_cmd(args).await,
         Some(Command::Serve(args)) => crate::serve::run(&args).await,
@@ -222,7 +223,20 @@ fn recorded_window(
     Ok((rec.info().clone(), snap, (from, to)))
 }
 
+/// Writes the sampled packets `samples` to `path` as pcapng (owner-only, `force`: replacing
+/// what has its name), and says so on stderr.
+fn write_pcap(path: &Path, force: bool, samples: &[KeySamples]) -> anyhow::Result<()> {
+    let mut bytes = Vec::new();
+    let n = crate::pcap::write(samples, &mut bytes).context("encoding pcapng")?;
+    outfile::write_file(path, force, &bytes)?;
+    eprintln!("dropscope: wrote {} ({n} sampled packets)", shown(path));
+    Ok(())
+}
+
 async fn report_cmd(args: ReportArgs) -> anyhow::Result<()> {
+    if let Some(p) = &args.pcap {
+        outfile::check_destination(p, args.force)?;
+    }
     let (snap, seconds, kernel) = if args.window.input.is_some() {
         let (_, snap, (from, to)) = recorded_window(&args.window)?;
         (snap, (to - from).as_secs_f64(), None)
@@ -252,7 +266,11 @@ async fn report_cmd(args: ReportArgs) -> anyhow::Result<()> {
         args.format,
         args.every.is_some(),
         kernel.as_ref(),
-    )
+    )?;
+    match &args.pcap {
+        Some(p) => write_pcap(p, args.force, &snap.samples),
+        None => Ok(()),
+    }
 }
 
 /// Prints one report; `lines` puts a JSON report on one line (a stream of them is JSON Lines);
@@ -353,12 +371,31 @@ async fn record_cmd(
     output: &Path,
     duration: Option<Duration>,
     force: bool,
+    pcap: Option<&Path>,
 ) -> anyhow::Result<()> {
     // Before the probe is attached: the output is never opened (a temporary file next to it
     // is), so a FIFO or a symlink there cannot block or redirect the recording.
     outfile::check_destination(output, force)?;
+    if let Some(p) = pcap {
+        outfile::check_destination(p, force)?;
+    }
     let interrupt = Interrupt::new()?;
-    let (feed, stopper) = start_live(live)?;
+    let (mut feed, stopper) = start_live(live)?;
+    // With --pcap, the snapshots pass through a task that keeps the last one's samples.
+    let last = pcap.map(|_| {
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        let mut from = std::mem::replace(&mut feed.snapshots, rx);
+        tokio::spawn(async move {
+            let mut last = None;
+            while let Some(s) = from.recv().await {
+                last = Some(s.samples.clone());
+                if tx.send(s).await.is_err() {
+                    break;
+                }
+            }
+            last
+        })
+    });
     eprintln!(
         "dropscope: recording drops with {} to {}",
         feed.info.probe,
@@ -385,6 +422,10 @@ async fn record_cmd(
         s.elapsed.as_secs_f64(),
         s.total
     );
+    if let (Some(p), Some(task)) = (pcap, last) {
+        let samples = task.await.context("keeping the last snapshot")?;
+        write_pcap(p, force, &samples.unwrap_or_default())?;
+    }
     Ok(())
 }
 

@@ -58,9 +58,14 @@ pub enum Command {
         /// Stop after this long (e.g. 30s, 10m, 2h).
         #[arg(long, value_parser = parse_duration, value_name = "D")]
         duration: Option<Duration>,
-        /// Replace FILE if something already has its name (never written through).
+        /// Replace FILE (and the --pcap file) if something already has its name (never
+        /// written through).
         #[arg(long)]
         force: bool,
+        /// Also write the sampled packets of the last snapshot (up to 8 per key) to this
+        /// pcapng file when recording ends (created with owner-only permissions).
+        #[arg(long, value_name = "FILE")]
+        pcap: Option<PathBuf>,
         /// Probe and polling options.
         #[command(flatten)]
         live: LiveArgs,
@@ -109,6 +114,13 @@ pub struct ReportArgs {
     /// `--format json` every report is one line (JSON Lines).
     #[arg(long, value_parser = parse_duration, value_name = "D", conflicts_with = "input")]
     pub every: Option<Duration>,
+    /// Also write the sampled packets of the final counts (up to 8 per key) to this pcapng
+    /// file, for Wireshark or tshark (created with owner-only permissions).
+    #[arg(long, value_name = "FILE")]
+    pub pcap: Option<PathBuf>,
+    /// Replace the --pcap file if something already has its name (never written through).
+    #[arg(long, requires = "pcap")]
+    pub force: bool,
     /// Where the counts come from.
     #[command(flatten)]
     pub window: InputWindow,
@@ -300,6 +312,23 @@ mod tests {
         assert!(d.listen.ip().is_loopback(), "{}", d.listen);
         assert!(Cli::try_parse_from(["dropscope", "serve", "--max-series", "0"]).is_err());
         assert!(Cli::try_parse_from(["dropscope", "serve", "--listen", "localhost"]).is_err());
+    }
+
+    #[test]
+    fn parses_pcap_outputs() {
+        let cli = Cli::try_parse_from(["dropscope", "report", "--pcap", "d.pcapng", "--force"])
+            .expect("parse");
+        let Some(Command::Report(r)) = cli.command else {
+            panic!("not a report")
+        };
+        assert_eq!(r.pcap, Some(PathBuf::from("d.pcapng")));
+        assert!(r.force);
+        assert!(Cli::try_parse_from(["dropscope", "report", "--force"]).is_err());
+        let cli = Cli::try_parse_from(["dropscope", "record", "-o", "r.ds", "--pcap", "p"])
+            .expect("parse");
+        assert!(
+            matches!(cli.command, Some(Command::Record { pcap: Some(p), .. }) if p == PathBuf::from("p"))
+        );
     }
 
     #[test]

@@ -22,7 +22,10 @@ pub const GENERAL: &[KeyHelp] = &[
         "filter by reason or location; Enter keeps it, Esc clears",
     ),
     k("s", "cycle the sort: rate, count, reason, location"),
-    k("b", "cycle the grouping, coarser than --by (counts are summed)"),
+    k(
+        "b",
+        "cycle the grouping, coarser than --by (counts are summed)",
+    ),
     k("Up Down  k j", "select a row (stack view: scroll)"),
     k("PgUp PgDn", "a page up or down"),
     k("Home End  g G", "first or last row"),
