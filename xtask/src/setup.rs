@@ -142,6 +142,7 @@ pub fn all(for_tests: bool) -> anyhow::Result<()> {
             ("tmux", "tmux"),
             ("ip", "iproute2"),
             ("prometheus", "prometheus"),
+            ("tshark", "tshark"),
         ] {
             if !have(cmd) {
                 missing.push(pkg);

@@ -1,0 +1,88 @@
+//! `report --pcap`: the sampled packets of real drops land in a pcapng file that tshark reads,
+//! with the right addresses and ports, at most 8 per key, owner-only. Needs root and tshark.
+use std::{os::unix::fs::PermissionsExt as _, process::Command};
+
+use dropscope_tests::{Counting, Netns, dropscope_bin, root_test, run};
+
+#[test]
+fn report_writes_the_sampled_packets_as_pcapng() {
+    let _serial = root_test();
+    let a = Netns::new("pcap-a");
+    let b = Netns::new("pcap-b");
+    let va = format!("pa{}", std::process::id() % 100_000);
+    run(Command::new("ip").args([
+        "link", "add", &va, "netns", &a.name, "type", "veth", "peer", "name", "pb", "netns",
+        &b.name,
+    ]));
+    for ns in [&a, &b] {
+        ns.exec(&[
+            "sysctl",
+            "-qw",
+            "net.ipv6.conf.all.disable_ipv6=1",
+            "net.ipv6.conf.default.disable_ipv6=1",
+        ]);
+    }
+    a.exec(&["ip", "addr", "add", "10.78.0.1/24", "dev", &va]);
+    b.exec(&["ip", "addr", "add", "10.78.0.2/24", "dev", "pb"]);
+    a.exec(&["ip", "link", "set", &va, "up"]);
+    b.exec(&["ip", "link", "set", "pb", "up"]);
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("drops.pcapng");
+    let file_s = file.to_str().expect("utf-8 path");
+    let counting = Counting::start(&[
+        "report",
+        "--format",
+        "json",
+        "--by",
+        "reason,location,netns,device,protocol,port",
+        "--netns",
+        &b.name,
+        "--pcap",
+        file_s,
+    ]);
+    // Two keys in B: 20 datagrams to closed port 9, 5 to closed port 7.
+    let traffic = dropscope_tests::traffic_bin();
+    let traffic = traffic.to_str().expect("utf-8");
+    a.exec(&[traffic, "udp-to", "10.78.0.2", "9", "20"]);
+    a.exec(&[traffic, "udp-to", "10.78.0.2", "7", "5"]);
+    let report: serde_json::Value =
+        serde_json::from_str(&counting.interrupt()).expect("JSON report");
+    assert_eq!(report["total"].as_u64(), Some(25), "{report:#}");
+
+    let mode = std::fs::metadata(&file)
+        .expect("pcap written")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "owner-only");
+    let out = run(Command::new("tshark").args([
+        "-r",
+        file_s,
+        "-T",
+        "fields",
+        "-e",
+        "ip.src",
+        "-e",
+        "ip.dst",
+        "-e",
+        "udp.dstport",
+    ]));
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    let packets: Vec<Vec<&str>> = text.lines().map(|l| l.split('\t').collect()).collect();
+    for p in &packets {
+        assert_eq!(p[..2], ["10.78.0.1", "10.78.0.2"], "{text}");
+    }
+    let to = |port: &str| packets.iter().filter(|p| p[2] == port).count();
+    assert_eq!(to("9"), 8, "at most 8 per key, and 20 were dropped: {text}");
+    assert_eq!(to("7"), 5, "all 5 of the smaller key: {text}");
+    assert_eq!(packets.len(), 13, "{text}");
+
+    // An existing file is not replaced without --force (checked before counting).
+    let before = std::fs::read(&file).expect("read pcap");
+    let again = Command::new(dropscope_bin())
+        .args(["report", "--duration", "1", "--pcap", file_s])
+        .output()
+        .expect("run dropscope");
+    assert!(!again.status.success(), "replaced an existing file");
+    assert_eq!(std::fs::read(&file).expect("still there"), before);
+}
