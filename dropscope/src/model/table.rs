@@ -509,6 +509,57 @@ mod tests {
     }
 
     #[test]
+    fn grouped_rows_sum_counts_rates_and_trends_and_filter_attribution() {
+        let attr = |k: DropKey, ns: u64, dev: &str| DropKey {
+            attr: crate::model::Attribution {
+                netns: Some(ns),
+                device: Some(dev.into()),
+                ..Default::default()
+            },
+            ..k
+        };
+        let at = |secs: u64, a: u64, b: u64, c: u64| {
+            let drops = vec![
+                DropCount {
+                    key: attr(key("A", "x"), 1, "lo"),
+                    count: a,
+                },
+                DropCount {
+                    key: attr(key("B", "y"), 1, "eth0"),
+                    count: b,
+                },
+                DropCount {
+                    key: attr(key("A", "x"), 2, "lo"),
+                    count: c,
+                },
+            ];
+            Snapshot {
+                elapsed: Duration::from_secs(secs),
+                total: a + b + c,
+                drops,
+                ..Default::default()
+            }
+        };
+        let mut t = Tracker::new();
+        t.push(at(1, 10, 20, 0));
+        t.push(at(2, 15, 30, 4));
+        let by_ns = t.grouped_rows(SortKey::Count, "", Some(&[Dim::Netns]));
+        assert_eq!(by_ns.len(), 2);
+        assert_eq!((by_ns[0].count, by_ns[0].rate), (45, Some(15.0)));
+        assert_eq!(by_ns[0].trend.iter().copied().collect::<Vec<_>>(), [15]);
+        assert_eq!(by_ns[0].key.attr.device, None);
+        assert_eq!((by_ns[1].count, by_ns[1].key.attr.netns), (4, Some(2)));
+        let by_reason = t.grouped_rows(SortKey::Count, "", Some(&[Dim::Reason, Dim::Location]));
+        assert_eq!(names(&by_reason), ["B@y", "A@x"]);
+        assert_eq!(by_reason[1].count, 19);
+        assert_eq!(t.rows(SortKey::Count, "eth0").len(), 1);
+        assert_eq!(t.rows(SortKey::Count, "lo 2").len(), 1);
+        let mut sum = VecDeque::from([1, 2]);
+        add_trend(&mut sum, &VecDeque::from([5, 5, 5]));
+        assert_eq!(sum, [5, 6, 7]);
+    }
+
+    #[test]
     fn cost_comes_from_health_differences() {
         let mut a = snap(1, &[]);
         a.health.self_cpu_us = 1_000;

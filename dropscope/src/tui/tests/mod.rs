@@ -1,4 +1,5 @@
 //! Tests of the TUI: update transitions, and the whole view rendered on ratatui's test backend.
+mod attribution;
 mod hostile;
 mod keys;
 mod rendering;
