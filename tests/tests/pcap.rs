@@ -1,4 +1,4 @@
-//! `report --pcap`: the sampled packets of real drops land in a pcapng file that tshark reads,
+//! `report --pcap` and `record --pcap`: the sampled packets of real drops land in a pcapng file that tshark reads,
 //! with the right addresses and ports, at most 8 per key, owner-only. Needs root and tshark.
 use std::{os::unix::fs::PermissionsExt as _, process::Command};
 
@@ -30,27 +30,56 @@ fn report_writes_the_sampled_packets_as_pcapng() {
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("drops.pcapng");
     let file_s = file.to_str().expect("utf-8 path");
-    let counting = Counting::start(&[
-        "report",
-        "--format",
-        "json",
-        "--by",
-        "reason,location,netns,device,protocol,port",
-        "--netns",
-        &b.name,
-        "--pcap",
-        file_s,
-    ]);
+    let by = "reason,location,netns,device,protocol,port";
     // Two keys in B: 20 datagrams to closed port 9, 5 to closed port 7.
     let traffic = dropscope_tests::traffic_bin();
     let traffic = traffic.to_str().expect("utf-8");
-    a.exec(&[traffic, "udp-to", "10.78.0.2", "9", "20"]);
-    a.exec(&[traffic, "udp-to", "10.78.0.2", "7", "5"]);
+    let drops = || {
+        a.exec(&[traffic, "udp-to", "10.78.0.2", "9", "20"]);
+        a.exec(&[traffic, "udp-to", "10.78.0.2", "7", "5"]);
+    };
+    let counting = Counting::start(&[
+        "report", "--format", "json", "--by", by, "--netns", &b.name, "--pcap", file_s,
+    ]);
+    drops();
     let report: serde_json::Value =
         serde_json::from_str(&counting.interrupt()).expect("JSON report");
     assert_eq!(report["total"].as_u64(), Some(25), "{report:#}");
+    check_pcap(&file);
 
-    let mode = std::fs::metadata(&file)
+    // The same drops again, recorded.
+    let recorded = dir.path().join("rec.pcapng");
+    let rec = dir.path().join("rec.ds");
+    let recording = Counting::start(&[
+        "record",
+        "-o",
+        rec.to_str().expect("utf-8 path"),
+        "--by",
+        by,
+        "--netns",
+        &b.name,
+        "--pcap",
+        recorded.to_str().expect("utf-8 path"),
+    ]);
+    drops();
+    recording.interrupt();
+    check_pcap(&recorded);
+
+    // An existing file is not replaced without --force (checked before counting).
+    let before = std::fs::read(&file).expect("read pcap");
+    let again = Command::new(dropscope_bin())
+        .args(["report", "--duration", "1", "--pcap", file_s])
+        .output()
+        .expect("run dropscope");
+    assert!(!again.status.success(), "replaced an existing file");
+    assert_eq!(std::fs::read(&file).expect("still there"), before);
+}
+
+/// The file holds the 13 sampled packets from A to B (8 of the 20 to port 9, all 5 to port 7)
+/// and is owner-only.
+fn check_pcap(file: &std::path::Path) {
+    let file_s = file.to_str().expect("utf-8 path");
+    let mode = std::fs::metadata(file)
         .expect("pcap written")
         .permissions()
         .mode();
@@ -68,7 +97,12 @@ fn report_writes_the_sampled_packets_as_pcapng() {
         "udp.dstport",
     ]));
     let text = String::from_utf8(out.stdout).expect("utf-8");
-    let packets: Vec<Vec<&str>> = text.lines().map(|l| l.split('\t').collect()).collect();
+    let text = format!("{text}(in {file_s})");
+    let packets: Vec<Vec<&str>> = text
+        .lines()
+        .filter(|l| l.contains('\t'))
+        .map(|l| l.split('\t').collect())
+        .collect();
     for p in &packets {
         assert_eq!(p[..2], ["10.78.0.1", "10.78.0.2"], "{text}");
     }
@@ -76,13 +110,4 @@ fn report_writes_the_sampled_packets_as_pcapng() {
     assert_eq!(to("9"), 8, "at most 8 per key, and 20 were dropped: {text}");
     assert_eq!(to("7"), 5, "all 5 of the smaller key: {text}");
     assert_eq!(packets.len(), 13, "{text}");
-
-    // An existing file is not replaced without --force (checked before counting).
-    let before = std::fs::read(&file).expect("read pcap");
-    let again = Command::new(dropscope_bin())
-        .args(["report", "--duration", "1", "--pcap", file_s])
-        .output()
-        .expect("run dropscope");
-    assert!(!again.status.success(), "replaced an existing file");
-    assert_eq!(std::fs::read(&file).expect("still there"), before);
 }
