@@ -34,9 +34,28 @@ fn report_writes_the_sampled_packets_as_pcapng() {
     // Two keys in B: 20 datagrams to closed port 9, 5 to closed port 7.
     let traffic = dropscope_tests::traffic_bin();
     let traffic = traffic.to_str().expect("utf-8");
+    // Pinned to one CPU: a key's packets are sampled on the CPU that counted its first drop.
     let drops = || {
-        a.exec(&[traffic, "udp-to", "10.78.0.2", "9", "20"]);
-        a.exec(&[traffic, "udp-to", "10.78.0.2", "7", "5"]);
+        a.exec(&[
+            "taskset",
+            "-c",
+            "0",
+            traffic,
+            "udp-to",
+            "10.78.0.2",
+            "9",
+            "20",
+        ]);
+        a.exec(&[
+            "taskset",
+            "-c",
+            "0",
+            traffic,
+            "udp-to",
+            "10.78.0.2",
+            "7",
+            "5",
+        ]);
     };
     let counting = Counting::start(&[
         "report", "--format", "json", "--by", by, "--netns", &b.name, "--pcap", file_s,
