@@ -141,10 +141,23 @@ pub struct Config {
     pub filter_dev_on: u32,
     /// Interface name to count (NUL-padded).
     pub filter_dev: [u8; 16],
-    /// Explicit padding; always zero.
-    pub pad: u32,
+    /// What the program must read per drop: bits of [`need`] (derived from the rest, so the
+    /// common path tests one word).
+    pub need: u32,
 }
 const _: () = assert!(core::mem::size_of::<Config>() == 112);
+
+/// Bits of [`Config::need`].
+pub mod need {
+    /// Read the device and namespace (grouped by, or filtered on).
+    pub const NETDEV: u32 = 1;
+    /// Read the packet's headers (protocol or port grouped by, or filtered on).
+    pub const HEADERS: u32 = 2;
+    /// Some filter other than the reason filter is set.
+    pub const FILTER: u32 = 4;
+    /// The reason filter is set.
+    pub const REASONS: u32 = 8;
+}
 
 /// The headers of one dropped packet, kept as an example of its key.
 #[repr(C)]

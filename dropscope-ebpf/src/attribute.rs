@@ -1,7 +1,7 @@
 //! Which packet a drop is: its network namespace, interface and protocols, read from the
 //! `sk_buff` at offsets the loader found in the running kernel's BTF (no CO-RE needed).
 use aya_ebpf::helpers::bpf_probe_read_kernel;
-use dropscope_common::group;
+use dropscope_common::need;
 
 /// How kernel memory is read: typed loads through BTF pointers (tp_btf, a few ns each; faults
 /// read as zero) or `bpf_probe_read_kernel` (the classic tracepoint, whose pointers are plain
@@ -82,13 +82,9 @@ const NO_HEADER: u16 = 0xffff;
 
 /// Reads what the grouping and the filters need of `skb` (and, on 6.11+, the receiving socket).
 #[inline(always)]
-pub fn packet<M: Mem>(m: &M, skb: *const u8, rx_sk: *const u8) -> Packet {
+pub fn packet<M: Mem>(m: &M, needs: u32, skb: *const u8, rx_sk: *const u8) -> Packet {
     let mut p = Packet::default();
-    let dims = cfg!(group);
-    if dims & (group::NETNS | group::DEVICE) != 0
-        || cfg!(filter_netns) != 0
-        || cfg!(filter_dev_on) != 0
-    {
+    if needs & need::NETDEV != 0 {
         let dev = m.u64(skb, cfg!(skb_dev)) as *const u8;
         p.dev = dev;
         // The device's namespace; where the device is gone, the receiving socket's (6.11+),
@@ -113,8 +109,7 @@ pub fn packet<M: Mem>(m: &M, skb: *const u8, rx_sk: *const u8) -> Packet {
             p.netns = m.u32(net, cfg!(net_inum));
         }
     }
-    if dims & (group::PROTOCOL | group::PORT) != 0 || cfg!(filter_l4) != 0 || cfg!(filter_port) != 0
-    {
+    if needs & need::HEADERS != 0 {
         p.l3proto = u16::from_be(m.u16(skb, cfg!(skb_protocol)));
         if p.l3proto == ETH_P_IP || p.l3proto == ETH_P_IPV6 {
             transport(m, skb, &mut p);

@@ -43,7 +43,7 @@ use aya_ebpf::{
 use dropscope_common::{
     BPF_F_MMAPABLE, Config, Control, CpuCounters, DEFAULT_MAX_KEYS, DropKey, MAX_CPUS,
     PacketSample, SAMPLE_BYTES, SAMPLED_KEYS, SAMPLES_PER_KEY, STACK_COUNT_ENTRIES,
-    STACK_TRACE_ENTRIES, StackKey, StackValue, filter, group,
+    STACK_TRACE_ENTRIES, StackKey, StackValue, filter, group, need,
 };
 
 #[unsafe(no_mangle)]
@@ -84,7 +84,7 @@ static CONFIG: Global<Config> = Global::new(Config {
     filter_dev_on: 0,
     filter_dev: [0; 16],
     skb_data: 0,
-    pad: 0,
+    need: 0,
 });
 
 #[map]
@@ -190,9 +190,6 @@ fn this_cpu() -> Option<*mut CpuCounters> {
 #[inline(always)]
 fn reason_wanted(reason: u32) -> bool {
     let mode = cfg!(filter_reasons);
-    if mode == filter::REASONS_ALL {
-        return true;
-    }
     let listed = if reason & 0xff00 == 0 {
         let bit = ((reason >> 16) & 0xf) << 8 | (reason & 0xff);
         REASON_FILTER
@@ -213,18 +210,25 @@ fn count_drop<C: StackIdContext, M: Mem>(
     skb: *const u8,
     rx_sk: *const u8,
 ) {
-    if reason == NOT_DROPPED_YET.load() || reason == CONSUMED.load() || !reason_wanted(reason) {
+    if reason == NOT_DROPPED_YET.load() || reason == CONSUMED.load() {
         return;
     }
-    let p = attribute::packet(m, skb, rx_sk);
-    // Filters: a drop filtered out is not counted anywhere.
-    let (netns, l4, port) = (cfg!(filter_netns), cfg!(filter_l4), cfg!(filter_port));
-    if (netns != 0 && p.netns != netns)
-        || (l4 != 0 && u32::from(p.l4proto) + 1 != l4)
-        || (port != 0 && u32::from(p.dport) != port)
-        || (cfg!(filter_dev_on) == 1 && !attribute::device_named(p.dev, &cfg!(filter_dev)))
-    {
+    // One word says what this drop needs beyond counting: the common case tests it and goes on.
+    let needs = cfg!(need);
+    if needs & need::REASONS != 0 && !reason_wanted(reason) {
         return;
+    }
+    let p = attribute::packet(m, needs, skb, rx_sk);
+    // Filters: a drop filtered out is not counted anywhere.
+    if needs & need::FILTER != 0 {
+        let (netns, l4, port) = (cfg!(filter_netns), cfg!(filter_l4), cfg!(filter_port));
+        if (netns != 0 && p.netns != netns)
+            || (l4 != 0 && u32::from(p.l4proto) + 1 != l4)
+            || (port != 0 && u32::from(p.dport) != port)
+            || (cfg!(filter_dev_on) == 1 && !attribute::device_named(p.dev, &cfg!(filter_dev)))
+        {
+            return;
+        }
     }
     // SAFETY: bpf_get_smp_processor_id has no preconditions.
     let cpu = unsafe { bpf_get_smp_processor_id() };

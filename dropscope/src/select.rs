@@ -5,7 +5,7 @@ use std::{collections::HashMap, os::unix::fs::MetadataExt as _, path::Path, sync
 
 use anyhow::{Context as _, bail};
 use clap::{Args, ValueEnum};
-use dropscope_common::{Config, filter, group};
+use dropscope_common::{Config, filter, group, need};
 
 use crate::{
     model::{DropCount, DropKey, KeySamples, Reason, Sample, Snapshot, packet},
@@ -29,9 +29,11 @@ pub enum Dim {
     Port,
 }
 
-/// The grouping when `--by` is not given: answers "which namespace, interface and protocol"
-/// with a handful of keys per drop site (the port is opt-in).
-pub const DEFAULT_BY: &str = "reason,location,netns,device,protocol";
+/// The grouping when `--by` is not given: answers "which namespace and interface" with a
+/// handful of keys per drop site for a few ns per drop (four loads through the kernel's own
+/// pointers). The protocol and port are opt-in: they read the packet's headers, which costs
+/// tens of ns per drop, and the port multiplies keys.
+pub const DEFAULT_BY: &str = "reason,location,netns,device";
 
 /// `--by` and the filters, shared by every command that shows drops.
 #[derive(Clone, Debug, Default, Args)]
@@ -144,6 +146,29 @@ impl Selection {
             (filter::REASONS_ALL, &self.reason)
         };
         cfg.filter_reasons = mode;
+        cfg.need = 0;
+        if cfg.group & (group::NETNS | group::DEVICE) != 0
+            || cfg.filter_netns != 0
+            || cfg.filter_dev_on != 0
+        {
+            cfg.need |= need::NETDEV;
+        }
+        if cfg.group & (group::PROTOCOL | group::PORT) != 0
+            || cfg.filter_l4 != 0
+            || cfg.filter_port != 0
+        {
+            cfg.need |= need::HEADERS;
+        }
+        if cfg.filter_netns != 0
+            || cfg.filter_dev_on != 0
+            || cfg.filter_l4 != 0
+            || cfg.filter_port != 0
+        {
+            cfg.need |= need::FILTER;
+        }
+        if mode != filter::REASONS_ALL {
+            cfg.need |= need::REASONS;
+        }
         for name in names {
             let value = reasons
                 .value_of(&name.to_ascii_uppercase())

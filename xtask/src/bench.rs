@@ -176,7 +176,10 @@ fn plan(bpftrace: bool) -> Vec<(Kind, Config)> {
     }
     single.extend([
         Config::StatsFloor,
+        Config::StatsCounting,
         Config::StatsNoStacks,
+        Config::StatsHeaders,
+        Config::StatsFiltered,
         Config::StatsStacks,
     ]);
     let interleaved = [
@@ -185,6 +188,7 @@ fn plan(bpftrace: bool) -> Vec<(Kind, Config)> {
         Config::NoStacks,
         Config::Stacks,
         Config::StatsFloor,
+        Config::StatsCounting,
         Config::StatsNoStacks,
     ];
     single

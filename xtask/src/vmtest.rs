@@ -46,11 +46,12 @@ pub enum Accel {
 }
 
 /// The columns of the table, in order.
-const CHECKS: [&str; 7] = [
+const CHECKS: [&str; 8] = [
     "reasons",
     "reasons --btf",
     "report tp_btf",
     "report tracepoint",
+    "attribution",
     "stacks",
     "record",
     "replay here",

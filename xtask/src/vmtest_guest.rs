@@ -53,6 +53,7 @@ pub fn run(args: &GuestArgs) -> anyhow::Result<()> {
         "reasons",
         "report tp_btf",
         "report tracepoint",
+        "attribution",
         "stacks",
         "record",
     ];
@@ -61,6 +62,7 @@ pub fn run(args: &GuestArgs) -> anyhow::Result<()> {
             "reasons" => suite.reasons(),
             "report tp_btf" => suite.report("btf"),
             "report tracepoint" => suite.report("tracepoint"),
+            "attribution" => suite.attribution(),
             "stacks" => suite.stacks(),
             _ => suite.record(),
         };
@@ -162,6 +164,73 @@ impl Suite<'_> {
                 ("SOCKET_RCVBUFF".into(), rcvbuf),
             ],
         })
+    }
+
+    /// Through both hooks: drops filtered in the kernel to one namespace, grouped by namespace,
+    /// interface, protocol and port, counted exactly, named, and with sampled packets.
+    fn attribution(&self) -> anyhow::Result<String> {
+        let mut seen = Vec::new();
+        for probe in ["btf", "tracepoint"] {
+            let ns = Netns::new("attr")?;
+            let c = Counting::start(
+                &self.args.dropscope,
+                &[
+                    "report",
+                    "--format",
+                    "json",
+                    "--no-stacks",
+                    "--probe",
+                    probe,
+                    "--netns",
+                    &ns.name,
+                    "--by",
+                    "reason,location,netns,device,protocol,port",
+                ],
+            )?;
+            let sent = ns
+                .traffic(&self.args.traffic, &["udp", "9", &UDP.to_string()])
+                .and_then(|_| ns.traffic(&self.args.traffic, &["tcp", "7", &TCP.to_string()]));
+            let out = c.interrupt()?;
+            sent?;
+            let report: Value = serde_json::from_str(&out).context("report JSON")?;
+            let drops = report["drops"].as_array().context("no drops array")?;
+            let row = |proto: &str, port: u64| {
+                drops.iter().find(|d| {
+                    d["reason"] == "NO_SOCKET" && d["protocol"] == proto && d["port"] == port
+                })
+            };
+            for (proto, port, want) in [("udp", 9, UDP), ("tcp", 7, TCP)] {
+                let d = row(proto, port).with_context(|| {
+                    format!("{probe}: no NO_SOCKET {proto}/{port} row: {report}")
+                })?;
+                ensure!(
+                    d["count"] == want
+                        && d["device"] == "lo"
+                        && d["netns_name"] == ns.name.as_str(),
+                    "{probe}: {proto}/{port}: want {want} on lo in {}: {d}",
+                    ns.name
+                );
+                let samples = d["samples"].as_array().map_or(0, Vec::len);
+                ensure!(
+                    (1..=8).contains(&samples)
+                        && d["samples"][0]["dport"] == port
+                        && d["samples"][0]["dst"] == "127.0.0.1",
+                    "{probe}: {proto}/{port}: samples {}",
+                    d["samples"]
+                );
+            }
+            // The namespace filter ran in the kernel: nothing else was counted.
+            ensure!(
+                report["total"] == UDP + TCP,
+                "{probe}: total {} with --netns, want {}",
+                report["total"],
+                UDP + TCP
+            );
+            seen.push(format!(
+                "{probe}: udp/9={UDP} tcp/7={TCP} on lo, named, sampled"
+            ));
+        }
+        Ok(seen.join("; "))
     }
 
     fn report(&self, probe: &str) -> anyhow::Result<String> {

@@ -44,7 +44,10 @@ pub enum Config {
     Stacks,
     Bpftrace,
     StatsFloor,
+    StatsCounting,
     StatsNoStacks,
+    StatsHeaders,
+    StatsFiltered,
     StatsStacks,
 }
 
@@ -58,7 +61,10 @@ impl Config {
             Self::Stacks => "dropscope (stacks, default budget)",
             Self::Bpftrace => "bpftrace @[kstack, reason] = count()",
             Self::StatsFloor => "empty tp_btf program --bpf-stats",
+            Self::StatsCounting => "counting only (--by reason,location)",
             Self::StatsNoStacks => "dropscope --no-stacks --bpf-stats",
+            Self::StatsHeaders => "+ protocol,port (reads headers)",
+            Self::StatsFiltered => "filtered out in the kernel",
             Self::StatsStacks => "dropscope --bpf-stats (stacks)",
         }
     }
@@ -71,7 +77,18 @@ impl Config {
             Self::NoStacks => Some(&["--no-stacks"]),
             Self::Stacks => Some(&[]),
             Self::StatsFloor => Some(&["--probe", "floor", "--no-stacks", "--bpf-stats"]),
+            Self::StatsCounting => Some(&["--no-stacks", "--bpf-stats", "--by", "reason,location"]),
             Self::StatsNoStacks => Some(&["--no-stacks", "--bpf-stats"]),
+            Self::StatsHeaders => Some(&[
+                "--no-stacks",
+                "--bpf-stats",
+                "--by",
+                "reason,location,netns,device,protocol,port",
+            ]),
+            // The flood's reasons are NO_SOCKET and IP_NOPROTO: all filtered out.
+            Self::StatsFiltered => {
+                Some(&["--no-stacks", "--bpf-stats", "--reason", "NETFILTER_DROP"])
+            }
             Self::StatsStacks => Some(&["--bpf-stats"]),
         }
     }
@@ -80,13 +97,18 @@ impl Config {
     pub fn bpf_stats(self) -> bool {
         matches!(
             self,
-            Self::StatsFloor | Self::StatsNoStacks | Self::StatsStacks
+            Self::StatsFloor
+                | Self::StatsCounting
+                | Self::StatsNoStacks
+                | Self::StatsHeaders
+                | Self::StatsFiltered
+                | Self::StatsStacks
         )
     }
 
-    /// Whether it is the empty program (which counts nothing).
+    /// Whether it counts nothing of the flood (the empty program, or everything filtered out).
     pub fn floor(self) -> bool {
-        matches!(self, Self::Floor | Self::StatsFloor)
+        matches!(self, Self::Floor | Self::StatsFloor | Self::StatsFiltered)
     }
 }
 
