@@ -90,10 +90,28 @@ impl StackScope {
         }
     }
 
-    /// A one-line description: the key, or the filter.
+    /// A one-line description: the key (with its attribution), or the filter.
     pub fn describe(&self) -> String {
         match self {
-            Self::Row(k) => format!("{} @ {}", k.reason.name, k.location),
+            Self::Row(k) => {
+                let a = &k.attr;
+                let mut out = format!("{} @ {}", k.reason.name, k.location);
+                let netns = (a.netns_name.as_deref().map(str::to_string))
+                    .or_else(|| a.netns.map(|n| n.to_string()));
+                for part in [
+                    netns.map(|n| format!("netns {n}")),
+                    a.device.as_deref().map(|d| format!("device {d}")),
+                    a.protocol.as_deref().map(str::to_string),
+                    a.port.map(|p| format!("port {p}")),
+                ]
+                .into_iter()
+                .flatten()
+                {
+                    out.push_str(", ");
+                    out.push_str(&part);
+                }
+                out
+            }
             Self::Set(f) if f.is_empty() => "all drops".into(),
             Self::Set(f) => format!("filter \"{f}\""),
         }

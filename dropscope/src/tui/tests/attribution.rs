@@ -233,7 +233,10 @@ fn enter_shows_the_rows_sampled_packets_beside_its_stacks() {
     press(&mut s, KeyCode::Enter);
     assert!(matches!(s.screen, Screen::Stacks(_)));
     let out = screen(&s);
-    assert!(out.contains("stacks"), "{out}");
+    assert!(
+        line_with(&out, " stacks ").contains("netns blue, device lo, udp"),
+        "{out}"
+    );
     assert!(out.contains("exact count 1,400"), "{out}");
     assert!(out.contains("sampled packets"), "{out}");
     assert!(out.contains("10.0.0.1:40000 → 10.0.0.2:9"), "{out}");
