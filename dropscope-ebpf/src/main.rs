@@ -330,8 +330,6 @@ fn sample_packet<M: Mem>(m: &M, skb: *const u8, cpu: u32, slot: u32, first: bool
     };
     // SAFETY: sample `i` of this slot is written only here, by the owning CPU, once.
     let s = unsafe { &mut *s };
-    // SAFETY: bpf_ktime_get_ns has no preconditions.
-    s.ts_ns = unsafe { bpf_ktime_get_ns() };
     s.len = m.u32(skb, cfg!(skb_len));
     s.l3proto = u16::from_be(m.u16(skb, cfg!(skb_protocol)));
     s.caplen = 0;
@@ -339,6 +337,9 @@ fn sample_packet<M: Mem>(m: &M, skb: *const u8, cpu: u32, slot: u32, first: bool
     let nh = m.u16(skb, cfg!(skb_network_header));
     let data = m.u64(skb, cfg!(skb_data));
     if head == 0 || nh == 0xffff {
+        compiler_fence(Ordering::SeqCst);
+        // SAFETY: bpf_ktime_get_ns has no preconditions.
+        s.ts_ns = unsafe { bpf_ktime_get_ns() };
         return;
     }
     let from = head + u64::from(nh);
@@ -348,6 +349,10 @@ fn sample_packet<M: Mem>(m: &M, skb: *const u8, cpu: u32, slot: u32, first: bool
     if unsafe { bpf_probe_read_kernel_buf(from as *const u8, &mut s.data) }.is_ok() {
         s.caplen = avail.min(SAMPLE_BYTES as u64) as u16;
     }
+    // The time goes last: a reader takes a sample whose time is set as complete.
+    compiler_fence(Ordering::SeqCst);
+    // SAFETY: bpf_ktime_get_ns has no preconditions.
+    s.ts_ns = unsafe { bpf_ktime_get_ns() };
 }
 
 /// The slot of `key`, taking a free one for a key never seen (then `true`); `None` when every

@@ -77,8 +77,6 @@ pub struct Collector {
     stack_base: HashMap<StackKey, StackValue>,
     stacks: HashMap<(DropKey, Frames), (u64, u64)>,
     stack_lost: u64,
-    /// Per sampled slot: its sampling CPU's count at the last read.
-    sample_counts: HashMap<u32, u64>,
     /// Per sampled slot: its packets read so far.
     sample_cache: HashMap<u32, Vec<Sample>>,
     stats_fd: Option<OwnedFd>,
@@ -111,7 +109,6 @@ impl Collector {
             stack_base: HashMap::new(),
             stacks: HashMap::new(),
             stack_lost: 0,
-            sample_counts: HashMap::new(),
             sample_cache: HashMap::new(),
             stats_fd: stats,
             stats: None,
@@ -196,15 +193,14 @@ impl Collector {
         }
     }
 
-    /// The sampled packets of `slot` known complete: those its sampling CPU had counted by
-    /// the previous read (each was written at least one poll ago). Read once each.
+    /// The sampled packets of `slot`: those its sampling CPU has counted and finished writing
+    /// (the program sets a sample's time last). Read until a key has all it will get.
     fn samples_of(&mut self, slot: u32) -> Vec<Sample> {
         let Some(owner) = self.probe.sample_owner(slot) else {
             return Vec::new();
         };
-        let now = self.probe.slot_count(owner, slot);
-        let complete = self.sample_counts.insert(slot, now).unwrap_or(0);
-        let want = complete.min(dropscope_common::SAMPLES_PER_KEY as u64) as usize;
+        let counted = self.probe.slot_count(owner, slot);
+        let want = counted.min(dropscope_common::SAMPLES_PER_KEY as u64) as usize;
         let cached = self.sample_cache.entry(slot).or_default();
         if cached.len() < want {
             let offset = unix_ms() as i128 - monotonic_ms() as i128;

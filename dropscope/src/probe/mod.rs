@@ -428,8 +428,8 @@ impl Probe {
         }
     }
 
-    /// The sampled packets of `slot` that are complete: those its sampling CPU had counted by
-    /// `counted` (a count read at an earlier poll, so each was written a whole poll ago).
+    /// The first `counted` (at most [`SAMPLES_PER_KEY`]) sampled packets of `slot` whose
+    /// writing is finished (the program sets the time last).
     pub fn samples(&self, slot: u32, counted: u64) -> Vec<PacketSample> {
         if slot >= SAMPLED_KEYS {
             return Vec::new();
