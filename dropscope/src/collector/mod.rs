@@ -174,12 +174,19 @@ impl Collector {
             .into_iter()
             .map(|(key, count)| DropCount { key, count })
             .collect();
+        // Exact counts per (reason, location): the stacks' sampled weights are scaled to them.
+        let mut exact: HashMap<(u32, Arc<str>), u64> = HashMap::new();
+        for d in &self.last.drops {
+            *exact
+                .entry((d.key.reason.code, d.key.location.clone()))
+                .or_default() += d.count;
+        }
         // The kernel keeps an interface's namespace with it; `--by` may want it merged away.
         let grouped = select::regroup(&self.last, &self.opts.by);
         self.last.drops = grouped.drops;
         self.last.samples = grouped.samples;
         if self.opts.stacks {
-            self.read_stacks()?;
+            self.read_stacks(&exact)?;
         }
         Ok(())
     }
@@ -240,7 +247,7 @@ impl Collector {
 
     /// Folds the kernel's cumulative stack weights into the session's, by difference with what
     /// was read last time. The kernel maps are only emptied when they near capacity.
-    fn read_stacks(&mut self) -> std::io::Result<()> {
+    fn read_stacks(&mut self, exact: &HashMap<(u32, Arc<str>), u64>) -> std::io::Result<()> {
         let full = self.stack_ids.len() > dropscope_common::STACK_TRACE_ENTRIES as usize / 2
             || self.stack_base.len() > dropscope_common::STACK_COUNT_ENTRIES as usize * 3 / 4;
         let entries = self.probe.read_stack_counts(full)?;
@@ -279,7 +286,7 @@ impl Collector {
                 self.probe.forget_stack(id);
             }
         }
-        self.last.stacks = self
+        let mut stacks: Vec<StackCount> = self
             .stacks
             .iter()
             .map(|((key, frames), (weight, samples))| StackCount {
@@ -289,6 +296,8 @@ impl Collector {
                 samples: *samples,
             })
             .collect();
+        calibrate(&mut stacks, exact);
+        self.last.stacks = stacks;
         Ok(())
     }
 
@@ -467,6 +476,43 @@ pub fn session_info(probe: &Probe) -> SessionInfo {
     }
 }
 
+/// Scales each (reason, location)'s sampled stack weights so they add up to its exact count:
+/// the samples give the shares of its stacks, the counter gives the total. (A sample weighs the
+/// drops on its CPU since the previous one, so weight leaks across keys that interleave on a
+/// CPU, and the drops after a CPU's last sample are in no sample yet.) Largest remainders keep
+/// the sum exact.
+fn calibrate(stacks: &mut [StackCount], exact: &HashMap<(u32, Arc<str>), u64>) {
+    let mut groups: HashMap<(u32, Arc<str>), Vec<usize>> = HashMap::new();
+    for (i, s) in stacks.iter().enumerate() {
+        groups
+            .entry((s.key.reason.code, s.key.location.clone()))
+            .or_default()
+            .push(i);
+    }
+    for (key, members) in groups {
+        let Some(&count) = exact.get(&key) else {
+            continue;
+        };
+        let sampled: u128 = members.iter().map(|&i| u128::from(stacks[i].weight)).sum();
+        if sampled == 0 {
+            continue;
+        }
+        let mut given = 0u64;
+        let mut rest: Vec<(u128, usize)> = Vec::with_capacity(members.len());
+        for &i in &members {
+            let share = u128::from(stacks[i].weight) * u128::from(count);
+            let w = (share / sampled) as u64;
+            stacks[i].weight = w;
+            given += w;
+            rest.push((share % sampled, i));
+        }
+        rest.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        for (_, i) in rest.into_iter().take((count - given.min(count)) as usize) {
+            stacks[i].weight += 1;
+        }
+    }
+}
+
 /// Frames of the tracing machinery itself, not of the network stack.
 fn is_probe_frame(name: &str) -> bool {
     [
@@ -521,4 +567,52 @@ fn uname_field(f: impl Fn(&libc::utsname) -> &[libc::c_char; 65]) -> String {
         .map(|c| *c as u8)
         .collect();
     String::from_utf8_lossy(&bytes).into_owned()
+}
+
+#[cfg(test)]
+mod calibrate_tests {
+    use super::*;
+    use crate::model::Reason;
+
+    fn stack(code: u32, frame: &str, weight: u64) -> StackCount {
+        StackCount {
+            key: DropKey {
+                reason: Reason {
+                    code,
+                    name: format!("R{code}").into(),
+                },
+                location: "f+0x1".into(),
+                attr: Attribution::default(),
+            },
+            frames: vec![Arc::<str>::from(frame)].into(),
+            weight,
+            samples: 1,
+        }
+    }
+
+    #[test]
+    fn weights_add_up_to_the_exact_count_in_their_sampled_shares() {
+        let mut s = vec![
+            stack(3, "a", 600),
+            stack(3, "b", 300),
+            stack(3, "c", 1),
+            stack(7, "x", 1),
+        ];
+        let exact = HashMap::from([
+            ((3, Arc::from("f+0x1")), 2000),
+            ((7, Arc::from("f+0x1")), 1),
+        ]);
+        calibrate(&mut s, &exact);
+        let w: Vec<u64> = s.iter().map(|s| s.weight).collect();
+        assert_eq!(w[0] + w[1] + w[2], 2000);
+        assert_eq!((w[0], w[1]), (1332, 666));
+        assert_eq!(w[3], 1, "a single rare drop keeps its weight of one");
+    }
+
+    #[test]
+    fn a_key_without_an_exact_count_is_left_as_sampled() {
+        let mut s = vec![stack(3, "a", 17)];
+        calibrate(&mut s, &HashMap::new());
+        assert_eq!(s[0].weight, 17);
+    }
 }
