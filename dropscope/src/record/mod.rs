@@ -6,14 +6,13 @@
 //! - [`Recording`] opens a file, checks every frame's checksum, keeps the valid prefix of a
 //!   damaged file (with a warning naming the byte offset) and seeks from the nearest keyframe.
 //! - [`replay_feed`] plays a recording as a [`Feed`](crate::source::Feed) with timeline controls;
-//!   [`record_feed`] is the headless `dropscope record`.
+//!   `crate::cmd::headless::record_feed` is the headless `dropscope record`.
 use std::time::Duration;
 
 pub mod budget;
 mod decode;
 mod encoder;
 mod format;
-mod headless;
 mod health;
 mod reader;
 mod replay;
@@ -29,7 +28,6 @@ mod tests_replay;
 
 pub use encoder::{KEYFRAME_EVERY, KEYFRAME_MAX_FRAMES};
 pub use format::{MAGIC, VERSION};
-pub use headless::{RecordSummary, record_feed};
 pub use reader::{FrameInfo, Recording};
 pub use replay::replay_feed;
 pub use writer::{Recorder, encode};
