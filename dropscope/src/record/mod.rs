@@ -14,6 +14,7 @@ mod decode;
 mod encoder;
 mod format;
 mod health;
+mod index;
 mod reader;
 mod replay;
 pub mod synthetic;
@@ -28,7 +29,8 @@ mod tests_replay;
 
 pub use encoder::{KEYFRAME_EVERY, KEYFRAME_MAX_FRAMES};
 pub use format::{MAGIC, VERSION};
-pub use reader::{FrameInfo, Recording};
+pub use index::FrameInfo;
+pub use reader::Recording;
 pub use replay::replay_feed;
 pub use writer::{Recorder, encode};
 

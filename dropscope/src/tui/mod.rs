@@ -7,6 +7,7 @@
 /// Number and time formatting, shared with the command-line output.
 pub use crate::format;
 pub mod help;
+pub mod keys;
 pub mod state;
 pub mod terminal;
 pub mod update;
