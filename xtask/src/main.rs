@@ -113,6 +113,8 @@ fn cargo(args: &[&str]) -> anyhow::Result<()> {
         .args(args)
         .current_dir(root())
         .env("PATH", setup::path_with_cargo_bin())
+        // After the set-up, a missing eBPF toolchain is an error, not a probe-less build.
+        .env("DROPSCOPE_REQUIRE_EBPF", "1")
         .status()
         .with_context(|| format!("running cargo {}", args.join(" ")))?;
     if !status.success() {

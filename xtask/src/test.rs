@@ -107,6 +107,7 @@ fn cargo_as_root_runner(args: &[&str]) -> anyhow::Result<()> {
         .args(args)
         .current_dir(root())
         .env("PATH", setup::path_with_cargo_bin())
+        .env("DROPSCOPE_REQUIRE_EBPF", "1")
         .env(var, "sudo -E")
         .status()
         .with_context(|| format!("running cargo {}", args.join(" ")))?;

@@ -44,6 +44,13 @@ pub struct Probe {
 impl Probe {
     /// Loads and attaches the probe. Needs root (or CAP_BPF and CAP_PERFMON).
     pub fn attach(opts: &ProbeOptions) -> Result<Self, ProbeError> {
+        if EBPF_OBJECT.is_empty() {
+            return Err(ProbeError::Load(
+                "this dropscope was built without its eBPF program (the eBPF toolchain was \
+                 missing): run `cargo xtask setup`, then rebuild"
+                    .into(),
+            ));
+        }
         errors::check_privileges()?;
         let ncpus = aya::util::nr_cpus().map_err(|(what, e)| ProbeError::Cpus(what, e))?;
         // Only the running kernel's own BTF may be absent (then the tracepoint format serves);
