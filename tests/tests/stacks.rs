@@ -27,6 +27,7 @@ fn folded_stacks_show_the_udp_receive_path_and_agree_with_the_count() {
         "flamegraph",
         "--format",
         "folded",
+        "--offsets",
         "-o",
         folded.to_str().expect("utf-8"),
     ]);
