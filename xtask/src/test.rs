@@ -80,17 +80,19 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
         if as_root {
             crate::vmtest::run(&crate::vmtest::VmtestArgs::default())?;
         } else {
-            // Built as the user first, so that the root run below finds everything built.
+            // Tools and builds as the user first, so that the root run below finds them all.
+            setup::vmtest_tools()?;
             crate::dist::build()?;
             cargo(&["build", "--package", "dropscope-tests", "--bin", "traffic"])?;
             let xtask = std::env::current_exe().context("path of xtask")?;
+            // sudo resets PATH: handed over explicitly (vng may be in ~/.local/bin).
             setup::run(
                 Command::new("sudo")
-                    .arg("-E")
+                    .args(["-E", "env"])
+                    .arg(format!("PATH={}", setup::path_with_tools()))
                     .arg(xtask)
                     .arg("vmtest")
-                    .current_dir(root())
-                    .env("PATH", setup::path_with_tools()),
+                    .current_dir(root()),
             )?;
         }
     }
