@@ -127,8 +127,8 @@ fn transport<M: Mem>(m: &M, skb: *const u8, p: &mut Packet) {
         return;
     }
     let ip = head.wrapping_add(nh as usize);
-    // SAFETY: bpf_probe_read_kernel checks the address itself.
     let (l4, ports_at) = if p.l3proto == ETH_P_IP {
+        // SAFETY: bpf_probe_read_kernel checks the address itself.
         let Ok(b) = (unsafe { bpf_probe_read_kernel(ip.cast::<[u8; 24]>()) }) else {
             return;
         };

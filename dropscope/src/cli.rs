@@ -135,15 +135,20 @@ pub struct FlamegraphArgs {
     /// Sample live stacks for this long (e.g. 10s); without it, until Ctrl-C or SIGTERM.
     #[arg(long, value_parser = parse_duration, value_name = "D")]
     pub duration: Option<Duration>,
-    /// The file to write.
+    /// The file to write; `-` is stdout. Without it, folded stacks go to stdout, and an SVG
+    /// too when stdout is not a terminal.
     #[arg(short, long, value_name = "FILE")]
-    pub output: PathBuf,
+    pub output: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = GraphFormat::Svg)]
     pub format: GraphFormat,
     /// Replace the output file if something already has its name (never written through).
     #[arg(long)]
     pub force: bool,
+    /// Keep each frame's `+0xoffset` (one tower per call site); by default frames are function
+    /// names, so one function is one tower.
+    #[arg(long)]
+    pub offsets: bool,
     /// Write a differential flamegraph against this baseline (folded stacks, e.g. from an
     /// earlier `--format folded`).
     #[arg(long, value_name = "BASELINE.folded")]

@@ -1,17 +1,25 @@
 //! dropscope: which packets is the kernel dropping, why, where, from which stack, since when.
 //!
-//! Data flows one way: the [`probe`] counts drops in BPF maps; the [`collector`] polls them
-//! adaptively and symbolizes them ([`symbolize`]) into [`model::Snapshot`]s; a [`source::Feed`]
-//! carries snapshots, live or from a [`record`]ing, to the consumers: the [`tui`], [`report`],
-//! [`flamegraph`], the recorder and the metrics exporter ([`serve`]). [`select`] is the grouping
-//! and filters; [`names`] names namespaces and interfaces.
+//! Data flows one way: the `probe` counts drops in BPF maps; the `collector` polls them
+//! adaptively and symbolizes them (`symbolize`) into [`model::Snapshot`]s; a [`source::Feed`]
+//! carries snapshots, live or from a [`record`]ing, to the consumers: the [`tui`], the
+//! [`cmd`]s (report, flamegraph, the headless recorder) and the metrics exporter (`serve`).
+//! [`select`] is the grouping and filters; [`names`] names namespaces and interfaces;
+//! [`format`] is the number and time formatting the TUI and the commands share.
+//!
+//! The `live` feature (on by default) brings what counts live: the eBPF object, the probe's
+//! loader, the collector, the symbolizer and `serve`. Without it, the crate builds with stable
+//! Rust alone and reads recordings and BTF files.
 #![deny(missing_docs)]
+#![deny(clippy::unwrap_used)]
 
-pub mod app;
 pub mod cli;
+pub mod cmd;
+#[cfg(feature = "live")]
 pub mod collector;
 pub mod explain;
 pub mod flamegraph;
+pub mod format;
 pub mod kcounters;
 pub mod model;
 pub mod names;
@@ -19,10 +27,11 @@ pub mod outfile;
 pub mod pcap;
 pub mod probe;
 pub mod record;
-pub mod report;
 pub mod sanitize;
 pub mod select;
+#[cfg(feature = "live")]
 pub mod serve;
 pub mod source;
+#[cfg(feature = "live")]
 pub mod symbolize;
 pub mod tui;

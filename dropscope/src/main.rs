@@ -1,4 +1,6 @@
 //! The dropscope binary: parses the command line and runs it, reporting errors plainly.
+#![deny(clippy::unwrap_used)]
+
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -27,7 +29,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match rt.block_on(dropscope::app::run(cli)) {
+    match rt.block_on(dropscope::cmd::run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // An error can quote a path or a name from a recording: shown escaped.

@@ -24,7 +24,7 @@ pub fn root_test() -> MutexGuard<'static, ()> {
     assert_eq!(
         euid, 0,
         "this test loads eBPF programs and creates network namespaces: it needs root \
-         (run `sudo -E cargo xtask test`)"
+         (run `cargo xtask test`: it runs the tests as root through sudo)"
     );
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -74,7 +74,7 @@ fn ip_netns_names_and_interfaces_inside_each_namespace() {
     assert_eq!(
         euid, 0,
         "this test creates network namespaces and enters them with setns(2): it needs root \
-         (run `sudo -E cargo xtask test`)"
+         (run `cargo xtask test`: it runs the tests as root through sudo)"
     );
     let _serial = root_test();
     let a = Netns::new("names-a");

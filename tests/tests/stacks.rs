@@ -27,6 +27,7 @@ fn folded_stacks_show_the_udp_receive_path_and_agree_with_the_count() {
         "flamegraph",
         "--format",
         "folded",
+        "--offsets",
         "-o",
         folded.to_str().expect("utf-8"),
     ]);
@@ -75,7 +76,12 @@ fn the_svg_is_well_formed_and_holds_the_frames() {
     let dir = tempfile::tempdir().expect("tempdir");
     let svg = dir.path().join("drops.svg");
     let ns = Netns::new("svg");
-    let c = Counting::start(&["flamegraph", "-o", svg.to_str().expect("utf-8")]);
+    let c = Counting::start(&[
+        "flamegraph",
+        "--offsets",
+        "-o",
+        svg.to_str().expect("utf-8"),
+    ]);
     ns.traffic(&["udp", "9", "500"]);
     c.interrupt();
     let text = std::fs::read_to_string(&svg).expect("svg");

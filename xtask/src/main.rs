@@ -3,6 +3,7 @@
 mod bench;
 mod dist;
 mod setup;
+mod test;
 mod vmtest;
 mod vmtest_guest;
 mod vmtest_kernels;
@@ -83,36 +84,7 @@ fn main() -> anyhow::Result<()> {
             no_lint,
             fuzz_seconds,
             no_vmtest,
-        } => {
-            if !setup::is_root() {
-                bail!(
-                    "the tests load eBPF programs and create network namespaces: run them as root \
-                     (e.g. `sudo -E cargo xtask test`)"
-                );
-            }
-            setup::all(true)?;
-            if !no_lint {
-                step("cargo fmt --check");
-                cargo(&["fmt", "--all", "--", "--check"])?;
-                step("clippy");
-                cargo(&["clippy", "--all-targets", "--", "-D", "warnings"])?;
-                step("clippy (eBPF crate, BPF target)");
-                setup::clippy_ebpf()?;
-            }
-            step("build (the integration tests run the dropscope binary)");
-            cargo(&["build", "--package", "dropscope", "--bins"])?;
-            step("tests (unit, widget, and root integration tests on the real kernel)");
-            cargo(&["test", "--", "--test-threads=1"])?;
-            if fuzz_seconds > 0 {
-                step("fuzzing the recording decoder");
-                setup::fuzz(fuzz_seconds)?;
-            }
-            if !no_vmtest {
-                step("vmtest: the suite on Debian's 6.1 and 6.12 kernels and the running one");
-                vmtest::run(&vmtest::VmtestArgs::default())?;
-            }
-            Ok(())
-        }
+        } => test::run(no_lint, fuzz_seconds, no_vmtest),
     }
 }
 
@@ -141,6 +113,8 @@ fn cargo(args: &[&str]) -> anyhow::Result<()> {
         .args(args)
         .current_dir(root())
         .env("PATH", setup::path_with_cargo_bin())
+        // After the set-up, a missing eBPF toolchain is an error, not a probe-less build.
+        .env("DROPSCOPE_REQUIRE_EBPF", "1")
         .status()
         .with_context(|| format!("running cargo {}", args.join(" ")))?;
     if !status.success() {

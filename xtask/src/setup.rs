@@ -15,7 +15,8 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-fn home() -> PathBuf {
+/// The invoking user's home (where ~/.cargo is).
+pub fn home() -> PathBuf {
     PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into()))
 }
 
@@ -51,17 +52,20 @@ fn have(cmd: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// Installs system packages; from a user, through sudo (only apt runs as root).
 fn apt_install(pkgs: &[&str]) -> anyhow::Result<()> {
-    if !is_root() {
-        bail!(
-            "installing {} needs root: run `sudo apt-get install -y {}`",
-            pkgs.join(" "),
-            pkgs.join(" ")
-        );
-    }
     eprintln!("setup: installing {} (apt)", pkgs.join(" "));
-    run(Command::new("apt-get").args(["update", "-qq"]))?;
-    run(Command::new("apt-get")
+    let apt = || {
+        if is_root() {
+            Command::new("apt-get")
+        } else {
+            let mut c = Command::new("sudo");
+            c.args(["env", "DEBIAN_FRONTEND=noninteractive", "apt-get"]);
+            c
+        }
+    };
+    run(apt().args(["update", "-qq"]))?;
+    run(apt()
         .args(["install", "-y", "-qq", "--no-install-recommends"])
         .args(pkgs)
         .env("DEBIAN_FRONTEND", "noninteractive"))

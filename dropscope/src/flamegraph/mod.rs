@@ -4,6 +4,7 @@
 //! by the call path that led there. Stack weights are sampled estimates (the sum of sampling
 //! periods), and every graph says so; the exact per-location counts live elsewhere.
 mod folded;
+mod frames;
 mod snapshot;
 mod synthetic;
 
@@ -15,7 +16,12 @@ use std::{
 use anyhow::{Context, bail};
 use inferno::flamegraph::{self as inferno_fg, Palette, color::BasicPalette};
 
-pub use self::{folded::folded, snapshot::snapshot_svg, synthetic::synthetic_stacks};
+pub use self::{
+    folded::folded,
+    frames::{function_name, without_offsets},
+    snapshot::snapshot_svg,
+    synthetic::synthetic_stacks,
+};
 use crate::{
     model::snapshot::{SessionInfo, StackCount},
     sanitize,

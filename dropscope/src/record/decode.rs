@@ -6,7 +6,7 @@ use super::{
     budget::{Limit, Spent},
     format::{Malformed, Reader, apply_zigzag},
     health,
-    reader::{FrameInfo, Recording, corrupt},
+    index::{FrameInfo, corrupt},
 };
 use crate::model::{DropCount, DropKey, Health, Reason, Snapshot, StackCount};
 
@@ -194,6 +194,16 @@ impl State {
     }
 }
 
+/// What a [`Cursor`] decodes from: a recording's frame index, payloads and names.
+pub(crate) trait Frames {
+    /// The index of valid frames.
+    fn frames(&self) -> &[FrameInfo];
+    /// The (decompressed) payload of a frame.
+    fn payload(&self, f: &FrameInfo) -> Result<Vec<u8>, RecordError>;
+    /// The names the dictionary frames define.
+    fn dictionary(&self) -> &Dictionary;
+}
+
 /// A position in a recording with its decoded state: moving forward applies only the frames in
 /// between; moving elsewhere starts again from the target's keyframe.
 #[derive(Default)]
@@ -204,7 +214,11 @@ pub(crate) struct Cursor {
 
 impl Cursor {
     /// The snapshot of frame `target` (which must be a valid index of `rec`).
-    pub(crate) fn goto(&mut self, rec: &Recording, target: usize) -> Result<Snapshot, RecordError> {
+    pub(crate) fn goto(
+        &mut self,
+        rec: &impl Frames,
+        target: usize,
+    ) -> Result<Snapshot, RecordError> {
         let f = rec.frames().get(target).ok_or(RecordError::Empty)?;
         let from = match self.at {
             Some(a) if a <= target && a >= f.base => a + 1,
@@ -218,6 +232,6 @@ impl Cursor {
                 .map_err(|Malformed(why)| corrupt(frame.offset, why))?;
         }
         self.at = Some(target);
-        Ok(self.state.snapshot(f.elapsed, &rec.dict))
+        Ok(self.state.snapshot(f.elapsed, rec.dictionary()))
     }
 }

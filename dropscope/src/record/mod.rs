@@ -6,15 +6,15 @@
 //! - [`Recording`] opens a file, checks every frame's checksum, keeps the valid prefix of a
 //!   damaged file (with a warning naming the byte offset) and seeks from the nearest keyframe.
 //! - [`replay_feed`] plays a recording as a [`Feed`](crate::source::Feed) with timeline controls;
-//!   [`record_feed`] is the headless `dropscope record`.
+//!   `crate::cmd::headless::record_feed` is the headless `dropscope record`.
 use std::time::Duration;
 
 pub mod budget;
 mod decode;
 mod encoder;
 mod format;
-mod headless;
 mod health;
+mod index;
 mod reader;
 mod replay;
 pub mod synthetic;
@@ -29,8 +29,8 @@ mod tests_replay;
 
 pub use encoder::{KEYFRAME_EVERY, KEYFRAME_MAX_FRAMES};
 pub use format::{MAGIC, VERSION};
-pub use headless::{RecordSummary, record_feed};
-pub use reader::{FrameInfo, Recording};
+pub use index::FrameInfo;
+pub use reader::Recording;
 pub use replay::replay_feed;
 pub use writer::{Recorder, encode};
 

@@ -4,11 +4,12 @@ use std::{fs::File, os::unix::fs::FileExt, path::Path, time::Duration};
 use super::{
     RecordError,
     budget::{Limit, Spent},
-    decode::{Cursor, DictError, Dictionary},
+    decode::{Cursor, DictError, Dictionary, Frames},
     format::{
         FILE_HEADER_LEN, FLAG_LZ4, FRAME_HEADER_LEN, FrameHeader, HeaderProblem, Kind, MAGIC,
         Malformed, Reader, VERSION, unpack,
     },
+    index::{FrameInfo, corrupt},
 };
 use crate::model::{SessionInfo, Snapshot};
 
@@ -42,26 +43,6 @@ impl Storage {
     }
 }
 
-/// One snapshot frame in a recording's index.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FrameInfo {
-    /// Byte offset of the frame's header in the file.
-    pub offset: u64,
-    /// Stored payload length in bytes.
-    pub stored_len: u32,
-    /// Elapsed time of its snapshot.
-    pub elapsed: Duration,
-    /// Whether it is a keyframe (a full snapshot).
-    pub keyframe: bool,
-    /// Index of the keyframe it is decoded from (itself, for a keyframe).
-    pub base: usize,
-    /// Whether its payload is compressed.
-    pub compressed: bool,
-    pub(super) flags: u8,
-    pub(super) keys_defined: usize,
-    pub(super) stacks_defined: usize,
-}
-
 /// An opened recording: its session, an index of its valid frames, and what was wrong with it.
 ///
 /// Opening reads the file once to check every frame's checksum and to learn the names it
@@ -74,10 +55,6 @@ pub struct Recording {
     spent: Spent,
     warnings: Vec<String>,
     finished: bool,
-}
-
-pub(super) fn corrupt(offset: u64, reason: &'static str) -> RecordError {
-    RecordError::Corrupt { offset, reason }
 }
 
 fn over(offset: u64, l: Limit) -> RecordError {
@@ -394,5 +371,19 @@ impl Recording {
         let stored = read_payload(&self.storage, f.offset, len, &raw, &h)?
             .ok_or(RecordError::Truncated { offset: f.offset })?;
         unpack(h.flags, &stored).map_err(|why| corrupt(f.offset, why))
+    }
+}
+
+impl Frames for Recording {
+    fn frames(&self) -> &[FrameInfo] {
+        Recording::frames(self)
+    }
+
+    fn payload(&self, f: &FrameInfo) -> Result<Vec<u8>, RecordError> {
+        Recording::payload(self, f)
+    }
+
+    fn dictionary(&self) -> &Dictionary {
+        &self.dict
     }
 }

@@ -7,10 +7,11 @@ use tokio::{
 };
 
 use super::{
-    Recording, encode, record_feed, replay_feed,
+    Recording, encode, replay_feed,
     tests::{session, story},
 };
 use crate::{
+    cmd::headless::record_feed,
     model::Snapshot,
     source::{Feed, ReplayCommand as Cmd, ReplayStatus},
 };

@@ -63,7 +63,7 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let local = listener
         .local_addr()
         .context("reading the listening address")?;
-    let (feed, stopper) = crate::app::start_live(&args.live)?;
+    let (feed, stopper) = crate::cmd::live::start_live(&args.live)?;
     eprintln!(
         "dropscope: counting drops with {}; serving metrics on http://{local}/metrics until \
          Ctrl-C or SIGTERM",

@@ -4,8 +4,10 @@
 //! [`run`] owns the terminal and the one event loop: it awaits terminal input, snapshots, replay
 //! status and one redraw timer, and never polls. Keys redraw at once; data redraws at most twice
 //! a second, and the header clock once a second while live.
-pub mod format;
+/// Number and time formatting, shared with the command-line output.
+pub use crate::format;
 pub mod help;
+pub mod keys;
 pub mod state;
 pub mod terminal;
 pub mod update;

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::{
+    keys::{self, Action},
     state::{Panel, RecordingStatus, Screen, StackScope, StackView, State},
     view,
 };
@@ -234,18 +235,18 @@ fn flamegraph(state: &mut State) -> Option<Effect> {
     }))
 }
 
-fn replay_key(state: &mut State, code: KeyCode) -> Option<Effect> {
+fn replay_key(state: &mut State, action: Action) -> Option<Effect> {
     let r = state.replay.as_mut()?;
-    let cmd = match code {
-        KeyCode::Char('[') | KeyCode::Left => ReplayCommand::SeekBy(-SEEK_SHORT),
-        KeyCode::Char(']') | KeyCode::Right => ReplayCommand::SeekBy(SEEK_SHORT),
-        KeyCode::Char('{') => ReplayCommand::SeekBy(-SEEK_LONG),
-        KeyCode::Char('}') => ReplayCommand::SeekBy(SEEK_LONG),
-        KeyCode::Char('0') => ReplayCommand::Start,
-        KeyCode::Char('$') => ReplayCommand::End,
-        KeyCode::Char('+' | '=') | KeyCode::Char('-' | '_') => {
+    let cmd = match action {
+        Action::SeekBack => ReplayCommand::SeekBy(-SEEK_SHORT),
+        Action::SeekForward => ReplayCommand::SeekBy(SEEK_SHORT),
+        Action::SeekBackLong => ReplayCommand::SeekBy(-SEEK_LONG),
+        Action::SeekForwardLong => ReplayCommand::SeekBy(SEEK_LONG),
+        Action::Start => ReplayCommand::Start,
+        Action::End => ReplayCommand::End,
+        Action::Faster | Action::Slower => {
             let cur = if r.speed > 0.0 { r.speed } else { 1.0 };
-            let next = if matches!(code, KeyCode::Char('+' | '=')) {
+            let next = if action == Action::Faster {
                 cur * 2.0
             } else {
                 cur / 2.0
@@ -294,49 +295,59 @@ fn on_key(state: &mut State, key: KeyEvent) -> Option<Effect> {
         Screen::Table => view::table_page(state),
         Screen::Stacks(_) => view::stack_page(state),
     } as isize;
-    match key.code {
-        KeyCode::Char('q') => return Some(Effect::Quit),
-        KeyCode::Char('?') => state.help = true,
-        KeyCode::Char(' ' | 'p') => return toggle_pause(state),
-        KeyCode::Char('/') => {
+    let action = keys::action(key.code)?;
+    match action {
+        Action::Quit => return Some(Effect::Quit),
+        Action::Help => state.help = true,
+        Action::Pause => return toggle_pause(state),
+        Action::Filter => {
             state.screen = Screen::Table;
             state.editing = true;
         }
-        KeyCode::Char('s') => {
+        Action::Sort => {
             state.sort = state.sort.next();
             fix_selection(state);
         }
-        KeyCode::Char('b') => cycle_grouping(state),
-        KeyCode::Char('f') => return flamegraph(state),
-        KeyCode::Char('e') => toggle_panel(state, Panel::Explain),
-        KeyCode::Char('c') => toggle_panel(state, Panel::Counters),
-        KeyCode::Char('r') if state.is_replay() => {
+        Action::Flamegraph => return flamegraph(state),
+        Action::Explain => toggle_panel(state, Panel::Explain),
+        Action::Counters => toggle_panel(state, Panel::Counters),
+        Action::Record if state.is_replay() => {
             state.status = Some("recording works live only: this is already a recording".into());
         }
-        KeyCode::Char('r') => return Some(Effect::ToggleRecording),
-        KeyCode::Up | KeyCode::Char('k') => step(state, -1),
-        KeyCode::Down | KeyCode::Char('j') => step(state, 1),
-        KeyCode::PageUp => step(state, -page),
-        KeyCode::PageDown => step(state, page),
-        KeyCode::Home | KeyCode::Char('g') => step(state, isize::MIN),
-        KeyCode::End | KeyCode::Char('G') => step(state, isize::MAX),
-        KeyCode::Enter if matches!(state.screen, Screen::Table) => {
+        Action::Record => return Some(Effect::ToggleRecording),
+        Action::Up => step(state, -1),
+        Action::Down => step(state, 1),
+        Action::PageUp => step(state, -page),
+        Action::PageDown => step(state, page),
+        Action::First => step(state, isize::MIN),
+        Action::Last => step(state, isize::MAX),
+        Action::Stacks if matches!(state.screen, Screen::Table) => {
             let scope = match &state.selected {
                 Some(k) => StackScope::Row(k.clone()),
                 None => StackScope::Set(state.filter.clone()),
             };
             open_stacks(state, scope);
         }
-        KeyCode::Char('a') => open_stacks(state, StackScope::Set(state.filter.clone())),
-        KeyCode::Esc | KeyCode::Backspace if !matches!(state.screen, Screen::Table) => {
+        Action::Stacks => {}
+        Action::AllStacks => open_stacks(state, StackScope::Set(state.filter.clone())),
+        Action::Back if !matches!(state.screen, Screen::Table) => {
             state.screen = Screen::Table;
             fix_selection(state);
         }
-        KeyCode::Esc => {
+        Action::Back if key.code == KeyCode::Esc => {
             state.filter.clear();
             fix_selection(state);
         }
-        code => return replay_key(state, code),
+        Action::Back => {}
+        Action::Regroup => cycle_grouping(state),
+        Action::SeekBack
+        | Action::SeekForward
+        | Action::SeekBackLong
+        | Action::SeekForwardLong
+        | Action::Start
+        | Action::End
+        | Action::Slower
+        | Action::Faster => return replay_key(state, action),
     }
     None
 }

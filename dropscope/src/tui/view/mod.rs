@@ -108,32 +108,10 @@ fn footer(state: &State) -> Line<'static> {
             Style::new().fg(Color::Green),
         );
     }
-    let hints: &[(&str, &str)] = match state.screen {
-        Screen::Table => &[
-            ("q", "quit"),
-            ("?", "help"),
-            ("/", "filter"),
-            ("s", "sort"),
-            ("b", "group"),
-            ("space", "pause"),
-            ("Enter", "packets"),
-            ("e", "explain"),
-            ("c", "counters"),
-            ("f", "flame"),
-            ("r", "record"),
-        ],
-        Screen::Stacks(_) => &[
-            ("Esc", "back"),
-            ("Up/Down", "scroll"),
-            ("f", "flamegraph"),
-            ("space", "pause"),
-            ("?", "help"),
-            ("q", "quit"),
-        ],
-    };
+    let stacks = matches!(state.screen, Screen::Stacks(_));
     let mut spans = Vec::new();
-    for (k, what) in hints {
-        spans.push(Span::styled(*k, key));
+    for (k, what) in super::keys::hints(stacks) {
+        spans.push(Span::styled(k, key));
         spans.push(Span::raw(format!(" {what}  ")));
     }
     Line::from(spans)

@@ -1,4 +1,4 @@
-//! Number, duration and size formatting for the screen.
+//! Number, duration and size formatting, shared by the TUI and the command-line output.
 use std::time::Duration;
 
 /// An exact count with thousands separators: `1,234,567`.

@@ -1,4 +1,5 @@
-//! Headless recording (`dropscope record`): a feed written to a file, with a live status line.
+//! Headless recording (`dropscope record`): a feed written to a file, with a status line on
+//! stderr.
 use std::{
     future::Future,
     io::{IsTerminal, Write},
@@ -9,7 +10,7 @@ use std::{
 use anyhow::Context as _;
 use tokio::time::{Instant, MissedTickBehavior, interval};
 
-use super::{RecordError, Recorder};
+use crate::record::{RecordError, Recorder};
 use crate::{model::Snapshot, source::Feed};
 
 /// What a finished headless recording holds.
@@ -124,7 +125,7 @@ fn status_line(s: &RecordSummary, wall: Duration) -> String {
         secs % 60,
         s.total,
         s.frames,
-        crate::tui::format::bytes(s.bytes)
+        crate::format::bytes(s.bytes)
     )
 }
 
@@ -145,7 +146,7 @@ mod tests {
             status_line(&s, Duration::from_secs(3723)),
             "recording drops.dsr: 01:02:03 elapsed, 4200 drops, 61 snapshots, 120.6 KiB"
         );
-        assert_eq!(crate::tui::format::bytes(999), "999 B");
-        assert_eq!(crate::tui::format::bytes(5 << 20), "5.0 MiB");
+        assert_eq!(crate::format::bytes(999), "999 B");
+        assert_eq!(crate::format::bytes(5 << 20), "5.0 MiB");
     }
 }

@@ -1,0 +1,221 @@
+//! Counting live (the `live` feature): attaching the probe, the live view, `record`, and the
+//! counting loop that `report` and `flamegraph` share.
+use std::{io::Write, path::Path, time::Duration};
+
+use anyhow::{Context as _, bail};
+use tokio::signal::unix::{Signal, SignalKind, signal};
+
+use super::{require_terminal, shown};
+use crate::{
+    cli::LiveArgs,
+    collector::{Collector, CollectorOptions, Stopper},
+    kcounters::{self, KernelCounters},
+    model::{SessionInfo, Snapshot},
+    outfile,
+    probe::{Probe, ProbeOptions},
+    source::Feed,
+    tui,
+};
+
+/// Attaches the probe and starts the collector.
+pub fn start_live(live: &LiveArgs) -> anyhow::Result<(Feed, Stopper)> {
+    let opts = ProbeOptions {
+        choice: live.probe,
+        max_keys: live.max_keys,
+        btf_path: live.btf.clone(),
+        count_self_syscalls: live.count_syscalls,
+        bench_keys: live.bench_keys,
+        selection: live.select.clone(),
+    };
+    let probe = Probe::attach(&opts)?;
+    let copts = CollectorOptions {
+        interval: live.interval,
+        stacks: !live.no_stacks,
+        stack_budget: live.stack_budget,
+        bpf_stats: live.bpf_stats,
+        by: live.select.by.clone(),
+    };
+    Ok(Collector::spawn(probe, copts)?)
+}
+
+/// SIGINT, SIGTERM, SIGHUP and SIGQUIT, caught from the moment this is made (so that one
+/// arriving right after the "counting" line still ends the command cleanly).
+struct Interrupt {
+    int: Signal,
+    term: Signal,
+    hup: Signal,
+    quit: Signal,
+}
+
+impl Interrupt {
+    fn new() -> anyhow::Result<Self> {
+        Ok(Self {
+            int: signal(SignalKind::interrupt()).context("installing a SIGINT handler")?,
+            term: signal(SignalKind::terminate()).context("installing a SIGTERM handler")?,
+            hup: signal(SignalKind::hangup()).context("installing a SIGHUP handler")?,
+            quit: signal(SignalKind::quit()).context("installing a SIGQUIT handler")?,
+        })
+    }
+
+    /// Resolves after `duration` (never without one) or on SIGINT/SIGTERM/SIGHUP/SIGQUIT.
+    async fn until(mut self, duration: Option<Duration>) {
+        let timer = async {
+            match duration {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = timer => {}
+            _ = self.int.recv() => {}
+            _ = self.term.recv() => {}
+            _ = self.hup.recv() => {}
+            _ = self.quit.recv() => {}
+        }
+    }
+}
+
+/// The live view: the probe feeding the TUI until `q` or a signal.
+pub async fn live_tui(live: &LiveArgs, dir: &Path) -> anyhow::Result<()> {
+    require_terminal("the live view")?;
+    let (feed, stopper) = start_live(live)?;
+    let opts = tui::TuiOptions {
+        flamegraph_dir: dir.to_path_buf(),
+        record_dir: dir.to_path_buf(),
+        kernel_counters: true,
+        filter: live.select.describe(),
+        by: live.select.by.clone(),
+    };
+    // The TUI ends on `q`, a signal, or the feed closing; then the probe is detached, and a
+    // collector failure, if that is what closed the feed, is reported.
+    let res = tui::run(feed, opts).await;
+    let collector = stopper.finish();
+    res.and(collector)
+}
+
+/// Starts reading the kernel's drop counters; a failure is a warning, not an error.
+fn start_counters(live: &LiveArgs) -> Option<KernelCounters> {
+    match KernelCounters::start() {
+        Ok(k) => Some(k.with_filter(live.select.describe())),
+        Err(e) => {
+            eprintln!("dropscope: warning: not reading the kernel's drop counters: {e:#}");
+            None
+        }
+    }
+}
+
+/// Counts live until `duration` or a signal; returns the last snapshot and the session info,
+/// and with `counters`, the kernel's drop counters read over the same window.
+pub async fn count_live(
+    live: &LiveArgs,
+    duration: Option<Duration>,
+    what: &str,
+    counters: bool,
+    mut on_snapshot: impl FnMut(&Snapshot, Option<&mut KernelCounters>) -> anyhow::Result<()>,
+) -> anyhow::Result<(SessionInfo, Snapshot, Option<KernelCounters>)> {
+    let interrupt = Interrupt::new()?;
+    let (mut feed, stopper) = start_live(live)?;
+    // The counters' window starts once the probe counts, before the line saying so.
+    let mut kernel = if counters { start_counters(live) } else { None };
+    eprintln!(
+        "dropscope: counting drops with {}{what}; {}",
+        feed.info.probe,
+        match duration {
+            Some(d) => format!("for {}, Ctrl-C ends early", humantime::format_duration(d)),
+            None => "until Ctrl-C".into(),
+        }
+    );
+    let _ = std::io::stderr().flush();
+    let mut last = Snapshot::default();
+    let wait = interrupt.until(duration);
+    tokio::pin!(wait);
+    loop {
+        tokio::select! {
+            s = feed.snapshots.recv() => match s {
+                Some(s) => {
+                    on_snapshot(&s, kernel.as_mut())?;
+                    last = s;
+                }
+                None => {
+                    stopper.finish()?;
+                    bail!("the collector stopped unexpectedly");
+                }
+            },
+            _ = &mut wait => break,
+        }
+    }
+    // The collector sends one last snapshot, read right now, then closes the feed.
+    stopper.stop();
+    while let Some(s) = feed.snapshots.recv().await {
+        last = s;
+    }
+    stopper.finish()?;
+    if let Some(k) = &mut kernel {
+        k.poll(&kcounters::drop_netns(&last));
+    }
+    Ok((feed.info, last, kernel))
+}
+
+/// `dropscope record`: the live feed written to a file, headless.
+pub async fn record_cmd(
+    live: &LiveArgs,
+    output: &Path,
+    duration: Option<Duration>,
+    force: bool,
+    pcap: Option<&Path>,
+) -> anyhow::Result<()> {
+    // Before the probe is attached: the output is never opened (a temporary file next to it
+    // is), so a FIFO or a symlink there cannot block or redirect the recording.
+    outfile::check_destination(output, force)?;
+    if let Some(p) = pcap {
+        outfile::check_destination(p, force)?;
+    }
+    let interrupt = Interrupt::new()?;
+    let (mut feed, stopper) = start_live(live)?;
+    // With --pcap, the snapshots pass through a task that keeps the last one's samples.
+    let last = pcap.map(|_| {
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        let mut from = std::mem::replace(&mut feed.snapshots, rx);
+        tokio::spawn(async move {
+            let mut last = None;
+            while let Some(s) = from.recv().await {
+                last = Some(s.samples.clone());
+                if tx.send(s).await.is_err() {
+                    break;
+                }
+            }
+            last
+        })
+    });
+    eprintln!(
+        "dropscope: recording drops with {} to {}",
+        feed.info.probe,
+        shown(output)
+    );
+    // At the end of the window the collector takes a last snapshot and closes the feed; the
+    // recorder writes until then, so the drops of the last interval are in the file.
+    let recorder = super::headless::record_feed(feed, output, force, std::future::pending());
+    tokio::pin!(recorder);
+    let summary = tokio::select! {
+        s = &mut recorder => s,
+        _ = interrupt.until(duration) => {
+            stopper.stop();
+            recorder.await
+        }
+    };
+    stopper.finish()?;
+    let s = summary?;
+    eprintln!(
+        "dropscope: wrote {} ({} snapshots, {} bytes, {:.1}s, {} drops)",
+        shown(&s.path),
+        s.frames,
+        s.bytes,
+        s.elapsed.as_secs_f64(),
+        s.total
+    );
+    if let (Some(p), Some(task)) = (pcap, last) {
+        let samples = task.await.context("keeping the last snapshot")?;
+        super::write_pcap(p, force, &samples.unwrap_or_default())?;
+    }
+    Ok(())
+}

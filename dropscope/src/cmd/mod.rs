@@ -1,0 +1,152 @@
+//! The commands: each wires a source (live probe or recording) to a consumer, and the
+//! command-line consumers themselves (report printing, the headless recorder's status).
+//!
+//! Counting live needs the `live` feature (the eBPF object, probe and collector); a build
+//! without it reads recordings and BTF files, and says so when asked to count live.
+mod flamegraph;
+pub mod headless;
+#[cfg(feature = "live")]
+pub mod live;
+mod reasons;
+mod replay;
+mod report;
+
+use std::{io::IsTerminal, path::Path, time::Duration};
+
+use anyhow::{Context as _, bail};
+
+use crate::{
+    cli::{Cli, Command, InputWindow},
+    model::{SessionInfo, Snapshot, window},
+    record::Recording,
+    sanitize,
+};
+
+/// Runs the parsed command line.
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        None => live_view(cli).await,
+        Some(Command::Report(args)) => report::report_cmd(args).await,
+        Some(Command::Reasons { format, btf }) => reasons::reasons_cmd(format, btf.as_deref()),
+        Some(Command::Explain { name }) => reasons::explain_cmd(&name),
+        Some(Command::Record {
+            output,
+            duration,
+            force,
+            pcap,
+            live,
+        }) => record(live, output, duration, force, pcap).await,
+        Some(Command::Replay { file, output_dir }) => replay::replay_cmd(&file, &output_dir).await,
+        Some(Command::Flamegraph(args)) => flamegraph::flamegraph_cmd(args).await,
+        Some(Command::Serve(args)) => serve(args).await,
+    }
+}
+
+#[cfg(feature = "live")]
+async fn live_view(cli: Cli) -> anyhow::Result<()> {
+    live::live_tui(&cli.live, &cli.output_dir).await
+}
+
+#[cfg(not(feature = "live"))]
+async fn live_view(_: Cli) -> anyhow::Result<()> {
+    Err(no_live("the live view"))
+}
+
+#[cfg(feature = "live")]
+async fn record(
+    live: crate::cli::LiveArgs,
+    output: std::path::PathBuf,
+    duration: Option<Duration>,
+    force: bool,
+    pcap: Option<std::path::PathBuf>,
+) -> anyhow::Result<()> {
+    live::record_cmd(&live, &output, duration, force, pcap.as_deref()).await
+}
+
+#[cfg(not(feature = "live"))]
+async fn record(
+    _: crate::cli::LiveArgs,
+    _: std::path::PathBuf,
+    _: Option<Duration>,
+    _: bool,
+    _: Option<std::path::PathBuf>,
+) -> anyhow::Result<()> {
+    Err(no_live("`record`"))
+}
+
+#[cfg(feature = "live")]
+async fn serve(args: crate::cli::ServeArgs) -> anyhow::Result<()> {
+    crate::serve::run(&args).await
+}
+
+#[cfg(not(feature = "live"))]
+async fn serve(_: crate::cli::ServeArgs) -> anyhow::Result<()> {
+    Err(no_live("`serve`"))
+}
+
+/// The error of a build without the `live` feature asked to count live drops.
+#[cfg_attr(feature = "live", allow(dead_code))]
+pub(crate) fn no_live(what: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{what} counts live drops, and this dropscope was built without the `live` feature, so it \
+         cannot count live; it can read recordings (`dropscope replay FILE`, `report --input \
+         FILE`, `flamegraph --input FILE`) and BTF files (`reasons --btf FILE`). Build with the \
+         default features (`cargo build --release`, after `cargo xtask setup`) to count live"
+    )
+}
+
+fn require_terminal(what: &str) -> anyhow::Result<()> {
+    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        bail!(
+            "{what} needs a terminal, and stdin/stdout is not one; \
+             for text output use `dropscope report` (e.g. `dropscope report --duration 10s`)"
+        );
+    }
+    Ok(())
+}
+
+/// A path as shown on the terminal.
+/// Writes the sampled packets `samples` to `path` as pcapng (owner-only, `force`: replacing
+/// what has its name), and says so on stderr.
+fn write_pcap(
+    path: &Path,
+    force: bool,
+    samples: &[crate::model::KeySamples],
+) -> anyhow::Result<()> {
+    let mut bytes = Vec::new();
+    let n = crate::pcap::write(samples, &mut bytes).context("encoding pcapng")?;
+    crate::outfile::write_file(path, force, &bytes)?;
+    eprintln!("dropscope: wrote {} ({n} sampled packets)", shown(path));
+    Ok(())
+}
+
+fn shown(path: &Path) -> String {
+    sanitize::terminal(&path.to_string_lossy()).into_owned()
+}
+
+/// The window of a recording: the snapshot at `to` minus the one at `from`.
+fn recorded_window(
+    w: &InputWindow,
+) -> anyhow::Result<(SessionInfo, Snapshot, (Duration, Duration))> {
+    let path = w.input.as_deref().context("no --input")?;
+    let rec = Recording::open(path).with_context(|| format!("opening {}", shown(path)))?;
+    for warning in rec.warnings() {
+        eprintln!("dropscope: warning: {}: {warning}", shown(path));
+    }
+    let to = w.to.unwrap_or(rec.duration()).min(rec.duration());
+    let from = w.from.unwrap_or_default();
+    if from > to {
+        bail!(
+            "--from {} is after --to {}",
+            humantime::format_duration(from),
+            humantime::format_duration(to)
+        );
+    }
+    let later = rec.snapshot_at(to)?;
+    let snap = if from.is_zero() {
+        later
+    } else {
+        window::between(&rec.snapshot_at(from)?, &later)
+    };
+    Ok((rec.info().clone(), snap, (from, to)))
+}

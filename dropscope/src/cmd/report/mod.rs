@@ -1,0 +1,104 @@
+//! `dropscope report`: counts, live or from a recording, printed as a table or JSON.
+use std::io::Write;
+
+mod output;
+
+use self::output as report;
+use super::recorded_window;
+use crate::{
+    cli::{Format, ReportArgs},
+    kcounters::{KernelCounters, KernelView},
+    model::Snapshot,
+    sanitize,
+};
+
+/// Runs `report`.
+pub async fn report_cmd(args: ReportArgs) -> anyhow::Result<()> {
+    if let Some(p) = &args.pcap {
+        crate::outfile::check_destination(p, args.force)?;
+    }
+    let (snap, seconds, kernel) = if args.window.input.is_some() {
+        let (_, snap, (from, to)) = recorded_window(&args.window)?;
+        (snap, (to - from).as_secs_f64(), None)
+    } else {
+        live_counts(&args).await?
+    };
+    let kernel = kernel.map(|k| k.view(&snap));
+    print_report(
+        &snap,
+        seconds,
+        args.format,
+        args.every.is_some(),
+        kernel.as_ref(),
+    )?;
+    match &args.pcap {
+        Some(p) => super::write_pcap(p, args.force, &snap.samples),
+        None => Ok(()),
+    }
+}
+
+/// Counts live, printing a report every `--every`; returns the final counts.
+#[cfg(feature = "live")]
+async fn live_counts(args: &ReportArgs) -> anyhow::Result<(Snapshot, f64, Option<KernelCounters>)> {
+    let mut next = args.every;
+    let (format, every) = (args.format, args.every);
+    let progress = |s: &Snapshot, k: Option<&mut KernelCounters>| -> anyhow::Result<()> {
+        if let Some(at) = next.filter(|at| s.elapsed >= *at) {
+            let kernel = k.map(|k| {
+                k.poll(&crate::kcounters::drop_netns(s));
+                k.view(s)
+            });
+            print_report(s, s.elapsed.as_secs_f64(), format, true, kernel.as_ref())?;
+            // The next report is due one period after this one (never in a burst).
+            next = every.map(|d| (at + d).max(s.elapsed));
+        }
+        Ok(())
+    };
+    let (_, snap, kernel) =
+        super::live::count_live(&args.live, args.duration, "", true, progress).await?;
+    let secs = snap.elapsed.as_secs_f64();
+    Ok((snap, secs, kernel))
+}
+
+#[cfg(not(feature = "live"))]
+async fn live_counts(_: &ReportArgs) -> anyhow::Result<(Snapshot, f64, Option<KernelCounters>)> {
+    Err(super::no_live("`report` without `--input`"))
+}
+
+/// Prints one report; `lines` puts a JSON report on one line (a stream of them is JSON Lines);
+/// `kernel` adds the kernel's drop counters of the same window.
+fn print_report(
+    snap: &Snapshot,
+    seconds: f64,
+    format: Format,
+    lines: bool,
+    kernel: Option<&KernelView>,
+) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match format {
+        Format::Table => {
+            report::write_table(snap, seconds, &mut out)?;
+            if let Some(k) = kernel {
+                report::write_kernel(k, &mut out)?;
+            }
+            if lines {
+                writeln!(out)?;
+            }
+        }
+        Format::Json => {
+            let mut report = report::json(snap, seconds);
+            if let Some(k) = kernel {
+                report = report.with_kernel(k);
+            }
+            // Names from the kernel or a recording are written with risky characters escaped.
+            let text = if lines {
+                serde_json::to_string(&report)?
+            } else {
+                serde_json::to_string_pretty(&report)?
+            };
+            writeln!(out, "{}", sanitize::json(&text))?;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}

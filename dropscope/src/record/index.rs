@@ -1,0 +1,30 @@
+//! The index of a recording's frames, below both the reader and the decoder (which the reader
+//! drives through [`Frames`](super::decode::Frames), so neither imports the other's types back).
+use std::time::Duration;
+
+use super::RecordError;
+
+/// One snapshot frame in a recording's index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FrameInfo {
+    /// Byte offset of the frame's header in the file.
+    pub offset: u64,
+    /// Stored payload length in bytes.
+    pub stored_len: u32,
+    /// Elapsed time of its snapshot.
+    pub elapsed: Duration,
+    /// Whether it is a keyframe (a full snapshot).
+    pub keyframe: bool,
+    /// Index of the keyframe it is decoded from (itself, for a keyframe).
+    pub base: usize,
+    /// Whether its payload is compressed.
+    pub compressed: bool,
+    pub(super) flags: u8,
+    pub(super) keys_defined: usize,
+    pub(super) stacks_defined: usize,
+}
+
+/// The error of a damaged frame at `offset`.
+pub(super) fn corrupt(offset: u64, reason: &'static str) -> RecordError {
+    RecordError::Corrupt { offset, reason }
+}

@@ -1,0 +1,443 @@
+//! The one key table: every key, what it does, its help text and where it applies. Dispatch
+//! ([`action`]), the `?` overlay and the footer are all read from it, and a test checks that
+//! README's key table lists the same keys.
+use crossterm::event::KeyCode;
+
+/// What a key does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Quit.
+    Quit,
+    /// Show the help overlay.
+    Help,
+    /// Pause or resume (replay: pause or play).
+    Pause,
+    /// Edit the filter.
+    Filter,
+    /// Cycle the sort.
+    Sort,
+    /// Selection (or stack scroll) one up.
+    Up,
+    /// Selection (or stack scroll) one down.
+    Down,
+    /// A page up.
+    PageUp,
+    /// A page down.
+    PageDown,
+    /// The first row.
+    First,
+    /// The last row.
+    Last,
+    /// Stacks of the selected row.
+    Stacks,
+    /// Stacks of every row shown.
+    AllStacks,
+    /// Back to the table; in the table, clear the filter.
+    Back,
+    /// The explain panel.
+    Explain,
+    /// The kernel counters panel.
+    Counters,
+    /// Write a flamegraph.
+    Flamegraph,
+    /// Start or stop recording.
+    Record,
+    /// Cycle the grouping, coarser each time.
+    Regroup,
+    /// Seek 10 s back.
+    SeekBack,
+    /// Seek 10 s forward.
+    SeekForward,
+    /// Seek 60 s back.
+    SeekBackLong,
+    /// Seek 60 s forward.
+    SeekForwardLong,
+    /// Jump to the start.
+    Start,
+    /// Jump to the end.
+    End,
+    /// Halve the speed.
+    Slower,
+    /// Double the speed.
+    Faster,
+}
+
+/// Where a key applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Applies {
+    /// Live and in replay.
+    Both,
+    /// Live only.
+    Live,
+    /// Replay only.
+    Replay,
+}
+
+/// A footer hint: the key as shown, and a word for each screen it is hinted on.
+#[derive(Clone, Copy, Debug)]
+pub struct Hint {
+    /// The key as the footer shows it.
+    pub label: &'static str,
+    /// The word on the table screen, if hinted there.
+    pub table: Option<&'static str>,
+    /// The word on the stack screen, if hinted there.
+    pub stacks: Option<&'static str>,
+}
+
+/// One row of the table: keys that do related things, shown together.
+#[derive(Clone, Copy, Debug)]
+pub struct Key {
+    /// The keys, as the user types them (space-separated; two spaces between groups).
+    pub keys: &'static str,
+    /// The help text.
+    pub action: &'static str,
+    /// Each key code and what it does (aliases such as `=` for `+` included).
+    pub bind: &'static [(KeyCode, Action)],
+    /// Where the keys apply.
+    pub applies: Applies,
+    /// The footer hint, if any.
+    pub hint: Option<Hint>,
+}
+
+const fn key(
+    keys: &'static str,
+    action: &'static str,
+    bind: &'static [(KeyCode, Action)],
+    applies: Applies,
+) -> Key {
+    Key {
+        keys,
+        action,
+        bind,
+        applies,
+        hint: None,
+    }
+}
+
+const fn hint(
+    mut k: Key,
+    label: &'static str,
+    table: Option<&'static str>,
+    stacks: Option<&'static str>,
+) -> Key {
+    k.hint = Some(Hint {
+        label,
+        table,
+        stacks,
+    });
+    k
+}
+
+use Action as A;
+use Applies::{Both, Live, Replay};
+use KeyCode as C;
+
+/// Keys that work everywhere (`r`: live only).
+pub const GENERAL: &[Key] = &[
+    hint(
+        key("q  Ctrl-C", "quit", &[(C::Char('q'), A::Quit)], Both),
+        "q",
+        Some("quit"),
+        Some("quit"),
+    ),
+    hint(
+        key(
+            "?",
+            "show or hide this help",
+            &[(C::Char('?'), A::Help)],
+            Both,
+        ),
+        "?",
+        Some("help"),
+        Some("help"),
+    ),
+    hint(
+        key(
+            "space  p",
+            "pause/resume the display (replay: pause/play)",
+            &[(C::Char(' '), A::Pause), (C::Char('p'), A::Pause)],
+            Both,
+        ),
+        "space",
+        Some("pause"),
+        Some("pause"),
+    ),
+    hint(
+        key(
+            "/",
+            "filter by any column; Enter keeps it, Esc clears",
+            &[(C::Char('/'), A::Filter)],
+            Both,
+        ),
+        "/",
+        Some("filter"),
+        None,
+    ),
+    hint(
+        key(
+            "s",
+            "cycle the sort: rate, count, reason, location",
+            &[(C::Char('s'), A::Sort)],
+            Both,
+        ),
+        "s",
+        Some("sort"),
+        None,
+    ),
+    hint(
+        key(
+            "b",
+            "cycle the grouping, coarser than --by (counts are summed)",
+            &[(C::Char('b'), A::Regroup)],
+            Both,
+        ),
+        "b",
+        Some("group"),
+        None,
+    ),
+    hint(
+        key(
+            "Up Down  k j",
+            "select a row (stack view: scroll)",
+            &[
+                (C::Up, A::Up),
+                (C::Down, A::Down),
+                (C::Char('k'), A::Up),
+                (C::Char('j'), A::Down),
+            ],
+            Both,
+        ),
+        "Up/Down",
+        None,
+        Some("scroll"),
+    ),
+    key(
+        "PgUp PgDn",
+        "a page up or down",
+        &[(C::PageUp, A::PageUp), (C::PageDown, A::PageDown)],
+        Both,
+    ),
+    key(
+        "Home End  g G",
+        "first or last row",
+        &[
+            (C::Home, A::First),
+            (C::End, A::Last),
+            (C::Char('g'), A::First),
+            (C::Char('G'), A::Last),
+        ],
+        Both,
+    ),
+    hint(
+        key(
+            "Enter",
+            "stacks and sampled packets of the selected row",
+            &[(C::Enter, A::Stacks)],
+            Both,
+        ),
+        "Enter",
+        Some("packets"),
+        None,
+    ),
+    key(
+        "a",
+        "stacks of every row shown (the filtered set)",
+        &[(C::Char('a'), A::AllStacks)],
+        Both,
+    ),
+    hint(
+        key(
+            "Esc",
+            "back to the table; in the table, clear the filter",
+            &[(C::Esc, A::Back), (C::Backspace, A::Back)],
+            Both,
+        ),
+        "Esc",
+        None,
+        Some("back"),
+    ),
+    hint(
+        key(
+            "e",
+            "explain the selected row's reason (the reason guide)",
+            &[(C::Char('e'), A::Explain)],
+            Both,
+        ),
+        "e",
+        Some("explain"),
+        None,
+    ),
+    hint(
+        key(
+            "c",
+            "kernel drop counters, and drops the probe did not see",
+            &[(C::Char('c'), A::Counters)],
+            Both,
+        ),
+        "c",
+        Some("counters"),
+        None,
+    ),
+    hint(
+        key(
+            "f",
+            "write a flamegraph SVG of the current view",
+            &[(C::Char('f'), A::Flamegraph)],
+            Both,
+        ),
+        "f",
+        Some("flame"),
+        Some("flamegraph"),
+    ),
+    hint(
+        key(
+            "r",
+            "start or stop recording to a file (live only)",
+            &[(C::Char('r'), A::Record)],
+            Live,
+        ),
+        "r",
+        Some("record"),
+        None,
+    ),
+];
+
+/// Replay timeline keys.
+pub const REPLAY: &[Key] = &[
+    key(
+        "[ ]  Left Right",
+        "seek back or forward 10 s",
+        &[
+            (C::Char('['), A::SeekBack),
+            (C::Char(']'), A::SeekForward),
+            (C::Left, A::SeekBack),
+            (C::Right, A::SeekForward),
+        ],
+        Replay,
+    ),
+    key(
+        "{ }",
+        "seek back or forward 60 s",
+        &[
+            (C::Char('{'), A::SeekBackLong),
+            (C::Char('}'), A::SeekForwardLong),
+        ],
+        Replay,
+    ),
+    key(
+        "0  $",
+        "jump to the start or the end",
+        &[(C::Char('0'), A::Start), (C::Char('$'), A::End)],
+        Replay,
+    ),
+    key(
+        "-  +",
+        "halve or double the speed (0.25x to 16x)",
+        &[
+            (C::Char('-'), A::Slower),
+            (C::Char('_'), A::Slower),
+            (C::Char('+'), A::Faster),
+            (C::Char('='), A::Faster),
+        ],
+        Replay,
+    ),
+];
+
+/// Every row, general keys first.
+pub fn all() -> impl Iterator<Item = &'static Key> {
+    GENERAL.iter().chain(REPLAY)
+}
+
+/// What `code` does (Ctrl-C is handled before the table: it quits even while typing).
+pub fn action(code: KeyCode) -> Option<Action> {
+    all()
+        .flat_map(|k| k.bind)
+        .find(|(c, _)| *c == code)
+        .map(|(_, a)| *a)
+}
+
+/// The footer hints of a screen (`stacks`: the stack view), in table order.
+pub fn hints(stacks: bool) -> impl Iterator<Item = (&'static str, &'static str)> {
+    all().filter_map(move |k| {
+        let h = k.hint?;
+        let word = if stacks { h.stacks } else { h.table }?;
+        Some((h.label, word))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    /// The key names of a label, as README writes them (arrows as arrows).
+    fn names(label: &str) -> impl Iterator<Item = String> + '_ {
+        label.split_whitespace().map(|k| {
+            match k {
+                "Up" => "↑",
+                "Down" => "↓",
+                "Left" => "←",
+                "Right" => "→",
+                k => k,
+            }
+            .to_string()
+        })
+    }
+
+    /// The keys of README's key table: the backquoted names in the first column of the rows
+    /// after the `| key | action |` header.
+    fn readme_keys() -> BTreeSet<String> {
+        let readme = include_str!("../../../README.md");
+        let mut lines = readme
+            .lines()
+            .skip_while(|l| !l.to_lowercase().starts_with("| key |"));
+        let _header = lines.next().expect("README has a `| key | action |` table");
+        lines
+            .skip(1)
+            .take_while(|l| l.starts_with('|'))
+            .flat_map(|l| {
+                let first = l.split('|').nth(1).unwrap_or_default().to_string();
+                first
+                    .split('`')
+                    .skip(1)
+                    .step_by(2)
+                    .flat_map(|k| names(k).collect::<Vec<_>>())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn readme_lists_the_same_keys() {
+        let table: BTreeSet<String> = all().flat_map(|k| names(k.keys)).collect();
+        let readme = readme_keys();
+        assert_eq!(
+            table.difference(&readme).collect::<Vec<_>>(),
+            Vec::<&String>::new(),
+            "keys missing from README's key table"
+        );
+        assert_eq!(
+            readme.difference(&table).collect::<Vec<_>>(),
+            Vec::<&String>::new(),
+            "README lists keys the TUI does not have"
+        );
+    }
+
+    #[test]
+    fn every_code_means_one_thing() {
+        let codes: Vec<KeyCode> = all().flat_map(|k| k.bind).map(|(c, _)| *c).collect();
+        let distinct: BTreeSet<String> = codes.iter().map(|c| format!("{c:?}")).collect();
+        assert_eq!(codes.len(), distinct.len());
+        assert_eq!(action(KeyCode::Char('q')), Some(Action::Quit));
+        assert_eq!(action(KeyCode::Char('=')), Some(Action::Faster));
+        assert_eq!(action(KeyCode::Char('x')), None);
+    }
+
+    #[test]
+    fn replay_keys_apply_to_replay_and_record_to_live() {
+        assert!(REPLAY.iter().all(|k| k.applies == Applies::Replay));
+        let r = GENERAL.iter().find(|k| k.keys == "r").expect("an r row");
+        assert_eq!(r.applies, Applies::Live);
+    }
+}

@@ -1,0 +1,204 @@
+//! `cargo xtask test`: lint, build and test as the invoking user; only the test binaries (and
+//! vmtest's guests) run as root.
+//!
+//! Run from a user shell, cargo builds as the user and runs each test binary through
+//! `sudo -E` (cargo's `CARGO_TARGET_<triple>_RUNNER`, as aya's own xtask does), so `target/` and
+//! `~/.cargo` stay the user's; anything a root step still left there (a test's output under
+//! `target/`) is given back to the user at the end. Run as root (CI), everything runs as root.
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::{Context as _, bail};
+
+use crate::{cargo, root, setup, step};
+
+/// Runs the whole suite.
+pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<()> {
+    let as_root = setup::is_root();
+    if as_root && std::env::var_os("SUDO_USER").is_some() {
+        eprintln!(
+            "xtask: running under sudo, so what is built now belongs to root; run `cargo xtask \
+             test` as yourself instead: it builds as you and uses sudo only to run the tests"
+        );
+    }
+    // Whatever happens below, root-owned leftovers are handed back when run as a user.
+    let _sweep = (!as_root).then(|| Sweep::new(&[root(), setup::home().join(".cargo")]));
+    setup::all(true)?;
+    if !no_lint {
+        step("cargo fmt --check");
+        cargo(&["fmt", "--all", "--", "--check"])?;
+        step("clippy");
+        cargo(&[
+            "clippy",
+            "--workspace",
+            "--exclude",
+            "dropscope-ebpf",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ])?;
+        step("clippy without the live feature");
+        cargo(&[
+            "clippy",
+            "--package",
+            "dropscope",
+            "--no-default-features",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ])?;
+        step("clippy (eBPF crate, BPF target)");
+        setup::clippy_ebpf()?;
+    }
+    step("build (the integration tests run the dropscope binary)");
+    cargo(&["build", "--package", "dropscope", "--bins"])?;
+    let test = [
+        "test",
+        "--workspace",
+        "--exclude",
+        "dropscope-ebpf",
+        "--",
+        "--test-threads=1",
+    ];
+    if as_root {
+        step("tests (unit, widget, and root integration tests on the real kernel)");
+        cargo(&test)?;
+    } else {
+        step("tests (built as you; the test binaries run as root through sudo -E)");
+        cargo_as_root_runner(&test)?;
+    }
+    if fuzz_seconds > 0 {
+        step("fuzzing the recording decoder");
+        setup::fuzz(fuzz_seconds)?;
+    }
+    if !no_vmtest {
+        step("vmtest: the suite on Debian's 6.1 and 6.12 kernels and the running one");
+        if as_root {
+            crate::vmtest::run(&crate::vmtest::VmtestArgs::default())?;
+        } else {
+            // Tools and builds as the user first, so that the root run below finds them all.
+            setup::vmtest_tools()?;
+            crate::dist::build()?;
+            cargo(&["build", "--package", "dropscope-tests", "--bin", "traffic"])?;
+            let xtask = std::env::current_exe().context("path of xtask")?;
+            // sudo resets PATH: handed over explicitly (vng may be in ~/.local/bin).
+            setup::run(
+                Command::new("sudo")
+                    .args(["-E", "env"])
+                    .arg(format!("PATH={}", setup::path_with_tools()))
+                    .arg(xtask)
+                    .arg("vmtest")
+                    .current_dir(root()),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs cargo as the user with every test binary run as root (`sudo -E`).
+fn cargo_as_root_runner(args: &[&str]) -> anyhow::Result<()> {
+    let var = format!(
+        "CARGO_TARGET_{}_RUNNER",
+        host_triple()?.to_uppercase().replace(['-', '.'], "_")
+    );
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(args)
+        .current_dir(root())
+        .env("PATH", setup::path_with_cargo_bin())
+        .env("DROPSCOPE_REQUIRE_EBPF", "1")
+        .env(var, "sudo -E")
+        .status()
+        .with_context(|| format!("running cargo {}", args.join(" ")))?;
+    if !status.success() {
+        bail!("cargo {} failed ({status})", args.join(" "));
+    }
+    Ok(())
+}
+
+/// The host's target triple, as rustc names it.
+fn host_triple() -> anyhow::Result<String> {
+    let out = Command::new("rustc")
+        .arg("-vV")
+        .current_dir(root())
+        .output()
+        .context("running rustc -vV")?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .map(str::to_owned)
+        .context("no host line in `rustc -vV`")
+}
+
+/// Gives files owned by root under some directories back to the invoking user, when dropped.
+struct Sweep {
+    dirs: Vec<PathBuf>,
+    owner: String,
+}
+
+impl Sweep {
+    fn new(dirs: &[PathBuf]) -> Self {
+        let id = |flag: &str| {
+            Command::new("id")
+                .arg(flag)
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+                .unwrap_or_default()
+        };
+        Self {
+            dirs: dirs.iter().filter(|d| d.exists()).cloned().collect(),
+            owner: format!("{}:{}", id("-u"), id("-g")),
+        }
+    }
+
+    fn leftovers(&self) -> bool {
+        self.dirs.iter().any(|d| root_owned(d, "-quit"))
+    }
+}
+
+impl Drop for Sweep {
+    fn drop(&mut self) {
+        if self.dirs.is_empty() || !self.leftovers() {
+            return;
+        }
+        eprintln!("xtask: giving files that root steps left behind back to you (sudo chown)");
+        let ok = Command::new("sudo")
+            .arg("find")
+            .args(&self.dirs)
+            .args([
+                "-xdev",
+                "-user",
+                "0",
+                "-exec",
+                "chown",
+                "-h",
+                &self.owner,
+                "{}",
+                "+",
+            ])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!(
+                "xtask: warning: some files under {} still belong to root",
+                self.dirs
+                    .iter()
+                    .map(|d| d.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            );
+        }
+    }
+}
+
+/// Whether `find` sees a root-owned file under `dir` (`extra`: e.g. `-quit` after the first).
+fn root_owned(dir: &Path, extra: &str) -> bool {
+    Command::new("find")
+        .arg(dir)
+        .args(["-xdev", "-user", "0", "-print", extra])
+        .output()
+        .is_ok_and(|o| !o.stdout.is_empty())
+}
