@@ -81,6 +81,8 @@ pub struct Collector {
     sample_cache: HashMap<u32, Vec<Sample>>,
     stats_fd: Option<OwnedFd>,
     stats: Option<crate::probe::sys::ProgStats>,
+    /// When the run statistics were last read.
+    stats_read: Instant,
 }
 
 impl Collector {
@@ -112,6 +114,7 @@ impl Collector {
             sample_cache: HashMap::new(),
             stats_fd: stats,
             stats: None,
+            stats_read: Instant::now(),
         }
     }
 
@@ -344,8 +347,11 @@ impl Collector {
     fn health(&mut self, changed: bool) -> Health {
         let t = self.last_totals.unwrap_or_default();
         let keys_used = self.counts_keys();
-        if changed || self.stats.is_none() {
+        // At most once per base interval: the header shows it per second anyway.
+        let due = self.stats_read.elapsed() >= self.opts.interval;
+        if self.stats.is_none() || (changed && due) {
             self.stats = self.probe.prog_stats();
+            self.stats_read = Instant::now();
         }
         let stats = self.stats;
         Health {

@@ -72,11 +72,9 @@ fn record_flood(dropscope: &Path, scratch: &Path) -> anyhow::Result<Recorded> {
             .arg(&file),
         "dropscope record",
     )?;
-    wait_for_file(&mut proc, &file)?;
-    interrupt::sleep(Duration::from_secs(2))?;
-    let (s1, t1) = (size(&file)?, Instant::now());
-    interrupt::sleep(Duration::from_secs(RECORD_SECS - 5))?;
-    let (s2, t2) = (size(&file)?, Instant::now());
+    // The recording is written to a temporary file and appears under its name when it ends:
+    // its rate is its whole size over the time it covers.
+    let t = Instant::now();
     let out = proc.finish(None, Duration::from_secs(RECORD_SECS + 20))?;
     if !out.status.success() {
         bail!(
@@ -85,21 +83,9 @@ fn record_flood(dropscope: &Path, scratch: &Path) -> anyhow::Result<Recorded> {
             out.stderr.trim()
         );
     }
-    let steady = s2.saturating_sub(s1) as f64 / t2.duration_since(t1).as_secs_f64();
+    let steady = size(&file)? as f64 / t.elapsed().as_secs_f64().max(1.0);
     let perf = perf_record_rate(scratch).ok();
     Ok((file.clone(), steady, size(&file)?, perf))
-}
-
-fn wait_for_file(proc: &mut Proc, file: &Path) -> anyhow::Result<()> {
-    let until = Instant::now() + Duration::from_secs(30);
-    while !file.exists() {
-        interrupt::sleep(Duration::from_millis(50))?;
-        if proc.exited()? || Instant::now() >= until {
-            let out = proc.finish(None, Duration::from_secs(1))?;
-            bail!("dropscope record wrote no file: {}", out.stderr.trim());
-        }
-    }
-    Ok(())
 }
 
 /// Bytes per second of a per-event capture of the drops (run while the flood goes on).
