@@ -26,6 +26,8 @@ mod tests;
 mod tests_damage;
 #[cfg(test)]
 mod tests_replay;
+#[cfg(test)]
+mod tests_v2;
 
 pub use encoder::{KEYFRAME_EVERY, KEYFRAME_MAX_FRAMES};
 pub use format::{MAGIC, VERSION};

@@ -60,6 +60,7 @@ pub struct FrameInfo {
     pub(super) flags: u8,
     pub(super) keys_defined: usize,
     pub(super) stacks_defined: usize,
+    pub(super) samples_defined: usize,
 }
 
 /// An opened recording: its session, an index of its valid frames, and what was wrong with it.
@@ -207,7 +208,7 @@ impl Recording {
             storage,
             info,
             frames: Vec::new(),
-            dict: Dictionary::default(),
+            dict: Dictionary::new(version),
             spent: Spent::default(),
             warnings: Vec::new(),
             finished: false,
@@ -296,6 +297,7 @@ impl Recording {
                     flags: h.flags,
                     keys_defined: self.dict.keys.len(),
                     stacks_defined: self.dict.stacks.len(),
+                    samples_defined: self.dict.samples.len(),
                 });
             }
             Kind::End => {
