@@ -17,8 +17,7 @@ use crate::{
     model::{SessionInfo, Snapshot, window},
     outfile,
     probe::{Probe, ProbeOptions, reasons::ReasonTable},
-    record::{self, Recording},
-    report, sanitize,
+    record, report, sanitize,
     source::Feed,
     tui,
 };
@@ -199,7 +198,7 @@ fn recorded_window(
     w: &InputWindow,
 ) -> anyhow::Result<(SessionInfo, Snapshot, (Duration, Duration))> {
     let path = w.input.as_deref().context("no --input")?;
-    let rec = Recording::open(path).with_context(|| format!("opening {}", shown(path)))?;
+    let rec = record::open_input(path).with_context(|| format!("opening {}", shown(path)))?;
     for warning in rec.warnings() {
         eprintln!("dropscope: warning: {}: {warning}", shown(path));
     }
@@ -355,7 +354,16 @@ async fn record_cmd(
 ) -> anyhow::Result<()> {
     // Before the probe is attached: the output is never opened (a temporary file next to it
     // is), so a FIFO or a symlink there cannot block or redirect the recording.
-    outfile::check_destination(output, force)?;
+    if record::is_stdio(output) {
+        if std::io::stdout().is_terminal() {
+            bail!(
+                "`-o -` writes the binary recording to standard output, which is a terminal; \
+                 pipe it (e.g. `dropscope record -o - | dropscope replay -`) or redirect it"
+            );
+        }
+    } else {
+        outfile::check_destination(output, force)?;
+    }
     let interrupt = Interrupt::new()?;
     let (feed, stopper) = start_live(live)?;
     eprintln!(
@@ -388,11 +396,19 @@ async fn record_cmd(
 }
 
 async fn replay_cmd(file: &Path, dir: &Path) -> anyhow::Result<()> {
-    let rec = Recording::open(file).with_context(|| format!("opening {}", shown(file)))?;
+    if record::is_stdio(file) {
+        // The recording comes through stdin; keys are read from the terminal itself.
+        if !std::io::stdout().is_terminal() || std::fs::File::open("/dev/tty").is_err() {
+            bail!("replay needs a terminal; for text output use `dropscope report --input -`");
+        }
+    }
+    let rec = record::follow_input(file).with_context(|| format!("opening {}", shown(file)))?;
     for warning in rec.warnings() {
         eprintln!("dropscope: warning: {}: {warning}", shown(file));
     }
-    require_terminal("replay")?;
+    if !record::is_stdio(file) {
+        require_terminal("replay")?;
+    }
     let feed = record::replay_feed(rec);
     let opts = tui::TuiOptions {
         flamegraph_dir: dir.to_path_buf(),

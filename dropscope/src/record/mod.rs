@@ -17,6 +17,7 @@ mod headless;
 mod health;
 mod reader;
 mod replay;
+mod stream;
 pub mod synthetic;
 mod writer;
 
@@ -34,6 +35,7 @@ pub use format::{MAGIC, VERSION};
 pub use headless::{RecordSummary, record_feed};
 pub use reader::{FrameInfo, Recording};
 pub use replay::replay_feed;
+pub use stream::{MAX_STREAM_BYTES, follow_input, is_stdio, open_input};
 pub use writer::{Recorder, encode};
 
 /// What can go wrong writing or reading a recording.
