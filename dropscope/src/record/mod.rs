@@ -29,6 +29,8 @@ mod tests_damage;
 mod tests_replay;
 #[cfg(test)]
 mod tests_v2;
+#[cfg(test)]
+mod tests_stream;
 
 pub use encoder::{KEYFRAME_EVERY, KEYFRAME_MAX_FRAMES};
 pub use format::{MAGIC, VERSION};
