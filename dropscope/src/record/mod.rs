@@ -28,9 +28,9 @@ mod tests_damage;
 #[cfg(test)]
 mod tests_replay;
 #[cfg(test)]
-mod tests_v2;
-#[cfg(test)]
 mod tests_stream;
+#[cfg(test)]
+mod tests_v2;
 
 pub use encoder::{KEYFRAME_EVERY, KEYFRAME_MAX_FRAMES};
 pub use format::{MAGIC, VERSION};

@@ -78,7 +78,10 @@ fn a_stream_fed_in_pieces_is_indexed_as_it_arrives_and_reads_back_exactly() {
         until_frames(&mut rec, i);
         assert_eq!(rec.len(), i, "a frame not yet complete is not indexed");
         assert!(rec.is_growing() && rec.warnings().is_empty());
-        assert_eq!(rec.snapshot_at(rec.duration()).expect("latest"), snaps[i - 1]);
+        assert_eq!(
+            rec.snapshot_at(rec.duration()).expect("latest"),
+            snaps[i - 1]
+        );
     }
     tx.send(bytes[sent..].to_vec()).expect("send");
     until_frames(&mut rec, snaps.len());
@@ -89,7 +92,11 @@ fn a_stream_fed_in_pieces_is_indexed_as_it_arrives_and_reads_back_exactly() {
         rec.wait(Duration::from_millis(50));
         rec.refresh().expect("refresh");
     }
-    assert!(rec.finished() && rec.warnings().is_empty(), "{:?}", rec.warnings());
+    assert!(
+        rec.finished() && rec.warnings().is_empty(),
+        "{:?}",
+        rec.warnings()
+    );
     assert_eq!(decode_all(&rec), snaps);
     drop(tx);
 }
@@ -111,7 +118,10 @@ fn a_writer_that_dies_mid_frame_ends_the_stream_with_a_warning() {
     assert_eq!(decode_all(&rec), snaps[..30]);
     let w = rec.warnings().join("\n");
     assert!(
-        w.contains(&format!("stream ended inside the frame at byte {}", cut - 9)),
+        w.contains(&format!(
+            "stream ended inside the frame at byte {}",
+            cut - 9
+        )),
         "{w}"
     );
 }
@@ -127,7 +137,11 @@ fn a_stream_that_ends_between_frames_or_before_its_header() {
     drop(tx);
     let rec = Recording::read_stream(src).expect("read");
     assert_eq!(rec.len(), 6);
-    assert!(rec.warnings()[0].contains("without its end marker"), "{:?}", rec.warnings());
+    assert!(
+        rec.warnings()[0].contains("without its end marker"),
+        "{:?}",
+        rec.warnings()
+    );
 
     let (tx, src) = fed();
     tx.send(bytes[..10].to_vec()).expect("send");
