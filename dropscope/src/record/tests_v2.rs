@@ -27,7 +27,7 @@ fn packet(i: u64, len: usize) -> Sample {
     Sample {
         unix_ms: 1_750_000_000_000 + i,
         len: len as u32 + 14,
-        l3proto: if i % 2 == 0 { 0x0800 } else { 0x86DD },
+        l3proto: if i.is_multiple_of(2) { 0x0800 } else { 0x86DD },
         bytes: (0..len).map(|b| (b as u64 * 7 + i) as u8).collect(),
     }
 }
@@ -96,7 +96,7 @@ fn the_first_samples_of_each_key_are_recorded_once_and_read_back_as_of_each_fram
         snap(
             2,
             vec![count(&a, 12)],
-            vec![ks(&a, &pa), ks(&b, &[big.clone()])],
+            vec![ks(&a, &pa), ks(&b, std::slice::from_ref(&big))],
         ),
         snap(3, vec![count(&a, 13), count(&b, 1)], Vec::new()),
     ];
