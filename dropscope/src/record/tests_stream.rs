@@ -155,3 +155,51 @@ fn a_stream_that_ends_between_frames_or_before_its_header() {
         Err(super::RecordError::NotARecording)
     ));
 }
+
+async fn recv(
+    rx: &mut tokio::sync::mpsc::Receiver<crate::model::Snapshot>,
+) -> crate::model::Snapshot {
+    tokio::time::timeout(Duration::from_secs(10), rx.recv())
+        .await
+        .expect("a snapshot in time")
+        .expect("feed open")
+}
+
+#[tokio::test]
+async fn replay_follows_a_growing_stream_live_and_stops_following_at_its_end() {
+    let snaps = story(20);
+    let bytes = encode(&session(), &snaps).expect("encode");
+    let whole = Recording::from_bytes(&bytes).expect("open");
+    let at = |i: usize| whole.frames()[i].offset as usize;
+    let (tx, src) = fed();
+    tx.send(bytes[..at(4)].to_vec()).expect("send");
+    let rec = Recording::follow(src).expect("follow");
+    let mut feed = super::replay_feed(rec);
+    let status = feed.replay.as_ref().expect("replay").status.clone();
+    // The latest snapshot that has arrived, not the first: it is live.
+    let mut s = recv(&mut feed.snapshots).await;
+    while s != snaps[3] {
+        s = recv(&mut feed.snapshots).await;
+    }
+    assert!(status.borrow().live);
+    // New frames are shown as they arrive.
+    tx.send(bytes[at(4)..at(12)].to_vec()).expect("send");
+    while s != snaps[11] {
+        s = recv(&mut feed.snapshots).await;
+        assert!(s.elapsed <= snaps[11].elapsed);
+    }
+    assert!(status.borrow().live);
+    assert_eq!(status.borrow().duration, snaps[11].elapsed);
+    // The rest, with the end marker: the last snapshot, then no longer live.
+    tx.send(bytes[at(12)..].to_vec()).expect("send");
+    while s != snaps[19] {
+        s = recv(&mut feed.snapshots).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while status.borrow().live {
+        assert!(Instant::now() < deadline, "still live after the end marker");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(status.borrow().paused);
+    assert_eq!(status.borrow().duration, snaps[19].elapsed);
+}

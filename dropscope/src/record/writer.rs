@@ -44,7 +44,9 @@ impl Recorder {
     /// symlink, a FIFO) unless `force` is set, in which case it is replaced when finished.
     pub fn create(path: &Path, info: &SessionInfo, force: bool) -> Result<Recorder, RecordError> {
         if super::is_stdio(path) {
-            return Self::to_stream(Box::new(std::io::stdout()), info);
+            // Straight to the descriptor, unbuffered: each snapshot's frames in one write(2).
+            let fd = std::os::fd::AsFd::as_fd(&std::io::stdout()).try_clone_to_owned()?;
+            return Self::to_stream(Box::new(std::fs::File::from(fd)), info);
         }
         let head = header(info)?;
         let out = Sink::File(OutFile::create(path, force)?);
