@@ -52,7 +52,8 @@ pub enum Command {
     },
     /// Record the live snapshot stream to a file, headless, until Ctrl-C or --duration.
     Record {
-        /// The recording to write (created with owner-only permissions).
+        /// The recording to write (created with owner-only permissions); `-` writes it to
+        /// standard output as it goes, for a pipe (e.g. into `dropscope replay -`).
         #[arg(short, long, value_name = "FILE")]
         output: PathBuf,
         /// Stop after this long (e.g. 30s, 10m, 2h).
@@ -72,7 +73,7 @@ pub enum Command {
     },
     /// Replay a recording in the live view's TUI (no root needed).
     Replay {
-        /// The recording.
+        /// The recording; `-` reads one from standard input and follows it as it grows.
         file: PathBuf,
         /// Directory where `f` writes flamegraph SVGs.
         #[arg(long, default_value = ".", value_name = "DIR")]
@@ -164,7 +165,8 @@ pub struct FlamegraphArgs {
 /// Read a recording instead of the live kernel, optionally one window of it.
 #[derive(Debug, Args)]
 pub struct InputWindow {
-    /// Read this recording instead of counting live (no root needed).
+    /// Read this recording instead of counting live (no root needed); `-` reads one from
+    /// standard input until it ends.
     #[arg(long, value_name = "FILE")]
     pub input: Option<PathBuf>,
     /// Start of the window, in session time as replay shows it (e.g. 30s); without it, counts

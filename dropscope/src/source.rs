@@ -51,4 +51,7 @@ pub struct ReplayStatus {
     pub speed: f64,
     /// Whether playback is paused.
     pub paused: bool,
+    /// Following a stream as it grows (`replay -`): each snapshot is shown as it arrives, and
+    /// `duration` is where the stream has got to so far.
+    pub live: bool,
 }

@@ -23,7 +23,10 @@ use std::{
 };
 
 use dropscope::{
-    model::{DropCount, DropKey, Health, Reason, SessionInfo, Snapshot, StackCount},
+    model::{
+        Attribution, DropCount, DropKey, Health, KeySamples, Reason, Sample, SessionInfo,
+        Snapshot, StackCount,
+    },
     record::{Recording, budget::MEMORY_BUDGET, encode},
 };
 use libfuzzer_sys::fuzz_target;
@@ -129,6 +132,7 @@ fn normal(s: &Snapshot) -> Snapshot {
     s.drops.sort_by(|a, b| a.key.cmp(&b.key));
     s.stacks
         .sort_by(|a, b| (&a.key, &a.frames).cmp(&(&b.key, &b.frames)));
+    s.samples.sort_by(|a, b| a.key.cmp(&b.key));
     s
 }
 
@@ -208,13 +212,39 @@ fn generated(data: &[u8]) -> Option<()> {
                 name: pick(i),
             },
             location: pick(i / 2 + 1),
-            attr: Default::default(),
+            attr: {
+                let b = src.byte();
+                Attribution {
+                    netns: (b & 1 != 0).then(|| src.u64()),
+                    netns_name: (b & 2 != 0).then(|| pick(b >> 5)),
+                    device: (b & 4 != 0).then(|| pick(b >> 4)),
+                    protocol: (b & 8 != 0).then(|| pick(b >> 3)),
+                    port: (b & 16 != 0).then(|| src.u64() as u16),
+                }
+            },
+        })
+        .collect();
+    // Each key's sampled packets (1 to 3), shown from a frame on, as the collector keeps them.
+    let packets: Vec<(u8, Vec<Sample>)> = (0..6)
+        .map(|_| {
+            let from = src.byte() % 48;
+            let n = 1 + src.byte() % 3;
+            let p = (0..n)
+                .map(|_| Sample {
+                    unix_ms: src.u64(),
+                    len: src.u64() as u32,
+                    l3proto: src.u64() as u16,
+                    bytes: (0..src.byte() % 130).map(|_| src.byte()).collect(),
+                })
+                .filter(|p| p.bytes.len() <= 128)
+                .collect();
+            (from, p)
         })
         .collect();
     let n = src.byte() % 40;
     let mut elapsed = Duration::ZERO;
     let mut snaps = Vec::new();
-    for _ in 0..n {
+    for frame in 0..n {
         elapsed += Duration::from_nanos(src.u64()).min(Duration::from_secs(100));
         let mask = src.byte();
         let drops = (0..6)
@@ -235,6 +265,13 @@ fn generated(data: &[u8]) -> Option<()> {
                 samples: src.u64(),
             })
             .collect();
+        let samples = (keys.iter().zip(&packets))
+            .filter(|(_, (from, p))| *from <= frame && !p.is_empty())
+            .map(|(key, (_, p))| KeySamples {
+                key: key.clone(),
+                packets: p.clone(),
+            })
+            .collect();
         let b = src.byte();
         snaps.push(Snapshot {
             elapsed,
@@ -243,6 +280,7 @@ fn generated(data: &[u8]) -> Option<()> {
             overflow: src.u64(),
             drops,
             stacks,
+            samples,
             health: Health {
                 keys_used: src.u64(),
                 bpf_run_ns: (b & 1 != 0).then(|| src.u64()),

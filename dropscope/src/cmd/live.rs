@@ -166,7 +166,16 @@ pub async fn record_cmd(
 ) -> anyhow::Result<()> {
     // Before the probe is attached: the output is never opened (a temporary file next to it
     // is), so a FIFO or a symlink there cannot block or redirect the recording.
-    outfile::check_destination(output, force)?;
+    if crate::record::is_stdio(output) {
+        if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            bail!(
+                "`-o -` writes the binary recording to standard output, which is a terminal; \
+                 pipe it (e.g. `dropscope record -o - | dropscope replay -`) or redirect it"
+            );
+        }
+    } else {
+        outfile::check_destination(output, force)?;
+    }
     if let Some(p) = pcap {
         outfile::check_destination(p, force)?;
     }

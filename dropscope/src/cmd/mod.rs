@@ -18,7 +18,6 @@ use anyhow::{Context as _, bail};
 use crate::{
     cli::{Cli, Command, InputWindow},
     model::{SessionInfo, Snapshot, window},
-    record::Recording,
     sanitize,
 };
 
@@ -129,7 +128,8 @@ fn recorded_window(
     w: &InputWindow,
 ) -> anyhow::Result<(SessionInfo, Snapshot, (Duration, Duration))> {
     let path = w.input.as_deref().context("no --input")?;
-    let rec = Recording::open(path).with_context(|| format!("opening {}", shown(path)))?;
+    let rec =
+        crate::record::open_input(path).with_context(|| format!("opening {}", shown(path)))?;
     for warning in rec.warnings() {
         eprintln!("dropscope: warning: {}: {warning}", shown(path));
     }

@@ -1,21 +1,28 @@
 //! `dropscope replay`: a recording in the live view's TUI.
-use std::path::Path;
+use std::{io::IsTerminal as _, path::Path};
 
 use anyhow::Context as _;
 
 use super::{require_terminal, shown};
-use crate::{
-    record::{self, Recording},
-    tui,
-};
+use crate::{record, tui};
 
 /// Runs `replay`.
 pub async fn replay_cmd(file: &Path, dir: &Path) -> anyhow::Result<()> {
-    let rec = Recording::open(file).with_context(|| format!("opening {}", shown(file)))?;
+    if record::is_stdio(file) {
+        // The recording comes through stdin; keys are read from the terminal itself.
+        if !std::io::stdout().is_terminal() || std::fs::File::open("/dev/tty").is_err() {
+            anyhow::bail!(
+                "replay needs a terminal; for text output use `dropscope report --input -`"
+            );
+        }
+    }
+    let rec = record::follow_input(file).with_context(|| format!("opening {}", shown(file)))?;
     for warning in rec.warnings() {
         eprintln!("dropscope: warning: {}: {warning}", shown(file));
     }
-    require_terminal("replay")?;
+    if !record::is_stdio(file) {
+        require_terminal("replay")?;
+    }
     let feed = record::replay_feed(rec);
     let opts = tui::TuiOptions {
         flamegraph_dir: dir.to_path_buf(),

@@ -27,6 +27,13 @@ pub const MAX_FRAME_BYTES: usize = MAX_PAYLOAD;
 /// Snapshot frames in the index (48 days at one frame per second).
 pub const MAX_FRAMES: usize = 4 << 20;
 
+/// Sampled packets a recording may define (the kernel samples 1,024 keys at a time, 8 each).
+pub const MAX_SAMPLES: usize = 64 << 10;
+/// Sampled packets of one key (the first few drops of a key are kept, never more).
+pub const MAX_SAMPLES_PER_KEY: usize = crate::model::packet::PER_KEY;
+/// Bytes of one sampled packet (its first bytes from the network header on).
+pub const MAX_SAMPLE_BYTES: usize = 128;
+
 /// Heap bytes the reader may hold for a recording at every limit at once, with one snapshot
 /// decoded: names (with their allocation overhead), keys, stacks, the frame index, the decoded
 /// counts and one snapshot, and two frame payloads (about 850 MiB at worst, rounded up). The
@@ -53,6 +60,7 @@ pub(super) struct Spent {
     pub(super) dictionary_bytes: usize,
     pub(super) total_bytes: u64,
     pub(super) frames: usize,
+    pub(super) samples: usize,
 }
 
 fn check(used: u64, max: u64, what: &'static str) -> Result<(), Limit> {
@@ -110,6 +118,22 @@ impl Spent {
     pub(super) fn key(&mut self) -> Result<(), Limit> {
         self.keys += 1;
         check(self.keys as u64, MAX_KEYS as u64, "drop keys")
+    }
+
+    /// Counts one more sampled packet of `len` bytes, the `nth` (from 1) of its key.
+    pub(super) fn sample(&mut self, nth: usize, len: usize) -> Result<(), Limit> {
+        self.samples += 1;
+        check(self.samples as u64, MAX_SAMPLES as u64, "sampled packets")?;
+        check(
+            nth as u64,
+            MAX_SAMPLES_PER_KEY as u64,
+            "sampled packets of one key",
+        )?;
+        check(
+            len as u64,
+            MAX_SAMPLE_BYTES as u64,
+            "bytes in one sampled packet",
+        )
     }
 
     /// Counts one more stack of `depth` frames (before they are read).
@@ -176,5 +200,20 @@ mod tests {
             s.snapshot_frame().map_err(|l| l.what),
             Err("snapshot frames")
         );
+        let mut s = Spent::default();
+        assert!(s.sample(MAX_SAMPLES_PER_KEY, MAX_SAMPLE_BYTES).is_ok());
+        assert_eq!(
+            s.sample(MAX_SAMPLES_PER_KEY + 1, 1).map_err(|l| l.what),
+            Err("sampled packets of one key")
+        );
+        assert_eq!(
+            s.sample(1, MAX_SAMPLE_BYTES + 1).map_err(|l| l.what),
+            Err("bytes in one sampled packet")
+        );
+        let mut s = Spent {
+            samples: MAX_SAMPLES,
+            ..Default::default()
+        };
+        assert_eq!(s.sample(1, 1).map_err(|l| l.what), Err("sampled packets"));
     }
 }

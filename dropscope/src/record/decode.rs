@@ -1,5 +1,5 @@
 //! Decoding snapshot frames: the names the dictionaries define, and the counts as of a frame.
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use super::{
     RecordError,
@@ -8,7 +8,9 @@ use super::{
     health,
     index::{FrameInfo, corrupt},
 };
-use crate::model::{DropCount, DropKey, Health, Reason, Snapshot, StackCount};
+use crate::model::{
+    Attribution, DropCount, DropKey, Health, KeySamples, Reason, Sample, Snapshot, StackCount,
+};
 
 /// Everything the dictionary frames defined, in id order.
 #[derive(Default)]
@@ -16,6 +18,12 @@ pub(super) struct Dictionary {
     pub(super) strings: Vec<Arc<str>>,
     pub(super) keys: Vec<DropKey>,
     pub(super) stacks: Vec<(DropKey, Arc<[Arc<str>]>)>,
+    /// Sampled packets by key id, in the order they were defined (version 2 on).
+    pub(super) samples: Vec<(u32, Sample)>,
+    /// Sampled packets defined so far per key id.
+    samples_of: Vec<u8>,
+    /// The format version of the recording (1 has no attribution and no samples).
+    pub(super) version: u16,
 }
 
 /// Why a dictionary frame was refused.
@@ -39,6 +47,14 @@ impl From<Limit> for DictError {
 }
 
 impl Dictionary {
+    /// An empty dictionary for a recording of format `version`.
+    pub(super) fn new(version: u16) -> Self {
+        Dictionary {
+            version,
+            ..Default::default()
+        }
+    }
+
     /// Adds the definitions of one dictionary frame, counting them against the budget.
     pub(super) fn add(&mut self, payload: &[u8], spent: &mut Spent) -> Result<(), DictError> {
         let mut r = Reader::new(payload);
@@ -54,11 +70,17 @@ impl Dictionary {
             let code = r.u32()?;
             let name = self.string(r.uvarint()?)?;
             let location = self.string(r.uvarint()?)?;
+            let attr = if self.version >= 2 {
+                self.attribution(&mut r)?
+            } else {
+                Attribution::default()
+            };
             self.keys.push(DropKey {
                 reason: Reason { code, name },
                 location,
-                attr: Default::default(),
+                attr,
             });
+            self.samples_of.push(0);
         }
         let n = r.count(2)?;
         for _ in 0..n {
@@ -74,7 +96,76 @@ impl Dictionary {
                 .collect::<Result<Arc<[Arc<str>]>, _>>()?;
             self.stacks.push((key, frames));
         }
+        if self.version >= 2 {
+            let n = r.count(5)?;
+            for _ in 0..n {
+                let key = r.u32()?;
+                let of_key = self
+                    .samples_of
+                    .get_mut(key as usize)
+                    .ok_or(Malformed("sample of an undefined key"))?;
+                *of_key = of_key.saturating_add(1);
+                let nth = usize::from(*of_key);
+                let unix_ms = r.uvarint()?;
+                let len = r.u32()?;
+                let l3proto =
+                    u16::try_from(r.uvarint()?).map_err(|_| Malformed("number too large"))?;
+                let n_bytes = r.count(1)?;
+                spent.sample(nth, n_bytes)?;
+                let bytes = r.bytes(n_bytes)?.into();
+                self.samples.push((
+                    key,
+                    Sample {
+                        unix_ms,
+                        len,
+                        l3proto,
+                        bytes,
+                    },
+                ));
+            }
+        }
         Ok(r.finish()?)
+    }
+
+    /// A key's attribution: a presence mask, then the fields present.
+    fn attribution(&self, r: &mut Reader<'_>) -> Result<Attribution, Malformed> {
+        let mask = r.uvarint()?;
+        if mask >> 5 != 0 {
+            return Err(Malformed("unknown attribution fields"));
+        }
+        let has = |bit: u32| mask & (1 << bit) != 0;
+        let name = |r: &mut Reader<'_>, bit| -> Result<Option<Arc<str>>, Malformed> {
+            has(bit).then(|| self.string(r.uvarint()?)).transpose()
+        };
+        let netns = has(0).then(|| r.uvarint()).transpose()?;
+        let netns_name = name(r, 1)?;
+        let device = name(r, 2)?;
+        let protocol = name(r, 3)?;
+        let port = has(4)
+            .then(|| u16::try_from(r.uvarint()?).map_err(|_| Malformed("port too large")))
+            .transpose()?;
+        Ok(Attribution {
+            netns,
+            netns_name,
+            device,
+            protocol,
+            port,
+        })
+    }
+
+    /// The sampled packets of the first `n` defined, grouped by key in key order.
+    fn key_samples(&self, n: usize) -> Vec<KeySamples> {
+        let mut by_key: std::collections::BTreeMap<u32, Vec<Sample>> = Default::default();
+        for (k, s) in &self.samples[..n.min(self.samples.len())] {
+            by_key.entry(*k).or_default().push(s.clone());
+        }
+        by_key
+            .into_iter()
+            .filter_map(|(k, packets)| {
+                let key = self.keys.get(k as usize)?.clone();
+                Some(KeySamples { key, packets })
+            })
+            .collect()
     }
 
     fn string(&self, id: u64) -> Result<Arc<str>, Malformed> {
@@ -162,7 +253,8 @@ impl State {
         r.finish()
     }
 
-    fn snapshot(&self, elapsed: Duration, dict: &Dictionary) -> Snapshot {
+    fn snapshot(&self, f: &FrameInfo, dict: &Dictionary) -> Snapshot {
+        let elapsed = f.elapsed;
         let drops = (self.counts.iter().zip(&dict.keys))
             .filter_map(|(c, key)| {
                 c.map(|count| DropCount {
@@ -188,7 +280,7 @@ impl State {
             overflow: self.overflow,
             drops,
             stacks,
-            samples: Vec::new(),
+            samples: dict.key_samples(f.samples_defined),
             health: self.health.clone(),
         }
     }
@@ -232,6 +324,6 @@ impl Cursor {
                 .map_err(|Malformed(why)| corrupt(frame.offset, why))?;
         }
         self.at = Some(target);
-        Ok(self.state.snapshot(f.elapsed, rec.dictionary()))
+        Ok(self.state.snapshot(f, rec.dictionary()))
     }
 }

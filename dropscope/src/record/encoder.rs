@@ -3,19 +3,28 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use super::{
     RecordError,
+    budget::{MAX_SAMPLE_BYTES, MAX_SAMPLES},
     decode::State,
     format::{FILE_HEADER_LEN, Kind, MAGIC, MAX_STRING, VERSION, push_frame, put_str, put_uvarint},
     health,
 };
-use crate::model::{SessionInfo, Snapshot};
+use crate::model::{Sample, SessionInfo, Snapshot, packet::PER_KEY};
 
 /// A keyframe is written at least this often (in recorded time) ...
 pub const KEYFRAME_EVERY: Duration = Duration::from_secs(30);
 /// ... and at least every this many snapshot frames, so a seek decodes at most this many frames.
 pub const KEYFRAME_MAX_FRAMES: u32 = 256;
 
-/// A key as written: reason code, reason name id, location id.
-type KeyRef = (u32, u32, u32);
+/// A key's attribution as written: netns, netns name id, device id, protocol id, port.
+type AttrRef = (
+    Option<u64>,
+    Option<u32>,
+    Option<u32>,
+    Option<u32>,
+    Option<u16>,
+);
+/// A key as written: reason code, reason name id, location id, attribution.
+type KeyRef = (u32, u32, u32, AttrRef);
 /// A stack as written: key id and frame string ids.
 type StackRef = (u32, Box<[u32]>);
 
@@ -35,6 +44,10 @@ pub(crate) struct Encoder {
     new_strings: Vec<Arc<str>>,
     new_keys: Vec<KeyRef>,
     new_stacks: Vec<StackRef>,
+    /// Samples written so far per key id, and in all.
+    samples_of: HashMap<u32, usize>,
+    samples: usize,
+    new_samples: Vec<(u32, Sample)>,
     prev: Option<Prev>,
     last_keyframe_ns: u64,
     since_keyframe: u32,
@@ -71,6 +84,18 @@ fn check_len(s: &str) -> Result<(), RecordError> {
     Ok(())
 }
 
+fn check_key(k: &crate::model::DropKey) -> Result<(), RecordError> {
+    let a = &k.attr;
+    for s in [&a.netns_name, &a.device, &a.protocol]
+        .into_iter()
+        .flatten()
+    {
+        check_len(s)?;
+    }
+    check_len(&k.reason.name)?;
+    check_len(&k.location)
+}
+
 fn put_gap(out: &mut Vec<u8>, last: &mut Option<usize>, id: usize) {
     put_uvarint(out, last.map_or(id, |l| id - l - 1) as u64);
     *last = Some(id);
@@ -93,10 +118,19 @@ impl Encoder {
     }
 
     fn key(&mut self, k: &crate::model::DropKey) -> u32 {
+        let a = &k.attr;
+        let attr = (
+            a.netns,
+            a.netns_name.as_ref().map(|s| self.string(s)),
+            a.device.as_ref().map(|s| self.string(s)),
+            a.protocol.as_ref().map(|s| self.string(s)),
+            a.port,
+        );
         let r = (
             k.reason.code,
             self.string(&k.reason.name),
             self.string(&k.location),
+            attr,
         );
         if let Some(&id) = self.keys.get(&r) {
             return id;
@@ -131,6 +165,12 @@ impl Encoder {
         for s in self.new_stacks.drain(..) {
             self.stacks.remove(&s);
         }
+        for (k, _) in self.new_samples.drain(..) {
+            self.samples -= 1;
+            if let Some(n) = self.samples_of.get_mut(&k) {
+                *n -= 1;
+            }
+        }
     }
 
     /// Appends the frames for one snapshot: a dictionary frame when it introduces names, then a
@@ -147,12 +187,13 @@ impl Encoder {
             });
         }
         for d in &s.drops {
-            check_len(&d.key.reason.name)?;
-            check_len(&d.key.location)?;
+            check_key(&d.key)?;
+        }
+        for k in &s.samples {
+            check_key(&k.key)?;
         }
         for st in &s.stacks {
-            check_len(&st.key.reason.name)?;
-            check_len(&st.key.location)?;
+            check_key(&st.key)?;
             st.frames.iter().try_for_each(|f| check_len(f))?;
         }
         let start = out.len();
@@ -173,6 +214,7 @@ impl Encoder {
         // Intern, merging duplicate keys (and duplicate stacks) by adding their counts.
         let drop_ids: Vec<u32> = s.drops.iter().map(|d| self.key(&d.key)).collect();
         let stack_ids: Vec<u32> = s.stacks.iter().map(|st| self.stack(st)).collect();
+        self.intern_samples(s);
         let mut counts = vec![None; self.keys.len()];
         for (d, &id) in s.drops.iter().zip(&drop_ids) {
             let c: &mut Option<u64> = &mut counts[id as usize];
@@ -185,7 +227,10 @@ impl Encoder {
             *c = Some((w.saturating_add(st.weight), n.saturating_add(st.samples)));
         }
 
-        if !(self.new_strings.is_empty() && self.new_keys.is_empty() && self.new_stacks.is_empty())
+        if !(self.new_strings.is_empty()
+            && self.new_keys.is_empty()
+            && self.new_stacks.is_empty()
+            && self.new_samples.is_empty())
         {
             let dict = self.dictionary();
             push_frame(out, Kind::Dictionary, elapsed_ns, &dict)?;
@@ -209,6 +254,7 @@ impl Encoder {
         };
         push_frame(out, kind, elapsed_ns, &p)?;
         // Committed.
+        self.new_samples.clear();
         self.new_strings.clear();
         self.new_keys.clear();
         self.new_stacks.clear();
@@ -239,9 +285,25 @@ impl Encoder {
             put_str(&mut p, s);
         }
         put_uvarint(&mut p, self.new_keys.len() as u64);
-        for &(code, name, loc) in &self.new_keys {
+        for &(code, name, loc, (netns, netns_name, device, protocol, port)) in &self.new_keys {
             for v in [code, name, loc] {
                 put_uvarint(&mut p, v.into());
+            }
+            let mask = u64::from(netns.is_some())
+                | u64::from(netns_name.is_some()) << 1
+                | u64::from(device.is_some()) << 2
+                | u64::from(protocol.is_some()) << 3
+                | u64::from(port.is_some()) << 4;
+            put_uvarint(&mut p, mask);
+            let fields = [
+                netns,
+                netns_name.map(u64::from),
+                device.map(u64::from),
+                protocol.map(u64::from),
+                port.map(u64::from),
+            ];
+            for v in fields.into_iter().flatten() {
+                put_uvarint(&mut p, v);
             }
         }
         put_uvarint(&mut p, self.new_stacks.len() as u64);
@@ -252,7 +314,35 @@ impl Encoder {
                 put_uvarint(&mut p, f.into());
             }
         }
+        put_uvarint(&mut p, self.new_samples.len() as u64);
+        for (key, smp) in &self.new_samples {
+            put_uvarint(&mut p, (*key).into());
+            put_uvarint(&mut p, smp.unix_ms);
+            put_uvarint(&mut p, smp.len.into());
+            put_uvarint(&mut p, smp.l3proto.into());
+            put_uvarint(&mut p, smp.bytes.len() as u64);
+            p.extend_from_slice(&smp.bytes);
+        }
         p
+    }
+
+    /// Interns the samples not written yet: the first `PER_KEY` of each key, at most
+    /// `MAX_SAMPLES` in all (the reader's limits), their bytes cut to `MAX_SAMPLE_BYTES`.
+    fn intern_samples(&mut self, s: &Snapshot) {
+        for ks in &s.samples {
+            let id = self.key(&ks.key);
+            let done = self.samples_of.get(&id).copied().unwrap_or(0);
+            let room = PER_KEY.saturating_sub(done).min(MAX_SAMPLES - self.samples);
+            let fresh: Vec<Sample> = ks.packets.iter().skip(done).take(room).cloned().collect();
+            for mut smp in fresh {
+                if smp.bytes.len() > MAX_SAMPLE_BYTES {
+                    smp.bytes = smp.bytes[..MAX_SAMPLE_BYTES].into();
+                }
+                *self.samples_of.entry(id).or_default() += 1;
+                self.samples += 1;
+                self.new_samples.push((id, smp));
+            }
+        }
     }
 }
 

@@ -6,7 +6,7 @@ use super::RecordError;
 /// First bytes of every recording (PNG-style: a high-bit byte, the name, CR LF, ^Z, LF).
 pub const MAGIC: [u8; 14] = *b"\x89DROPSCOPE\r\n\x1a\n";
 /// The format version this dropscope writes and the newest it reads.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 /// Bytes in the file header: magic and version.
 pub const FILE_HEADER_LEN: usize = MAGIC.len() + 2;
 /// Bytes in a frame header: length, kind, flags, reserved, elapsed, CRC32.
@@ -272,6 +272,16 @@ impl<'a> Reader<'a> {
         let bytes = &self.buf[self.pos..self.pos + n as usize];
         self.pos += n as usize;
         std::str::from_utf8(bytes).map_err(|_| Malformed("string is not UTF-8"))
+    }
+
+    /// The next `n` bytes.
+    pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], Malformed> {
+        if n > self.remaining() {
+            return Err(Malformed("bytes beyond the payload"));
+        }
+        let b = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(b)
     }
 
     /// Fails unless every byte has been read.

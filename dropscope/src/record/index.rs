@@ -22,6 +22,7 @@ pub struct FrameInfo {
     pub(super) flags: u8,
     pub(super) keys_defined: usize,
     pub(super) stacks_defined: usize,
+    pub(super) samples_defined: usize,
 }
 
 /// The error of a damaged frame at `offset`.

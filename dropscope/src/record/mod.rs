@@ -17,6 +17,7 @@ mod health;
 mod index;
 mod reader;
 mod replay;
+mod stream;
 pub mod synthetic;
 mod writer;
 
@@ -26,12 +27,17 @@ mod tests;
 mod tests_damage;
 #[cfg(test)]
 mod tests_replay;
+#[cfg(test)]
+mod tests_stream;
+#[cfg(test)]
+mod tests_v2;
 
 pub use encoder::{KEYFRAME_EVERY, KEYFRAME_MAX_FRAMES};
 pub use format::{MAGIC, VERSION};
 pub use index::FrameInfo;
 pub use reader::Recording;
 pub use replay::replay_feed;
+pub use stream::{MAX_STREAM_BYTES, follow_input, is_stdio, open_input};
 pub use writer::{Recorder, encode};
 
 /// What can go wrong writing or reading a recording.

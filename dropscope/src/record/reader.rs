@@ -1,5 +1,5 @@
 //! Reading recordings: validate and index on open, decode snapshots on demand from keyframes.
-use std::{fs::File, os::unix::fs::FileExt, path::Path, time::Duration};
+use std::{fs::File, os::unix::fs::FileExt, path::Path, sync::Arc, time::Duration};
 
 use super::{
     RecordError,
@@ -10,13 +10,15 @@ use super::{
         Malformed, Reader, VERSION, unpack,
     },
     index::{FrameInfo, corrupt},
+    stream::Spool,
 };
 use crate::model::{SessionInfo, Snapshot};
 
-/// Where the bytes are: a file read with `pread`, or memory.
+/// Where the bytes are: a file read with `pread`, memory, or a stream spooled to a file.
 enum Storage {
     File(File),
     Bytes(Vec<u8>),
+    Spool(File, Arc<Spool>),
 }
 
 impl Storage {
@@ -24,13 +26,14 @@ impl Storage {
         Ok(match self {
             Storage::File(f) => f.metadata()?.len(),
             Storage::Bytes(b) => b.len() as u64,
+            Storage::Spool(_, s) => s.status().0,
         })
     }
 
     /// Fills `buf` from `offset`; the caller has checked the range against the length.
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), RecordError> {
         match self {
-            Storage::File(f) => f.read_exact_at(buf, offset)?,
+            Storage::File(f) | Storage::Spool(f, _) => f.read_exact_at(buf, offset)?,
             Storage::Bytes(b) => {
                 let src = usize::try_from(offset)
                     .ok()
@@ -55,6 +58,11 @@ pub struct Recording {
     spent: Spent,
     warnings: Vec<String>,
     finished: bool,
+    /// Where the next frame to index starts, and the length indexed up to.
+    next: u64,
+    seen: u64,
+    /// No more frames will be indexed (the input ended, was damaged or finished).
+    done: bool,
 }
 
 fn over(offset: u64, l: Limit) -> RecordError {
@@ -145,6 +153,11 @@ impl Recording {
         Self::load(Storage::Bytes(bytes.to_vec()))
     }
 
+    /// Opens what a stream has spooled so far; `Truncated` while its header is incomplete.
+    pub(super) fn load_stream(file: &File, spool: &Arc<Spool>) -> Result<Recording, RecordError> {
+        Self::load(Storage::Spool(file.try_clone()?, spool.clone()))
+    }
+
     fn load(storage: Storage) -> Result<Recording, RecordError> {
         let file_len = storage.len()?;
         let mut head = [0u8; FILE_HEADER_LEN];
@@ -184,36 +197,94 @@ impl Recording {
             storage,
             info,
             frames: Vec::new(),
-            dict: Dictionary::default(),
+            dict: Dictionary::new(version),
             spent: Spent::default(),
             warnings: Vec::new(),
             finished: false,
+            next: offset + FRAME_HEADER_LEN as u64 + u64::from(h.len),
+            seen: 0,
+            done: false,
         };
-        rec.index(
-            offset + FRAME_HEADER_LEN as u64 + u64::from(h.len),
-            file_len,
-        )?;
+        rec.refresh()?;
         Ok(rec)
     }
 
-    /// Walks the frames after the session frame, stopping (with a warning) at the first damage.
-    fn index(&mut self, mut offset: u64, file_len: u64) -> Result<(), RecordError> {
+    pub(super) fn spool(&self) -> Option<&Arc<Spool>> {
+        match &self.storage {
+            Storage::Spool(_, s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Bytes of the input indexed so far (all of it, unless it is a stream still growing).
+    pub(super) fn seen_len(&self) -> u64 {
+        self.seen
+    }
+
+    /// Whether more frames may still arrive: a stream that has not ended, been damaged or
+    /// finished. Always false for a file or bytes in memory.
+    pub fn is_growing(&self) -> bool {
+        !self.done
+    }
+
+    /// Indexes the frames of a stream that arrived since the last call; returns whether any
+    /// did. At the stream's end (or at damage) it stops for good, with the same warnings a
+    /// file gets. A file is indexed whole when opened: this does nothing then.
+    pub fn refresh(&mut self) -> Result<bool, RecordError> {
+        if self.done {
+            return Ok(false);
+        }
+        let ended = self.spool().is_none_or(|s| s.status().1);
+        let file_len = self.storage.len()?;
+        self.seen = file_len;
+        let before = self.frames.len();
         let problem = loop {
-            if offset == file_len {
+            if self.next == file_len {
                 break None;
             }
-            let step = self.index_one(offset, file_len);
-            match step {
-                Ok(Some(next)) => offset = next,
+            match self.index_one(self.next, file_len) {
+                Ok(Some(next)) => self.next = next,
                 Ok(None) => break None,
+                Err(RecordError::Truncated { .. }) if !ended => {
+                    return Ok(self.frames.len() > before);
+                }
                 Err(e @ (RecordError::Truncated { .. } | RecordError::Corrupt { .. })) => {
                     break Some(e);
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    self.stop();
+                    return Err(e);
+                }
             }
         };
+        if problem.is_none() && !self.finished && !ended {
+            return Ok(self.frames.len() > before);
+        }
+        self.stop();
+        self.warn(problem);
+        Ok(self.frames.len() > before)
+    }
+
+    fn stop(&mut self) {
+        self.done = true;
+        if let Some(s) = self.spool() {
+            s.stop();
+        }
+    }
+
+    /// Records why the input ended where it did.
+    fn warn(&mut self, problem: Option<RecordError>) {
         let n = self.frames.len();
+        let offset = self.next;
+        if let Some(why) = self.spool().and_then(|s| s.error()) {
+            self.warnings.push(why);
+        }
+        let stream = self.spool().is_some();
         match problem {
+            Some(RecordError::Truncated { offset }) if stream => self.warnings.push(format!(
+                "the stream ended inside the frame at byte {offset} (its writer stopped \
+                 mid-frame): replaying the {n} valid frames before it"
+            )),
             Some(RecordError::Truncated { offset }) => self.warnings.push(format!(
                 "truncated at byte {offset}: replaying the {n} valid frames before it"
             )),
@@ -221,13 +292,16 @@ impl Recording {
                 "corrupt frame at byte {offset} ({reason}): replaying the {n} valid frames before it"
             )),
             Some(e) => self.warnings.push(e.to_string()),
+            None if !self.finished && stream => self.warnings.push(format!(
+                "the stream ended without its end marker (its recorder was stopped): it ends \
+                 at byte {offset}, with {n} complete frames"
+            )),
             None if !self.finished => self.warnings.push(format!(
                 "the recording was not finished (its recorder was interrupted): it ends at \
                  byte {offset}, replaying its {n} complete frames"
             )),
             None => {}
         }
-        Ok(())
     }
 
     /// Checks and indexes the frame at `offset`; returns where the next frame starts, or `None`
@@ -273,6 +347,7 @@ impl Recording {
                     flags: h.flags,
                     keys_defined: self.dict.keys.len(),
                     stacks_defined: self.dict.stacks.len(),
+                    samples_defined: self.dict.samples.len(),
                 });
             }
             Kind::End => {

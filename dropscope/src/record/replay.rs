@@ -3,7 +3,7 @@ use std::time::Duration;
 
 use tokio::{
     sync::{mpsc, watch},
-    time::{Instant, sleep_until},
+    time::{Instant, sleep, sleep_until},
 };
 
 use super::{Recording, decode::Cursor};
@@ -11,6 +11,9 @@ use crate::{
     model::Snapshot,
     source::{Feed, ReplayCommand, ReplayHandle, ReplayStatus},
 };
+
+/// How often a stream being followed is checked for new frames.
+const FOLLOW_EVERY: Duration = Duration::from_millis(100);
 
 /// Slowest and fastest playback speeds.
 const SPEEDS: (f64, f64) = (0.25, 16.0);
@@ -24,6 +27,10 @@ const SPEEDS: (f64, f64) = (0.25, 16.0);
 /// sends the snapshot at the new position, whose `elapsed` may be smaller than the previous one.
 /// At the end it pauses on the last snapshot (play then restarts from the start). The task ends
 /// when the feed's receiver is dropped.
+///
+/// A recording still growing (a stream, see [`Recording::follow`]) is followed: it starts at
+/// its latest snapshot and sends each new one as it arrives, with [`ReplayStatus::live`] set,
+/// until a seek or a pause; jumping to the end (or playing up to it) follows it again.
 pub fn replay_feed(recording: Recording) -> Feed {
     let info = recording.info().clone();
     let (snaps, rx) = mpsc::channel(8);
@@ -33,8 +40,10 @@ pub fn replay_feed(recording: Recording) -> Feed {
         duration: recording.duration(),
         speed: 1.0,
         paused: true,
+        live: recording.is_growing(),
     });
     let player = Player {
+        follow: recording.is_growing(),
         cursor: Cursor::default(),
         at: None,
         speed: 1.0,
@@ -64,10 +73,13 @@ enum Event {
     Gone,
     Command(Option<ReplayCommand>),
     Due,
+    Follow,
 }
 
 struct Player {
     rec: Recording,
+    /// Showing each new frame of a growing recording as it arrives.
+    follow: bool,
     cursor: Cursor,
     /// Frame whose snapshot was sent last.
     at: Option<usize>,
@@ -89,7 +101,9 @@ impl Player {
         &mut self,
         commands: &mut mpsc::UnboundedReceiver<ReplayCommand>,
     ) -> Result<(), Gone> {
-        if !self.rec.is_empty() {
+        if self.follow {
+            self.follow_up().await?;
+        } else if !self.rec.is_empty() {
             self.paused = false;
             self.seek(self.rec.start()).await?;
         }
@@ -103,15 +117,43 @@ impl Player {
                 _ = closed.closed() => Event::Gone,
                 c = commands.recv(), if commands_open => Event::Command(c),
                 _ = sleep_until(due.unwrap_or_else(Instant::now)), if due.is_some() => Event::Due,
+                _ = sleep(FOLLOW_EVERY), if self.rec.is_growing() => Event::Follow,
             };
             match event {
                 Event::Gone => return Err(Gone),
                 Event::Command(None) => commands_open = false,
                 Event::Command(Some(c)) => self.command(c).await?,
                 Event::Due => self.advance().await?,
+                Event::Follow => self.grow().await?,
             }
             self.publish();
         }
+    }
+
+    /// Indexes the frames that arrived; when following, shows the latest.
+    async fn grow(&mut self) -> Result<(), Gone> {
+        let was_empty = self.rec.is_empty();
+        match self.rec.refresh() {
+            Ok(true) if self.follow || was_empty => self.follow_up().await?,
+            Ok(_) => {}
+            Err(e) => tracing::warn!("the recording stopped growing: {e}"),
+        }
+        if !self.rec.is_growing() {
+            self.follow = false;
+        }
+        Ok(())
+    }
+
+    /// Follows the stream: shows its latest snapshot.
+    async fn follow_up(&mut self) -> Result<(), Gone> {
+        self.follow = self.rec.is_growing();
+        if self.rec.is_empty() {
+            return Ok(());
+        }
+        self.paused = true;
+        self.anchor_pos = self.rec.duration();
+        self.anchor_wall = Instant::now();
+        self.show(self.last()).await
     }
 
     /// Where the playback clock is now, within the recording.
@@ -155,7 +197,8 @@ impl Player {
             position: self.position(),
             duration: self.rec.duration(),
             speed: self.speed,
-            paused: self.paused,
+            paused: self.paused && !self.follow,
+            live: self.follow,
         });
     }
 
@@ -168,6 +211,8 @@ impl Player {
                 if i == self.last() && !self.paused {
                     self.anchor_pos = self.rec.duration();
                     self.paused = true;
+                    // Played up to where a growing stream has got: follow it again.
+                    self.follow = self.rec.is_growing();
                 }
             }
             Err(e) => {
@@ -203,8 +248,25 @@ impl Player {
         if self.rec.is_empty() {
             return Ok(());
         }
+        let at_end = self.paused && self.at == Some(self.last());
+        if self.rec.is_growing() && c == ReplayCommand::TogglePause {
+            if self.follow {
+                // Freeze on the snapshot shown; the stream is still indexed as it grows.
+                self.follow = false;
+                return Ok(());
+            }
+            if at_end {
+                return self.follow_up().await;
+            }
+        }
+        if self.rec.is_growing() && c == ReplayCommand::End {
+            return self.follow_up().await;
+        }
+        if !matches!(c, ReplayCommand::Speed(_)) {
+            self.follow = false;
+        }
         match c {
-            ReplayCommand::TogglePause if self.paused && self.at == Some(self.last()) => {
+            ReplayCommand::TogglePause if at_end => {
                 self.paused = false;
                 self.seek(self.rec.start()).await?;
             }

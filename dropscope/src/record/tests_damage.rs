@@ -110,7 +110,7 @@ fn bad_magic_and_newer_versions_are_named() {
         e,
         RecordError::NewerVersion {
             found: 7,
-            supported: 1
+            supported: super::VERSION
         }
     ));
     assert!(e.to_string().contains("version 7 is newer"), "{e}");

@@ -22,21 +22,34 @@ use crate::{
 /// its name. A recorder dropped unfinished, or whose write failed (a full disk), removes its
 /// temporary file: the destination never holds a partial recording.
 pub struct Recorder {
-    out: OutFile,
+    out: Sink,
     encoder: Encoder,
     buf: Vec<u8>,
     written: u64,
     failed: bool,
 }
 
+/// Where the frames go: a file published when finished, or a stream (standard output).
+enum Sink {
+    File(OutFile),
+    Stream(Box<dyn Write + Send>),
+}
+
 impl Recorder {
-    /// Starts a recording to be published as `path` and writes the header and `info`.
+    /// Starts a recording to be published as `path` and writes the header and `info`; `-`
+    /// writes it to standard output instead, each frame flushed as it is written (for a pipe;
+    /// `./-` names a file called `-`).
     ///
     /// Refuses, before writing anything, when something already has that name (a file, a
     /// symlink, a FIFO) unless `force` is set, in which case it is replaced when finished.
     pub fn create(path: &Path, info: &SessionInfo, force: bool) -> Result<Recorder, RecordError> {
+        if super::is_stdio(path) {
+            // Straight to the descriptor, unbuffered: each snapshot's frames in one write(2).
+            let fd = std::os::fd::AsFd::as_fd(&std::io::stdout()).try_clone_to_owned()?;
+            return Self::to_stream(Box::new(std::fs::File::from(fd)), info);
+        }
         let head = header(info)?;
-        let out = OutFile::create(path, force)?;
+        let out = Sink::File(OutFile::create(path, force)?);
         let mut r = Recorder {
             out,
             encoder: Encoder::default(),
@@ -48,22 +61,52 @@ impl Recorder {
         Ok(r)
     }
 
-    /// Where the frames are until the recording is finished.
-    pub fn temp_path(&self) -> &Path {
-        self.out.temp_path()
+    /// Starts a recording written to `out` as it goes, each frame flushed as it is written.
+    pub fn to_stream(
+        out: Box<dyn Write + Send>,
+        info: &SessionInfo,
+    ) -> Result<Recorder, RecordError> {
+        let head = header(info)?;
+        let out = Sink::Stream(out);
+        let mut r = Recorder {
+            out,
+            encoder: Encoder::default(),
+            buf: Vec::new(),
+            written: 0,
+            failed: false,
+        };
+        r.append(&head)?;
+        Ok(r)
     }
 
-    /// Where the recording will be published.
+    /// Where the frames are until the recording is finished (`-` for a stream).
+    pub fn temp_path(&self) -> &Path {
+        match &self.out {
+            Sink::File(f) => f.temp_path(),
+            Sink::Stream(_) => Path::new("-"),
+        }
+    }
+
+    /// Where the recording will be published (`-` for a stream).
     pub fn path(&self) -> &Path {
-        self.out.dest()
+        match &self.out {
+            Sink::File(f) => f.dest(),
+            Sink::Stream(_) => Path::new("-"),
+        }
     }
 
     fn append(&mut self, bytes: &[u8]) -> Result<(), RecordError> {
         if self.failed {
             return Err(RecordError::Failed);
         }
-        let mut file = self.out.file();
-        if let Err(e) = file.write_all(bytes).and_then(|_| file.flush()) {
+        let r = match &mut self.out {
+            Sink::File(f) => {
+                let mut file = f.file();
+                file.write_all(bytes).and_then(|_| file.flush())
+            }
+            Sink::Stream(w) => w.write_all(bytes).and_then(|_| w.flush()),
+        };
+        if let Err(e) = r {
             self.failed = true;
             return Err(e.into());
         }
@@ -93,11 +136,15 @@ impl Recorder {
         self.written
     }
 
-    /// Writes the end marker, syncs the file to disk and gives it its name (returned).
+    /// Writes the end marker, syncs the file to disk and gives it its name (returned; `-` for
+    /// a stream).
     pub fn finish(mut self) -> Result<PathBuf, RecordError> {
         let end = end_frame(self.encoder.last_elapsed_ns())?;
         self.append(&end)?;
-        Ok(self.out.commit()?)
+        match self.out {
+            Sink::File(f) => Ok(f.commit()?),
+            Sink::Stream(_) => Ok(PathBuf::from("-")),
+        }
     }
 
     /// Like [`Recorder::finish`], but publishes under the first free name of `names`.
@@ -107,7 +154,10 @@ impl Recorder {
     ) -> Result<PathBuf, RecordError> {
         let end = end_frame(self.encoder.last_elapsed_ns())?;
         self.append(&end)?;
-        Ok(self.out.commit_first_free(names)?)
+        match self.out {
+            Sink::File(f) => Ok(f.commit_first_free(names)?),
+            Sink::Stream(_) => Ok(PathBuf::from("-")),
+        }
     }
 }
 

@@ -148,6 +148,7 @@ fn replay_keys_drive_the_timeline() {
         duration: Duration::from_secs(600),
         speed: 1.0,
         paused: false,
+        live: false,
     };
     let mut s = State::new(info(), Some(status), (80, 24));
     feed(&mut s, snap(1, &[(UDP, 1)], 0), Instant::now());

@@ -131,7 +131,14 @@ fn mode_spans(state: &State) -> Vec<Span<'static>> {
                 .add_modifier(Modifier::BOLD),
         )
     };
-    if let Some(r) = &state.replay {
+    if let Some(r) = state.replay.as_ref().filter(|r| r.live) {
+        spans.push(badge("LIVE", Color::Red));
+        spans.push(Span::raw(format!(
+            " stream  {}  ",
+            format::clock(r.duration)
+        )));
+        spans.push(Span::raw(SEP));
+    } else if let Some(r) = &state.replay {
         spans.push(badge("REPLAY", Color::Blue));
         spans.push(Span::raw(format!(
             " {} / {}  {}  ",

@@ -1,0 +1,190 @@
+//! Format version 2: keys with their attribution, sampled packets, and the sample limits.
+use std::{sync::Arc, time::Duration};
+
+use super::{
+    RecordError, Recording,
+    budget::{MAX_SAMPLE_BYTES, MAX_SAMPLES_PER_KEY},
+    encode,
+    encoder::header,
+    format::{Kind, push_frame, put_str, put_uvarint},
+    tests::{decode_all, key, session},
+};
+use crate::model::{Attribution, DropCount, DropKey, KeySamples, Sample, Snapshot};
+
+fn attributed(port: Option<u16>, device: Option<&str>, netns: Option<u64>) -> DropKey {
+    let mut k = key(2, "NO_SOCKET", "__udp4_lib_rcv+0x8a4");
+    k.attr = Attribution {
+        netns,
+        netns_name: netns.map(|n| Arc::from(format!("ns-{n}"))),
+        device: device.map(Arc::from),
+        protocol: port.map(|_| Arc::from("udp")),
+        port,
+    };
+    k
+}
+
+fn packet(i: u64, len: usize) -> Sample {
+    Sample {
+        unix_ms: 1_750_000_000_000 + i,
+        len: len as u32 + 14,
+        l3proto: if i.is_multiple_of(2) { 0x0800 } else { 0x86DD },
+        bytes: (0..len).map(|b| (b as u64 * 7 + i) as u8).collect(),
+    }
+}
+
+fn snap(i: u64, drops: Vec<DropCount>, samples: Vec<KeySamples>) -> Snapshot {
+    let total = drops.iter().map(|d| d.count).sum();
+    Snapshot {
+        elapsed: Duration::from_millis(250 * (i + 1)),
+        unix_ms: 1_750_000_000_000 + 250 * i,
+        total,
+        drops,
+        samples,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn keys_differing_only_in_attribution_round_trip_as_distinct_keys() {
+    let keys = [
+        attributed(Some(9), Some("eth0"), Some(4026531840)),
+        attributed(Some(9), Some("veth1"), Some(4026532999)),
+        attributed(None, None, Some(4026531840)),
+        attributed(Some(65535), None, None),
+        key(2, "NO_SOCKET", "__udp4_lib_rcv+0x8a4"),
+    ];
+    let snaps: Vec<Snapshot> = (0..40u64)
+        .map(|i| {
+            let drops = (keys.iter().enumerate())
+                .map(|(k, key)| DropCount {
+                    key: key.clone(),
+                    count: (k as u64 + 1) * i * 1000 + i % 3,
+                })
+                .collect();
+            snap(i, drops, Vec::new())
+        })
+        .collect();
+    let bytes = encode(&session(), &snaps).expect("encode");
+    assert_eq!(&bytes[14..16], &2u16.to_le_bytes());
+    let rec = Recording::from_bytes(&bytes).expect("open");
+    assert!(rec.warnings().is_empty(), "{:?}", rec.warnings());
+    let back = decode_all(&rec);
+    assert_eq!(back, snaps);
+    assert_eq!(back[39].drops[1].key.attr.device.as_deref(), Some("veth1"));
+    assert_eq!(back[39].drops[3].key.attr.port, Some(65535));
+    assert_eq!(back[39].drops[4].key.attr, Attribution::default());
+}
+
+#[test]
+fn the_first_samples_of_each_key_are_recorded_once_and_read_back_as_of_each_frame() {
+    let a = attributed(Some(53), Some("eth0"), Some(1));
+    let b = key(5, "NETFILTER_DROP", "nf_hook_slow+0xa1");
+    let pa: Vec<Sample> = (0..12).map(|i| packet(i, 40 + i as usize)).collect();
+    let big = packet(99, MAX_SAMPLE_BYTES + 72);
+    let count = |k: &DropKey, c| DropCount {
+        key: k.clone(),
+        count: c,
+    };
+    let ks = |k: &DropKey, p: &[Sample]| KeySamples {
+        key: k.clone(),
+        packets: p.to_vec(),
+    };
+    let snaps = vec![
+        snap(0, vec![count(&a, 3)], vec![ks(&a, &pa[..3])]),
+        snap(1, vec![count(&a, 12)], vec![ks(&a, &pa[..12])]),
+        // A key with samples before it has a count.
+        snap(
+            2,
+            vec![count(&a, 12)],
+            vec![ks(&a, &pa), ks(&b, std::slice::from_ref(&big))],
+        ),
+        snap(3, vec![count(&a, 13), count(&b, 1)], Vec::new()),
+    ];
+    let bytes = encode(&session(), &snaps).expect("encode");
+    let rec = Recording::from_bytes(&bytes).expect("open");
+    let back = decode_all(&rec);
+    assert_eq!(back[0].samples, vec![ks(&a, &pa[..3])]);
+    let first8 = ks(&a, &pa[..MAX_SAMPLES_PER_KEY]);
+    assert_eq!(back[1].samples, vec![first8.clone()]);
+    let mut cut = big.clone();
+    cut.bytes = big.bytes[..MAX_SAMPLE_BYTES].into();
+    let both = vec![first8, ks(&b, &[cut])];
+    assert_eq!(back[2].samples, both);
+    // Samples are kept once defined, as the live collector keeps them.
+    assert_eq!(back[3].samples, both);
+    for (s, want) in back.iter().zip(&snaps) {
+        assert_eq!(s.drops, want.drops);
+    }
+    // Seeking decodes the samples as of the frame sought.
+    let at0 = rec.snapshot_at(snaps[0].elapsed).expect("seek");
+    assert_eq!(at0.samples, back[0].samples);
+}
+
+/// A version 2 recording whose one dictionary defines a key and `samples` sampled packets of
+/// it, each of `len` bytes, followed by a keyframe.
+fn crafted(samples: usize, len: usize) -> Vec<u8> {
+    let mut out = header(&session()).expect("header");
+    let mut d = Vec::new();
+    put_uvarint(&mut d, 1);
+    put_str(&mut d, "X");
+    put_uvarint(&mut d, 1);
+    for v in [1, 0, 0, 0] {
+        put_uvarint(&mut d, v);
+    }
+    put_uvarint(&mut d, 0);
+    put_uvarint(&mut d, samples as u64);
+    for i in 0..samples {
+        for v in [0, i as u64, len as u64, 0x0800, len as u64] {
+            put_uvarint(&mut d, v);
+        }
+        d.extend(std::iter::repeat_n(0x45, len));
+    }
+    push_frame(&mut out, Kind::Dictionary, 1, &d).expect("dictionary");
+    let mut k = Vec::new();
+    for v in [0, 0, 0] {
+        put_uvarint(&mut k, v);
+    }
+    super::health::put_full(&mut k, &Default::default());
+    put_uvarint(&mut k, 0);
+    put_uvarint(&mut k, 0);
+    push_frame(&mut out, Kind::Keyframe, 1, &k).expect("keyframe");
+    out
+}
+
+#[test]
+fn the_budget_refuses_an_oversized_sample_section() {
+    let ok = Recording::from_bytes(&crafted(MAX_SAMPLES_PER_KEY, MAX_SAMPLE_BYTES)).expect("open");
+    assert_eq!(
+        ok.snapshot_at(Duration::ZERO).expect("snapshot").samples[0]
+            .packets
+            .len(),
+        8
+    );
+    for (n, len, what) in [
+        (MAX_SAMPLES_PER_KEY + 1, 20, "sampled packets of one key"),
+        (1, MAX_SAMPLE_BYTES + 1, "bytes in one sampled packet"),
+    ] {
+        match Recording::from_bytes(&crafted(n, len)) {
+            Err(RecordError::OverBudget { what: w, .. }) => assert_eq!(w, what),
+            Err(e) => panic!("{n} samples of {len} bytes: {e}"),
+            Ok(_) => panic!("{n} samples of {len} bytes were accepted"),
+        }
+    }
+}
+
+#[test]
+fn version_1_recordings_still_read() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/sample.dsrec");
+    let bytes = std::fs::read(path).expect("asset");
+    assert_eq!(&bytes[14..16], &1u16.to_le_bytes());
+    let rec = Recording::from_bytes(&bytes).expect("open");
+    assert!(rec.len() > 1 && rec.finished());
+    let last = decode_all(&rec).pop().expect("snapshots");
+    assert!(last.total > 0 && last.invariant_holds());
+    assert!(
+        last.drops
+            .iter()
+            .all(|d| d.key.attr == Attribution::default())
+    );
+    assert!(last.samples.is_empty());
+}
