@@ -16,6 +16,7 @@ mod machine;
 mod procfs;
 mod recording;
 mod report;
+mod serve;
 mod stats;
 mod syscount;
 mod tui;
@@ -134,6 +135,7 @@ fn run_all(args: BenchArgs) -> anyhow::Result<()> {
     ))?;
     let window = Duration::from_secs(args.window_secs);
     let tui = measure_tui(&dropscope, &target, method, window)?;
+    let serve = measure_serve(&root, &target_dir, &dropscope, &target, method, window)?;
     eprintln!("bench: flamegraph render time, recording size and seek time (examples)");
     let [flame_error, record_error] = &build_errors;
     let flame = examples::flame(&root, &target_dir, flame_error.as_ref());
@@ -159,6 +161,16 @@ fn run_all(args: BenchArgs) -> anyhow::Result<()> {
         warnings,
     };
     print!("{}", report::render(&results));
+    match &serve {
+        Outcome::Measured(cost) => {
+            let tui = match &results.tui {
+                Outcome::Measured(t) => Some(t),
+                Outcome::Skipped(_) => None,
+            };
+            print!("\n7. {}", serve::render(cost, tui));
+        }
+        Outcome::Skipped(why) => println!("\n7. dropscope serve: SKIPPED: {why}"),
+    }
     Ok(())
 }
 
@@ -233,6 +245,26 @@ fn measure_tui(
         ));
     }
     soft(tui::measure(dropscope, target, method, window))
+}
+
+/// `dropscope serve` scraped once a second, idle and under the flood, and the scrape of a
+/// 10,000-series snapshot (an example), beside the TUI's cost.
+fn measure_serve(
+    root: &Path,
+    target_dir: &Path,
+    dropscope: &Path,
+    target: &Target,
+    method: Option<Method>,
+    window: Duration,
+) -> anyhow::Result<Outcome<serve::ServeCost>> {
+    let Some(method) = method else {
+        return Ok(Outcome::Skipped(
+            "neither perf nor strace can count syscalls here".into(),
+        ));
+    };
+    let build_error = serve::build_example(root);
+    let series = serve::series_example(target_dir, build_error.as_ref());
+    soft(serve::measure(dropscope, target, method, window, series))
 }
 
 /// A failed measurement becomes a skipped one with its reason, unless the user interrupted.

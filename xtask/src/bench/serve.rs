@@ -127,7 +127,11 @@ pub fn measure(
     let (flood, flood_scrapes) = flood?;
     let out = proc.finish(Some(libc::SIGTERM), Duration::from_secs(10))?;
     if !out.status.success() {
-        bail!("dropscope serve ended with {}: {}", out.status, out.stderr.trim());
+        bail!(
+            "dropscope serve ended with {}: {}",
+            out.status,
+            out.stderr.trim()
+        );
     }
     Ok(ServeCost {
         idle,
@@ -252,8 +256,18 @@ pub fn render(serve: &ServeCost, tui: Option<&TuiCost>) -> String {
         )
     };
     for (phase, t, s, lat) in [
-        ("idle", tui.map(|t| &t.idle), &serve.idle, &serve.idle_scrapes),
-        ("flood", tui.map(|t| &t.flood), &serve.flood, &serve.flood_scrapes),
+        (
+            "idle",
+            tui.map(|t| &t.idle),
+            &serve.idle,
+            &serve.idle_scrapes,
+        ),
+        (
+            "flood",
+            tui.map(|t| &t.flood),
+            &serve.flood,
+            &serve.flood_scrapes,
+        ),
     ] {
         if let Some(t) = t {
             out.push_str(&row(phase, "TUI", t, None));
