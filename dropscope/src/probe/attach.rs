@@ -80,20 +80,13 @@ impl Probe {
             Err(e) => ProbeError::Reasons(format!("{e:#}")),
         })?;
         // The struct offsets attribution reads, from the same BTF.
-        let layout = match &btf {
-            Some(bytes) => Some(
-                btf_rs::Btf::from_bytes(bytes)
-                    .map_err(anyhow::Error::from)
-                    .and_then(|b| {
-                        Ok((
-                            layout::Layout::from_btf(&b)?,
-                            layout::kfree_skb_has_rx_sk(&b),
-                        ))
-                    })
-                    .map_err(|e| ProbeError::Layout(format!("{e:#}")))?,
-            ),
-            None => None,
-        };
+        let mut config = Config::default();
+        if let Some(bytes) = &btf {
+            btf_rs::Btf::from_bytes(bytes)
+                .map_err(anyhow::Error::from)
+                .and_then(|b| layout::fill(&b, &mut config))
+                .map_err(|e| ProbeError::Layout(format!("{e:#}")))?;
+        }
         let btf = match btf {
             Some(bytes) => Some(Btf::parse(&bytes, Endianness::default()).map_err(|e| {
                 ProbeError::BadBtf(btf::BtfFileError::Corrupt(
@@ -108,27 +101,6 @@ impl Probe {
             .non_drop_values()
             .map_err(|e| ProbeError::Reasons(format!("{e:#}")))?;
 
-        let mut config = Config::default();
-        if let Some((l, has_rx_sk)) = layout {
-            config = Config {
-                skb_dev: l.skb_dev,
-                skb_sk: l.skb_sk,
-                skb_iif: l.skb_iif,
-                skb_protocol: l.skb_protocol,
-                skb_head: l.skb_head,
-                skb_network_header: l.skb_network_header,
-                skb_transport_header: l.skb_transport_header,
-                skb_len: l.skb_len,
-                skb_data: l.skb_data,
-                dev_ifindex: l.dev_ifindex,
-                dev_name: l.dev_name,
-                dev_net: l.dev_net,
-                sk_net: l.sk_net,
-                net_inum: l.net_inum,
-                has_rx_sk: u32::from(has_rx_sk),
-                ..config
-            };
-        }
         let reason_bits = opts
             .selection
             .kernel(&reasons, &mut config)

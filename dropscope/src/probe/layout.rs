@@ -3,61 +3,29 @@
 //! `sk_buff`, `net_device`, `sock` and `net` on every kernel.
 use anyhow::{Context as _, bail};
 use btf_rs::{Btf, BtfType, Type};
+use dropscope_common::Config;
 
-/// Byte offsets of the fields the program reads to attribute a drop.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Layout {
-    /// `sk_buff.dev` (`struct net_device *`).
-    pub skb_dev: u32,
-    /// `sk_buff.sk` (`struct sock *`).
-    pub skb_sk: u32,
-    /// `sk_buff.skb_iif` (input interface index).
-    pub skb_iif: u32,
-    /// `sk_buff.protocol` (`__be16`).
-    pub skb_protocol: u32,
-    /// `sk_buff.head` (`unsigned char *`).
-    pub skb_head: u32,
-    /// `sk_buff.network_header` (u16 offset from `head`).
-    pub skb_network_header: u32,
-    /// `sk_buff.transport_header` (u16 offset from `head`).
-    pub skb_transport_header: u32,
-    /// `sk_buff.len`.
-    pub skb_len: u32,
-    /// `sk_buff.data` (`unsigned char *`).
-    pub skb_data: u32,
-    /// `net_device.ifindex`.
-    pub dev_ifindex: u32,
-    /// `net_device.name` (`char[16]`).
-    pub dev_name: u32,
-    /// `net_device.nd_net.net` (`struct net *`).
-    pub dev_net: u32,
-    /// `sock.__sk_common.skc_net.net` (`struct net *`).
-    pub sk_net: u32,
-    /// `net.ns.inum`.
-    pub net_inum: u32,
-}
-
-impl Layout {
-    /// Reads every offset from `btf`; an error names the field the kernel lacks.
-    pub fn from_btf(btf: &Btf) -> anyhow::Result<Self> {
-        let skb = |path: &str| offset(btf, "sk_buff", path);
-        Ok(Self {
-            skb_dev: skb("dev")?,
-            skb_sk: skb("sk")?,
-            skb_iif: skb("skb_iif")?,
-            skb_protocol: skb("protocol")?,
-            skb_head: skb("head")?,
-            skb_network_header: skb("network_header")?,
-            skb_transport_header: skb("transport_header")?,
-            skb_len: skb("len")?,
-            skb_data: skb("data")?,
-            dev_ifindex: offset(btf, "net_device", "ifindex")?,
-            dev_name: offset(btf, "net_device", "name")?,
-            dev_net: offset(btf, "net_device", "nd_net.net")?,
-            sk_net: offset(btf, "sock", "__sk_common.skc_net.net")?,
-            net_inum: offset(btf, "net", "ns.inum")?,
-        })
-    }
+/// Fills the kernel-layout fields of the program's [`Config`] (the byte offsets of the fields
+/// it reads to attribute a drop, and whether the hook passes `rx_sk`) from `btf`; an error names
+/// the field the kernel lacks.
+pub fn fill(btf: &Btf, cfg: &mut Config) -> anyhow::Result<()> {
+    let skb = |path: &str| offset(btf, "sk_buff", path);
+    cfg.skb_dev = skb("dev")?;
+    cfg.skb_sk = skb("sk")?;
+    cfg.skb_iif = skb("skb_iif")?;
+    cfg.skb_protocol = skb("protocol")?;
+    cfg.skb_head = skb("head")?;
+    cfg.skb_network_header = skb("network_header")?;
+    cfg.skb_transport_header = skb("transport_header")?;
+    cfg.skb_len = skb("len")?;
+    cfg.skb_data = skb("data")?;
+    cfg.dev_ifindex = offset(btf, "net_device", "ifindex")?;
+    cfg.dev_name = offset(btf, "net_device", "name")?;
+    cfg.dev_net = offset(btf, "net_device", "nd_net.net")?;
+    cfg.sk_net = offset(btf, "sock", "__sk_common.skc_net.net")?;
+    cfg.net_inum = offset(btf, "net", "ns.inum")?;
+    cfg.has_rx_sk = u32::from(kfree_skb_has_rx_sk(btf));
+    Ok(())
 }
 
 /// Whether `tp_btf/kfree_skb` passes the receiving socket (`rx_sk`, 6.11+): its BTF
@@ -174,7 +142,8 @@ mod tests {
 
     #[test]
     fn reads_the_running_kernels_offsets() {
-        let l = Layout::from_btf(&running()).expect("layout");
+        let mut l = Config::default();
+        fill(&running(), &mut l).expect("layout");
         // Fields in one struct are distinct, and sk_buff's small fields lie past its pointers.
         assert_ne!(l.skb_dev, l.skb_sk);
         assert!(
