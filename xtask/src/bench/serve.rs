@@ -61,7 +61,7 @@ pub struct ServeCost {
 }
 
 /// Builds the example (release, like the rest of the bench's build); the error text if that
-/// failed. The lead's `cargo xtask bench` can add it to `examples::EXAMPLES` instead.
+/// failed.
 pub fn build_example(root: &Path) -> Option<String> {
     if !root.join("dropscope/examples/serve_bench.rs").is_file() {
         return Some("dropscope/examples/serve_bench.rs does not exist".into());
