@@ -224,6 +224,21 @@ impl Counting {
     }
 }
 
+/// Runs a dropscope command that prints JSON (e.g. `report --format json --input F`), asserts
+/// that it succeeded (showing its stderr if not) and returns what it printed.
+pub fn json_output(cmd: &mut Command) -> serde_json::Value {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON output")
+}
+
 /// Sum of the counts in a JSON report for a reason whose location starts with `location`.
 pub fn count(report: &serde_json::Value, reason: &str, location: &str) -> u64 {
     report["drops"]

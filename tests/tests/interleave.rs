@@ -73,23 +73,17 @@ fn within(what: &str, got: u64, sent: u64) {
 }
 
 fn report_window(file: &std::path::Path, from: f64, to: f64) -> serde_json::Value {
-    let out = Command::new(dropscope_bin())
-        .args(["report", "--format", "json", "--input"])
-        .arg(file)
-        .args([
-            "--from",
-            &format!("{from:.3}s"),
-            "--to",
-            &format!("{to:.3}s"),
-        ])
-        .output()
-        .expect("report --input");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON report")
+    dropscope_tests::json_output(
+        Command::new(dropscope_bin())
+            .args(["report", "--format", "json", "--input"])
+            .arg(file)
+            .args([
+                "--from",
+                &format!("{from:.3}s"),
+                "--to",
+                &format!("{to:.3}s"),
+            ]),
+    )
 }
 
 #[test]

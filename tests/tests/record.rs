@@ -1,10 +1,6 @@
 //! Recordings of real drops: replayed counts equal the live ones, a SIGKILLed recording still
 //! replays, and replay needs no root. Needs root (to record).
-use std::{
-    os::unix::fs::PermissionsExt,
-    process::{Command, Stdio},
-    time::Duration,
-};
+use std::{os::unix::fs::PermissionsExt, process::Command, time::Duration};
 
 use dropscope_tests::{Counting, Netns, count, dropscope_bin, root_test};
 
@@ -14,18 +10,10 @@ fn report_of(file: &std::path::Path, as_nobody: bool) -> serde_json::Value {
     } else {
         Command::new(dropscope_bin())
     };
-    let out = cmd
-        .args(["report", "--format", "json", "--input"])
-        .arg(file)
-        .stdin(Stdio::null())
-        .output()
-        .expect("report --input");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON report")
+    dropscope_tests::json_output(
+        cmd.args(["report", "--format", "json", "--input"])
+            .arg(file),
+    )
 }
 
 #[test]
