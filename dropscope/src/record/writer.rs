@@ -49,16 +49,7 @@ impl Recorder {
             return Self::to_stream(Box::new(std::fs::File::from(fd)), info);
         }
         let head = header(info)?;
-        let out = Sink::File(OutFile::create(path, force)?);
-        let mut r = Recorder {
-            out,
-            encoder: Encoder::default(),
-            buf: Vec::new(),
-            written: 0,
-            failed: false,
-        };
-        r.append(&head)?;
-        Ok(r)
+        Self::start(Sink::File(OutFile::create(path, force)?), &head)
     }
 
     /// Starts a recording written to `out` as it goes, each frame flushed as it is written.
@@ -67,7 +58,11 @@ impl Recorder {
         info: &SessionInfo,
     ) -> Result<Recorder, RecordError> {
         let head = header(info)?;
-        let out = Sink::Stream(out);
+        Self::start(Sink::Stream(out), &head)
+    }
+
+    /// A recorder writing to `out`, which gets the file header first.
+    fn start(out: Sink, head: &[u8]) -> Result<Recorder, RecordError> {
         let mut r = Recorder {
             out,
             encoder: Encoder::default(),
@@ -75,7 +70,7 @@ impl Recorder {
             written: 0,
             failed: false,
         };
-        r.append(&head)?;
+        r.append(head)?;
         Ok(r)
     }
 
