@@ -1,0 +1,136 @@
+//! The TUI driven in tmux, for the integration tests: start dropscope (or a shell) in a detached
+//! session, read its screen and terminal mode, send keys, find and watch its process.
+use std::{
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use crate::{dropscope_bin, run};
+
+/// A detached 100x30 tmux session running dropscope (or a shell), killed when dropped.
+pub struct Tmux {
+    session: String,
+}
+
+impl Tmux {
+    /// Starts `dropscope <args>` in a detached 100x30 tmux session; when it exits, the pane
+    /// prints its exit status and the terminal's mode (`MODE=icanon` when cooked).
+    pub fn start(tag: &str, args: &str) -> Self {
+        let session = format!("ds-{tag}-{}", std::process::id());
+        let cmd = format!(
+            "{} {args}; echo EXIT=$?; stty -a | grep -o -- '-\\?icanon' | sed 's/^/MODE=/'; \
+             sleep 600",
+            dropscope_bin().display()
+        );
+        run(Command::new("tmux").args([
+            "new-session",
+            "-d",
+            "-s",
+            &session,
+            "-x",
+            "100",
+            "-y",
+            "30",
+            &cmd,
+        ]));
+        Self { session }
+    }
+
+    /// An interactive bash with job control and no line editing, in a detached 100x30 session.
+    pub fn shell(tag: &str) -> Self {
+        let session = format!("ds-{tag}-{}", std::process::id());
+        run(Command::new("tmux").args([
+            "new-session",
+            "-d",
+            "-s",
+            &session,
+            "-x",
+            "100",
+            "-y",
+            "30",
+            "bash --norc --noprofile --noediting -i",
+        ]));
+        Self { session }
+    }
+
+    pub fn query(&self, format: &str) -> String {
+        let out = run(Command::new("tmux").args(["display", "-p", "-t", &self.session, format]));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    pub fn screen(&self) -> String {
+        let out = run(Command::new("tmux").args(["capture-pane", "-p", "-t", &self.session]));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    pub fn keys(&self, keys: &str) {
+        run(Command::new("tmux").args(["send-keys", "-t", &self.session, keys]));
+    }
+
+    /// Waits until `ok` holds for the screen; panics with the screen otherwise.
+    pub fn wait(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let s = self.screen();
+            if ok(&s) {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "{what} never appeared on:\n{s}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    pub fn wait_for(&self, text: &str) -> String {
+        self.wait(text, |s| s.contains(text))
+    }
+
+    /// Whether the pane shows the alternate screen.
+    pub fn alternate(&self) -> bool {
+        self.query("#{alternate_on}") == "1"
+    }
+
+    /// Whether the pane's terminal is in raw (non-canonical) mode, read from outside.
+    pub fn raw(&self) -> bool {
+        let tty = self.query("#{pane_tty}");
+        let out = run(Command::new("stty").args(["-a", "-F", &tty]));
+        String::from_utf8_lossy(&out.stdout).contains("-icanon")
+    }
+
+    pub fn pid(&self) -> i32 {
+        let shell = self.query("#{pane_pid}");
+        let out = run(Command::new("pgrep").args(["-P", &shell, "dropscope"]));
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .expect("dropscope pid")
+    }
+
+    /// The process's state letter in /proc (T: stopped, Z: exited, not yet reaped).
+    pub fn state(pid: i32) -> Option<char> {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .and_then(|(_, r)| r.trim_start().chars().next())
+            })
+    }
+
+    /// Whether the process is stopped.
+    pub fn stopped(pid: i32) -> bool {
+        Self::state(pid) == Some('T')
+    }
+
+    /// Whether the process has exited but is not reaped yet.
+    pub fn zombie(pid: i32) -> bool {
+        Self::state(pid) == Some('Z')
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.session])
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
