@@ -111,6 +111,10 @@ pub struct Config {
     pub skb_len: u32,
     /// Byte offset of `sk_buff.data` (`unsigned char *`).
     pub skb_data: u32,
+    /// Byte offset of `sk_buff.data_len` (bytes in paged fragments, not in the linear head).
+    pub skb_data_len: u32,
+    /// Byte offset of `sk_buff.tail` (`sk_buff_data_t`: an offset from `head` on 64-bit).
+    pub skb_tail: u32,
     /// Byte offset of `net_device.ifindex`.
     pub dev_ifindex: u32,
     /// Byte offset of `net_device.name`.
@@ -145,7 +149,7 @@ pub struct Config {
     /// common path tests one word).
     pub need: u32,
 }
-const _: () = assert!(core::mem::size_of::<Config>() == 112);
+const _: () = assert!(core::mem::size_of::<Config>() == 120);
 
 /// Bits of [`Config::need`].
 pub mod need {
@@ -167,7 +171,7 @@ pub struct PacketSample {
     pub ts_ns: u64,
     /// `skb->len`.
     pub len: u32,
-    /// Bytes of `data` that belong to the packet.
+    /// Bytes of `data` that belong to the packet (see [`sample_caplen`]); the rest is zero.
     pub caplen: u16,
     /// `ETH_P_*` of the packet, host order.
     pub l3proto: u16,
@@ -185,6 +189,54 @@ impl Default for PacketSample {
             l3proto: 0,
             data: [0; SAMPLE_BYTES],
         }
+    }
+}
+
+/// Where a dropped skb's bytes lie, as read from its `struct sk_buff` (addresses and offsets
+/// exactly as the kernel holds them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SkbLayout {
+    /// `skb->head`: start of the linear buffer.
+    pub head: u64,
+    /// `skb->data`: start of the packet's current layer.
+    pub data: u64,
+    /// `skb->len`: bytes from `data` on, linear and paged.
+    pub len: u32,
+    /// `skb->data_len`: of those, the bytes in paged fragments (not after `data` in memory).
+    pub data_len: u32,
+    /// `skb->network_header`: offset of the network header from `head` (`0xffff`: unset).
+    pub network_header: u16,
+    /// `skb->tail`: offset of the end of the linear data from `head`.
+    pub tail: u32,
+}
+
+/// How many bytes from the network header on may be copied into a sample: only the linear
+/// part of the packet (`data .. data + len - data_len`, and never past `tail`), at most
+/// [`SAMPLE_BYTES`]. Paged data lies elsewhere; what follows the linear part in memory is the
+/// head's slack and `skb_shared_info` (kernel pointers), which must never be copied. Any
+/// inconsistent layout (unset header, `data_len > len`, a header outside the linear part)
+/// gives 0. Used by the eBPF program and tested over arbitrary layouts in userspace.
+#[inline(always)]
+pub fn sample_caplen(l: &SkbLayout) -> u32 {
+    if l.head == 0 || l.network_header == 0xffff || l.data < l.head || l.data_len > l.len {
+        return 0;
+    }
+    let from = l.head.saturating_add(u64::from(l.network_header));
+    let linear_end = l.data.saturating_add(u64::from(l.len - l.data_len));
+    let tail_end = l.head.saturating_add(u64::from(l.tail));
+    let end = if linear_end < tail_end {
+        linear_end
+    } else {
+        tail_end
+    };
+    if from >= end {
+        return 0;
+    }
+    let n = end - from;
+    if n > SAMPLE_BYTES as u64 {
+        SAMPLE_BYTES as u32
+    } else {
+        n as u32
     }
 }
 
@@ -324,4 +376,86 @@ mod pod {
     unsafe impl aya::Pod for super::Config {}
     // SAFETY: as above.
     unsafe impl aya::Pod for super::PacketSample {}
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A layout as the kernel builds one: a linear buffer at `head` of `size` bytes with
+    /// `data` and `tail` inside it, `frags` paged bytes, and a network header somewhere.
+    fn layout() -> impl Strategy<Value = SkbLayout> {
+        (
+            1u64..u64::MAX / 2,
+            0u32..4096,
+            0u32..4096,
+            0u32..4096,
+            0u32..65536,
+            0u16..=0xffff,
+        )
+            .prop_map(|(head, data_off, linear, slack, frags, nh)| SkbLayout {
+                head,
+                data: head + u64::from(data_off),
+                len: linear + frags,
+                data_len: frags,
+                network_header: nh,
+                tail: data_off + linear + slack % 2,
+            })
+    }
+
+    proptest! {
+        /// Never a byte past the linear part or `tail`, never more than a sample holds, and
+        /// everything that is linear and fits is taken.
+        #[test]
+        fn only_linear_bytes_are_copied(l in layout()) {
+            let n = u64::from(sample_caplen(&l));
+            let from = l.head + u64::from(l.network_header);
+            let linear_end = l.data + u64::from(l.len - l.data_len);
+            let end = linear_end.min(l.head + u64::from(l.tail));
+            prop_assert!(n <= SAMPLE_BYTES as u64);
+            if n > 0 {
+                prop_assert!(from + n <= linear_end && from + n <= end);
+            }
+            if l.network_header != 0xffff && from < end {
+                prop_assert_eq!(n, (end - from).min(SAMPLE_BYTES as u64));
+            } else {
+                prop_assert_eq!(n, 0);
+            }
+        }
+
+        /// Nonsense (as a torn or foreign read may give) copies nothing rather than anything.
+        #[test]
+        fn inconsistent_layouts_copy_nothing(
+            head in any::<u64>(), data in any::<u64>(), len in any::<u32>(),
+            data_len in any::<u32>(), nh in any::<u16>(), tail in any::<u32>(),
+        ) {
+            let l = SkbLayout { head, data, len, data_len, network_header: nh, tail };
+            let n = u64::from(sample_caplen(&l));
+            if data < head || data_len > len || head == 0 || nh == 0xffff {
+                prop_assert_eq!(n, 0);
+            } else {
+                let from = head.saturating_add(u64::from(nh));
+                prop_assert!(n == 0 || from.saturating_add(n) <= data.saturating_add(u64::from(len - data_len)));
+                prop_assert!(n == 0 || from.saturating_add(n) <= head.saturating_add(u64::from(tail)));
+            }
+        }
+    }
+
+    #[test]
+    fn a_tcp_segment_with_paged_payload_stops_after_its_headers() {
+        // 1,400 bytes of payload in a page fragment; 52 bytes of IP and TCP headers linear,
+        // followed in memory by the head's slack and skb_shared_info.
+        let head = 0xffff_8880_0000_0000;
+        let l = SkbLayout {
+            head,
+            data: head + 64,
+            len: 52 + 1400,
+            data_len: 1400,
+            network_header: 64,
+            tail: 64 + 52,
+        };
+        assert_eq!(sample_caplen(&l), 52);
+    }
 }

@@ -32,10 +32,7 @@ use attribute::{Mem, Probed, Typed};
 use aya_ebpf::{
     Global,
     bindings::BPF_NOEXIST,
-    helpers::{
-        bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns,
-        bpf_probe_read_kernel_buf,
-    },
+    helpers::{bpf_get_current_pid_tgid, bpf_get_smp_processor_id, bpf_ktime_get_ns, generated},
     macros::{btf_tracepoint, map, tracepoint},
     maps::{Array, HashMap, PerCpuHashMap, Queue, StackTrace},
     programs::{BtfTracePointContext, TracePointContext, tracing::StackIdContext},
@@ -43,7 +40,7 @@ use aya_ebpf::{
 use dropscope_common::{
     BPF_F_MMAPABLE, Config, Control, CpuCounters, DEFAULT_MAX_KEYS, DropKey, MAX_CPUS,
     PacketSample, SAMPLE_BYTES, SAMPLED_KEYS, SAMPLES_PER_KEY, STACK_COUNT_ENTRIES,
-    STACK_TRACE_ENTRIES, StackKey, StackValue, filter, group, need,
+    STACK_TRACE_ENTRIES, SkbLayout, StackKey, StackValue, filter, group, need, sample_caplen,
 };
 
 #[unsafe(no_mangle)]
@@ -84,6 +81,8 @@ static CONFIG: Global<Config> = Global::new(Config {
     filter_dev_on: 0,
     filter_dev: [0; 16],
     skb_data: 0,
+    skb_data_len: 0,
+    skb_tail: 0,
     need: 0,
 });
 
@@ -333,21 +332,33 @@ fn sample_packet<M: Mem>(m: &M, skb: *const u8, cpu: u32, slot: u32, first: bool
     s.len = m.u32(skb, cfg!(skb_len));
     s.l3proto = u16::from_be(m.u16(skb, cfg!(skb_protocol)));
     s.caplen = 0;
-    let head = m.u64(skb, cfg!(skb_head));
-    let nh = m.u16(skb, cfg!(skb_network_header));
-    let data = m.u64(skb, cfg!(skb_data));
-    if head == 0 || nh == 0xffff {
-        compiler_fence(Ordering::SeqCst);
-        // SAFETY: bpf_ktime_get_ns has no preconditions.
-        s.ts_ns = unsafe { bpf_ktime_get_ns() };
-        return;
-    }
-    let from = head + u64::from(nh);
-    // The packet runs from its network header to skb->data + skb->len.
-    let avail = (data + u64::from(s.len)).saturating_sub(from);
-    // SAFETY: bpf_probe_read_kernel_buf checks the address itself.
-    if unsafe { bpf_probe_read_kernel_buf(from as *const u8, &mut s.data) }.is_ok() {
-        s.caplen = avail.min(SAMPLE_BYTES as u64) as u16;
+    // The two pointers are read as plain numbers (a typed load would give the verifier
+    // pointers, and their arithmetic would not be a length); this runs for a key's first few
+    // packets only.
+    let layout = SkbLayout {
+        head: Probed.u64(skb, cfg!(skb_head)),
+        data: Probed.u64(skb, cfg!(skb_data)),
+        len: s.len,
+        data_len: m.u32(skb, cfg!(skb_data_len)),
+        network_header: m.u16(skb, cfg!(skb_network_header)),
+        tail: m.u32(skb, cfg!(skb_tail)),
+    };
+    // Only the linear part of the packet: what follows it in memory is not the packet.
+    let n = sample_caplen(&layout) as usize;
+    if n > 0 && n <= SAMPLE_BYTES {
+        let from = layout.head + u64::from(layout.network_header);
+        // SAFETY: `n` bytes fit in `s.data` (checked above; the verifier checks it again) and
+        // bpf_probe_read_kernel checks the source address itself.
+        let read = unsafe {
+            generated::bpf_probe_read_kernel(
+                s.data.as_mut_ptr().cast(),
+                n as u32,
+                from as *const core::ffi::c_void,
+            )
+        };
+        if read == 0 {
+            s.caplen = n as u16;
+        }
     }
     // The time goes last: a reader takes a sample whose time is set as complete.
     compiler_fence(Ordering::SeqCst);

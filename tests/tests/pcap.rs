@@ -130,3 +130,100 @@ fn check_pcap(file: &std::path::Path) {
     assert_eq!(to("7"), 5, "all 5 of the smaller key: {text}");
     assert_eq!(packets.len(), 13, "{text}");
 }
+
+/// TCP segments whose payload lies in page fragments (loopback hands them on as the sender
+/// built them), dropped by a firewall rule: a sample holds the packet's linear bytes only. Every
+/// captured byte past the IP and TCP headers is payload (`A`), never the head's slack or the
+/// kernel's `skb_shared_info` (page pointers), in the pcapng and in the recording's samples.
+#[test]
+fn samples_of_paged_packets_hold_only_packet_bytes() {
+    let _serial = root_test();
+    let ns = Netns::new("pcap-paged");
+    let port = "5599";
+    ns.exec(&["nft", "add", "table", "inet", "dspaged"]);
+    ns.exec(&[
+        "nft",
+        "add chain inet dspaged input { type filter hook input priority 0 ; }",
+    ]);
+    ns.exec(&[
+        "nft",
+        &format!("add rule inet dspaged input tcp dport {port} meta length > 1000 drop"),
+    ]);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("paged.pcapng");
+    let rec = dir.path().join("paged.dsrec");
+    let recording = Counting::start(&[
+        "record",
+        "-o",
+        rec.to_str().expect("utf-8 path"),
+        "--by",
+        "reason,location,netns,protocol,port",
+        "--netns",
+        &ns.name,
+        "--pcap",
+        file.to_str().expect("utf-8 path"),
+    ]);
+    ns.traffic(&["tcp-payload", port, "8"]);
+    recording.interrupt();
+
+    let packets = pcapng_packets(&std::fs::read(&file).expect("pcap written"));
+    assert!(!packets.is_empty(), "no packet sampled");
+    let mut payload_bytes = 0;
+    for p in &packets {
+        assert!(p.len() >= 40, "shorter than IPv4 + TCP headers: {p:02x?}");
+        assert_eq!(p[0] >> 4, 4, "IPv4: {p:02x?}");
+        assert_eq!(p[9], 6, "TCP: {p:02x?}");
+        let ihl = usize::from(p[0] & 0xf) * 4;
+        assert_eq!(
+            u16::from_be_bytes([p[ihl + 2], p[ihl + 3]]),
+            5599,
+            "{p:02x?}"
+        );
+        let thl = usize::from(p[ihl + 12] >> 4) * 4;
+        let payload = p.get(ihl + thl..).unwrap_or_default();
+        assert!(
+            payload.iter().all(|&b| b == b'A'),
+            "bytes past the TCP header that are not the packet's payload: {payload:02x?}"
+        );
+        payload_bytes += payload.len();
+    }
+    eprintln!(
+        "{} packets sampled, {payload_bytes} payload bytes captured",
+        packets.len()
+    );
+
+    // The recording's samples are the same bytes: its replay writes the same pcapng.
+    let replayed = dir.path().join("replayed.pcapng");
+    run(Command::new(dropscope_bin()).args([
+        "report",
+        "--input",
+        rec.to_str().expect("utf-8 path"),
+        "--pcap",
+        replayed.to_str().expect("utf-8 path"),
+    ]));
+    let again = pcapng_packets(&std::fs::read(&replayed).expect("pcap from the recording"));
+    assert_eq!(
+        again, packets,
+        "the recording holds other bytes than the live pcapng"
+    );
+}
+
+/// The packet data of every Enhanced Packet Block of a little-endian pcapng file.
+fn pcapng_packets(file: &[u8]) -> Vec<Vec<u8>> {
+    let u32_at = |at: usize| u32::from_le_bytes(file[at..at + 4].try_into().expect("4 bytes"));
+    let mut packets = Vec::new();
+    let mut at = 0;
+    while at + 12 <= file.len() {
+        let (kind, len) = (u32_at(at), u32_at(at + 4) as usize);
+        assert!(
+            len >= 12 && at + len <= file.len(),
+            "a malformed block at {at}"
+        );
+        if kind == 6 {
+            let caplen = u32_at(at + 20) as usize;
+            packets.push(file[at + 28..at + 28 + caplen].to_vec());
+        }
+        at += len;
+    }
+    packets
+}

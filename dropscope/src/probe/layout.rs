@@ -19,6 +19,8 @@ pub fn fill(btf: &Btf, cfg: &mut Config) -> anyhow::Result<()> {
     cfg.skb_transport_header = skb("transport_header")?;
     cfg.skb_len = skb("len")?;
     cfg.skb_data = skb("data")?;
+    cfg.skb_data_len = skb("data_len")?;
+    cfg.skb_tail = skb("tail")?;
     cfg.dev_ifindex = offset(btf, "net_device", "ifindex")?;
     cfg.dev_name = offset(btf, "net_device", "name")?;
     cfg.dev_net = offset(btf, "net_device", "nd_net.net")?;

@@ -3,6 +3,9 @@
 //! `traffic udp PORT N`: N datagrams to a closed UDP port (NO_SOCKET).
 //! `traffic udp-to ADDR PORT N`: N datagrams to ADDR:PORT (e.g. over a veth pair).
 //! `traffic tcp PORT N`: N connection attempts to a closed TCP port (NO_SOCKET).
+//! `traffic tcp-payload PORT N`: connects to a listener on 127.0.0.1:PORT (made here) and sends
+//! N segments of 1,400 `A`s, then waits a second (a firewall rule is expected to drop them: the
+//! kernel retransmits, so more than N may be dropped).
 //! `traffic raw PROTO N`: N IP packets of an unused protocol (IP_NOPROTO).
 //! `traffic rcvbuf N`: N datagrams to a bound socket with a tiny receive buffer that is never
 //! read while they arrive; prints how many the kernel dropped (SOCKET_RCVBUFF).
@@ -53,6 +56,17 @@ fn main() -> anyhow::Result<()> {
                 anyhow::ensure!(r.is_err(), "port {port} is open");
             }
         }
+        Some("tcp-payload") => {
+            let (port, n) = (arg(1)? as u16, arg(2)?);
+            let listener = std::net::TcpListener::bind(("127.0.0.1", port))?;
+            let mut stream = TcpStream::connect(listener.local_addr()?)?;
+            stream.set_nodelay(true)?;
+            for _ in 0..n {
+                stream.write_all(&[b'A'; 1400])?;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
         Some("raw") => {
             let (proto, n) = (arg(1)? as u8, arg(2)?);
             let sender = RawSender::new(proto)?;
@@ -92,7 +106,7 @@ fn main() -> anyhow::Result<()> {
             mix(run, Duration::from_secs(seconds))?;
         }
         _ => anyhow::bail!(
-            "usage: traffic udp PORT N | udp-to ADDR PORT N | tcp PORT N | raw PROTO N | rcvbuf N | mix RUN SECONDS"
+            "usage: traffic udp PORT N | udp-to ADDR PORT N | tcp PORT N | tcp-payload PORT N | raw PROTO N | rcvbuf N | mix RUN SECONDS"
         ),
     }
     Ok(())
