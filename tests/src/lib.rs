@@ -216,6 +216,32 @@ impl Counting {
         self.wait()
     }
 
+    /// Waits at most `limit` for the process to end by itself and returns its stdout; panics
+    /// (killing it) if it is still running then.
+    pub fn wait_within(mut self, limit: Duration) -> String {
+        let mut child = self.child.take().expect("a running dropscope");
+        let mut stdout = child.stdout.take().expect("stdout");
+        let reader = std::thread::spawn(move || {
+            let mut out = String::new();
+            std::io::Read::read_to_string(&mut stdout, &mut out).map(|_| out)
+        });
+        let deadline = Instant::now() + limit;
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait for dropscope") {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("dropscope was still running {limit:?} later");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(status.success(), "dropscope failed: {status:?}");
+        let out = reader.join().expect("stdout reader");
+        out.expect("utf-8 output")
+    }
+
     /// Waits for the process to end by itself and returns its stdout.
     pub fn wait(mut self) -> String {
         let child = self.child.take().expect("a running dropscope");

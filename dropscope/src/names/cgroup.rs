@@ -56,12 +56,58 @@ impl Owner {
 
 /// The most specific owner named by any line of a `/proc/PID/cgroup` file (v2 `0::/path` and
 /// v1 `N:controllers:/path` lines alike), or None if no line says anything.
+#[cfg(test)]
 pub fn owner(cgroup_file: &str) -> Option<Owner> {
-    cgroup_file
-        .lines()
-        .filter_map(|line| line.splitn(3, ':').nth(2))
-        .filter_map(owner_of_path)
-        .max_by_key(Owner::rank)
+    owner_at(cgroup_file).map(|f| f.owner)
+}
+
+/// An owner, with the cgroup path that named it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found<'a> {
+    /// The owner.
+    pub owner: Owner,
+    /// The path of the line that named it (`/user.slice/…/libpod-<id>.scope`).
+    pub path: &'a str,
+    /// Whether that line is the unified (v2) hierarchy's (`0::/path`).
+    pub unified: bool,
+}
+
+/// Like [`owner`], with the path that named the owner (the first line of the highest rank).
+pub fn owner_at(cgroup_file: &str) -> Option<Found<'_>> {
+    let mut best: Option<Found<'_>> = None;
+    for line in cgroup_file.lines() {
+        let mut fields = line.splitn(3, ':');
+        let (Some(id), Some(controllers), Some(path)) =
+            (fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        let Some(owner) = owner_of_path(path) else {
+            continue;
+        };
+        if best.as_ref().is_none_or(|b| owner.rank() > b.owner.rank()) {
+            let unified = id == "0" && controllers.is_empty();
+            best = Some(Found {
+                owner,
+                path,
+                unified,
+            });
+        }
+    }
+    best
+}
+
+/// The user a cgroup path is delegated to by systemd (`…/user@UID.service/…`): anything below
+/// is named by that user.
+pub fn delegated_to(path: &str) -> Option<u32> {
+    path.split('/')
+        .filter_map(|p| {
+            p.strip_prefix("user@")?
+                .strip_suffix(".service")?
+                .parse()
+                .ok()
+        })
+        .next()
 }
 
 /// The most specific owner named by one cgroup path.
@@ -331,6 +377,26 @@ mod tests {
         assert_eq!(owner(&v2("/system.slice/docker-../../etc.scope")), None);
         assert_eq!(owner(&v2("/docker/abc")), None);
         assert_eq!(owner(&v2(&format!("/docker/{ID}0"))), None);
+    }
+
+    #[test]
+    fn the_path_that_named_the_owner_and_its_delegate() {
+        let rootless =
+            format!("/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-{ID}.scope");
+        let file = format!("1:name=systemd:/user.slice\n0::{rootless}\n");
+        let found = owner_at(&file).expect("an owner");
+        assert_eq!(found.owner, Owner::Container(Engine::Podman, ID.into()));
+        assert_eq!((found.path, found.unified), (rootless.as_str(), true));
+        assert_eq!(delegated_to(found.path), Some(1000));
+        let v1 = format!("12:pids:/docker/{ID}\n");
+        let found = owner_at(&v1).expect("an owner");
+        assert_eq!((found.path, found.unified), (&v1[8..v1.len() - 1], false));
+        assert_eq!(delegated_to(found.path), None);
+        assert_eq!(delegated_to("/system.slice/user@x.service"), None);
+        assert_eq!(
+            delegated_to("/user.slice/user-0.slice/user@0.service"),
+            Some(0)
+        );
     }
 
     #[test]

@@ -1,11 +1,14 @@
 //! Container and pod names from the engines' metadata on disk, where it is readable: Docker's
 //! `config.v2.json`, Podman's `containers.json`, kubelet's `/var/log/pods` directory names, and a
-//! process's `HOSTNAME`. Every read is bounded; a missing or odd file means "no name".
+//! process's `HOSTNAME`. Every file is read through [`read_bounded`]: never through a symlink,
+//! never blocking on a FIFO or device, only a regular file of bounded size with the owner it
+//! should have; a missing or odd file means "no name".
 
 use std::{
     collections::HashMap,
-    fs::File,
+    fs::OpenOptions,
     io::{self, Read},
+    os::unix::fs::{MetadataExt, OpenOptionsExt},
     path::{Path, PathBuf},
 };
 
@@ -27,10 +30,21 @@ pub struct Roots {
     pub passwd: PathBuf,
     /// Kubelet's pod log directories, named `NAMESPACE_NAME_UID` (`/var/log/pods`).
     pub pods: PathBuf,
+    /// The unified (v2) cgroup hierarchy (`/sys/fs/cgroup`, or `/sys/fs/cgroup/unified` on a
+    /// hybrid system): who owns a process's cgroup directories.
+    pub cgroup: PathBuf,
+    /// The user that must own the system's own metadata (Podman's rootful list, Docker's
+    /// configs, `passwd`): root (0).
+    pub admin: u32,
 }
 
 impl Default for Roots {
     fn default() -> Self {
+        let cgroup = if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() {
+            "/sys/fs/cgroup"
+        } else {
+            "/sys/fs/cgroup/unified"
+        };
         Self {
             proc: "/proc".into(),
             netns: "/run/netns".into(),
@@ -38,35 +52,68 @@ impl Default for Roots {
             podman: "/var/lib/containers/storage/overlay-containers/containers.json".into(),
             pods: "/var/log/pods".into(),
             passwd: "/etc/passwd".into(),
+            cgroup: cgroup.into(),
+            admin: 0,
         }
     }
 }
 
-/// Reads at most `limit` bytes of a file; a longer file is an error (never half a JSON).
-pub fn read_bounded(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+/// Reads at most `limit` bytes of a regular file owned by `owner` (any owner if None). The
+/// file is opened without following a symlink in its last component and without blocking (a
+/// FIFO or a device is refused, not waited on); a larger file is an error (never half a JSON).
+pub fn read_bounded(path: &Path, limit: u64, owner: Option<u32>) -> io::Result<Vec<u8>> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    if let Some(uid) = owner
+        && meta.uid() != uid
+    {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("owned by uid {}, not {uid}", meta.uid()),
+        ));
+    }
+    // Files of /proc say 0 here: the read below is bounded anyway.
+    if meta.len() > limit {
+        return Err(io::Error::other("file too large"));
+    }
     let mut buf = Vec::new();
-    File::open(path)?.take(limit + 1).read_to_end(&mut buf)?;
+    file.take(limit + 1).read_to_end(&mut buf)?;
     if buf.len() as u64 > limit {
         return Err(io::Error::other("file too large"));
     }
     Ok(buf)
 }
 
-/// The name of a container, from the engine's metadata when readable. `uid` owns the
-/// container's process: a rootless Podman keeps its list in that user's home.
+/// A container's name from its engine's metadata when readable, and whose claim it is: None
+/// for the system's own metadata, `Some(uid)` for a list in that user's home. `user` is the
+/// (non-root) user the container belongs to, if any: a rootless Podman keeps its list in that
+/// user's home, which must be owned by that user.
 pub fn container_name(
     roots: &Roots,
     podman: &mut PodmanNames,
     engine: Engine,
     id: &str,
-    uid: Option<u32>,
-) -> Option<String> {
+    user: Option<u32>,
+) -> Option<(String, Option<u32>)> {
     match engine {
-        Engine::Docker => docker_name(&roots.docker, id),
-        Engine::Podman => podman.get(&roots.podman, id).or_else(|| {
-            let home = home_of(&roots.passwd, uid.filter(|&u| u != 0)?)?;
-            podman.get(&home.join(ROOTLESS_PODMAN), id)
-        }),
+        Engine::Docker => Some((docker_name(roots, id)?, None)),
+        Engine::Podman => match podman.get(&roots.podman, roots.admin, id) {
+            Some(name) => Some((name, None)),
+            None => {
+                let uid = user.filter(|&u| u != 0)?;
+                let home = home_of(roots, uid)?;
+                Some((podman.get(&home.join(ROOTLESS_PODMAN), uid, id)?, Some(uid)))
+            }
+        },
         Engine::Cri | Engine::Containerd => None,
     }
 }
@@ -74,9 +121,9 @@ pub fn container_name(
 /// Where a rootless Podman keeps its container list, under its user's home.
 const ROOTLESS_PODMAN: &str = ".local/share/containers/storage/overlay-containers/containers.json";
 
-/// The home directory of `uid` in a passwd file (`name:x:uid:gid:gecos:home:shell`).
-fn home_of(passwd: &Path, uid: u32) -> Option<PathBuf> {
-    let text = read_bounded(passwd, 4 << 20).ok()?;
+/// The home directory of `uid` in the passwd file (`name:x:uid:gid:gecos:home:shell`).
+fn home_of(roots: &Roots, uid: u32) -> Option<PathBuf> {
+    let text = read_bounded(&roots.passwd, 4 << 20, Some(roots.admin)).ok()?;
     String::from_utf8_lossy(&text).lines().find_map(|line| {
         let fields: Vec<&str> = line.split(':').collect();
         let home = fields.get(5).filter(|h| h.starts_with('/'))?;
@@ -84,9 +131,10 @@ fn home_of(passwd: &Path, uid: u32) -> Option<PathBuf> {
     })
 }
 
-/// Docker's name for a container (`"Name": "/web"` becomes `web`).
-fn docker_name(dir: &Path, id: &str) -> Option<String> {
-    let bytes = read_bounded(&dir.join(id).join("config.v2.json"), 4 << 20).ok()?;
+/// Docker's name for a container (`"Name": "/web"` becomes `web`), from its root-owned config.
+fn docker_name(roots: &Roots, id: &str) -> Option<String> {
+    let path = roots.docker.join(id).join("config.v2.json");
+    let bytes = read_bounded(&path, 4 << 20, Some(roots.admin)).ok()?;
     let config: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
     let name = config.get("Name")?.as_str()?.trim_start_matches('/');
     (!name.is_empty()).then(|| name.to_string())
@@ -100,17 +148,18 @@ pub struct PodmanNames {
 }
 
 impl PodmanNames {
-    fn get(&mut self, file: &Path, id: &str) -> Option<String> {
+    /// The name of container `id` in the list `file`, which must be owned by `owner`.
+    fn get(&mut self, file: &Path, owner: u32, id: &str) -> Option<String> {
         let by_id = self
             .by_file
             .entry(file.to_path_buf())
-            .or_insert_with(|| load_podman(file));
+            .or_insert_with(|| load_podman(file, owner));
         by_id.get(id).cloned()
     }
 }
 
-fn load_podman(file: &Path) -> HashMap<String, String> {
-    let Ok(bytes) = read_bounded(file, 32 << 20) else {
+fn load_podman(file: &Path, owner: u32) -> HashMap<String, String> {
+    let Ok(bytes) = read_bounded(file, 32 << 20, Some(owner)) else {
         return HashMap::new();
     };
     let Ok(serde_json::Value::Array(list)) = serde_json::from_slice(&bytes) else {
@@ -135,14 +184,9 @@ pub fn pod_name(pods: &Path, uid: &str) -> Option<String> {
     })
 }
 
-/// A variable of a process's environment (`/proc/PID/environ`, read up to 256 KiB).
+/// A variable of a process's environment (`/proc/PID/environ`, of at most 256 KiB).
 pub fn environ_var(proc_pid: &Path, var: &str) -> Option<String> {
-    let mut buf = Vec::new();
-    File::open(proc_pid.join("environ"))
-        .ok()?
-        .take(256 << 10)
-        .read_to_end(&mut buf)
-        .ok()?;
+    let buf = read_bounded(&proc_pid.join("environ"), 256 << 10, None).ok()?;
     buf.split(|&b| b == 0).find_map(|kv| {
         let value = kv.strip_prefix(var.as_bytes())?.strip_prefix(b"=")?;
         (!value.is_empty()).then(|| String::from_utf8_lossy(value).into_owned())
@@ -151,7 +195,42 @@ pub fn environ_var(proc_pid: &Path, var: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use std::{ffi::CString, os::unix::ffi::OsStrExt};
+
     use super::*;
+
+    /// This process's effective uid: the owner of the files tests write.
+    fn me() -> u32 {
+        // SAFETY: geteuid has no preconditions.
+        unsafe { libc::geteuid() }
+    }
+
+    fn roots(dir: &Path) -> Roots {
+        Roots {
+            docker: dir.join("docker"),
+            podman: dir.join("containers.json"),
+            pods: dir.join("pods"),
+            passwd: dir.join("passwd"),
+            admin: me(),
+            ..Roots::default()
+        }
+    }
+
+    fn mkfifo(path: &Path) {
+        let c = CString::new(path.as_os_str().as_bytes()).expect("path");
+        // SAFETY: a valid NUL-terminated path; mkfifo only creates a file.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    }
+
+    /// A passwd file giving `uid` the home `home`.
+    fn passwd(dir: &Path, home: &Path, uid: u32) {
+        let line = format!("alice:x:{uid}:{uid}::{}:/bin/sh\n", home.display());
+        std::fs::write(
+            dir.join("passwd"),
+            format!("root:x:0:0::/root:/bin/sh\nbad line\n{line}"),
+        )
+        .expect("write");
+    }
 
     #[test]
     fn docker_podman_and_pod_names_from_files() {
@@ -161,24 +240,23 @@ mod tests {
         std::fs::create_dir_all(&cdir).expect("mkdir");
         std::fs::write(cdir.join("config.v2.json"), r#"{"ID":"x","Name":"/web-1"}"#)
             .expect("write");
-        let podman = dir.path().join("containers.json");
-        std::fs::write(&podman, format!(r#"[{{"id":"{id}","names":["db"]}}]"#)).expect("write");
+        let roots = roots(dir.path());
+        std::fs::write(
+            &roots.podman,
+            format!(r#"[{{"id":"{id}","names":["db"]}}]"#),
+        )
+        .expect("write");
         let pods = dir.path().join("pods");
         std::fs::create_dir_all(pods.join("default_nginx-7c9_0c7a1d4e-93b2")).expect("mkdir");
-        let roots = Roots {
-            docker: dir.path().join("docker"),
-            podman,
-            pods: pods.clone(),
-            ..Roots::default()
-        };
         let mut p = PodmanNames::default();
         assert_eq!(
-            container_name(&roots, &mut p, Engine::Docker, &id, None).as_deref(),
-            Some("web-1")
+            container_name(&roots, &mut p, Engine::Docker, &id, None),
+            Some(("web-1".into(), None))
         );
         assert_eq!(
-            container_name(&roots, &mut p, Engine::Podman, &id, None).as_deref(),
-            Some("db")
+            container_name(&roots, &mut p, Engine::Podman, &id, Some(1000)),
+            Some(("db".into(), None)),
+            "the rootful list is the system's"
         );
         assert_eq!(
             container_name(&roots, &mut p, Engine::Docker, &"cd".repeat(32), None),
@@ -191,33 +269,69 @@ mod tests {
         assert_eq!(pod_name(&pods, "93b2"), None);
     }
 
-    #[test]
-    fn rootless_podman_names_from_the_users_home() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let id = "ef".repeat(32);
-        let home = dir.path().join("home/alice");
+    /// A rootless list of container `id` under `home`, owned by a user other than root (the
+    /// test's own uid, or 4242 when the test runs as root); returns that user.
+    fn rootless_list(home: &Path, id: &str) -> u32 {
         let list = home.join(ROOTLESS_PODMAN);
         std::fs::create_dir_all(list.parent().expect("parent")).expect("mkdir");
         std::fs::write(&list, format!(r#"[{{"id":"{id}","names":["alices-db"]}}]"#))
             .expect("write");
-        let passwd = dir.path().join("passwd");
-        let line = format!("alice:x:1000:1000::{}:/bin/sh\n", home.display());
-        std::fs::write(
-            &passwd,
-            format!("root:x:0:0::/root:/bin/sh\nbad line\n{line}"),
-        )
-        .expect("write");
-        let roots = Roots {
-            podman: dir.path().join("none.json"),
-            passwd,
-            ..Roots::default()
+        if me() != 0 {
+            return me();
+        }
+        std::os::unix::fs::chown(&list, Some(4242), Some(4242)).expect("chown");
+        4242
+    }
+
+    #[test]
+    fn rootless_podman_names_from_the_users_home_are_the_users_claim() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let id = "ef".repeat(32);
+        let home = dir.path().join("home/alice");
+        let user = rootless_list(&home, &id);
+        passwd(dir.path(), &home, user);
+        let roots = roots(dir.path());
+        let name = |uid| {
+            container_name(
+                &roots,
+                &mut PodmanNames::default(),
+                Engine::Podman,
+                &id,
+                uid,
+            )
         };
+        assert_eq!(name(Some(user)), Some(("alices-db".into(), Some(user))));
+        assert_eq!(
+            name(Some(user + 1)),
+            None,
+            "another user's home is not looked in"
+        );
+        assert_eq!(name(Some(0)), None, "root has no rootless list");
+        assert_eq!(name(None), None);
+        assert_eq!(home_of(&roots, user), Some(home));
+    }
+
+    #[test]
+    fn a_rootless_list_not_owned_by_its_user_is_ignored() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let id = "ef".repeat(32);
+        let home = dir.path().join("home/alice");
+        let owner = rootless_list(&home, &id);
+        // passwd says the home is another user's: the list there is not that user's.
+        passwd(dir.path(), &home, owner + 1);
+        let roots = roots(dir.path());
         let mut p = PodmanNames::default();
-        let name = |p: &mut PodmanNames, uid| container_name(&roots, p, Engine::Podman, &id, uid);
-        assert_eq!(name(&mut p, Some(1000)).as_deref(), Some("alices-db"));
-        assert_eq!(name(&mut p, Some(1001)), None);
-        assert_eq!(name(&mut p, None), None);
-        assert_eq!(home_of(&roots.passwd, 1000), Some(home));
+        assert_eq!(
+            container_name(&roots, &mut p, Engine::Podman, &id, Some(owner + 1)),
+            None
+        );
+        // And passwd itself must be the admin's.
+        passwd(dir.path(), &home, owner);
+        let roots = Roots {
+            admin: me() + 1,
+            ..roots
+        };
+        assert_eq!(home_of(&roots, owner), None);
     }
 
     #[test]
@@ -225,8 +339,35 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let f = dir.path().join("big");
         std::fs::write(&f, vec![b'x'; 100]).expect("write");
-        assert!(read_bounded(&f, 99).is_err());
-        assert_eq!(read_bounded(&f, 100).expect("read").len(), 100);
+        assert!(read_bounded(&f, 99, None).is_err());
+        assert_eq!(read_bounded(&f, 100, None).expect("read").len(), 100);
+        assert_eq!(read_bounded(&f, 100, Some(me())).expect("read").len(), 100);
+        let err = read_bounded(&f, 100, Some(me().wrapping_add(1))).expect_err("owner");
+        assert_eq!(err.kind(), io::ErrorKind::PermissionDenied);
+    }
+
+    #[test]
+    fn bounded_reads_refuse_fifos_symlinks_and_directories_without_blocking() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("fifo");
+        mkfifo(&fifo);
+        let real = dir.path().join("real");
+        std::fs::write(&real, "[]").expect("write");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).expect("symlink");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let d = dir.path().to_path_buf();
+        std::thread::spawn(move || {
+            let r = |p: &str| read_bounded(&d.join(p), 1 << 20, None).map_err(|e| e.kind());
+            let _ = tx.send((r("fifo"), r("link"), r("."), r("real")));
+        });
+        let (fifo, link, dot, real) = rx
+            .recv_timeout(std::time::Duration::from_secs(2))
+            .expect("a read of a FIFO blocked");
+        assert_eq!(fifo, Err(io::ErrorKind::InvalidInput));
+        assert!(link.is_err(), "a symlink was followed");
+        assert_eq!(dot, Err(io::ErrorKind::InvalidInput));
+        assert_eq!(real, Ok(b"[]".to_vec()));
     }
 
     #[test]

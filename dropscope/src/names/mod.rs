@@ -17,8 +17,20 @@
 //! rank, the lowest pid wins. Names come from the system and are kept as data (callers sanitize for
 //! display), cut to [`MAX_NAME`] characters.
 //!
-//! Nothing here polls: a scan of `/run/netns` and `/proc/*/ns/net` happens only when an unknown
-//! inode is asked for, at most once per second, and an inode that a scan did not find is not
+//! What a user could have made up is labelled as that user's claim: `user 1000: podman:NAME`.
+//! That is a name from a cgroup delegated to a user (below `user@UID.service`, or in a cgroup
+//! directory a user other than root owns: any user session can create `libpod-<id>.scope`), and
+//! a rootless Podman name read from a user's home. Metadata files are read by
+//! [`meta::read_bounded`] only: never through a symlink, never blocking on a FIFO, only regular
+//! files of bounded size owned by whom they should be (root, or the user whose home holds them).
+//!
+//! Asking never waits: [`Names::netns`] and [`Names::device`] answer from a cache at once, and
+//! an unknown inode is handed to one worker thread, which scans `/run/netns` and
+//! `/proc/*/ns/net` (at most once per second) or lists a namespace's interfaces; the answer is
+//! there on a later call. One lookup is in flight at a time, so a file that stalls it (a slow
+//! mount in a home) stalls names, never the caller, and spawns nothing more; the worker is
+//! detached and never keeps the process alive. A scan reads engine metadata for at most
+//! [`SCAN_DEADLINE`], then names the rest by their ids. An inode that a scan did not find is not
 //! looked for again for 30 s unless another unknown one triggers a scan.
 
 mod cgroup;
@@ -26,11 +38,11 @@ mod devices;
 mod meta;
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     fs, io,
     os::unix::fs::MetadataExt,
     path::{Path, PathBuf},
-    sync::Arc,
+    sync::{Arc, Condvar, Mutex, MutexGuard},
     time::{Duration, Instant},
 };
 
@@ -39,6 +51,12 @@ pub use meta::Roots;
 
 /// The longest name returned, in characters.
 pub const MAX_NAME: usize = 64;
+
+/// How long one scan may spend reading engine metadata; after it, containers are named by id.
+pub const SCAN_DEADLINE: Duration = Duration::from_secs(2);
+
+/// At most this many unknown inodes wait for the next scan (more are asked for again later).
+const MAX_ASKED: usize = 4096;
 
 /// The initial network namespace's inode on kernels that give it a fixed one (6.x onwards);
 /// older kernels allocate it dynamically, from 0xF0000000 upwards, so it cannot collide.
@@ -52,10 +70,28 @@ const RANK_CONTAINER: u8 = 5;
 const RANK_POD: u8 = 6;
 const RANK_HOST: u8 = 9;
 
-/// Cached names of network namespaces and of the interfaces inside them.
+/// Cached names of network namespaces and of the interfaces inside them, looked up by a worker
+/// thread.
 #[derive(Debug)]
 pub struct Names {
+    shared: Arc<Shared>,
+    worker: bool,
+}
+
+/// What the caller and the worker share: the cache and the requests, under one short lock
+/// (never held during I/O).
+#[derive(Debug)]
+struct Shared {
     roots: Roots,
+    state: Mutex<State>,
+    /// Wakes the worker: something was asked for, or the names are dropped.
+    wake: Condvar,
+    /// Wakes [`Names::wait_idle`]: the worker finished a lookup.
+    idle: Condvar,
+}
+
+#[derive(Debug)]
+struct State {
     namespaces: HashMap<u64, Netns>,
     missed: HashMap<u64, Instant>,
     devices: HashMap<u64, Devices>,
@@ -64,6 +100,14 @@ pub struct Names {
     device_reads: u64,
     min_interval: Duration,
     miss_retry: Duration,
+    /// Unknown inodes asked for since the last scan (a scan is wanted).
+    asked: HashSet<u64>,
+    /// Namespaces whose interfaces are wanted.
+    devices_asked: HashSet<u64>,
+    /// Whether the worker is in a lookup.
+    busy: bool,
+    /// The [`Names`] is gone: the worker ends.
+    closed: bool,
 }
 
 /// What the last scan learned about one namespace.
@@ -86,6 +130,13 @@ impl Default for Names {
     }
 }
 
+impl Drop for Names {
+    fn drop(&mut self) {
+        self.shared.lock().closed = true;
+        self.shared.wake.notify_all();
+    }
+}
+
 impl Names {
     /// Names read from the running system; nothing is read until a name is asked for.
     pub fn new() -> Self {
@@ -94,8 +145,7 @@ impl Names {
 
     /// Names read from other places than the system's own (for tests).
     pub fn with_roots(roots: Roots) -> Self {
-        Self {
-            roots,
+        let state = State {
             namespaces: HashMap::new(),
             missed: HashMap::new(),
             devices: HashMap::new(),
@@ -104,95 +154,161 @@ impl Names {
             device_reads: 0,
             min_interval: Duration::from_secs(1),
             miss_retry: Duration::from_secs(30),
+            asked: HashSet::new(),
+            devices_asked: HashSet::new(),
+            busy: false,
+            closed: false,
+        };
+        Self {
+            shared: Arc::new(Shared {
+                roots,
+                state: Mutex::new(state),
+                wake: Condvar::new(),
+                idle: Condvar::new(),
+            }),
+            worker: false,
         }
     }
 
     /// A human name for the network namespace with inode `inode`, by the rule in the module
     /// documentation: `host` for the initial namespace, else its pod, container, `ip netns` name,
-    /// systemd service or process. None if no process or `/run/netns` file holds it (or a scan
-    /// is not due yet): callers then show the inode.
+    /// systemd service or process. Never waits: None until the worker has found it (or if no
+    /// process or `/run/netns` file holds it): callers then show the inode.
     pub fn netns(&mut self, inode: u64) -> Option<Arc<str>> {
-        self.lookup(inode).map(|n| n.name.clone())
+        self.lookup(inode, |n| n.name.clone())
     }
 
-    /// The name of interface `ifindex` inside namespace `inode`, or None if it is unknown or gone.
-    /// A namespace's interfaces are read all at once, again when an unknown index is asked for,
-    /// at most once per second.
+    /// The name of interface `ifindex` inside namespace `inode`, or None if it is unknown or gone,
+    /// or not read yet (never waits). A namespace's interfaces are read all at once, again when an
+    /// unknown index is asked for, at most once per second.
     pub fn device(&mut self, inode: u64, ifindex: u32) -> Option<Arc<str>> {
-        if let Some(d) = self.devices.get(&inode) {
+        let mut s = self.shared.lock();
+        if let Some(d) = s.devices.get(&inode) {
             if let Some(name) = d.by_index.get(&ifindex) {
                 return Some(name.clone());
             }
-            if d.read_at.elapsed() < self.min_interval {
+            if d.read_at.elapsed() < s.min_interval {
                 return None;
             }
         }
-        let mut read = self.read_devices(inode);
-        if matches!(&read, Some(Err(e)) if e.kind() == io::ErrorKind::NotFound) {
-            // The way in is stale (its process exited): look again, if a scan is due.
-            self.namespaces.remove(&inode);
-            read = self.read_devices(inode);
+        if !s.namespaces.contains_key(&inode) {
+            s.ask(inode);
         }
-        // Without CAP_SYS_ADMIN setns fails: no names, and no retry within the interval.
-        let by_index = read.and_then(Result::ok).unwrap_or_default();
-        let name = by_index.get(&ifindex).cloned();
-        let read_at = Instant::now();
-        self.devices.insert(inode, Devices { by_index, read_at });
-        name
+        if s.devices_asked.len() < MAX_ASKED {
+            s.devices_asked.insert(inode);
+        }
+        drop(s);
+        self.start();
+        None
     }
 
     /// A file that enters namespace `inode` with setns(2): a `/run/netns` file if it has one,
     /// else `/proc/PID/ns/net` of one of its processes (check the inode after opening it: the
-    /// process may have exited and its pid been reused).
+    /// process may have exited and its pid been reused). Never waits, like [`Names::netns`].
     pub fn enter_path(&mut self, inode: u64) -> Option<PathBuf> {
-        self.lookup(inode).map(|n| n.enter.clone())
+        self.lookup(inode, |n| n.enter.clone())
     }
 
     /// How many scans of `/proc` and `/run/netns` have been made.
     pub fn scans(&self) -> u64 {
-        self.scans
+        self.shared.lock().scans
     }
 
     /// How many times a namespace's interfaces have been read.
     pub fn device_reads(&self) -> u64 {
-        self.device_reads
+        self.shared.lock().device_reads
     }
 
-    fn read_devices(&mut self, inode: u64) -> Option<io::Result<HashMap<u32, Arc<str>>>> {
-        let enter = self.lookup(inode)?.enter.clone();
-        self.device_reads += 1;
-        Some(devices::read(&enter, inode))
-    }
-
-    fn lookup(&mut self, inode: u64) -> Option<&Netns> {
-        if !self.namespaces.contains_key(&inode) && self.scan_due(inode) {
-            self.scan();
-            if !self.namespaces.contains_key(&inode) {
-                self.missed.insert(inode, Instant::now());
+    /// Waits up to `timeout` until nothing asked for is left to look up; whether it was so (for
+    /// tests, and callers that can afford to wait).
+    pub fn wait_idle(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut s = self.shared.lock();
+        while s.busy || !s.asked.is_empty() || !s.devices_asked.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
             }
+            s = self
+                .shared
+                .idle
+                .wait_timeout(s, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
-        self.namespaces.get(&inode)
+        true
     }
 
-    fn scan_due(&self, inode: u64) -> bool {
-        let recent = self
-            .last_scan
-            .is_some_and(|t| t.elapsed() < self.min_interval);
+    fn lookup<T>(&mut self, inode: u64, f: impl FnOnce(&Netns) -> T) -> Option<T> {
+        let mut s = self.shared.lock();
+        if let Some(n) = s.namespaces.get(&inode) {
+            return Some(f(n));
+        }
+        let asked = s.ask(inode);
+        drop(s);
+        if asked {
+            self.start();
+        }
+        None
+    }
+
+    /// Wakes the worker, starting it the first time.
+    fn start(&mut self) {
+        self.shared.wake.notify_all();
+        if self.worker {
+            return;
+        }
+        let shared = self.shared.clone();
+        // Detached: a lookup stuck in a file must not hold up the process's exit.
+        self.worker = std::thread::Builder::new()
+            .name("names".into())
+            .spawn(move || work(&shared))
+            .is_ok();
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl State {
+    /// Notes that `inode` is wanted by the next scan, unless it was missed recently; whether a
+    /// scan is pending for it.
+    fn ask(&mut self, inode: u64) -> bool {
         let missed = self
             .missed
             .get(&inode)
             .is_some_and(|t| t.elapsed() < self.miss_retry);
-        !recent && !missed
+        if missed || self.asked.len() >= MAX_ASKED && !self.asked.contains(&inode) {
+            return false;
+        }
+        self.asked.insert(inode);
+        true
     }
 
-    /// Rebuilds the namespace table from `/run/netns` and every process's `/proc/PID/ns/net`.
-    fn scan(&mut self) {
-        self.scans += 1;
-        self.last_scan = Some(Instant::now());
-        let found = scan(&self.roots);
+    /// How long a wanted scan must still wait (at most one a second); zero when none is wanted.
+    fn scan_wait(&self) -> Duration {
+        match self.last_scan {
+            Some(t) if !self.asked.is_empty() => self.min_interval.saturating_sub(t.elapsed()),
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// Takes in a scan's findings; inodes in `asked` it did not find are missed.
+    fn found(&mut self, found: HashMap<u64, Candidate>, asked: &HashSet<u64>) {
         let retry = self.miss_retry;
         self.missed
             .retain(|inode, t| !found.contains_key(inode) && t.elapsed() < retry);
+        // Inodes asked for while this scan ran need no other scan if it found them.
+        self.asked.retain(|inode| !found.contains_key(inode));
+        let now = Instant::now();
+        for inode in asked {
+            if !found.contains_key(inode) {
+                self.missed.insert(*inode, now);
+            }
+        }
         // An inode can be reused once its namespace is gone: forget interfaces of the departed.
         self.devices.retain(|inode, _| found.contains_key(inode));
         self.namespaces = found
@@ -211,6 +327,72 @@ impl Names {
     }
 }
 
+/// The worker: waits for requests, scans and reads interfaces, until the [`Names`] is dropped.
+fn work(shared: &Shared) {
+    loop {
+        let (scan_for, devices) = {
+            let mut s = shared.lock();
+            loop {
+                if s.closed {
+                    return;
+                }
+                let wait = s.scan_wait();
+                if (s.asked.is_empty() && s.devices_asked.is_empty()) || !wait.is_zero() {
+                    let wait = if wait.is_zero() {
+                        Duration::from_secs(3600)
+                    } else {
+                        wait
+                    };
+                    s = shared
+                        .wake
+                        .wait_timeout(s, wait)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                    continue;
+                }
+                break;
+            }
+            s.busy = true;
+            let scan_for = (!s.asked.is_empty()).then(|| {
+                s.scans += 1;
+                s.last_scan = Some(Instant::now());
+                std::mem::take(&mut s.asked)
+            });
+            (scan_for, std::mem::take(&mut s.devices_asked))
+        };
+        if let Some(asked) = scan_for {
+            let found = scan(&shared.roots, Instant::now() + SCAN_DEADLINE);
+            shared.lock().found(found, &asked);
+        }
+        for inode in devices {
+            read_devices(shared, inode);
+        }
+        shared.lock().busy = false;
+        shared.idle.notify_all();
+    }
+}
+
+/// Lists the interfaces of namespace `inode` into the cache (none if it is unknown or cannot be
+/// entered: no retry within the interval).
+fn read_devices(shared: &Shared, inode: u64) {
+    let enter = {
+        let mut s = shared.lock();
+        let enter = s.namespaces.get(&inode).map(|n| n.enter.clone());
+        s.device_reads += u64::from(enter.is_some());
+        enter
+    };
+    let read = enter.map(|enter| devices::read(&enter, inode));
+    let mut s = shared.lock();
+    if matches!(&read, Some(Err(e)) if e.kind() == io::ErrorKind::NotFound) {
+        // The way in is stale (its process exited): the next ask scans again.
+        s.namespaces.remove(&inode);
+    }
+    // Without CAP_SYS_ADMIN setns fails: no names, and no retry within the interval.
+    let by_index = read.and_then(Result::ok).unwrap_or_default();
+    let read_at = Instant::now();
+    s.devices.insert(inode, Devices { by_index, read_at });
+}
+
 /// The best name found so far for one namespace.
 struct Candidate {
     rank: u8,
@@ -221,7 +403,9 @@ struct Candidate {
     settled: bool,
 }
 
-fn scan(roots: &Roots) -> HashMap<u64, Candidate> {
+/// Names every namespace that a `/run/netns` file or a process holds; engine metadata is read
+/// only until `deadline`.
+fn scan(roots: &Roots, deadline: Instant) -> HashMap<u64, Candidate> {
     let mut found: HashMap<u64, Candidate> = HashMap::new();
     let mut named: Vec<(String, PathBuf)> = fs::read_dir(&roots.netns)
         .into_iter()
@@ -273,12 +457,14 @@ fn scan(roots: &Roots) -> HashMap<u64, Candidate> {
         if c.rank >= RANK_POD && c.settled {
             continue;
         }
-        let Ok(text) = meta::read_bounded(&dir.join("cgroup"), 64 << 10) else {
+        let Ok(text) = meta::read_bounded(&dir.join("cgroup"), 64 << 10, None) else {
             continue;
         };
-        let Some(owner) = cgroup::owner(&String::from_utf8_lossy(&text)) else {
+        let text = String::from_utf8_lossy(&text);
+        let Some(found) = cgroup::owner_at(&text) else {
             continue;
         };
+        let owner = found.owner.clone();
         let rank = match owner {
             Owner::Pod(_) => RANK_POD,
             Owner::Container(..) | Owner::Machine(_) => RANK_CONTAINER,
@@ -288,7 +474,9 @@ fn scan(roots: &Roots) -> HashMap<u64, Candidate> {
         // An equal rank may still improve a fallback name (a pod's pause process has no
         // HOSTNAME; its other containers do).
         if rank > c.rank || (rank == c.rank && !c.settled) {
-            let (name, settled) = owner_name(roots, &mut podman, &dir, owner);
+            let claim = claimant(roots, &found);
+            let metadata = Instant::now() < deadline;
+            let (name, settled) = owner_name(roots, &mut podman, &dir, owner, claim, metadata);
             if rank > c.rank || settled {
                 (c.rank, c.name, c.settled) = (rank, name, settled);
             }
@@ -298,7 +486,8 @@ fn scan(roots: &Roots) -> HashMap<u64, Candidate> {
     for c in found.values_mut() {
         if let (0, Some(pid)) = (c.rank, c.lowest_pid) {
             let dir = roots.proc.join(pid.to_string());
-            let comm = fs::read_to_string(dir.join("comm")).unwrap_or_default();
+            let comm = meta::read_bounded(&dir.join("comm"), 64, None).unwrap_or_default();
+            let comm = String::from_utf8_lossy(&comm);
             c.rank = RANK_PROCESS;
             c.name = format!("{}[{pid}]", comm.trim_end_matches('\n'));
         }
@@ -306,29 +495,76 @@ fn scan(roots: &Roots) -> HashMap<u64, Candidate> {
     found
 }
 
-/// The displayed name of an owner, with its engine's metadata when readable, and whether it is
-/// more than a fallback (an id).
+/// The user who named a cgroup, if not root: the one it is delegated to by systemd
+/// (`user@UID.service`), else the first owner other than the admin of its directories (on the
+/// unified hierarchy), from the top: whoever can write a directory can name what is in it.
+fn claimant(roots: &Roots, found: &cgroup::Found<'_>) -> Option<u32> {
+    if let Some(uid) = cgroup::delegated_to(found.path) {
+        return (uid != roots.admin).then_some(uid);
+    }
+    if !found.unified {
+        return None;
+    }
+    let mut dir = roots.cgroup.clone();
+    for part in found
+        .path
+        .split('/')
+        .filter(|p| !p.is_empty() && *p != "..")
+    {
+        dir.push(part);
+        let uid = fs::symlink_metadata(&dir).ok()?.uid();
+        if uid != roots.admin {
+            return Some(uid);
+        }
+    }
+    None
+}
+
+/// The displayed name of an owner, with its engine's metadata when readable (and `metadata`:
+/// the scan's deadline has not passed), and whether it is more than a fallback (an id). A name
+/// `claim`ed by a user, or read from a user's file, is labelled as that user's.
 fn owner_name(
     roots: &Roots,
     podman: &mut meta::PodmanNames,
     dir: &Path,
     owner: Owner,
+    claim: Option<u32>,
+    metadata: bool,
 ) -> (String, bool) {
+    let label = |uid: Option<u32>, name: String| match uid {
+        Some(uid) => format!("user {uid}: {name}"),
+        None => name,
+    };
     match owner {
         Owner::Pod(uid) => {
-            match meta::pod_name(&roots.pods, &uid).or_else(|| meta::environ_var(dir, "HOSTNAME")) {
-                Some(name) => (format!("pod:{name}"), true),
-                None => (format!("pod:{uid}"), false),
+            let found = metadata
+                .then(|| {
+                    meta::pod_name(&roots.pods, &uid).or_else(|| meta::environ_var(dir, "HOSTNAME"))
+                })
+                .flatten();
+            match found {
+                Some(name) => (label(claim, format!("pod:{name}")), true),
+                None => (label(claim, format!("pod:{uid}")), false),
             }
         }
         Owner::Container(engine, id) => {
-            let uid = fs::metadata(dir).map(|m| m.uid()).ok();
-            match meta::container_name(roots, podman, engine, &id, uid) {
-                Some(name) => (format!("{}:{name}", engine.label()), true),
-                None => (format!("{}:{}", engine.label(), &id[..12]), false),
+            // A rootless container's user: the cgroup's, else its process's.
+            let user = claim.or_else(|| fs::metadata(dir).map(|m| m.uid()).ok());
+            let found = metadata
+                .then(|| meta::container_name(roots, podman, engine, &id, user))
+                .flatten();
+            match found {
+                Some((name, from)) => (
+                    label(claim.or(from), format!("{}:{name}", engine.label())),
+                    true,
+                ),
+                None => (
+                    label(claim, format!("{}:{}", engine.label(), &id[..12])),
+                    false,
+                ),
             }
         }
-        Owner::Machine(name) | Owner::Service(name) => (name, true),
+        Owner::Machine(name) | Owner::Service(name) => (label(claim, name), true),
         Owner::Session => (String::new(), false),
     }
 }
