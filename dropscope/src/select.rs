@@ -311,10 +311,14 @@ pub fn coarser(key: &DropKey, by: &[Dim]) -> DropKey {
         k.location = Arc::from("*");
     }
     if !has(Dim::Netns) {
+        // Without its namespace an interface is known by its name alone (`lo` of every
+        // namespace is one row, as it reads).
         k.attr.netns = None;
         k.attr.netns_name = None;
+        k.attr.ifindex = None;
     }
     if !has(Dim::Device) {
+        k.attr.ifindex = None;
         k.attr.device = None;
     }
     if !has(Dim::Protocol) {
@@ -340,6 +344,7 @@ mod tests {
                 },
                 location: "f+0x1".into(),
                 attr: Attribution {
+                    ifindex: None,
                     netns: Some(netns),
                     netns_name: Some(format!("ns{netns}").into()),
                     device: Some(device.into()),

@@ -184,3 +184,67 @@ fn drops_are_attributed_to_namespace_interface_and_protocol_and_filtered_in_the_
         );
     }
 }
+
+/// A process that renames itself in a namespace named after it (`COMM[PID]`), while new
+/// namespaces make dropscope scan (and so name) namespaces again: its drops stay one key. A
+/// window of the recording sums to the window's total, and the namespace is one row, with the
+/// exact count, whatever names it had.
+#[test]
+fn a_process_renaming_itself_makes_no_new_keys() {
+    let _serial = root_test();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let rec = dir.path().join("renames.dsrec");
+    let rec_s = rec.to_str().expect("utf-8 path");
+    let traffic = dropscope_tests::traffic_bin();
+    let traffic = traffic.to_str().expect("utf-8 path");
+    let recording = Counting::start(&[
+        "record",
+        "-o",
+        rec_s,
+        "--by",
+        "reason,location,netns",
+        "--reason",
+        "NO_SOCKET",
+    ]);
+    // 20 rounds of: rename, 10 drops, and a short-lived namespace with one drop of its own.
+    let script = format!(
+        "ip link set lo up; for i in $(seq 1 20); do printf 'ren%s' $i > /proc/$$/comm; \
+         {traffic} udp 9 10 || exit 1; \
+         ip netns add dsren-$$-$i && ip netns exec dsren-$$-$i {traffic} udp 9 1; \
+         ip netns del dsren-$$-$i; sleep 0.25; done"
+    );
+    let renamer = run(Command::new("unshare").args(["-n", "sh", "-c", &script]));
+    assert!(renamer.status.success());
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    recording.interrupt();
+
+    let report = |extra: &[&str]| {
+        let mut args = vec!["report", "--input", rec_s, "--format", "json"];
+        args.extend_from_slice(extra);
+        dropscope_tests::json_output(Command::new(dropscope_tests::dropscope_bin()).args(&args))
+    };
+    let renamed_rows = |r: &serde_json::Value| -> Vec<u64> {
+        (r["drops"].as_array().expect("drops").iter())
+            .filter(|d| {
+                d["netns_name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("ren"))
+            })
+            .map(|d| d["count"].as_u64().expect("count"))
+            .collect()
+    };
+    let whole = report(&[]);
+    assert_eq!(
+        renamed_rows(&whole),
+        [200],
+        "one row, every drop: {whole:#}"
+    );
+    for from in ["1", "2", "3"] {
+        let window = report(&["--from", from]);
+        let (keyed, overflow, total) = dropscope_tests::keyed_overflow_total(&window);
+        assert_eq!(keyed + overflow, total, "from {from}s: {window:#}");
+        let rows = renamed_rows(&window);
+        assert!(rows.len() <= 1, "from {from}s: {window:#}");
+        assert!(rows.iter().sum::<u64>() < 200, "from {from}s: {window:#}");
+    }
+}

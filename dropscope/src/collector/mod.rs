@@ -236,6 +236,7 @@ impl Collector {
         Attribution {
             netns,
             netns_name: netns.and_then(|n| self.names.netns(n)),
+            ifindex: (k.ifindex != 0).then_some(k.ifindex),
             // An interface whose name cannot be read (gone, or no right to enter its
             // namespace) is shown by index.
             device: (k.ifindex != 0).then(|| {

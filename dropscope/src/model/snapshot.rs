@@ -26,18 +26,79 @@ pub struct DropKey {
 }
 
 /// Which packets a count is of. A dimension not grouped by, or not known, is `None`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+///
+/// Identity is the kernel's: two attributions are equal (and hash and order alike) when their
+/// namespace inode, interface index, protocol and port are. Names (`netns_name`, and `device`
+/// where the index is known) are attributes of that identity, resolved beside it: a process
+/// renaming itself or an interface renamed never makes a new key, row, series or recording key.
+/// Where no index is known (recordings made before it was kept, or an interface grouped without
+/// its namespace), the interface is identified by its name.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Attribution {
     /// Network namespace inode.
     pub netns: Option<u64>,
     /// Its human name (container, pod, unit, `ip netns` name), where one was found.
     pub netns_name: Option<Arc<str>>,
+    /// Interface index (within that namespace), where known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ifindex: Option<u32>,
     /// Interface name (within that namespace).
     pub device: Option<Arc<str>>,
     /// L4 protocol: `udp`, `tcp`, `icmp`, `icmpv6`, or its number; `None` when not IP.
     pub protocol: Option<Arc<str>>,
     /// Destination port.
     pub port: Option<u16>,
+}
+
+/// The fields that say which packets an [`Attribution`] is of (its names excluded).
+type Identity<'a> = (
+    Option<u64>,
+    Option<u32>,
+    Option<&'a str>,
+    Option<&'a str>,
+    Option<u16>,
+);
+
+impl Attribution {
+    fn identity(&self) -> Identity<'_> {
+        (
+            self.netns,
+            self.ifindex,
+            // The name stands for the interface only where its index is unknown.
+            self.ifindex
+                .is_none()
+                .then_some(self.device.as_deref())
+                .flatten(),
+            self.protocol.as_deref(),
+            self.port,
+        )
+    }
+}
+
+impl PartialEq for Attribution {
+    fn eq(&self, other: &Self) -> bool {
+        self.identity() == other.identity()
+    }
+}
+
+impl Eq for Attribution {}
+
+impl std::hash::Hash for Attribution {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.identity().hash(state);
+    }
+}
+
+impl PartialOrd for Attribution {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Attribution {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.identity().cmp(&other.identity())
+    }
 }
 
 /// Exact cumulative count of one key since the session started.
@@ -140,4 +201,60 @@ pub struct SessionInfo {
     pub started_unix_ms: u64,
     /// The probe in use, e.g. `tp_btf/kfree_skb`.
     pub probe: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        collections::HashSet,
+        hash::{BuildHasher, RandomState},
+    };
+
+    use super::*;
+
+    fn attr(name: &str, device: &str, ifindex: Option<u32>) -> Attribution {
+        Attribution {
+            netns: Some(4026532999),
+            netns_name: Some(Arc::from(name)),
+            ifindex,
+            device: Some(Arc::from(device)),
+            protocol: Some(Arc::from("udp")),
+            port: Some(9),
+        }
+    }
+
+    #[test]
+    fn names_are_attributes_not_identity() {
+        let h = RandomState::new();
+        let (a, b) = (
+            attr("sh[100]", "eth0", Some(3)),
+            attr("evil[100]", "renamed0", Some(3)),
+        );
+        assert_eq!(a, b);
+        assert_eq!(h.hash_one(&a), h.hash_one(&b));
+        assert_eq!(a.cmp(&b), std::cmp::Ordering::Equal);
+        // Another interface index, namespace or port is another key.
+        assert_ne!(a, attr("sh[100]", "eth0", Some(4)));
+        assert_ne!(
+            a,
+            Attribution {
+                netns: Some(1),
+                ..a.clone()
+            }
+        );
+        assert_ne!(
+            a,
+            Attribution {
+                port: Some(10),
+                ..a.clone()
+            }
+        );
+        // Without an index, the interface's name is all there is to tell it by.
+        assert_ne!(attr("x", "eth0", None), attr("x", "eth1", None));
+        assert_eq!(attr("x", "eth0", None), attr("y", "eth0", None));
+        let set: HashSet<Attribution> = (0..100)
+            .map(|i| attr(&format!("p{i}"), "lo", Some(1)))
+            .collect();
+        assert_eq!(set.len(), 1);
+    }
 }

@@ -164,13 +164,13 @@ impl Tracker {
             Some(_) if !reset => {
                 // Same instant: take the counts, keep the rates.
                 for d in &snap.drops {
-                    self.keys.entry(d.key.clone()).or_default().count = d.count;
+                    stats_of(&mut self.keys, &d.key).count = d.count;
                 }
             }
             _ => {
                 *self = Self::default();
                 for d in &snap.drops {
-                    self.keys.entry(d.key.clone()).or_default().count = d.count;
+                    stats_of(&mut self.keys, &d.key).count = d.count;
                 }
             }
         }
@@ -184,7 +184,7 @@ impl Tracker {
         self.interval = Some(dt);
         let mut seen = 0usize;
         for d in &snap.drops {
-            let stats = self.keys.entry(d.key.clone()).or_default();
+            let stats = stats_of(&mut self.keys, &d.key);
             let rate = d.count.saturating_sub(stats.count) as f64 / secs;
             stats.count = d.count;
             stats.rate = Some(rate);
@@ -297,6 +297,18 @@ impl Tracker {
     }
 }
 
+/// The statistics of `key`, whose names (attributes, not part of its identity) are those of
+/// the latest snapshot: a renamed namespace keeps its row and shows its new name.
+fn stats_of<'a>(keys: &'a mut HashMap<DropKey, KeyStats>, key: &DropKey) -> &'a mut KeyStats {
+    let renamed = keys.get_key_value(key).is_some_and(|(k, _)| {
+        k.attr.netns_name != key.attr.netns_name || k.attr.device != key.attr.device
+    });
+    if renamed && let Some(stats) = keys.remove(key) {
+        keys.insert(key.clone(), stats);
+    }
+    keys.entry(key.clone()).or_default()
+}
+
 fn by_count(a: &Row<'_>, b: &Row<'_>) -> Ordering {
     b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key))
 }
@@ -392,6 +404,38 @@ mod tests {
         rows.iter()
             .map(|r| format!("{}@{}", r.key.reason.name, r.key.location))
             .collect()
+    }
+
+    /// A namespace renamed between polls (its process renamed itself) is one row with its
+    /// exact count and the new name, and the shares still sum to 100%.
+    #[test]
+    fn a_renamed_namespace_keeps_its_row() {
+        let named = |name: &str, n: u64, secs: u64| {
+            let mut k = key("NO_SOCKET", "a");
+            k.attr.netns = Some(4026532999);
+            k.attr.netns_name = Some(name.into());
+            Snapshot {
+                elapsed: Duration::from_secs(secs),
+                total: n,
+                drops: vec![DropCount { key: k, count: n }],
+                ..Default::default()
+            }
+        };
+        let mut t = Tracker::new();
+        for (i, name) in ["sh[7]", "x1[7]", "x2[7]", "x3[7]"].iter().enumerate() {
+            t.push(named(name, 100 * (i as u64 + 1), i as u64 + 1));
+        }
+        let rows = t.rows(SortKey::Count, "");
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].count, 400);
+        assert_eq!(rows[0].rate, Some(100.0));
+        assert!((rows[0].share - 100.0).abs() < 1e-9);
+        assert_eq!(rows[0].key.attr.netns_name.as_deref(), Some("x3[7]"));
+        assert_eq!(
+            t.rows(SortKey::Count, "x3").len(),
+            1,
+            "found by its new name"
+        );
     }
 
     #[test]

@@ -31,6 +31,9 @@ pub const MAX_FRAMES: usize = 4 << 20;
 pub const MAX_SAMPLES: usize = 64 << 10;
 /// Sampled packets of one key (the first few drops of a key are kept, never more).
 pub const MAX_SAMPLES_PER_KEY: usize = crate::model::packet::PER_KEY;
+/// Times a key's names (namespace, device) may be written again after its definition: a
+/// name that keeps changing (a process renaming itself) is recorded this often, then kept.
+pub const MAX_RENAMES_PER_KEY: u8 = 8;
 /// Bytes of one sampled packet (its first bytes from the network header on).
 pub const MAX_SAMPLE_BYTES: usize = 128;
 

@@ -3,7 +3,7 @@ use std::sync::Arc;
 
 use super::{
     RecordError,
-    budget::{Limit, Spent},
+    budget::{Limit, MAX_RENAMES_PER_KEY, Spent},
     format::{Malformed, Reader, apply_zigzag},
     health,
     index::{FrameInfo, corrupt},
@@ -22,6 +22,8 @@ pub(super) struct Dictionary {
     pub(super) samples: Vec<(u32, Sample)>,
     /// Sampled packets defined so far per key id.
     samples_of: Vec<u8>,
+    /// How often each key's names were written again (version 3 on).
+    renames: Vec<u8>,
     /// The format version of the recording (1 has no attribution and no samples).
     pub(super) version: u16,
 }
@@ -124,13 +126,49 @@ impl Dictionary {
                 ));
             }
         }
+        if self.version >= 3 {
+            self.renames(&mut r)?;
+        }
         Ok(r.finish()?)
+    }
+
+    /// Names written again for keys already defined (version 3 on): the namespace and device
+    /// names of a key are attributes, not its identity; each key's at most
+    /// [`MAX_RENAMES_PER_KEY`] times.
+    fn renames(&mut self, r: &mut Reader<'_>) -> Result<(), Malformed> {
+        let n = r.count(3)?;
+        for _ in 0..n {
+            let id = usize::try_from(r.uvarint()?).map_err(|_| Malformed("key id too large"))?;
+            let name = |r: &mut Reader<'_>| -> Result<Option<Arc<str>>, Malformed> {
+                match r.uvarint()? {
+                    0 => Ok(None),
+                    s => self.string(s - 1).map(Some),
+                }
+            };
+            let (netns_name, device) = (name(r)?, name(r)?);
+            if self.renames.len() < self.keys.len() {
+                self.renames.resize(self.keys.len(), 0);
+            }
+            let (Some(key), Some(renames)) = (self.keys.get_mut(id), self.renames.get_mut(id))
+            else {
+                return Err(Malformed("names of an undefined key"));
+            };
+            if *renames >= MAX_RENAMES_PER_KEY {
+                return Err(Malformed("a key renamed too often"));
+            }
+            *renames += 1;
+            key.attr.netns_name = netns_name;
+            key.attr.device = device;
+        }
+        Ok(())
     }
 
     /// A key's attribution: a presence mask, then the fields present.
     fn attribution(&self, r: &mut Reader<'_>) -> Result<Attribution, Malformed> {
         let mask = r.uvarint()?;
-        if mask >> 5 != 0 {
+        // Version 3 added the interface index (bit 5).
+        let known = if self.version >= 3 { 6 } else { 5 };
+        if mask >> known != 0 {
             return Err(Malformed("unknown attribution fields"));
         }
         let has = |bit: u32| mask & (1 << bit) != 0;
@@ -144,7 +182,13 @@ impl Dictionary {
         let port = has(4)
             .then(|| u16::try_from(r.uvarint()?).map_err(|_| Malformed("port too large")))
             .transpose()?;
+        let ifindex = has(5)
+            .then(|| {
+                u32::try_from(r.uvarint()?).map_err(|_| Malformed("interface index too large"))
+            })
+            .transpose()?;
         Ok(Attribution {
+            ifindex,
             netns,
             netns_name,
             device,

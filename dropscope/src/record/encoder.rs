@@ -3,6 +3,7 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use super::{
     RecordError,
+    budget::MAX_RENAMES_PER_KEY,
     budget::{MAX_SAMPLE_BYTES, MAX_SAMPLES},
     decode::State,
     format::{FILE_HEADER_LEN, Kind, MAGIC, MAX_STRING, VERSION, push_frame, put_str, put_uvarint},
@@ -15,14 +16,18 @@ pub const KEYFRAME_EVERY: Duration = Duration::from_secs(30);
 /// ... and at least every this many snapshot frames, so a seek decodes at most this many frames.
 pub const KEYFRAME_MAX_FRAMES: u32 = 256;
 
-/// A key's attribution as written: netns, netns name id, device id, protocol id, port.
+/// A key's attribution as written: netns, netns name id, device id, protocol id, port,
+/// interface index.
 type AttrRef = (
     Option<u64>,
     Option<u32>,
     Option<u32>,
     Option<u32>,
     Option<u16>,
+    Option<u32>,
 );
+/// A key's names as written: netns name id and device id.
+type NamesRef = (Option<u32>, Option<u32>);
 /// A key as written: reason code, reason name id, location id, attribution.
 type KeyRef = (u32, u32, u32, AttrRef);
 /// A stack as written: key id and frame string ids.
@@ -39,6 +44,15 @@ struct Prev {
 pub(crate) struct Encoder {
     strings: HashMap<Arc<str>, u32>,
     keys: HashMap<KeyRef, u32>,
+    /// Each key's id by the key's identity (its names excluded): a key whose names change
+    /// keeps its id and its first definition.
+    ids: HashMap<crate::model::DropKey, u32>,
+    new_ids: Vec<crate::model::DropKey>,
+    /// Each key's names as last written (netns name and device string ids) and how often
+    /// they were written again.
+    names: Vec<(NamesRef, u8)>,
+    /// Names written again in the pending frame: key id, new names, the names before.
+    new_names: Vec<(u32, NamesRef, NamesRef)>,
     stacks: HashMap<StackRef, u32>,
     // Definitions made while encoding the current snapshot, written as one dictionary frame.
     new_strings: Vec<Arc<str>>,
@@ -118,6 +132,46 @@ impl Encoder {
     }
 
     fn key(&mut self, k: &crate::model::DropKey) -> u32 {
+        if let Some(&id) = self.ids.get(k) {
+            self.rename(id, k);
+            return id;
+        }
+        let id = self.define_key(k);
+        self.ids.insert(k.clone(), id);
+        self.new_ids.push(k.clone());
+        id
+    }
+
+    /// Writes the names of key `id` again when they changed, at most
+    /// [`MAX_RENAMES_PER_KEY`] times (then the last written stay).
+    fn rename(&mut self, id: u32, k: &crate::model::DropKey) {
+        let Some(&((netns_name, device), renames)) = self.names.get(id as usize) else {
+            return;
+        };
+        let same = |written: Option<u32>,
+                    now: &Option<Arc<str>>,
+                    strings: &HashMap<Arc<str>, u32>| {
+            match (written, now) {
+                (None, None) => true,
+                (Some(w), Some(n)) => strings.get(n) == Some(&w),
+                _ => false,
+            }
+        };
+        if renames >= MAX_RENAMES_PER_KEY
+            || (same(netns_name, &k.attr.netns_name, &self.strings)
+                && same(device, &k.attr.device, &self.strings))
+        {
+            return;
+        }
+        let now = (
+            k.attr.netns_name.as_ref().map(|s| self.string(s)),
+            k.attr.device.as_ref().map(|s| self.string(s)),
+        );
+        self.new_names.push((id, now, (netns_name, device)));
+        self.names[id as usize] = (now, renames + 1);
+    }
+
+    fn define_key(&mut self, k: &crate::model::DropKey) -> u32 {
         let a = &k.attr;
         let attr = (
             a.netns,
@@ -125,6 +179,7 @@ impl Encoder {
             a.device.as_ref().map(|s| self.string(s)),
             a.protocol.as_ref().map(|s| self.string(s)),
             a.port,
+            a.ifindex,
         );
         let r = (
             k.reason.code,
@@ -138,6 +193,7 @@ impl Encoder {
         let id = self.keys.len() as u32;
         self.keys.insert(r, id);
         self.new_keys.push(r);
+        self.names.push(((r.3.1, r.3.2), 0));
         id
     }
 
@@ -162,6 +218,15 @@ impl Encoder {
         for k in self.new_keys.drain(..) {
             self.keys.remove(&k);
         }
+        for k in self.new_ids.drain(..) {
+            self.ids.remove(&k);
+        }
+        for (id, _, before) in self.new_names.drain(..).rev() {
+            if let Some(n) = self.names.get_mut(id as usize) {
+                *n = (before, n.1.saturating_sub(1));
+            }
+        }
+        self.names.truncate(self.keys.len());
         for s in self.new_stacks.drain(..) {
             self.stacks.remove(&s);
         }
@@ -229,6 +294,7 @@ impl Encoder {
 
         if !(self.new_strings.is_empty()
             && self.new_keys.is_empty()
+            && self.new_names.is_empty()
             && self.new_stacks.is_empty()
             && self.new_samples.is_empty())
         {
@@ -257,6 +323,8 @@ impl Encoder {
         self.new_samples.clear();
         self.new_strings.clear();
         self.new_keys.clear();
+        self.new_ids.clear();
+        self.new_names.clear();
         self.new_stacks.clear();
         if keyframe {
             self.last_keyframe_ns = elapsed_ns;
@@ -285,7 +353,9 @@ impl Encoder {
             put_str(&mut p, s);
         }
         put_uvarint(&mut p, self.new_keys.len() as u64);
-        for &(code, name, loc, (netns, netns_name, device, protocol, port)) in &self.new_keys {
+        for &(code, name, loc, (netns, netns_name, device, protocol, port, ifindex)) in
+            &self.new_keys
+        {
             for v in [code, name, loc] {
                 put_uvarint(&mut p, v.into());
             }
@@ -293,7 +363,8 @@ impl Encoder {
                 | u64::from(netns_name.is_some()) << 1
                 | u64::from(device.is_some()) << 2
                 | u64::from(protocol.is_some()) << 3
-                | u64::from(port.is_some()) << 4;
+                | u64::from(port.is_some()) << 4
+                | u64::from(ifindex.is_some()) << 5;
             put_uvarint(&mut p, mask);
             let fields = [
                 netns,
@@ -301,6 +372,7 @@ impl Encoder {
                 device.map(u64::from),
                 protocol.map(u64::from),
                 port.map(u64::from),
+                ifindex.map(u64::from),
             ];
             for v in fields.into_iter().flatten() {
                 put_uvarint(&mut p, v);
@@ -322,6 +394,13 @@ impl Encoder {
             put_uvarint(&mut p, smp.l3proto.into());
             put_uvarint(&mut p, smp.bytes.len() as u64);
             p.extend_from_slice(&smp.bytes);
+        }
+        put_uvarint(&mut p, self.new_names.len() as u64);
+        for &(id, (netns_name, device), _) in &self.new_names {
+            put_uvarint(&mut p, id.into());
+            for name in [netns_name, device] {
+                put_uvarint(&mut p, name.map_or(0, |n| u64::from(n) + 1));
+            }
         }
         p
     }

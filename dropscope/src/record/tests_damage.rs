@@ -70,6 +70,16 @@ fn flipped_bytes_anywhere_give_the_valid_prefix() {
             let mut b = bytes.clone();
             b[pos] ^= flip;
             let r = Recording::from_bytes(&b);
+            if (14..16).contains(&pos)
+                && let Ok(rec) = &r
+            {
+                // The version field turned into an older, valid version: what reads under it
+                // (nothing past the first frame that has a version 3 field) is a prefix of the
+                // snapshots, never others.
+                let back = decode_all(rec);
+                assert!(snaps.starts_with(&back), "byte {pos} ^ {flip:#x}");
+                continue;
+            }
             if pos < starts[1].0 {
                 assert!(
                     r.is_err(),

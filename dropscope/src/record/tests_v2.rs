@@ -3,7 +3,7 @@ use std::{sync::Arc, time::Duration};
 
 use super::{
     RecordError, Recording,
-    budget::{MAX_SAMPLE_BYTES, MAX_SAMPLES_PER_KEY},
+    budget::{MAX_RENAMES_PER_KEY, MAX_SAMPLE_BYTES, MAX_SAMPLES_PER_KEY},
     encode,
     encoder::header,
     format::{Kind, push_frame, put_str, put_uvarint},
@@ -14,6 +14,7 @@ use crate::model::{Attribution, DropCount, DropKey, KeySamples, Sample, Snapshot
 fn attributed(port: Option<u16>, device: Option<&str>, netns: Option<u64>) -> DropKey {
     let mut k = key(2, "NO_SOCKET", "__udp4_lib_rcv+0x8a4");
     k.attr = Attribution {
+        ifindex: None,
         netns,
         netns_name: netns.map(|n| Arc::from(format!("ns-{n}"))),
         device: device.map(Arc::from),
@@ -65,7 +66,7 @@ fn keys_differing_only_in_attribution_round_trip_as_distinct_keys() {
         })
         .collect();
     let bytes = encode(&session(), &snaps).expect("encode");
-    assert_eq!(&bytes[14..16], &2u16.to_le_bytes());
+    assert_eq!(&bytes[14..16], &super::VERSION.to_le_bytes());
     let rec = Recording::from_bytes(&bytes).expect("open");
     assert!(rec.warnings().is_empty(), "{:?}", rec.warnings());
     let back = decode_all(&rec);
@@ -120,8 +121,8 @@ fn the_first_samples_of_each_key_are_recorded_once_and_read_back_as_of_each_fram
     assert_eq!(at0.samples, back[0].samples);
 }
 
-/// A version 2 recording whose one dictionary defines a key and `samples` sampled packets of
-/// it, each of `len` bytes, followed by a keyframe.
+/// A recording (of the current version) whose one dictionary defines a key and `samples`
+/// sampled packets of it, each of `len` bytes, followed by a keyframe.
 fn crafted(samples: usize, len: usize) -> Vec<u8> {
     let mut out = header(&session()).expect("header");
     let mut d = Vec::new();
@@ -139,6 +140,7 @@ fn crafted(samples: usize, len: usize) -> Vec<u8> {
         }
         d.extend(std::iter::repeat_n(0x45, len));
     }
+    put_uvarint(&mut d, 0); // no key renamed
     push_frame(&mut out, Kind::Dictionary, 1, &d).expect("dictionary");
     let mut k = Vec::new();
     for v in [0, 0, 0] {
@@ -187,4 +189,90 @@ fn version_1_recordings_still_read() {
             .all(|d| d.key.attr == Attribution::default())
     );
     assert!(last.samples.is_empty());
+}
+
+/// A key whose namespace is renamed every frame (a process renaming itself in its own
+/// namespace) is one key in the recording, with exact counts in every frame, and its latest
+/// names are written again only a bounded number of times. Before names left the key's
+/// identity, each rename defined a new key.
+#[test]
+fn a_renamed_namespace_defines_no_new_key() {
+    let renamed = |i: u64| {
+        let mut k = attributed(Some(9), Some("lo"), Some(4026532999));
+        k.attr.ifindex = Some(1);
+        // Not yet named at first (names are looked up beside the counting), then renamed.
+        k.attr.netns_name = (i > 0).then(|| Arc::from(format!("sh-{i}[1234]")));
+        k
+    };
+    let frames = |name: &dyn Fn(u64) -> DropKey| -> Vec<Snapshot> {
+        (0..200u64)
+            .map(|i| {
+                let drops = vec![DropCount {
+                    key: name(i),
+                    count: 10 * (i + 1),
+                }];
+                snap(i, drops, Vec::new())
+            })
+            .collect()
+    };
+    let snaps = frames(&renamed);
+    let bytes = encode(&session(), &snaps).expect("encode");
+    // The size of the same counts under one name, plus the bounded renames.
+    let steady = encode(&session(), &frames(&|_| renamed(1))).expect("encode");
+    // A dictionary frame each: its header, the new name and the key's id.
+    let per_rename = 48;
+    assert!(
+        bytes.len() <= steady.len() + usize::from(MAX_RENAMES_PER_KEY) * per_rename,
+        "{} bytes, {} under one name",
+        bytes.len(),
+        steady.len()
+    );
+    let back = decode_all(&Recording::from_bytes(&bytes).expect("open"));
+    for (i, s) in back.iter().enumerate() {
+        assert_eq!(s.drops.len(), 1, "frame {i}");
+        assert_eq!(s.drops[0].count, 10 * (i as u64 + 1));
+        assert_eq!(s.drops[0].key, renamed(i as u64), "the same key");
+    }
+    // The names as last written: the 8th rename.
+    let last = format!("sh-{}[1234]", MAX_RENAMES_PER_KEY);
+    assert_eq!(
+        back[199].drops[0].key.attr.netns_name.as_deref(),
+        Some(last.as_str())
+    );
+}
+
+/// A crafted dictionary that renames a key more often than a writer ever does is refused, as
+/// is a rename of a key never defined.
+#[test]
+fn a_key_renamed_too_often_is_refused() {
+    use super::{budget::Spent, decode::Dictionary};
+    let frame = |keys: u64, renames: &[u64]| {
+        let mut p = Vec::new();
+        put_uvarint(&mut p, 1);
+        put_str(&mut p, "name");
+        put_uvarint(&mut p, keys);
+        for _ in 0..keys {
+            for v in [2, 0, 0, 0] {
+                put_uvarint(&mut p, v); // reason 2 named and located "name", no attribution
+            }
+        }
+        put_uvarint(&mut p, 0); // no stacks
+        put_uvarint(&mut p, 0); // no samples
+        put_uvarint(&mut p, renames.len() as u64);
+        for &key in renames {
+            for v in [key, 1, 0] {
+                put_uvarint(&mut p, v); // netns name: string 0; no device
+            }
+        }
+        p
+    };
+    let mut spent = Spent::default();
+    let mut dict = Dictionary::new(super::VERSION);
+    assert!(dict.add(&frame(1, &[]), &mut spent).is_ok(), "a key");
+    let allowed = vec![0; usize::from(MAX_RENAMES_PER_KEY)];
+    let ok = dict.add(&frame(0, &allowed), &mut spent).is_ok();
+    assert!(ok, "as often as a writer renames");
+    assert!(dict.add(&frame(0, &[0]), &mut spent).is_err(), "once more");
+    let mut fresh = Dictionary::new(super::VERSION);
+    assert!(fresh.add(&frame(0, &[7]), &mut Spent::default()).is_err());
 }

@@ -17,6 +17,7 @@ const BY: &[Dim] = &[
 fn attributed(netns: u64, name: Option<&str>, dev: &str, proto: &str) -> DropKey {
     DropKey {
         attr: Attribution {
+            ifindex: None,
             netns: Some(netns),
             netns_name: name.map(Into::into),
             device: Some(dev.into()),
