@@ -9,7 +9,7 @@ pub mod headless;
 pub mod live;
 mod reasons;
 mod replay;
-mod report;
+pub mod report;
 
 use std::{io::IsTerminal, path::Path, time::Duration};
 
