@@ -321,6 +321,8 @@ mod tests {
             "5",
             "--interval",
             "100ms",
+            "--web-config",
+            "/etc/dropscope/web.yml",
         ])
         .expect("parse");
         let Some(Command::Serve(s)) = cli.command else {
@@ -328,12 +330,17 @@ mod tests {
         };
         assert_eq!(s.listen, "[::1]:9000".parse().expect("addr"));
         assert_eq!(s.max_series, 5);
+        assert_eq!(
+            s.web_config.as_deref(),
+            Some(std::path::Path::new("/etc/dropscope/web.yml"))
+        );
         assert_eq!(s.live.interval, Duration::from_millis(100));
         let default = Cli::try_parse_from(["dropscope", "serve"]).expect("parse");
         let Some(Command::Serve(d)) = default.command else {
             panic!("not serve")
         };
         assert!(d.listen.ip().is_loopback(), "{}", d.listen);
+        assert!(d.web_config.is_none());
         assert!(Cli::try_parse_from(["dropscope", "serve", "--max-series", "0"]).is_err());
         assert!(Cli::try_parse_from(["dropscope", "serve", "--listen", "localhost"]).is_err());
     }
