@@ -126,7 +126,12 @@ fn main() -> anyhow::Result<()> {
             .build()?;
         rt.block_on(async move {
             let listener = tokio::net::TcpListener::from_std(listener)?;
-            http::serve(listener, http::router(rx)).await;
+            // One keep-alive connection carries every scrape: no request cap here.
+            let limits = dropscope::serve::connections::Limits {
+                max_requests: u32::MAX,
+                ..Default::default()
+            };
+            http::serve(listener, http::router(rx, None, &limits), limits, None).await;
             anyhow::Ok(())
         })
     });

@@ -82,6 +82,18 @@ pub enum Command {
     /// Write a flamegraph SVG (or folded stacks) of the sampled drop stacks.
     Flamegraph(FlamegraphArgs),
     /// Serve Prometheus metrics over HTTP (/metrics), counting live until Ctrl-C or SIGTERM.
+    ///
+    /// Loopback only by default. Listening beyond loopback without --web-config shows the drop
+    /// metrics (with namespace and container names) to anyone on the network; --web-config
+    /// adds TLS and basic auth.
+    ///
+    /// Limits: 64 open connections in all and 16 per peer (an IPv4 address or an IPv6 /64); at
+    /// either cap a new connection takes the place of the least recently active one, so a
+    /// client that holds connections idle cannot lock a scraper out. A connection must send a
+    /// request head within 5 s of opening or of its previous answer (the idle timeout, which
+    /// also bounds the TLS handshake); a write that makes no progress for 5 s (a client not
+    /// reading) closes it; it is closed after 100 requests; a response must be ready within
+    /// 10 s; request bodies are limited to 1 KiB.
     Serve(ServeArgs),
 }
 
@@ -97,6 +109,11 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 1000,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000), value_name = "N")]
     pub max_series: u64,
+    /// TLS and basic auth, in the web-config format of Prometheus exporters (YAML:
+    /// tls_server_config with cert_file and key_file, basic_auth_users with bcrypt hashes).
+    /// It must be writable by its owner only, and owned by root when dropscope runs as root.
+    #[arg(long, value_name = "FILE")]
+    pub web_config: Option<PathBuf>,
     /// Probe and polling options.
     #[command(flatten)]
     pub live: LiveArgs,
@@ -304,6 +321,8 @@ mod tests {
             "5",
             "--interval",
             "100ms",
+            "--web-config",
+            "/etc/dropscope/web.yml",
         ])
         .expect("parse");
         let Some(Command::Serve(s)) = cli.command else {
@@ -311,12 +330,17 @@ mod tests {
         };
         assert_eq!(s.listen, "[::1]:9000".parse().expect("addr"));
         assert_eq!(s.max_series, 5);
+        assert_eq!(
+            s.web_config.as_deref(),
+            Some(std::path::Path::new("/etc/dropscope/web.yml"))
+        );
         assert_eq!(s.live.interval, Duration::from_millis(100));
         let default = Cli::try_parse_from(["dropscope", "serve"]).expect("parse");
         let Some(Command::Serve(d)) = default.command else {
             panic!("not serve")
         };
         assert!(d.listen.ip().is_loopback(), "{}", d.listen);
+        assert!(d.web_config.is_none());
         assert!(Cli::try_parse_from(["dropscope", "serve", "--max-series", "0"]).is_err());
         assert!(Cli::try_parse_from(["dropscope", "serve", "--listen", "localhost"]).is_err());
     }

@@ -3,26 +3,68 @@
 //! Names (reasons, locations, stack frames, host and kernel names) come from a recording that
 //! may have been crafted, so none of them is trusted. Each sink has its own function:
 //!
-//! - [`terminal`]: no C0/C1 control (so no escape sequence), no bidi override or invisible
-//!   format character; each such character is shown visibly escaped (`\u{1b}`, `\n`).
+//! - [`terminal`]: no C0/C1 control (so no escape sequence), no bidi override, no format (Cf)
+//!   or default-ignorable character (nothing invisible: `NO_SOCK\u{ad}ET` cannot pass for
+//!   `NO_SOCKET`); each such character is shown visibly escaped (`\u{1b}`, `\n`, `\u{ad}`).
 //! - [`svg`]: the same, and only characters that are valid in XML 1.0 (no U+FFFE, U+FFFF).
 //! - [`folded_frame`]: the same, and no `;` (the frame separator) or line break.
 //! - [`json`]: JSON text left exact but with C1 controls and bidi/format characters written as
 //!   `\uXXXX` escapes, so printing it on a terminal is safe.
 //!
-//! [`truncate`] bounds a name's length, marking the cut with `…`.
+//! - [`metric_label`]: a Prometheus label value: the same characters replaced by `?`, bounded.
+//!
+//! [`truncate`] bounds a name's length, marking the cut with `…`. One predicate
+//! (`unsafe_on_terminal`) decides for every sink which characters are not shown as they are.
 use std::borrow::Cow;
+
+use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
 
 /// Marker at the end of a name that was cut.
 pub const CUT: char = '…';
 
-/// Whether `c` is invisible or reorders text: bidi embeddings, overrides, isolates and marks,
-/// zero-width characters, line/paragraph separators, interlinear annotations, byte-order marks.
+/// Default_Ignorable_Code_Point, from DerivedCoreProperties.txt of Unicode 16.0: characters
+/// that render as nothing (soft hyphen, fillers, variation selectors, tags, ...).
+const DEFAULT_IGNORABLE: &[(char, char)] = &[
+    ('\u{00AD}', '\u{00AD}'),
+    ('\u{034F}', '\u{034F}'),
+    ('\u{061C}', '\u{061C}'),
+    ('\u{115F}', '\u{1160}'),
+    ('\u{17B4}', '\u{17B5}'),
+    ('\u{180B}', '\u{180F}'),
+    ('\u{200B}', '\u{200F}'),
+    ('\u{202A}', '\u{202E}'),
+    ('\u{2060}', '\u{206F}'),
+    ('\u{3164}', '\u{3164}'),
+    ('\u{FE00}', '\u{FE0F}'),
+    ('\u{FEFF}', '\u{FEFF}'),
+    ('\u{FFA0}', '\u{FFA0}'),
+    ('\u{FFF0}', '\u{FFF8}'),
+    ('\u{1BCA0}', '\u{1BCA3}'),
+    ('\u{1D173}', '\u{1D17A}'),
+    ('\u{E0000}', '\u{E0FFF}'),
+];
+
+/// Whether `c` is invisible or reorders text: every format character (general category Cf:
+/// bidi controls, zero-width characters, soft hyphen, Arabic number signs, ...), every
+/// default-ignorable code point (fillers, variation selectors, tags, ...), and the line and
+/// paragraph separators.
 fn is_format(c: char) -> bool {
-    matches!(c,
-        '\u{061C}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202E}'
-        | '\u{2060}'..='\u{206F}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}'
-        | '\u{E0000}'..='\u{E007F}')
+    if c.is_ascii() {
+        return false;
+    }
+    matches!(c, '\u{2028}' | '\u{2029}')
+        || c.general_category() == GeneralCategory::Format
+        || DEFAULT_IGNORABLE
+            .binary_search_by(|&(lo, hi)| {
+                if hi < c {
+                    std::cmp::Ordering::Less
+                } else if lo > c {
+                    std::cmp::Ordering::Greater
+                } else {
+                    std::cmp::Ordering::Equal
+                }
+            })
+            .is_ok()
 }
 
 /// Whether `c` is a Unicode noncharacter (U+FDD0..U+FDEF, and the last two of every plane).
@@ -156,9 +198,69 @@ pub fn truncate(s: &str, max_chars: usize) -> Cow<'_, str> {
 }
 
 /// [`terminal`] then [`truncate`]: a name for one table cell or status line.
+///
+/// Only the first `max_chars + 1` characters of `s` are read (escaping only lengthens text),
+/// so a cell costs the same however long the name.
 pub fn terminal_cell(s: &str, max_chars: usize) -> String {
-    truncate(&terminal(s), max_chars).into_owned()
+    let head = s
+        .char_indices()
+        .nth(max_chars.saturating_add(1))
+        .map_or(s, |(i, _)| &s[..i]);
+    truncate(&terminal(head), max_chars).into_owned()
 }
+
+/// A label value for the metrics exporter: every character [`terminal`] escapes replaced by
+/// `?` (the exposition escapes `\`, `"` and line feeds itself), cut to at most `max_bytes`
+/// bytes on a character boundary with `…`.
+pub fn metric_label(value: &str, max_bytes: usize) -> std::sync::Arc<str> {
+    let clean = |c: char| if unsafe_on_terminal(c) { '?' } else { c };
+    if value.len() <= max_bytes {
+        return match map_chars(value, unsafe_on_terminal, |out, _| out.push('?')) {
+            Cow::Borrowed(b) => b.into(),
+            Cow::Owned(o) => o.into(),
+        };
+    }
+    let keep = max_bytes.saturating_sub(CUT.len_utf8());
+    let mut out = String::with_capacity(max_bytes);
+    for c in value.chars().map(clean) {
+        if out.len() + c.len_utf8() > keep {
+            break;
+        }
+        out.push(c);
+    }
+    out.push(CUT);
+    out.into()
+}
+
+/// The invisible characters of a security review, which once reached tables raw.
+#[cfg(test)]
+pub(crate) const INVISIBLE: &[char] = &[
+    '\u{00AD}',
+    '\u{0600}',
+    '\u{0601}',
+    '\u{0602}',
+    '\u{0603}',
+    '\u{0604}',
+    '\u{0605}',
+    '\u{06DD}',
+    '\u{034F}',
+    '\u{115F}',
+    '\u{1160}',
+    '\u{3164}',
+    '\u{FFA0}',
+    '\u{180B}',
+    '\u{180C}',
+    '\u{180D}',
+    '\u{180E}',
+    '\u{180F}',
+    '\u{FE00}',
+    '\u{FE0F}',
+    '\u{E0100}',
+    '\u{E01EF}',
+    '\u{E0001}',
+    '\u{110BD}',
+    '\u{1D173}',
+];
 
 #[cfg(test)]
 mod tests {
@@ -196,6 +298,49 @@ mod tests {
         assert_eq!(terminal("a\nb\rc\td"), "a\\nb\\rc\\td");
         assert_eq!(terminal("\u{9b}2J"), "\\u{9b}2J");
         assert_eq!(terminal("evil\u{202E}txt.exe"), "evil\\u{202e}txt.exe");
+    }
+
+    #[test]
+    fn every_format_and_default_ignorable_character_is_escaped_in_every_sink() {
+        for &c in INVISIBLE {
+            let name = format!("NO_SOCK{c}ET");
+            let escaped = c.escape_unicode().to_string();
+            assert_eq!(terminal(&name), format!("NO_SOCK{escaped}ET"), "{c:?}");
+            assert_eq!(svg(&name), format!("NO_SOCK{escaped}ET"), "{c:?}");
+            assert!(!terminal_cell(&name, 48).contains(c), "{c:?}");
+            let mut folded = String::new();
+            folded_frame(&mut folded, &name, 100);
+            assert!(!folded.contains(c), "{c:?} in {folded:?}");
+            assert!(!metric_label(&name, 64).contains(c), "{c:?}");
+            let raw = serde_json::to_string(&name).expect("json");
+            let safe = json(&raw);
+            assert!(!safe.contains(c), "{c:?} in {safe}");
+            let back: String = serde_json::from_str(&safe).expect("still json");
+            assert_eq!(back, name);
+        }
+        // Every Cf character and every default-ignorable one, from the tables themselves.
+        let all = (0..=0x10FFFFu32).filter_map(char::from_u32);
+        for c in all.filter(|c| {
+            c.general_category() == GeneralCategory::Format
+                || DEFAULT_IGNORABLE
+                    .iter()
+                    .any(|&(lo, hi)| (lo..=hi).contains(c))
+        }) {
+            assert!(unsafe_on_terminal(c), "{c:?}");
+        }
+        // Visible text is left alone, emoji and combining accents included.
+        for s in ["e\u{301}", "漢字", "\u{1F600}", "ŕ", "a-b"] {
+            assert!(matches!(terminal(s), Cow::Borrowed(_)), "{s}");
+        }
+    }
+
+    #[test]
+    fn metric_labels_replace_what_a_terminal_escapes_and_are_bounded() {
+        assert_eq!(&*metric_label("a\u{1b}[2Jb\r\nc\0", 64), "a?[2Jb??c?");
+        assert_eq!(&*metric_label("NO\u{202e}SOCK\u{ad}ET", 64), "NO?SOCK?ET");
+        assert_eq!(&*metric_label("plain+0x1 [mod]", 64), "plain+0x1 [mod]");
+        let v = metric_label(&"é".repeat(100), 64);
+        assert!(v.len() <= 64 && v.ends_with(CUT), "{v}");
     }
 
     #[test]

@@ -1,5 +1,8 @@
 //! Fuzzes the recording decoder: opening, indexing, iterating and seeking must never panic,
 //! hang or allocate without bound, whatever the bytes; valid recordings must round-trip.
+//! Then the output side: what decodes is reported (table and JSON), folded and drawn (SVG), and
+//! what each writes must stay within its stated bound (`record::budget::report_bound`, the
+//! folded limit, `flamegraph::MAX_RECTANGLES` × `OUTPUT_PER_RECTANGLE`).
 //!
 //! A counting global allocator checks the reader's memory budget: reading one input (opening
 //! it and decoding its snapshots one at a time) must never hold more than
@@ -23,11 +26,18 @@ use std::{
 };
 
 use dropscope::{
+    cli::Format,
+    cmd::report::write_report,
+    flamegraph::{self, GraphMeta, MAX_RECTANGLES},
     model::{
-        Attribution, DropCount, DropKey, Health, KeySamples, Reason, Sample, SessionInfo,
-        Snapshot, StackCount,
+        Attribution, DropCount, DropKey, Health, KeySamples, Reason, Sample, SessionInfo, Snapshot,
+        StackCount,
     },
-    record::{Recording, budget::MEMORY_BUDGET, encode},
+    record::{
+        Recording,
+        budget::{MEMORY_BUDGET, OUTPUT_PER_RECTANGLE, OUTPUT_PER_ROW, report_bound},
+        encode,
+    },
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -142,6 +152,7 @@ fn read(bytes: &[u8], expect: Option<&[Snapshot]>) -> Option<usize> {
     let _ = (rec.info(), rec.duration(), rec.warnings(), rec.finished());
     // One snapshot at a time, as replay does: the budget covers one decoded snapshot.
     let mut decoded = 0;
+    let mut last = None;
     for s in rec.snapshots().map_while(Result::ok) {
         assert!(s.elapsed <= rec.duration());
         if let Some(want) = expect {
@@ -149,6 +160,10 @@ fn read(bytes: &[u8], expect: Option<&[Snapshot]>) -> Option<usize> {
             assert_eq!(normal(&s), normal(&want[decoded]));
         }
         decoded += 1;
+        last = Some(s);
+    }
+    if let Some(s) = last {
+        outputs(&rec, &s);
     }
     let step = (rec.len() / 4).max(1);
     for f in rec.frames().iter().step_by(step) {
@@ -158,6 +173,47 @@ fn read(bytes: &[u8], expect: Option<&[Snapshot]>) -> Option<usize> {
     let _ = rec.snapshot_at(Duration::ZERO);
     let _ = rec.snapshot_at(Duration::MAX);
     Some(decoded)
+}
+
+/// Recordings whose keys and stacks reference more bytes of names than this are not rendered:
+/// their output is bounded too, but would only make the fuzzer slow.
+const MAX_RENDERED_NAMES: u64 = 4 << 20;
+
+/// Reports, folds and draws `s`, checking that each output stays within its bound.
+fn outputs(rec: &Recording, s: &Snapshot) {
+    if rec.referenced_bytes() > MAX_RENDERED_NAMES {
+        return;
+    }
+    let rows = s.drops.len() + s.samples.len() + s.stacks.len();
+    let bound = report_bound(rec.referenced_bytes(), rows);
+    for format in [Format::Table, Format::Json] {
+        let mut out = Vec::new();
+        write_report(s, 1.0, format, false, None, &mut out).expect("report into memory");
+        assert!(
+            out.len() as u64 <= bound,
+            "{format:?} report of {} bytes, beyond its bound of {bound}",
+            out.len()
+        );
+    }
+    let folded = flamegraph::folded(&s.stacks);
+    let folded_bound = flamegraph::MAX_FOLDED_BYTES as u64 + OUTPUT_PER_ROW * rows as u64;
+    assert!(
+        folded.len() as u64 <= folded_bound,
+        "{} bytes folded",
+        folded.len()
+    );
+    let meta = GraphMeta {
+        info: rec.info(),
+        window: (Duration::ZERO, s.elapsed),
+        filter: None,
+    };
+    let mut svg = Vec::new();
+    if flamegraph::write_svg(&s.stacks, &meta, &mut svg).is_ok() {
+        let svg_bound = MAX_RECTANGLES as u64 * OUTPUT_PER_RECTANGLE + (64 << 10);
+        assert!(svg.len() as u64 <= svg_bound, "{} bytes of SVG", svg.len());
+        let rects = svg.windows(5).filter(|w| w == b"<rect").count();
+        assert!(rects <= MAX_RECTANGLES + 2, "{rects} rectangles");
+    }
 }
 
 /// Rewrites every complete frame's CRC32 (over header bytes 0..16, then the payload).

@@ -154,6 +154,9 @@ pub fn run(cmd: &mut Command) -> Output {
 /// being waited for (a failed assertion), it kills the process: nothing stays attached.
 pub struct Counting {
     child: Option<Child>,
+    /// The reader of stdout, when it is read as it comes ([`Counting::read_stdout`]); only
+    /// joined, so a panic cannot leave it half-changed.
+    stdout: std::panic::AssertUnwindSafe<Option<std::thread::JoinHandle<std::io::Result<String>>>>,
 }
 
 impl Drop for Counting {
@@ -201,7 +204,21 @@ impl Counting {
         }
         // Keep draining stderr so the child never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
-        Self { child: Some(child) }
+        Self {
+            child: Some(child),
+            stdout: std::panic::AssertUnwindSafe(None),
+        }
+    }
+
+    /// Reads stdout as it comes, so that a command printing much (`report --every`) never
+    /// blocks on a full pipe; [`Counting::wait_within`] returns what was read.
+    pub fn read_stdout(&mut self) {
+        if let Some(mut stdout) = self.child.as_mut().and_then(|c| c.stdout.take()) {
+            *self.stdout = Some(std::thread::spawn(move || {
+                let mut out = String::new();
+                std::io::Read::read_to_string(&mut stdout, &mut out).map(|_| out)
+            }));
+        }
     }
 
     /// The process id.
@@ -219,12 +236,9 @@ impl Counting {
     /// Waits at most `limit` for the process to end by itself and returns its stdout; panics
     /// (killing it) if it is still running then.
     pub fn wait_within(mut self, limit: Duration) -> String {
+        self.read_stdout();
         let mut child = self.child.take().expect("a running dropscope");
-        let mut stdout = child.stdout.take().expect("stdout");
-        let reader = std::thread::spawn(move || {
-            let mut out = String::new();
-            std::io::Read::read_to_string(&mut stdout, &mut out).map(|_| out)
-        });
+        let reader = self.stdout.take().expect("stdout");
         let deadline = Instant::now() + limit;
         let status = loop {
             if let Some(status) = child.try_wait().expect("wait for dropscope") {

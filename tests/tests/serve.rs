@@ -1,15 +1,19 @@
 //! `dropscope serve` scraped by a real Prometheus (Debian's `prometheus` package): exact counts
-//! of real drops arrive through Prometheus's query API. Needs root.
+//! of real drops arrive through Prometheus's query API, also over TLS with basic auth; a scrape
+//! is answered while a client holds every connection it can; a web config that others can write
+//! is refused. Needs root.
 mod common;
 
 use std::{
     io::{BufRead, BufReader, Read, Write},
     net::{TcpListener, TcpStream},
-    path::Path,
+    os::unix::fs::PermissionsExt as _,
+    path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
 
+use dropscope::serve::connections::MAX_CONNECTIONS;
 use dropscope_tests::{Netns, dropscope_bin, root_test};
 
 /// A free loopback port (closed again at once; the race with other programs is harmless here).
@@ -96,6 +100,17 @@ impl Serve {
     }
 }
 
+impl Drop for Serve {
+    /// A test that failed before `stop` leaves no dropscope running (and no probe attached).
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            // SAFETY: kill(2) on our own child with a valid signal number.
+            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// Prometheus on loopback scraping one target every second, with its data in `dir`.
 struct Prometheus {
     child: Child,
@@ -104,6 +119,17 @@ struct Prometheus {
 
 impl Prometheus {
     fn start(dir: &Path, target_port: u16) -> Self {
+        Self::start_with(
+            dir,
+            &format!(
+                "  - job_name: dropscope\n    static_configs:\n\
+                 \x20     - targets: ['127.0.0.1:{target_port}']\n"
+            ),
+        )
+    }
+
+    /// Like `start`, with `scrape_configs` (the YAML list of jobs) as its scrape jobs.
+    fn start_with(dir: &Path, scrape_configs: &str) -> Self {
         let bin = ["/usr/bin/prometheus", "/usr/local/bin/prometheus"]
             .into_iter()
             .find(|p| Path::new(p).is_file())
@@ -116,8 +142,7 @@ impl Prometheus {
             &config,
             format!(
                 "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n\
-                 scrape_configs:\n  - job_name: dropscope\n    static_configs:\n\
-                 \x20     - targets: ['127.0.0.1:{target_port}']\n"
+                 scrape_configs:\n{scrape_configs}"
             ),
         )
         .expect("write prometheus.yml");
@@ -289,4 +314,191 @@ fn a_port_in_use_is_a_clear_error_and_attaches_nothing() {
         "{err}"
     );
     assert!(common::dropscope_programs().is_empty());
+}
+
+/// A keep-alive scrape, to pipeline.
+const PIPELINED: &[u8] = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+
+#[test]
+fn a_scrape_is_answered_while_a_client_holds_every_connection_it_can() {
+    let _serial = root_test();
+    let serve = Serve::start(&["--interval", "100ms"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while get(serve.port, "/metrics", "text/plain").0 != 200 {
+        assert!(Instant::now() < deadline, "no snapshot within 10 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Twice the cap: half pipeline requests and never read the answers, half sit idle.
+    let mut held = Vec::new();
+    for i in 0..2 * MAX_CONNECTIONS {
+        let mut s = TcpStream::connect(("127.0.0.1", serve.port)).expect("connect");
+        if i % 2 == 0 {
+            s.write_all(&PIPELINED.repeat(1000)).expect("pipeline");
+        }
+        held.push(s);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        let started = Instant::now();
+        let (status, head, body) = get(serve.port, "/metrics", "text/plain");
+        let took = started.elapsed();
+        assert_eq!(status, 200, "{head}");
+        assert!(
+            body.contains("# TYPE dropscope_drops_total counter"),
+            "{body}"
+        );
+        assert!(took < Duration::from_secs(2), "a scrape took {took:?}");
+        times.push(took);
+    }
+    eprintln!(
+        "timing: scrapes with {} connections held: {times:?}",
+        held.len()
+    );
+    drop(held);
+    serve.stop(libc::SIGTERM);
+}
+
+/// A self-signed certificate for 127.0.0.1 and localhost, made with the openssl CLI.
+fn self_signed(dir: &Path) -> (PathBuf, PathBuf) {
+    let (cert, key) = (dir.join("dropscope.crt"), dir.join("dropscope.key"));
+    let out = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+        ])
+        .args(["-nodes", "-days", "1", "-subj", "/CN=localhost"])
+        .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("the openssl CLI makes the test certificate: `apt-get install -y openssl`");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (cert, key)
+}
+
+/// bcrypt (cost 10) of "scrape-me".
+const SCRAPE_ME: &str = "$2b$10$MNSlhezyUORuGOtImlq9zeBSDdkvw1Hs/kj4gSO1xyAghuZDRaiwa";
+
+/// Writes a web config, writable by its owner (root) only.
+fn web_config(dir: &Path, text: &str) -> PathBuf {
+    let path = dir.join("web.yml");
+    std::fs::write(&path, text).expect("write web.yml");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    path
+}
+
+#[test]
+fn prometheus_scrapes_over_tls_with_basic_auth() {
+    let _serial = root_test();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ns = Netns::new("servetls");
+    let (cert, key) = self_signed(dir.path());
+    let web = web_config(
+        dir.path(),
+        &format!(
+            "tls_server_config:\n  cert_file: {}\n  key_file: {}\nbasic_auth_users:\n  \
+             prometheus: '{SCRAPE_ME}'\n",
+            cert.display(),
+            key.display()
+        ),
+    );
+    let serve = Serve::start(&[
+        "--web-config",
+        web.to_str().expect("utf-8 path"),
+        "--interval",
+        "100ms",
+        // Only this test's drops, whatever else runs on the machine.
+        "--netns",
+        &ns.name,
+    ]);
+    // Plain HTTP on the TLS port gets a 400 and no metrics.
+    let (status, _, body) = get(serve.port, "/metrics", "text/plain");
+    assert_eq!(status, 400, "{body}");
+    assert!(!body.contains("dropscope_"), "{body}");
+    let job = |name: &str, password: &str, scheme: &str| {
+        format!(
+            "  - job_name: {name}\n    scheme: {scheme}\n    tls_config:\n      ca_file: {}\n\
+             \x20   basic_auth:\n      username: prometheus\n      password: {password}\n\
+             \x20   static_configs:\n      - targets: ['127.0.0.1:{}']\n",
+            cert.display(),
+            serve.port
+        )
+    };
+    let jobs = [
+        job("dropscope", "scrape-me", "https"),
+        job("wrong", "scrape-you", "https"),
+        job("plain", "scrape-me", "http"),
+    ]
+    .concat();
+    let prom = Prometheus::start_with(dir.path(), &jobs);
+    prom.wait_for("up{job=\"dropscope\"}", 1.0);
+    ns.traffic(&["udp", "9", "77"]);
+    prom.wait_for(
+        "sum(dropscope_drops_total{job=\"dropscope\",reason=\"NO_SOCKET\",\
+         location=~\"__udp4_lib_rcv\\\\+.*\"})",
+        77.0,
+    );
+    // A wrong password (401) and plain HTTP (400) get nothing.
+    prom.wait_for("up{job=\"wrong\"}", 0.0);
+    prom.wait_for("up{job=\"plain\"}", 0.0);
+    assert_eq!(
+        prom.value("count(dropscope_drops_total{job!=\"dropscope\"})"),
+        None
+    );
+    drop(prom);
+    serve.stop(libc::SIGTERM);
+}
+
+#[test]
+fn a_web_config_others_could_change_is_refused_before_attaching() {
+    let _serial = root_test();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let web = web_config(
+        dir.path(),
+        &format!("basic_auth_users:\n  p: '{SCRAPE_ME}'\n"),
+    );
+    let refused = |why: &str| {
+        let out = Command::new(dropscope_bin())
+            .args(["serve", "--listen", &format!("127.0.0.1:{}", free_port())])
+            .arg("--web-config")
+            .arg(&web)
+            .output()
+            .expect("run dropscope serve");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{why}: {err}");
+        assert!(
+            err.contains(why) && err.contains("refusing"),
+            "{why}: {err}"
+        );
+        assert!(common::dropscope_programs().is_empty());
+    };
+    std::fs::set_permissions(&web, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    refused("world-writable");
+    std::fs::set_permissions(&web, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    std::os::unix::fs::chown(&web, Some(65534), None).expect("chown");
+    refused("owned by uid 65534");
+    // An unknown key is named.
+    std::os::unix::fs::chown(&web, Some(0), None).expect("chown");
+    std::fs::write(&web, "basic_auth_user: {}\n").expect("write");
+    let out = Command::new(dropscope_bin())
+        .args(["serve", "--web-config"])
+        .arg(&web)
+        .output()
+        .expect("run dropscope serve");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("basic_auth_user"),
+        "{err}"
+    );
 }

@@ -201,7 +201,8 @@ pub fn path_with_tools() -> String {
     )
 }
 
-/// The standard library for the static (musl) target, for `cargo xtask dist`.
+/// The standard library for the static (musl) target and a C compiler for it (musl-gcc), for
+/// `cargo xtask dist`.
 pub fn musl_target() -> anyhow::Result<()> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let installed = Command::new("rustup")
@@ -218,7 +219,12 @@ pub fn musl_target() -> anyhow::Result<()> {
             .args(["target", "add", crate::dist::TARGET])
             .current_dir(&root))?;
     }
-    for (cmd, pkg) in [("readelf", "binutils"), ("dpkg-deb", "dpkg")] {
+    // musl-gcc: ring (TLS of `serve`) compiles C and assembly for the musl target.
+    for (cmd, pkg) in [
+        ("readelf", "binutils"),
+        ("dpkg-deb", "dpkg"),
+        ("musl-gcc", "musl-tools"),
+    ] {
         if !have(cmd) {
             apt_install(&[pkg])?;
         }

@@ -52,7 +52,7 @@ pub async fn flamegraph_cmd(args: FlamegraphArgs) -> anyhow::Result<()> {
     let baseline = match (&args.diff, args.format) {
         (Some(_), GraphFormat::Folded) => bail!("--diff writes an SVG; drop --format folded"),
         (Some(base), GraphFormat::Svg) => Some(
-            std::fs::read_to_string(base)
+            flamegraph::read_folded(base)
                 .with_context(|| format!("reading baseline {}", shown(base)))?,
         ),
         (None, _) => None,

@@ -9,7 +9,7 @@ pub mod headless;
 pub mod live;
 mod reasons;
 mod replay;
-mod report;
+pub mod report;
 
 use std::{io::IsTerminal, path::Path, time::Duration};
 
@@ -75,7 +75,13 @@ async fn record(
 
 #[cfg(feature = "live")]
 async fn serve(args: crate::cli::ServeArgs) -> anyhow::Result<()> {
-    crate::serve::run(&args).await
+    let opts = crate::serve::ServeOptions {
+        listen: args.listen,
+        max_series: usize::try_from(args.max_series).unwrap_or(usize::MAX),
+        web_config: args.web_config,
+        limits: crate::serve::connections::Limits::default(),
+    };
+    crate::serve::run(opts, || live::start_live(&args.live)).await
 }
 
 #[cfg(not(feature = "live"))]

@@ -1,7 +1,12 @@
-//! Collapsed-stack ("folded") text: writing it from stack counts and checking it when read back.
-use std::collections::BTreeMap;
+//! Collapsed-stack ("folded") text: writing it from stack counts, checking it when read back
+//! (with the same limits), and bounding the rectangles a graph of it draws.
+use std::{
+    collections::{BTreeMap, HashMap},
+    io::Read,
+    path::Path,
+};
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 
 use crate::{model::snapshot::StackCount, sanitize};
 
@@ -19,6 +24,13 @@ pub const MAX_FOLDED_BYTES: usize = 16 << 20;
 
 /// The frame standing for the paths merged beyond [`MAX_FOLDED_BYTES`].
 const MERGED: &str = "[lighter stacks merged: output limit]";
+/// Most rectangles (distinct frames of the merged tree) one SVG draws: the lightest stacks
+/// beyond it are drawn as one `[N stacks elided: graph limit]` frame per reason. With frames of
+/// at most [`MAX_FRAME_CHARS`] characters this bounds an SVG to about 40 MB.
+pub const MAX_RECTANGLES: usize = 20_000;
+/// Most frames in one line of folded input (the reason, then [`MAX_DEPTH`] frames: what
+/// [`folded`] writes, its `[N frames cut]` marker included).
+const MAX_LINE_FRAMES: usize = MAX_DEPTH + 1;
 
 /// The folded path of one stack: reason, then frames, sanitized and bounded.
 fn path_of(stack: &StackCount, path: &mut String) {
@@ -105,12 +117,38 @@ pub(super) struct CheckedFolded {
     pub total: u64,
 }
 
+/// Reads a folded file (a baseline) of at most [`MAX_FOLDED_BYTES`]: a larger input (or one
+/// that never ends, such as `/dev/zero`) is refused without being read further.
+pub fn read_folded(path: &Path) -> anyhow::Result<String> {
+    let file = std::fs::File::open(path)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_FOLDED_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() > MAX_FOLDED_BYTES {
+        bail!(
+            "larger than {} MiB, the limit of folded input (a folded file of a recording stays \
+             within it)",
+            MAX_FOLDED_BYTES >> 20
+        );
+    }
+    String::from_utf8(bytes).context("not UTF-8 text")
+}
+
 /// Checks folded text read from elsewhere (a baseline file, say) before it is drawn.
 ///
 /// Blank lines and lines starting with `#` are skipped. Every other line must be
 /// `frame;frame;... count`, the count a non-negative integer (a fractional part is truncated,
-/// as inferno does). `what` names the input in the error.
+/// as inferno does). `what` names the input in the error. Each line gets the limits of a
+/// recording's stacks: frames sanitized and cut as [`folded`] does (what it wrote comes back
+/// unchanged), lines deeper than a stack [`folded`] writes cut in the middle, at most
+/// [`MAX_FOLDED_BYTES`] in all.
 pub(super) fn check_folded(input: &str, what: &str) -> anyhow::Result<CheckedFolded> {
+    if input.len() > MAX_FOLDED_BYTES {
+        bail!(
+            "{what}: larger than {} MiB, the limit of folded input",
+            MAX_FOLDED_BYTES >> 20
+        );
+    }
     let mut text = String::with_capacity(input.len());
     let mut total = 0u64;
     for (i, line) in input.lines().enumerate() {
@@ -133,13 +171,135 @@ pub(super) fn check_folded(input: &str, what: &str) -> anyhow::Result<CheckedFol
             .ok_or_else(|| {
                 anyhow::anyhow!("{what}: the counts add up to more than 2^63, too much to draw")
             })?;
-        text.push_str(&sanitize::svg(stack));
+        bounded_line(&mut text, stack);
         text.push(' ');
         text.push_str(&count.to_string());
         text.push('\n');
     }
     Ok(CheckedFolded { text, total })
 }
+
+/// Appends a folded stack with every frame sanitized and cut (one character more than
+/// [`MAX_FRAME_CHARS`]: the `…` of a frame [`folded`] cut), and at most [`MAX_LINE_FRAMES`]
+/// frames around a `[N frames cut]` marker.
+fn bounded_line(out: &mut String, stack: &str) {
+    let n = stack.split(';').count();
+    let (head, tail) = if n > MAX_LINE_FRAMES {
+        (
+            MAX_LINE_FRAMES / 2,
+            MAX_LINE_FRAMES - MAX_LINE_FRAMES / 2 - 1,
+        )
+    } else {
+        (n, 0)
+    };
+    for (i, frame) in stack.split(';').enumerate() {
+        if i == head && tail > 0 {
+            out.push_str(&format!(";[{} frames cut]", n - head - tail));
+        }
+        if i >= head && i < n - tail {
+            continue;
+        }
+        if i > 0 {
+            out.push(';');
+        }
+        sanitize::folded_frame(out, frame, MAX_FRAME_CHARS + 1);
+    }
+}
+
+/// Checked folded text with at most `max` rectangles: the distinct frames of the tree its
+/// paths make, as the graph draws them. The heaviest stacks are kept whole; the weight of the
+/// others goes to one `[N stacks elided: graph limit]` frame under their reason (or under a
+/// root frame of that name, when even that would not fit). Every line of `text` must be
+/// `path count`, as [`check_folded`] gives.
+pub(super) fn limit_rectangles(text: &str, max: usize) -> String {
+    let mut lines: Vec<(&str, u64)> = text
+        .lines()
+        .filter_map(|l| {
+            let (path, count) = l.rsplit_once(' ')?;
+            Some((path, count.parse().ok()?))
+        })
+        .collect();
+    lines.sort_by_key(|&(_, w)| std::cmp::Reverse(w));
+    // The tree so far: (parent, frame) -> node; the root's children have parent 0.
+    let mut nodes: HashMap<(u32, &str), u32> = HashMap::new();
+    // One node is kept for the root frame of the stacks elided under no reason, and one per
+    // reason (up to a quarter of the nodes) for the frame of the stacks elided under it.
+    let room = max.saturating_sub(1);
+    let reasons = lines
+        .iter()
+        .map(|(p, _)| p.split(';').next().unwrap_or(UNKNOWN_FRAME))
+        .collect::<std::collections::HashSet<_>>()
+        .len();
+    let room_whole = room.saturating_sub(reasons.min(max / 4));
+    let mut kept = Vec::with_capacity(lines.len());
+    // Per reason (or `None`: at the root): how many stacks were elided, and their weight.
+    let mut elided: BTreeMap<Option<&str>, (usize, u64)> = BTreeMap::new();
+    let mut elide = |reason, weight| {
+        let e: &mut (usize, u64) = elided.entry(reason).or_default();
+        *e = (e.0 + 1, e.1.saturating_add(weight));
+    };
+    for (path, weight) in lines {
+        let mut parent = 0;
+        let mut frames = path.split(';');
+        let mut new = 0;
+        for frame in frames.by_ref() {
+            match nodes.get(&(parent, frame)) {
+                Some(&id) => parent = id,
+                None => {
+                    new = 1;
+                    break;
+                }
+            }
+        }
+        new += frames.count();
+        if nodes.len() + new <= room_whole {
+            let mut parent = 0;
+            for frame in path.split(';') {
+                let next = nodes.len() as u32 + 1;
+                parent = *nodes.entry((parent, frame)).or_insert(next);
+            }
+            kept.push((path, weight));
+            continue;
+        }
+        let reason = path.split(';').next().unwrap_or(UNKNOWN_FRAME);
+        if nodes
+            .get(&(0, reason))
+            .is_some_and(|&id| nodes.contains_key(&(id, ELIDED_NODE)))
+        {
+            elide(Some(reason), weight);
+            continue;
+        }
+        // A new reason's elided frame needs its reason's node (unless drawn) and its own.
+        let need = 1 + usize::from(!nodes.contains_key(&(0, reason)));
+        if nodes.len() + need <= room {
+            let next = nodes.len() as u32 + 1;
+            let id = *nodes.entry((0, reason)).or_insert(next);
+            let next = nodes.len() as u32 + 1;
+            nodes.insert((id, ELIDED_NODE), next);
+            elide(Some(reason), weight);
+        } else {
+            elide(None, weight);
+        }
+    }
+    let mut out = String::with_capacity(kept.iter().map(|(p, _)| p.len() + 22).sum());
+    for (path, weight) in kept {
+        out.push_str(path);
+        out.push(' ');
+        out.push_str(&weight.to_string());
+        out.push('\n');
+    }
+    for (reason, (n, weight)) in elided {
+        if let Some(reason) = reason {
+            out.push_str(reason);
+            out.push(';');
+        }
+        out.push_str(&format!("[{n} stacks elided: graph limit] {weight}\n"));
+    }
+    out
+}
+
+/// The key of an elided frame in the tree while it is built (its text names the count later).
+const ELIDED_NODE: &str = "[stacks elided: graph limit]";
 
 /// Splits a folded line into its stack and count.
 fn parse_line(line: &str) -> Option<(&str, u64)> {

@@ -17,7 +17,7 @@ use anyhow::{Context, bail};
 use inferno::flamegraph::{self as inferno_fg, Palette, color::BasicPalette};
 
 pub use self::{
-    folded::folded,
+    folded::{MAX_FOLDED_BYTES, MAX_RECTANGLES, folded, read_folded},
     frames::{function_name, without_offsets},
     snapshot::snapshot_svg,
     synthetic::synthetic_stacks,
@@ -50,7 +50,8 @@ pub struct GraphMeta<'a> {
 /// the subtitle says that stack counts are sampled estimates. The SVG is searchable and
 /// zoomable in a browser. Fails without writing anything when no stack has any weight.
 pub fn write_svg(stacks: &[StackCount], meta: &GraphMeta, out: impl Write) -> anyhow::Result<()> {
-    let text = folded::check_folded(&folded(stacks), "the sampled stacks")?.text;
+    let checked = folded::check_folded(&folded(stacks), "the sampled stacks")?;
+    let text = folded::limit_rectangles(&checked.text, MAX_RECTANGLES);
     if text.is_empty() {
         bail!(
             "no sampled stacks to draw in this view yet (stacks may be off, or no drops were seen)"
@@ -70,7 +71,8 @@ pub fn write_svg(stacks: &[StackCount], meta: &GraphMeta, out: impl Write) -> an
 /// `meta` describes). Widths are the after counts; red frames dropped more than in the baseline,
 /// blue ones less. When nothing was dropped after (the change fixed every drop), widths are the
 /// baseline's instead, all in blue, and the subtitle says so. Both inputs are checked first:
-/// an invalid line is an error naming it.
+/// an invalid line is an error naming it. The baseline gets the limits of a recording's stacks,
+/// and each side at most half of [`MAX_RECTANGLES`].
 pub fn write_diff_svg(
     before_folded: &str,
     after_folded: &str,
@@ -90,11 +92,13 @@ pub fn write_diff_svg(
     } else {
         (&before, &after)
     };
-    let mut merged = Vec::with_capacity(first.text.len() + second.text.len());
+    let first = folded::limit_rectangles(&first.text, MAX_RECTANGLES / 2);
+    let second = folded::limit_rectangles(&second.text, MAX_RECTANGLES / 2);
+    let mut merged = Vec::with_capacity(first.len() + second.len());
     inferno::differential::from_readers(
         inferno::differential::Options::default(),
-        first.text.as_bytes(),
-        second.text.as_bytes(),
+        first.as_bytes(),
+        second.as_bytes(),
         &mut merged,
     )
     .context("merging the baseline and compared stacks")?;

@@ -424,3 +424,117 @@ fn many_stacks_stay_within_the_folded_budget() {
         .sum();
     assert_eq!(sum, (0..300u64).map(|i| 1000 - i).sum::<u64>());
 }
+
+/// `n` stacks of `depth` frames, none shared (each stack's frames are its own): `n × depth`
+/// rectangles unbounded.
+fn wide_stacks(n: u64, depth: u64) -> Vec<StackCount> {
+    (0..n)
+        .map(|i| {
+            let frames: Vec<String> = (0..depth).map(|d| format!("f{i}x{d}")).collect();
+            let refs: Vec<&str> = frames.iter().map(String::as_str).collect();
+            stack("R", &refs, 1000 + i)
+        })
+        .collect()
+}
+
+fn rectangles(svg: &[u8]) -> usize {
+    String::from_utf8_lossy(svg).matches("<rect").count()
+}
+
+#[test]
+fn svgs_are_bounded_by_rectangles_and_say_what_they_elided() {
+    // 2,000 stacks of 100 frames of their own: 200,000 rectangles (a 90 KB recording once
+    // drew 2.56 million, 474 MB of SVG).
+    let stacks = wide_stacks(2000, 100);
+    let mut out = Vec::new();
+    write_svg(&stacks, &meta(&info(), None), &mut out).expect("svg");
+    let rects = rectangles(&out);
+    assert!(rects <= MAX_RECTANGLES + 2, "{rects} rectangles");
+    assert!(out.len() < MAX_RECTANGLES * 2048, "{} bytes", out.len());
+    let svg = parse(&out);
+    // The heaviest stacks are drawn whole (199 of 100 frames fit in 20,000 rectangles), the
+    // rest as one frame that says so.
+    assert!(svg.text.contains("[1801 stacks elided: graph limit]"));
+    assert!(svg.text.contains("f1999x99") && !svg.text.contains("f0x0"));
+}
+
+#[test]
+fn the_rectangle_limit_keeps_every_weight() {
+    let text: String = (0..50)
+        .map(|i| format!("R{};a{i};b{i} {}\n", i % 3, i + 1))
+        .collect();
+    let limited = folded::limit_rectangles(&text, 40);
+    let sum = |t: &str| -> u64 {
+        t.lines()
+            .map(|l| {
+                l.rsplit_once(' ')
+                    .expect("count")
+                    .1
+                    .parse::<u64>()
+                    .expect("u64")
+            })
+            .sum()
+    };
+    assert_eq!(sum(&limited), sum(&text));
+    let tree: std::collections::HashSet<String> = limited
+        .lines()
+        .flat_map(|l| {
+            let path = l.rsplit_once(' ').expect("count").0;
+            let frames: Vec<&str> = path.split(';').collect();
+            (1..=frames.len())
+                .map(|n| frames[..n].join(";"))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(tree.len() <= 40, "{} rectangles", tree.len());
+    assert!(limited.contains("R0;[") && limited.contains("stacks elided: graph limit]"));
+    assert_eq!(folded::limit_rectangles(&text, 1000), {
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines.sort_by_key(|l| {
+            std::cmp::Reverse(
+                l.rsplit_once(' ')
+                    .map(|(_, c)| c.parse::<u64>().unwrap_or(0)),
+            )
+        });
+        lines.iter().map(|l| format!("{l}\n")).collect::<String>()
+    });
+}
+
+#[test]
+fn a_baseline_is_read_bounded_and_drawn_with_the_limits_of_a_recording() {
+    // /dev/zero never ends: once read until memory ran out.
+    let err = read_folded(std::path::Path::new("/dev/zero")).expect_err("refused");
+    assert!(err.to_string().contains("larger than 16 MiB"), "{err}");
+
+    // 3,000 lines of 100 frames of their own, 2 MB: once a 298 MB SVG.
+    let baseline = folded(&wide_stacks(3000, 100));
+    assert!(baseline.len() > 2_000_000, "{}", baseline.len());
+    let after = folded(&stacks());
+    let mut out = Vec::new();
+    write_diff_svg(&baseline, &after, &meta(&info(), None), &mut out).expect("diff");
+    let rects = rectangles(&out);
+    assert!(rects <= MAX_RECTANGLES + 2, "{rects} rectangles");
+    assert!(out.len() < MAX_RECTANGLES * 2048, "{} bytes", out.len());
+    parse(&out);
+
+    // Frames and depth get the limits of folded output: a baseline line of 100,000 frames of
+    // 10,000 characters is cut like a recording's stack.
+    let long = "z".repeat(10_000);
+    let line = format!("R;{} 5\n", vec![long.as_str(); 100].join(";"));
+    let checked = folded::check_folded(&line, "baseline").expect("valid");
+    assert!(
+        checked.text.len() < 100 * 300,
+        "{} bytes",
+        checked.text.len()
+    );
+    let deep = format!("R;{} 5\n", vec!["f"; 100_000].join(";"));
+    let checked = folded::check_folded(&deep, "baseline").expect("valid");
+    assert_eq!(checked.text.split(';').count(), folded::MAX_DEPTH + 1);
+    assert!(checked.text.contains("frames cut]"));
+    // What `folded` writes comes back unchanged.
+    let ours = folded(&wide_stacks(3, 300));
+    assert_eq!(
+        folded::check_folded(&ours, "ours").expect("valid").text,
+        ours
+    );
+}

@@ -4,10 +4,13 @@
 //! the drops.
 //!
 //! Which namespaces: the initial one, every namespace named under `/run/netns` (`ip netns`),
-//! and every namespace where drops are seen (by the inode on their keys, opened through a
-//! process in it). A namespace first read
-//! after the window started counts from its first reading. Counters are read once per call to
-//! [`KernelCounters::poll`], on one short-lived thread (see [`netns`]).
+//! and every namespace where drops are seen (by the inode on their keys, entered through a
+//! process in it) while a process is still in it. A namespace first read after the window
+//! started counts from its first reading; one that is gone keeps the growth last read, and is
+//! forgotten if it had none. Counters are read once per call to [`KernelCounters::poll`], on one
+//! short-lived thread (see [`netns`]), in at most [`netns::MAX_READ_PER_POLL`] namespaces per
+//! call (the rest in turn on later calls, and a note says how many waited). No namespace but
+//! the initial one is held open between calls, so none is kept alive.
 pub mod map;
 pub mod netns;
 pub mod parse;
@@ -16,10 +19,13 @@ pub mod unseen;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 pub use self::unseen::{CounterDelta, SeenDrop, Unseen};
-use self::{netns::Namespaces, parse::Counters};
+use self::{
+    netns::{MAX_READ_PER_POLL, Namespaces, Reading},
+    parse::Counters,
+};
 use crate::model::Snapshot;
 
 /// Counter deltas and unseen drops over one window: what the report and the TUI show.
@@ -34,7 +40,7 @@ pub struct KernelView {
     pub unseen: Option<Vec<Unseen>>,
     /// The drop filters in force, described, when there are any.
     pub filter: Option<String>,
-    /// Namespaces that could not be read.
+    /// Namespaces that could not be read (and how many waited for a later poll).
     pub errors: Vec<String>,
     /// Human names of namespaces (from the drops' keys; control characters escaped).
     pub names: BTreeMap<u64, String>,
@@ -64,16 +70,15 @@ pub struct KernelCounters {
 impl KernelCounters {
     /// Opens the namespaces and reads the baseline: the window starts now.
     pub fn start() -> anyhow::Result<Self> {
-        let mut namespaces = Namespaces::new()?;
-        namespaces.refresh(&[]);
-        let (baseline, errors) = namespaces.read();
-        Ok(Self {
-            namespaces,
-            latest: baseline.clone(),
-            baseline,
-            errors,
+        let mut k = Self {
+            namespaces: Namespaces::new()?,
+            baseline: BTreeMap::new(),
+            latest: BTreeMap::new(),
+            errors: Vec::new(),
             filter: None,
-        })
+        };
+        k.poll(&[]);
+        Ok(k)
     }
 
     /// Notes the drop filters in force (described): with any, unseen drops are not computed.
@@ -86,12 +91,40 @@ impl KernelCounters {
     /// namespaces where drops were seen).
     pub fn poll(&mut self, netns: &[u64]) {
         self.namespaces.refresh(netns);
-        let (now, errors) = self.namespaces.read();
-        for (ns, c) in &now {
-            self.baseline.entry(*ns).or_insert_with(|| c.clone());
+        let reading = self.namespaces.read();
+        let tracked: BTreeSet<u64> = self.namespaces.inodes().collect();
+        self.fold(reading, &tracked);
+    }
+
+    /// How many namespace reads waited for a later poll (see [`MAX_READ_PER_POLL`]) so far.
+    pub fn deferred(&self) -> u64 {
+        self.namespaces.deferred()
+    }
+
+    /// Takes in one reading; `tracked`: the namespaces still there.
+    fn fold(&mut self, reading: Reading, tracked: &BTreeSet<u64>) {
+        for (ns, c) in reading.counters {
+            // A first reading is a baseline, even where an inode's earlier namespace left one.
+            if reading.first.contains(&ns) || !self.baseline.contains_key(&ns) {
+                self.baseline.insert(ns, c.clone());
+            }
+            self.latest.insert(ns, c);
         }
-        self.latest = now;
-        self.errors = errors;
+        // A namespace that is gone keeps the growth last read; one without any is forgotten.
+        let baseline = &self.baseline;
+        self.latest
+            .retain(|ns, c| tracked.contains(ns) || baseline.get(ns).is_some_and(|b| b != c));
+        let latest = &self.latest;
+        self.baseline
+            .retain(|ns, _| tracked.contains(ns) || latest.contains_key(ns));
+        self.errors = reading.errors;
+        if reading.deferred > 0 {
+            self.errors.push(format!(
+                "{} namespaces not read this time (at most {MAX_READ_PER_POLL} a poll): read in \
+                 turn on the next polls",
+                reading.deferred
+            ));
+        }
     }
 
     /// The initial namespace's inode number.

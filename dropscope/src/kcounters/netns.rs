@@ -1,8 +1,15 @@
 //! Network namespaces to read counters in, and the reading itself: one short-lived thread
 //! enters each namespace in turn with setns(2) (only that thread changes namespace) and reads
 //! `/proc/thread-self/net/*` there.
+//!
+//! No namespace but the initial one is held open between reads: each is opened for its read
+//! and closed right after, so dropscope never keeps a namespace alive. One is read only while a
+//! process is in it or a `/run/netns` file names it (checked on every refresh); a namespace
+//! whose processes have all exited is forgotten. At most [`MAX_READ_PER_POLL`] namespaces are
+//! read per poll; when there are more, the rest are read in turn on the next polls (round
+//! robin by inode), and how many waited is reported.
 use std::{
-    collections::{BTreeMap, BTreeSet},
+    collections::{BTreeMap, BTreeSet, HashMap},
     fs::File,
     os::{fd::AsRawFd, unix::fs::MetadataExt},
     path::{Path, PathBuf},
@@ -15,21 +22,44 @@ use super::{map, parse, parse::Counters};
 /// Where named namespaces are bound (`ip netns add`).
 pub const RUN_NETNS: &str = "/run/netns";
 
-/// An open network namespace.
+/// The most namespaces read in one poll, the initial one included.
+pub const MAX_READ_PER_POLL: usize = 256;
+
+/// A namespace read through a path (not held open).
 #[derive(Debug)]
 struct Ns {
-    file: File,
-    /// Where it was opened from (for messages, and to drop it when the name goes away).
+    /// The way in: a `/run/netns` file or `/proc/PID/ns/net` of one of its processes.
     path: PathBuf,
+    /// Whether it has been read since it was found (its first reading is its baseline).
+    read: bool,
 }
 
-/// The namespaces whose counters are read, with their files kept open between reads.
+/// One reading of the counters.
+#[derive(Debug, Default)]
+pub struct Reading {
+    /// Counters per namespace read.
+    pub counters: BTreeMap<u64, Counters>,
+    /// Namespaces read for the first time since they were found.
+    pub first: BTreeSet<u64>,
+    /// Namespaces that could not be read, and why.
+    pub errors: Vec<String>,
+    /// Namespaces left for a later poll by [`MAX_READ_PER_POLL`].
+    pub deferred: usize,
+}
+
+/// The namespaces whose counters are read.
 #[derive(Debug)]
 pub struct Namespaces {
     initial: u64,
-    open: BTreeMap<u64, Ns>,
-    /// Inodes already looked for through `/proc` (each is looked for once: no scan per poll).
-    searched: BTreeSet<u64>,
+    initial_ns: (File, PathBuf),
+    /// Every other namespace read, by inode.
+    others: BTreeMap<u64, Ns>,
+    /// The inode read last, where the next round-robin read starts after.
+    cursor: u64,
+    /// Namespace reads deferred by [`MAX_READ_PER_POLL`] so far.
+    deferred: u64,
+    proc: PathBuf,
+    run_netns: PathBuf,
 }
 
 fn open(path: &Path) -> anyhow::Result<(u64, File)> {
@@ -44,6 +74,11 @@ fn open(path: &Path) -> anyhow::Result<(u64, File)> {
 impl Namespaces {
     /// Opens the initial namespace (that of pid 1, else this process's own).
     pub fn new() -> anyhow::Result<Self> {
+        Self::with_roots(Path::new("/proc"), Path::new(RUN_NETNS))
+    }
+
+    /// Like [`Namespaces::new`], with other places than `/proc` and `/run/netns` (for tests).
+    pub fn with_roots(proc: &Path, run_netns: &Path) -> anyhow::Result<Self> {
         let path = Path::new("/proc/1/ns/net");
         let (initial, file, path) = match open(path) {
             Ok((i, f)) => (i, f, path.to_path_buf()),
@@ -53,12 +88,14 @@ impl Namespaces {
                 (i, f, own.to_path_buf())
             }
         };
-        let mut open = BTreeMap::new();
-        open.insert(initial, Ns { file, path });
         Ok(Self {
             initial,
-            open,
-            searched: BTreeSet::new(),
+            initial_ns: (file, path),
+            others: BTreeMap::new(),
+            cursor: 0,
+            deferred: 0,
+            proc: proc.to_path_buf(),
+            run_netns: run_netns.to_path_buf(),
         })
     }
 
@@ -67,114 +104,156 @@ impl Namespaces {
         self.initial
     }
 
-    /// Inode numbers of the namespaces read.
+    /// Inode numbers of the namespaces read (the initial one first).
     pub fn inodes(&self) -> impl Iterator<Item = u64> + '_ {
-        self.open.keys().copied()
+        std::iter::once(self.initial).chain(self.others.keys().copied())
+    }
+
+    /// Namespace reads deferred by [`MAX_READ_PER_POLL`] so far.
+    pub fn deferred(&self) -> u64 {
+        self.deferred
     }
 
     /// Brings the set up to date: the initial namespace, every namespace named under
-    /// `/run/netns` (names that went away are closed, so a deleted namespace is not kept alive),
-    /// and the namespaces in `wanted` (by inode, looked for once through `/proc/*/ns/net`; one
-    /// found that way stays open, so its counters keep their baseline).
+    /// `/run/netns`, and those of `wanted` (by inode) that a process is in (looked for in
+    /// `/proc/*/ns/net` on every refresh). A namespace that has neither any more is forgotten:
+    /// it is gone, or going.
     pub fn refresh(&mut self, wanted: &[u64]) {
-        let mut named = BTreeMap::new();
-        if let Ok(dir) = std::fs::read_dir(RUN_NETNS) {
+        let mut found: BTreeMap<u64, PathBuf> = BTreeMap::new();
+        if let Ok(dir) = std::fs::read_dir(&self.run_netns) {
             for entry in dir.flatten() {
                 let path = entry.path();
-                // Stat first: an entry already open is not opened again.
                 if let Ok(meta) = std::fs::metadata(&path) {
-                    named.insert(meta.ino(), path);
+                    found.entry(meta.ino()).or_insert(path);
                 }
             }
         }
-        let wanted: Vec<u64> = wanted
+        let wanted: BTreeSet<u64> = wanted
             .iter()
             .copied()
-            .filter(|i| {
-                !self.open.contains_key(i) && !named.contains_key(i) && !self.searched.contains(i)
-            })
+            .filter(|i| *i != self.initial && !found.contains_key(i))
             .collect();
-        self.open.retain(|ino, ns| {
-            *ino == self.initial || named.contains_key(ino) || !ns.path.starts_with(RUN_NETNS)
-        });
-        for (ino, path) in named {
-            if self.open.contains_key(&ino) {
-                continue;
-            }
-            if let Ok((i, file)) = open(&path)
-                && i == ino
-            {
-                self.open.insert(ino, Ns { file, path });
-            }
-        }
         if !wanted.is_empty() {
-            self.find_by_inode(&wanted);
-            self.searched.extend(wanted);
+            found.extend(self.processes_in(&wanted));
         }
+        found.remove(&self.initial);
+        let mut others = BTreeMap::new();
+        for (ino, path) in found {
+            let read = self.others.get(&ino).is_some_and(|n| n.read);
+            others.insert(ino, Ns { path, read });
+        }
+        self.others = others;
     }
 
-    /// Opens the namespaces of `inodes` through any process that is in them.
-    fn find_by_inode(&mut self, inodes: &[u64]) {
-        let Ok(proc) = std::fs::read_dir("/proc") else {
-            return;
+    /// A way into each namespace of `inodes` that a process is in: `/proc/PID/ns/net` of the
+    /// lowest such pid.
+    fn processes_in(&self, inodes: &BTreeSet<u64>) -> HashMap<u64, PathBuf> {
+        let mut out = HashMap::new();
+        let Ok(proc) = std::fs::read_dir(&self.proc) else {
+            return out;
         };
-        for entry in proc.flatten() {
-            if !entry
-                .file_name()
-                .as_encoded_bytes()
-                .iter()
-                .all(u8::is_ascii_digit)
-            {
-                continue;
-            }
-            let path = entry.path().join("ns/net");
+        let mut pids: Vec<u32> = proc
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse().ok())
+            .collect();
+        pids.sort_unstable();
+        for pid in pids {
+            let path = self.proc.join(pid.to_string()).join("ns/net");
             let Ok(meta) = std::fs::metadata(&path) else {
                 continue;
             };
-            let ino = meta.ino();
-            if inodes.contains(&ino)
-                && !self.open.contains_key(&ino)
-                && let Ok((i, file)) = open(&path)
-                && i == ino
-            {
-                self.open.insert(ino, Ns { file, path });
+            if inodes.contains(&meta.ino()) {
+                out.entry(meta.ino()).or_insert(path);
+                if out.len() == inodes.len() {
+                    break;
+                }
             }
         }
+        out
     }
 
-    /// Reads the counters of every namespace, on one thread that enters each in turn. A
-    /// namespace that cannot be read is left out and its error returned beside.
-    pub fn read(&self) -> (BTreeMap<u64, Counters>, Vec<String>) {
+    /// Reads the counters of the initial namespace and of up to [`MAX_READ_PER_POLL`] - 1
+    /// others (those after the last one read, in inode order, wrapping), on one thread that
+    /// enters each in turn. A namespace that cannot be read is left out and its error returned
+    /// beside; one that is gone since the refresh is left out silently.
+    pub fn read(&mut self) -> Reading {
+        let chosen = pick(&self.others, self.cursor, MAX_READ_PER_POLL - 1);
+        let deferred = self.others.len() - chosen.len();
+        self.deferred += deferred as u64;
+        if let Some(&last) = chosen.last() {
+            self.cursor = last;
+        }
         let initial = self.initial;
-        std::thread::scope(|s| {
+        let (file, path) = &self.initial_ns;
+        let ways: Vec<(u64, &Path)> = chosen
+            .iter()
+            .filter_map(|i| Some((*i, self.others.get(i)?.path.as_path())))
+            .collect();
+        let mut reading = std::thread::scope(|s| {
             s.spawn(|| {
-                let mut out = BTreeMap::new();
-                let mut errors = Vec::new();
-                for (ino, ns) in &self.open {
-                    match read_in(ns, *ino == initial) {
+                let mut r = Reading::default();
+                match read_in(file, path, true) {
+                    Ok(c) => {
+                        r.counters.insert(initial, c);
+                    }
+                    Err(e) => r.errors.push(format!("netns {initial}: {e:#}")),
+                }
+                for (ino, path) in ways {
+                    // Gone since the refresh (its last process exited, its pid was reused).
+                    let Ok((i, file)) = open(path) else {
+                        continue;
+                    };
+                    if i != ino {
+                        continue;
+                    }
+                    match read_in(&file, path, false) {
                         Ok(c) => {
-                            out.insert(*ino, c);
+                            r.counters.insert(ino, c);
                         }
-                        Err(e) => errors.push(format!("netns {ino}: {e:#}")),
+                        Err(e) => r.errors.push(format!("netns {ino}: {e:#}")),
                     }
                 }
-                (out, errors)
+                r
             })
             .join()
-            .unwrap_or_else(|_| (BTreeMap::new(), vec!["the counter reader panicked".into()]))
-        })
+            .unwrap_or_else(|_| Reading {
+                errors: vec!["the counter reader panicked".into()],
+                ..Reading::default()
+            })
+        });
+        reading.deferred = deferred;
+        for ino in reading.counters.keys() {
+            if *ino == initial {
+                continue;
+            }
+            if let Some(ns) = self.others.get_mut(ino)
+                && !std::mem::replace(&mut ns.read, true)
+            {
+                reading.first.insert(*ino);
+            }
+        }
+        reading
     }
 }
 
-/// Enters `ns` on the calling thread and reads its counters; the machine-wide softnet counter
-/// only in the initial namespace.
-fn read_in(ns: &Ns, initial: bool) -> anyhow::Result<Counters> {
+/// Up to `max` inodes of `all`, those after `cursor` first, then from the start: a round robin.
+fn pick<V>(all: &BTreeMap<u64, V>, cursor: u64, max: usize) -> Vec<u64> {
+    all.range(cursor.saturating_add(1)..)
+        .chain(all.range(..=cursor))
+        .map(|(i, _)| *i)
+        .take(max)
+        .collect()
+}
+
+/// Enters namespace `ns` (opened from `path`) on the calling thread and reads its counters;
+/// the machine-wide softnet counter only in the initial namespace.
+fn read_in(ns: &File, path: &Path, initial: bool) -> anyhow::Result<Counters> {
     // SAFETY: setns(2) with a namespace file descriptor we own; CLONE_NEWNET changes only the
     // calling thread's network namespace, and this thread is ours and ends after reading.
-    let rc = unsafe { libc::setns(ns.file.as_raw_fd(), libc::CLONE_NEWNET) };
+    let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
     if rc != 0 {
         return Err(std::io::Error::last_os_error())
-            .with_context(|| format!("entering {}", ns.path.display()));
+            .with_context(|| format!("entering {}", path.display()));
     }
     let read = |name: &str| {
         let path = format!("/proc/thread-self/net/{name}");
@@ -194,4 +273,125 @@ fn read_in(ns: &Ns, initial: bool) -> anyhow::Result<Counters> {
     // Only counters that count drops are kept.
     all.retain(|name, _| map::lookup(name).is_some());
     Ok(all)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_go_round_robin_within_the_bound() {
+        let all: BTreeMap<u64, ()> = (1..=10).map(|i| (i * 10, ())).collect();
+        assert_eq!(pick(&all, 0, 4), vec![10, 20, 30, 40]);
+        assert_eq!(pick(&all, 40, 4), vec![50, 60, 70, 80]);
+        assert_eq!(pick(&all, 80, 4), vec![90, 100, 10, 20]);
+        assert_eq!(pick(&all, 55, 100).len(), 10, "each once");
+        assert_eq!(pick(&all, 100, 3), vec![10, 20, 30]);
+        assert!(pick(&BTreeMap::<u64, ()>::new(), 7, 3).is_empty());
+    }
+
+    /// A fake `/proc` whose processes' `ns/net` are plain files: their inodes stand for
+    /// namespaces.
+    struct Fake {
+        dir: tempfile::TempDir,
+    }
+
+    impl Fake {
+        fn new() -> Self {
+            let dir = tempfile::tempdir().expect("tempdir");
+            std::fs::create_dir(dir.path().join("proc")).expect("mkdir");
+            std::fs::create_dir(dir.path().join("netns")).expect("mkdir");
+            Self { dir }
+        }
+
+        /// A process `pid` in the namespace of `like` (a pid), or in a new one; its inode.
+        fn process(&self, pid: u32, like: Option<u32>) -> u64 {
+            let ns = self.dir.path().join(format!("proc/{pid}/ns"));
+            std::fs::create_dir_all(&ns).expect("mkdir");
+            match like {
+                Some(other) => {
+                    let target = self.dir.path().join(format!("proc/{other}/ns/net"));
+                    std::fs::hard_link(target, ns.join("net")).expect("link");
+                }
+                None => std::fs::write(ns.join("net"), "").expect("write"),
+            }
+            std::fs::metadata(ns.join("net")).expect("stat").ino()
+        }
+
+        fn exit(&self, pid: u32) {
+            std::fs::remove_dir_all(self.dir.path().join(format!("proc/{pid}"))).expect("rm");
+        }
+
+        fn namespaces(&self) -> Namespaces {
+            Namespaces::with_roots(
+                &self.dir.path().join("proc"),
+                &self.dir.path().join("netns"),
+            )
+            .expect("the initial namespace")
+        }
+    }
+
+    fn others(ns: &Namespaces) -> Vec<u64> {
+        ns.inodes().skip(1).collect()
+    }
+
+    #[test]
+    fn a_namespace_is_kept_only_while_a_process_or_a_name_holds_it() {
+        let f = Fake::new();
+        let a = f.process(10, None);
+        f.process(11, Some(10));
+        let b = f.process(20, None);
+        let named = f.dir.path().join("netns/blue");
+        // A hard link stands in for the bind mount: the same inode.
+        std::fs::hard_link(f.dir.path().join("proc/20/ns/net"), &named).expect("link");
+        let mut ns = f.namespaces();
+        ns.refresh(&[a, b, 4242]);
+        assert_eq!(others(&ns), vec![a.min(b), a.max(b)]);
+        // One of a's two processes exits: a stays, through the other.
+        f.exit(10);
+        ns.refresh(&[a, b, 4242]);
+        assert_eq!(others(&ns), vec![a.min(b), a.max(b)]);
+        // b's process exits, but its name holds it.
+        f.exit(20);
+        ns.refresh(&[a, b]);
+        assert!(others(&ns).contains(&b));
+        // a's last process exits: a is forgotten, though drops were seen there.
+        f.exit(11);
+        ns.refresh(&[a, b]);
+        assert_eq!(others(&ns), vec![b]);
+        // The name goes: so does b.
+        std::fs::remove_file(&named).expect("rm");
+        ns.refresh(&[a, b]);
+        assert!(others(&ns).is_empty());
+    }
+
+    #[test]
+    fn reads_are_bounded_and_the_rest_wait_their_turn() {
+        let f = Fake::new();
+        let n = MAX_READ_PER_POLL + 44;
+        let inodes: Vec<u64> = (0..n as u32).map(|i| f.process(100 + i, None)).collect();
+        let mut ns = f.namespaces();
+        ns.refresh(&inodes);
+        assert_eq!(others(&ns).len(), n);
+        // Plain files cannot be entered: each namespace read is an error naming it.
+        let initial = ns.initial();
+        let tried = |r: &Reading| -> BTreeSet<u64> {
+            r.errors
+                .iter()
+                .filter_map(|e| e.strip_prefix("netns ")?.split(':').next()?.parse().ok())
+                .filter(|i| *i != initial)
+                .collect()
+        };
+        let r = ns.read();
+        assert_eq!(r.deferred, n - (MAX_READ_PER_POLL - 1));
+        assert_eq!(tried(&r).len(), MAX_READ_PER_POLL - 1);
+        let r2 = ns.read();
+        assert_eq!(tried(&r2).len(), MAX_READ_PER_POLL - 1);
+        assert_eq!(ns.deferred(), 2 * (n - (MAX_READ_PER_POLL - 1)) as u64);
+        // Over two polls every namespace was tried.
+        let both: BTreeSet<u64> = tried(&r).union(&tried(&r2)).copied().collect();
+        for i in &inodes {
+            assert!(both.contains(i), "namespace {i} never read");
+        }
+    }
 }

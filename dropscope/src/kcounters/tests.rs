@@ -179,7 +179,8 @@ fn reads_this_machines_counters() {
     // unit tests may not have, so only a clean result or a clear error is required.
     let mut ns = super::netns::Namespaces::new().expect("the initial namespace");
     ns.refresh(&[]);
-    let (read, errors) = ns.read();
+    let r = ns.read();
+    let (read, errors) = (r.counters, r.errors);
     match read.get(&ns.initial()) {
         Some(c) => {
             assert!(c.contains_key("Udp:NoPorts"), "{c:?}");
@@ -201,4 +202,53 @@ fn namespaces_are_found_by_inode_through_proc() {
     ns.refresh(&[own, 1]);
     assert!(ns.inodes().any(|i| i == own));
     assert!(!ns.inodes().any(|i| i == 1), "no namespace has inode 1");
+}
+
+#[test]
+fn gone_namespaces_keep_their_growth_or_are_forgotten() {
+    use super::{KernelCounters, netns::Reading};
+    use std::collections::BTreeSet;
+
+    let Ok(mut k) = KernelCounters::start() else {
+        panic!("the initial namespace");
+    };
+    let reading = |pairs: &[(u64, u64)], first: &[u64]| Reading {
+        counters: pairs
+            .iter()
+            .map(|(ns, v)| (*ns, counters(&[("Udp:NoPorts", *v)])))
+            .collect(),
+        first: first.iter().copied().collect(),
+        ..Reading::default()
+    };
+    let tracked = |v: &[u64]| -> BTreeSet<u64> { v.iter().copied().collect() };
+    // Two namespaces found and read: their baselines.
+    k.fold(reading(&[(1, 5), (2, 7)], &[1, 2]), &tracked(&[1, 2]));
+    // 1 grows; 2 does not; then both are gone.
+    k.fold(reading(&[(1, 9), (2, 7)], &[]), &tracked(&[1, 2]));
+    k.fold(reading(&[], &[]), &tracked(&[]));
+    let d = deltas(&k.baseline, &k.latest);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(
+        (d[0].netns, d[0].delta),
+        (1, 4),
+        "a gone namespace keeps its growth"
+    );
+    assert!(
+        !k.latest.contains_key(&2) && !k.baseline.contains_key(&2),
+        "forgotten"
+    );
+    // Inode 1 comes back as a new namespace: its first reading is its baseline.
+    k.fold(reading(&[(1, 2)], &[1]), &tracked(&[1]));
+    assert!(deltas(&k.baseline, &k.latest).is_empty());
+    // A reading that waited for a later poll is said so.
+    let mut r = reading(&[], &[]);
+    r.deferred = 3;
+    k.fold(r, &tracked(&[1]));
+    assert!(
+        k.errors
+            .iter()
+            .any(|e| e.starts_with("3 namespaces not read")),
+        "{:?}",
+        k.errors
+    );
 }

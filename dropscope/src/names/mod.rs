@@ -98,6 +98,8 @@ struct State {
     last_scan: Option<Instant>,
     scans: u64,
     device_reads: u64,
+    /// Bumped whenever the worker learns names (see [`Names::generation`]).
+    generation: u64,
     min_interval: Duration,
     miss_retry: Duration,
     /// Unknown inodes asked for since the last scan (a scan is wanted).
@@ -152,6 +154,7 @@ impl Names {
             last_scan: None,
             scans: 0,
             device_reads: 0,
+            generation: 0,
             min_interval: Duration::from_secs(1),
             miss_retry: Duration::from_secs(30),
             asked: HashSet::new(),
@@ -217,6 +220,12 @@ impl Names {
     /// How many times a namespace's interfaces have been read.
     pub fn device_reads(&self) -> u64 {
         self.shared.lock().device_reads
+    }
+
+    /// A number that changes whenever the worker has stored what it looked up: a caller that
+    /// got None may ask again once it has changed.
+    pub fn generation(&self) -> u64 {
+        self.shared.lock().generation
     }
 
     /// Waits up to `timeout` until nothing asked for is left to look up; whether it was so (for
@@ -309,6 +318,7 @@ impl State {
                 self.missed.insert(*inode, now);
             }
         }
+        self.generation += 1;
         // An inode can be reused once its namespace is gone: forget interfaces of the departed.
         self.devices.retain(|inode, _| found.contains_key(inode));
         self.namespaces = found
@@ -390,6 +400,7 @@ fn read_devices(shared: &Shared, inode: u64) {
     // Without CAP_SYS_ADMIN setns fails: no names, and no retry within the interval.
     let by_index = read.and_then(Result::ok).unwrap_or_default();
     let read_at = Instant::now();
+    s.generation += u64::from(!by_index.is_empty());
     s.devices.insert(inode, Devices { by_index, read_at });
 }
 

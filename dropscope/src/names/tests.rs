@@ -200,12 +200,14 @@ fn scans_only_for_unknown_inodes_and_at_most_once_a_second() {
     f.process(2, 200, SESSION, "a");
     let mut n = f.names();
     n.shared.lock().min_interval = Duration::from_millis(300);
+    let generation = n.generation();
     assert_eq!(
         n.netns(200),
         None,
         "the first answer does not wait for the scan"
     );
     assert_eq!(name(&mut n, 200).as_deref(), Some("a[2]"));
+    assert_ne!(n.generation(), generation, "news for callers that got None");
     assert_eq!(name(&mut n, 200).as_deref(), Some("a[2]"));
     assert_eq!(n.scans(), 1);
 

@@ -18,6 +18,11 @@ pub const MAX_STACKS: usize = 256 << 10;
 pub const MAX_STACK_DEPTH: usize = 1024;
 /// Frames in all stacks together.
 pub const MAX_STACK_FRAMES: usize = 4 << 20;
+/// Bytes of names as referenced: each key counts the bytes of every name it uses (reason,
+/// location, namespace, device, protocol), each stack the bytes of its frames, however often a
+/// name is shared. What is printed or drawn per key or frame grows with this, not with the
+/// distinct names, so this bounds the output of every consumer.
+pub const MAX_REFERENCED_BYTES: u64 = 256 << 20;
 /// Decompressed bytes of all dictionary frames together (they are held while the file is open).
 pub const MAX_DICTIONARY_BYTES: usize = 128 << 20;
 /// Decompressed bytes of all frames together: bounds the work of reading a recording through.
@@ -26,6 +31,11 @@ pub const MAX_TOTAL_BYTES: u64 = 16 << 30;
 pub const MAX_FRAME_BYTES: usize = MAX_PAYLOAD;
 /// Snapshot frames in the index (48 days at one frame per second).
 pub const MAX_FRAMES: usize = 4 << 20;
+/// Delta frames after one keyframe (the writer puts a keyframe every 256 frames): a seek
+/// decodes at most this many frames after the keyframe.
+pub const MAX_DELTAS: usize = 255;
+/// Decompressed bytes of a keyframe and the deltas after it: a seek decodes at most this much.
+pub const MAX_CHAIN_BYTES: u64 = 256 << 20;
 
 /// Sampled packets a recording may define (the kernel samples 1,024 keys at a time, 8 each).
 pub const MAX_SAMPLES: usize = 64 << 10;
@@ -42,6 +52,25 @@ pub const MAX_SAMPLE_BYTES: usize = 128;
 /// counts and one snapshot, and two frame payloads (about 850 MiB at worst, rounded up). The
 /// fuzz target checks that no input makes the reader hold more.
 pub const MEMORY_BUDGET: usize = 1 << 30;
+
+/// What a report or graph of one snapshot writes, at most, per byte of names referenced
+/// ([`MAX_REFERENCED_BYTES`] bounds those): JSON writes a key's names and its reason again in
+/// its hint, each byte escaped to at most 6 (`\u0001`).
+pub const OUTPUT_PER_NAME_BYTE: u64 = 16;
+/// ... and per key or sampled key (the fixed fields, a hint, up to 8 sampled packets).
+pub const OUTPUT_PER_ROW: u64 = 8 << 10;
+/// ... and per rectangle of an SVG (`flamegraph::MAX_RECTANGLES` of them at most): a frame of
+/// at most 257 characters, each escaped to at most 10 bytes, in its text and its tooltip.
+pub const OUTPUT_PER_RECTANGLE: u64 = 8 << 10;
+
+/// The most bytes a report (table or JSON) of a snapshot of `rows` keys and sampled keys
+/// writes, when its keys reference `referenced` bytes of names. The fuzz target checks it.
+pub fn report_bound(referenced: u64, rows: usize) -> u64 {
+    OUTPUT_PER_NAME_BYTE
+        .saturating_mul(referenced)
+        .saturating_add(OUTPUT_PER_ROW.saturating_mul(rows as u64))
+        .saturating_add(64 << 10)
+}
 
 /// A limit of the budget, named in the error that refuses a recording.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +93,7 @@ pub(super) struct Spent {
     pub(super) total_bytes: u64,
     pub(super) frames: usize,
     pub(super) samples: usize,
+    pub(super) referenced_bytes: u64,
 }
 
 fn check(used: u64, max: u64, what: &'static str) -> Result<(), Limit> {
@@ -115,6 +145,21 @@ impl Spent {
             MAX_STRING_BYTES as u64,
             "bytes of names",
         )
+    }
+
+    /// Counts `len` more bytes of names referenced by a key or a stack.
+    pub(super) fn referenced(&mut self, len: usize) -> Result<(), Limit> {
+        self.referenced_bytes = self.referenced_bytes.saturating_add(len as u64);
+        check(
+            self.referenced_bytes,
+            MAX_REFERENCED_BYTES,
+            "bytes of names as referenced by keys and stacks",
+        )
+    }
+
+    /// Bytes of names referenced by the keys and stacks defined so far.
+    pub(super) fn referenced_bytes(&self) -> u64 {
+        self.referenced_bytes
     }
 
     /// Counts one more key.
@@ -218,5 +263,11 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(s.sample(1, 1).map_err(|l| l.what), Err("sampled packets"));
+        let mut s = Spent::default();
+        assert!(s.referenced(MAX_REFERENCED_BYTES as usize).is_ok());
+        assert_eq!(
+            s.referenced(1).map_err(|l| l.what),
+            Err("bytes of names as referenced by keys and stacks")
+        );
     }
 }

@@ -77,6 +77,12 @@ impl Dictionary {
             } else {
                 Attribution::default()
             };
+            let names = [&attr.netns_name, &attr.device, &attr.protocol]
+                .into_iter()
+                .flatten()
+                .map(|n| n.len())
+                .sum::<usize>();
+            spent.referenced(name.len() + location.len() + names)?;
             self.keys.push(DropKey {
                 reason: Reason { code, name },
                 location,
@@ -94,8 +100,12 @@ impl Dictionary {
             let len = r.count(1)?;
             spent.stack(len)?;
             let frames = (0..len)
-                .map(|_| self.string(r.uvarint()?))
-                .collect::<Result<Arc<[Arc<str>]>, _>>()?;
+                .map(|_| {
+                    let frame = self.string(r.uvarint()?)?;
+                    spent.referenced(frame.len())?;
+                    Ok(frame)
+                })
+                .collect::<Result<Arc<[Arc<str>]>, DictError>>()?;
             self.stacks.push((key, frames));
         }
         if self.version >= 2 {

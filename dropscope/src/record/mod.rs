@@ -10,6 +10,7 @@
 use std::time::Duration;
 
 pub mod budget;
+pub mod crafted;
 mod decode;
 mod encoder;
 mod format;
@@ -23,6 +24,8 @@ mod writer;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_budget;
 #[cfg(test)]
 mod tests_damage;
 #[cfg(test)]

@@ -3,7 +3,7 @@ use std::{fs::File, os::unix::fs::FileExt, path::Path, sync::Arc, time::Duration
 
 use super::{
     RecordError,
-    budget::{Limit, Spent},
+    budget::{Limit, MAX_CHAIN_BYTES, MAX_DELTAS, Spent},
     decode::{Cursor, DictError, Dictionary, Frames},
     format::{
         FILE_HEADER_LEN, FLAG_LZ4, FRAME_HEADER_LEN, FrameHeader, HeaderProblem, Kind, MAGIC,
@@ -56,6 +56,8 @@ pub struct Recording {
     frames: Vec<FrameInfo>,
     pub(super) dict: Dictionary,
     spent: Spent,
+    /// Decompressed bytes of the last keyframe and the deltas after it.
+    chain_bytes: u64,
     warnings: Vec<String>,
     finished: bool,
     /// Where the next frame to index starts, and the length indexed up to.
@@ -199,6 +201,7 @@ impl Recording {
             frames: Vec::new(),
             dict: Dictionary::new(version),
             spent: Spent::default(),
+            chain_bytes: 0,
             warnings: Vec::new(),
             finished: false,
             next: offset + FRAME_HEADER_LEN as u64 + u64::from(h.len),
@@ -336,6 +339,24 @@ impl Recording {
                 if self.frames.last().is_some_and(|p| p.elapsed > elapsed) {
                     return Err(corrupt(offset, "time goes backward"));
                 }
+                // A seek decodes the keyframe and every delta after it: both are bounded.
+                if self.frames.len() - base > MAX_DELTAS {
+                    return Err(corrupt(
+                        offset,
+                        "more than 255 delta frames after a keyframe",
+                    ));
+                }
+                self.chain_bytes = if keyframe {
+                    raw as u64
+                } else {
+                    self.chain_bytes.saturating_add(raw as u64)
+                };
+                if self.chain_bytes > MAX_CHAIN_BYTES {
+                    return Err(corrupt(
+                        offset,
+                        "a keyframe and its deltas beyond 256 MiB decompressed",
+                    ));
+                }
                 self.spent.snapshot_frame().map_err(|l| over(offset, l))?;
                 self.frames.push(FrameInfo {
                     offset,
@@ -362,6 +383,13 @@ impl Recording {
             }
         }
         Ok(Some(next))
+    }
+
+    /// Bytes of names referenced by the keys and stacks defined so far (each reference counted,
+    /// see [`MAX_REFERENCED_BYTES`](super::budget::MAX_REFERENCED_BYTES)): what the output of a
+    /// report or graph grows with.
+    pub fn referenced_bytes(&self) -> u64 {
+        self.spent.referenced_bytes()
     }
 
     /// The session the recording was made in.

@@ -1,9 +1,14 @@
 //! The HTTP server: `/metrics` rendered from the latest published exposition. A scrape makes no
-//! BPF syscall and takes no lock the collector holds; requests are bounded by a header-read
-//! timeout, a response timeout, a request-body limit and a cap on open connections.
+//! BPF syscall and takes no lock the collector holds. Each connection is bounded by the
+//! [`Limits`] (idle and write timeouts, requests per connection, caps on connections in all and
+//! per peer that shed the least recently active one), requests by a response timeout and a
+//! body limit; with a web config, by TLS and basic auth.
 use std::{
     net::SocketAddr,
-    sync::{Arc, OnceLock},
+    sync::{
+        Arc, OnceLock,
+        atomic::{AtomicU32, Ordering},
+    },
     time::Duration,
 };
 
@@ -11,27 +16,27 @@ use axum::{
     Router,
     body::{Body, Bytes},
     extract::State,
-    http::{HeaderMap, StatusCode, header},
+    http::{HeaderMap, HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
     routing::get,
 };
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::{
-    net::TcpListener,
-    sync::{Semaphore, watch},
+    io::{AsyncRead, AsyncWrite, AsyncWriteExt as _},
+    net::{TcpListener, TcpStream},
+    sync::watch,
 };
+use tokio_rustls::TlsAcceptor;
 use tower_http::{limit::RequestBodyLimitLayer, timeout::TimeoutLayer};
 
-use super::exposition::{Exposition, Format, render};
+use super::{
+    auth::{self, Users},
+    connections::{Limits, Registry, Tracked},
+    exposition::{Exposition, Format, render},
+};
 
-/// A client must send a request's headers within this long (also the idle keep-alive limit).
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// A response must be ready within this long.
-pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest request body accepted (a scrape has none).
 pub const BODY_LIMIT: usize = 1024;
-/// Open connections at most; further ones wait in the listen backlog.
-pub const MAX_CONNECTIONS: usize = 64;
 
 /// One snapshot's exposition, rendered at most once per format, on the first scrape that asks.
 #[derive(Debug)]
@@ -87,27 +92,42 @@ async fn index() -> &'static str {
     "dropscope: kernel packet drops for Prometheus; metrics at /metrics\n"
 }
 
-/// The routes with their limits.
-pub fn router(latest: Latest) -> Router {
-    Router::new()
+/// The routes with their limits; with `users`, every route asks for basic auth.
+pub fn router(latest: Latest, users: Option<Arc<Users>>, limits: &Limits) -> Router {
+    let routes = Router::new()
         .route("/metrics", get(metrics))
         .route("/", get(index))
-        .with_state(latest)
+        .with_state(latest);
+    let routes = match users {
+        Some(users) => routes.layer(axum::middleware::from_fn_with_state(users, auth::require)),
+        None => routes,
+    };
+    routes
         .layer(RequestBodyLimitLayer::new(BODY_LIMIT))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
-            RESPONSE_TIMEOUT,
+            limits.response_timeout,
         ))
 }
 
-/// Accepts connections on `listener` and serves `router` on each, until the future is dropped.
-pub async fn serve(listener: TcpListener, router: Router) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+/// Accepts connections on `listener` and serves `router` on each (over TLS with `tls`), within
+/// `limits`, until the future is dropped (which closes every connection).
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    limits: Limits,
+    tls: Option<TlsAcceptor>,
+) {
+    let registry = Registry::new(limits);
+    // Dropped with this future: every connection task ends with it.
+    let mut connections = tokio::task::JoinSet::new();
     loop {
-        let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
-            return;
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            // Reap finished connection tasks as they end.
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
         };
-        let (stream, peer) = match listener.accept().await {
+        let (stream, peer) = match accepted {
             Ok(c) => c,
             Err(e) => {
                 // Out of file descriptors and the like: pause rather than spin.
@@ -116,18 +136,89 @@ pub async fn serve(listener: TcpListener, router: Router) {
                 continue;
             }
         };
-        let service = hyper_util::service::TowerToHyperService::new(router.clone());
-        tokio::spawn(async move {
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), service);
-            if let Err(e) = conn.await {
-                tracing::debug!("connection from {peer}: {e}");
+        let (slot, shed) = registry.admit(peer.ip());
+        if shed {
+            tracing::debug!("at a connection cap: shed the least recently active connection");
+        }
+        let router = router.clone();
+        let tls = tls.clone();
+        connections.spawn(async move {
+            let activity = Arc::clone(slot.activity());
+            let io = Tracked::new(stream, Arc::clone(&activity), limits.write_timeout);
+            tokio::select! {
+                r = connection(io, router, limits, tls) => {
+                    if let Err(e) = r {
+                        tracing::debug!("connection from {peer}: {e}");
+                    }
+                }
+                () = activity.shed() => tracing::debug!("connection from {peer} shed"),
             }
-            drop(permit);
+            drop(slot);
         });
     }
+}
+
+/// Go's answer to plain HTTP sent to a TLS port, which Prometheus users know.
+const PLAIN_TO_TLS: &[u8] = b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; \
+    charset=utf-8\r\nConnection: close\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
+
+/// One connection: the TLS handshake if any, then HTTP/1.1 until the client leaves, a timeout
+/// or the request cap.
+async fn connection(
+    mut io: Tracked<TcpStream>,
+    router: Router,
+    limits: Limits,
+    tls: Option<TlsAcceptor>,
+) -> anyhow::Result<()> {
+    let Some(acceptor) = tls else {
+        return http1(io, router, limits).await;
+    };
+    let handshake = async {
+        // A TLS connection opens with a handshake record (0x16); anything else is refused.
+        let mut first = [0u8; 1];
+        let n = io.get_ref().peek(&mut first).await?;
+        if n == 0 || first[0] != 0x16 {
+            io.write_all(PLAIN_TO_TLS).await?;
+            io.shutdown().await?;
+            return Ok(None);
+        }
+        acceptor.accept(io).await.map(Some)
+    };
+    match tokio::time::timeout(limits.idle_timeout, handshake).await {
+        Ok(Ok(Some(stream))) => http1(stream, router, limits).await,
+        Ok(Ok(None)) => Ok(()),
+        Ok(Err(e)) => Err(anyhow::anyhow!("TLS handshake: {e}")),
+        Err(_) => Err(anyhow::anyhow!("no TLS handshake within the idle timeout")),
+    }
+}
+
+/// HTTP/1.1 on `io`: at most `limits.max_requests` requests, the last answered with
+/// `Connection: close`; the idle timeout bounds the wait for each request head.
+async fn http1<I>(io: I, router: Router, limits: Limits) -> anyhow::Result<()>
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper_util::service::TowerToHyperService::new(router);
+    let served = AtomicU32::new(0);
+    let counted = hyper::service::service_fn(move |req| {
+        let last = served.fetch_add(1, Ordering::Relaxed) + 1 >= limits.max_requests;
+        let answer = hyper::service::Service::call(&service, req);
+        async move {
+            let mut response = answer.await?;
+            if last {
+                response
+                    .headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            Ok::<_, std::convert::Infallible>(response)
+        }
+    });
+    hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.idle_timeout)
+        .serve_connection(TokioIo::new(io), counted)
+        .await?;
+    Ok(())
 }
 
 /// Binds the listening socket, with an actionable message when the address is taken.

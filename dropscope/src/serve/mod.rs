@@ -4,11 +4,17 @@
 //! to each and publishes the result in a `watch` channel; a scrape clones the latest `Arc` and
 //! renders it (once per snapshot and format). A scrape therefore makes no BPF syscall and never
 //! holds anything the collector waits for, and any number of scrapes can run at once.
+//!
+//! Connections are bounded ([`connections`]): a client holding every connection it can does
+//! not lock a scraper out. TLS and basic auth come from a [`webconfig`] file.
+pub mod auth;
+pub mod connections;
 pub mod exposition;
 pub mod http;
 pub mod series;
+pub mod webconfig;
 
-use std::sync::Arc;
+use std::{net::SocketAddr, path::PathBuf, sync::Arc};
 
 use anyhow::{Context as _, bail};
 use tokio::{
@@ -16,13 +22,28 @@ use tokio::{
     sync::watch,
 };
 
-use crate::{cli::ServeArgs, source::Feed};
+use crate::{collector::Stopper, source::Feed};
 
 use self::{
+    connections::Limits,
     exposition::Exposition,
     http::Published,
     series::{Selected, Selection},
+    webconfig::WebConfig,
 };
+
+/// What `dropscope serve` is asked to do (the command line's options, plain).
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    /// Address and port to listen on.
+    pub listen: SocketAddr,
+    /// Label sets exported as series of their own at most.
+    pub max_series: usize,
+    /// The web config (TLS, basic auth), if any.
+    pub web_config: Option<PathBuf>,
+    /// Connection limits.
+    pub limits: Limits,
+}
 
 /// Applies the cap to every snapshot of `feed` and publishes the result, until the feed ends.
 pub async fn publish(mut feed: Feed, tx: watch::Sender<Option<Arc<Published>>>, max: usize) {
@@ -46,8 +67,13 @@ pub async fn publish(mut feed: Feed, tx: watch::Sender<Option<Arc<Published>>>, 
     }
 }
 
-/// Runs `dropscope serve` until SIGINT, SIGTERM, SIGHUP or SIGQUIT, then detaches the probe.
-pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
+/// Runs `dropscope serve` until SIGINT, SIGTERM, SIGHUP or SIGQUIT: reads the web config,
+/// takes the port, then calls `start` for the live feed (attaching the probe), and at the end
+/// stops it (detaching the probe).
+pub async fn run(
+    opts: ServeOptions,
+    start: impl FnOnce() -> anyhow::Result<(Feed, Stopper)>,
+) -> anyhow::Result<()> {
     let mut signals = Vec::new();
     for (kind, name) in [
         (SignalKind::interrupt(), "SIGINT"),
@@ -58,21 +84,33 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
         signals.push(signal(kind).with_context(|| format!("installing a {name} handler"))?);
     }
     let any_signal = futures::future::select_all(signals.iter_mut().map(|s| Box::pin(s.recv())));
-    // The port is taken before the probe is attached, so a busy port costs nothing.
-    let listener = http::bind(args.listen).await?;
+    // The web config and the port come before the probe is attached, so that a mistake in
+    // either costs nothing.
+    let web = match &opts.web_config {
+        Some(path) => WebConfig::load(path)?,
+        None => WebConfig::default(),
+    };
+    let listener = http::bind(opts.listen).await?;
     let local = listener
         .local_addr()
         .context("reading the listening address")?;
-    let (feed, stopper) = crate::cmd::live::start_live(&args.live)?;
+    let (feed, stopper) = start()?;
     eprintln!(
-        "dropscope: counting drops with {}; serving metrics on http://{local}/metrics until \
+        "dropscope: counting drops with {}; serving metrics on {}://{local}/metrics{} until \
          Ctrl-C or SIGTERM",
-        feed.info.probe
+        feed.info.probe,
+        if web.tls.is_some() { "https" } else { "http" },
+        if web.users.is_some() {
+            " (basic auth)"
+        } else {
+            ""
+        },
     );
     let (tx, rx) = watch::channel(None);
-    let max = usize::try_from(args.max_series).unwrap_or(usize::MAX);
-    let publisher = publish(feed, tx, max);
-    let server = http::serve(listener, http::router(rx));
+    let publisher = publish(feed, tx, opts.max_series);
+    let router = http::router(rx, web.users, &opts.limits);
+    let tls = web.tls.map(tokio_rustls::TlsAcceptor::from);
+    let server = http::serve(listener, router, opts.limits, tls);
     let collector_died = tokio::select! {
         () = publisher => true,
         () = server => false,
@@ -86,5 +124,7 @@ pub async fn run(args: &ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+#[cfg(test)]
+mod server_tests;
 #[cfg(test)]
 mod tests;

@@ -39,27 +39,12 @@ pub struct Series {
     pub count: u64,
 }
 
-/// Makes a kernel-provided string safe as a label value: control characters become `?` (the
-/// renderer escapes `\`, `"` and newlines; none survive here but the first two) and the value
-/// is bounded to [`MAX_LABEL_BYTES`].
+/// Makes a kernel-provided string safe as a label value: control, bidi, format and invisible
+/// characters become `?` (the renderer escapes `\`, `"` and newlines; none survive here but
+/// the first two) and the value is bounded to [`MAX_LABEL_BYTES`] (see
+/// [`crate::sanitize::metric_label`]).
 pub fn sanitize(value: &str) -> Arc<str> {
-    let clean = |c: char| if c.is_control() { '?' } else { c };
-    if value.len() <= MAX_LABEL_BYTES {
-        if value.chars().any(char::is_control) {
-            return value.chars().map(clean).collect::<String>().into();
-        }
-        return value.into();
-    }
-    let keep = MAX_LABEL_BYTES - '…'.len_utf8();
-    let mut out = String::with_capacity(MAX_LABEL_BYTES);
-    for c in value.chars() {
-        if out.len() + c.len_utf8() > keep {
-            break;
-        }
-        out.push(clean(c));
-    }
-    out.push('…');
-    out.into()
+    crate::sanitize::metric_label(value, MAX_LABEL_BYTES)
 }
 
 /// Chooses which label sets are exported as series of their own, at most `max` of them.

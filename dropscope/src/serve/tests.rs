@@ -1,4 +1,5 @@
-//! Tests of the exposition formats, content negotiation and the HTTP server on loopback.
+//! Tests of the exposition formats, content negotiation and the HTTP server on loopback (its
+//! connection limits, TLS and basic auth in `server_tests`).
 use std::{
     io::{Read, Write},
     sync::Arc,
@@ -7,9 +8,11 @@ use std::{
 use tokio::sync::watch;
 
 use super::{
+    connections::Limits,
     exposition::{Exposition, Format, render},
     http::{self, Published},
     series::{Selected, Selection, Series},
+    webconfig::WebConfig,
 };
 use crate::model::{DropCount, DropKey, Health, Reason, SessionInfo, Snapshot};
 
@@ -213,12 +216,7 @@ async fn request(port: u16, raw: String) -> String {
 
 #[tokio::test]
 async fn the_server_serves_the_latest_exposition_within_its_limits() {
-    let listener = http::bind("127.0.0.1:0".parse().expect("addr"))
-        .await
-        .expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    let (tx, rx) = watch::channel(None);
-    let server = tokio::spawn(http::serve(listener, http::router(rx)));
+    let (port, tx, server) = start(Limits::default(), WebConfig::default()).await;
     let get = |accept: &str| {
         format!("GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: {accept}\r\nConnection: close\r\n\r\n")
     };
@@ -267,4 +265,45 @@ async fn a_taken_port_is_named_with_what_to_do() {
     let msg = format!("{err:#}");
     assert!(msg.contains(&format!("cannot listen on {addr}")), "{msg}");
     assert!(msg.contains("--listen"), "{msg}");
+}
+
+/// Starts a server on a free loopback port with `limits` and `web`, with nothing published.
+pub(super) async fn start(
+    limits: Limits,
+    web: WebConfig,
+) -> (
+    u16,
+    watch::Sender<Option<Arc<Published>>>,
+    tokio::task::JoinHandle<()>,
+) {
+    let listener = http::bind("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let (tx, rx) = watch::channel(None);
+    let router = http::router(rx, web.users, &limits);
+    let tls = web.tls.map(tokio_rustls::TlsAcceptor::from);
+    let server = tokio::spawn(http::serve(listener, router, limits, tls));
+    (port, tx, server)
+}
+
+/// An exposition of `n` series (a body of about 100 bytes a series).
+pub(super) fn big_exposition(n: usize) -> Published {
+    let mut s = snapshot();
+    s.drops = (0..n)
+        .map(|i| DropCount {
+            key: DropKey {
+                reason: Reason {
+                    code: 2,
+                    name: "NO_SOCKET".into(),
+                },
+                location: format!("some_kernel_function_{i}+0x{i:x}").into(),
+                attr: Default::default(),
+            },
+            count: 1 + i as u64,
+        })
+        .collect();
+    s.total = s.drops.iter().map(|d| d.count).sum::<u64>() + s.overflow;
+    let sel = Selection::new(n).select(&s);
+    Published::new(Exposition::new(&info(), &s, sel, n))
 }

@@ -75,6 +75,24 @@ fn print_report(
     kernel: Option<&KernelView>,
 ) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
+    write_report(snap, seconds, format, lines, kernel, &mut out)?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Writes one report of `snap` (covering `seconds`) to `out`, as `report` prints it: a table,
+/// or JSON (on one line when `lines`), with the kernel's counters of the same window if any.
+///
+/// Names are escaped for a terminal; what is written grows with the keys and the bytes of the
+/// names they reference (see `record::budget::OUTPUT_PER_NAME_BYTE`), never more.
+pub fn write_report(
+    snap: &Snapshot,
+    seconds: f64,
+    format: Format,
+    lines: bool,
+    kernel: Option<&KernelView>,
+    mut out: impl Write,
+) -> anyhow::Result<()> {
     match format {
         Format::Table => {
             report::write_table(snap, seconds, &mut out)?;
@@ -99,6 +117,5 @@ fn print_report(
             writeln!(out, "{}", sanitize::json(&text))?;
         }
     }
-    out.flush()?;
     Ok(())
 }

@@ -1,5 +1,9 @@
 //! The headless report: a snapshot (or a window of one) printed as a table or as JSON.
-use std::io::Write;
+use std::{
+    cmp::Reverse,
+    collections::{HashMap, HashSet},
+    io::Write,
+};
 
 use serde::Serialize;
 use unicode_width::UnicodeWidthStr;
@@ -7,7 +11,7 @@ use unicode_width::UnicodeWidthStr;
 use crate::{
     explain::Guide,
     kcounters::{CounterDelta, KernelView, Unseen},
-    model::Snapshot,
+    model::{DropCount, DropKey, Sample, Snapshot},
     sanitize,
 };
 
@@ -56,23 +60,37 @@ pub struct JsonSample {
     pub len: u32,
 }
 
-fn json_samples(s: &Snapshot, key: &crate::model::DropKey) -> Vec<JsonSample> {
-    s.samples
-        .iter()
-        .filter(|k| k.key == *key)
-        .flat_map(|k| &k.packets)
-        .map(|p| {
-            let h = p.headers();
-            JsonSample {
-                src: h.src.map(|a| a.to_string()),
-                dst: h.dst.map(|a| a.to_string()),
-                sport: h.sport,
-                dport: h.dport,
-                protocol: h.protocol.map(crate::select::protocol_name),
-                len: p.len,
-            }
-        })
-        .collect()
+/// The sampled packets of each key, found by hashing the key (not by scanning every key's
+/// samples for every row). A key's packets go to its first row only, so no recording can make
+/// the report print more packets than it holds.
+struct SamplesByKey<'a>(HashMap<&'a DropKey, Vec<&'a Sample>>);
+
+impl<'a> SamplesByKey<'a> {
+    fn new(s: &'a Snapshot) -> Self {
+        let mut by_key: HashMap<&DropKey, Vec<&Sample>> = HashMap::new();
+        for k in &s.samples {
+            by_key.entry(&k.key).or_default().extend(&k.packets);
+        }
+        SamplesByKey(by_key)
+    }
+
+    fn take(&mut self, key: &DropKey) -> Vec<JsonSample> {
+        let packets = self.0.remove(key).unwrap_or_default();
+        packets
+            .into_iter()
+            .map(|p| {
+                let h = p.headers();
+                JsonSample {
+                    src: h.src.map(|a| a.to_string()),
+                    dst: h.dst.map(|a| a.to_string()),
+                    sport: h.sport,
+                    dport: h.dport,
+                    protocol: h.protocol.map(crate::select::protocol_name),
+                    len: p.len,
+                }
+            })
+            .collect()
+    }
 }
 
 /// The JSON report: `total`, `overflow` and `drops`, plus the window length.
@@ -105,15 +123,74 @@ impl JsonReport<'_> {
     }
 }
 
+/// Every distinct name of the rows, ranked in order: rows are then sorted by numbers, so that
+/// sorting costs the same whatever the names' lengths (a recording may share one long name
+/// among many keys: comparing it at every step made sorting take minutes).
+struct NameRanks<'a>(HashMap<&'a str, u32>);
+
+impl<'a> NameRanks<'a> {
+    fn new(rows: &[&'a DropCount]) -> Self {
+        let mut names: Vec<&str> = rows
+            .iter()
+            .flat_map(|d| {
+                let (k, a) = (&d.key, &d.key.attr);
+                [&a.netns_name, &a.device, &a.protocol]
+                    .into_iter()
+                    .flatten()
+                    .chain([&k.reason.name, &k.location])
+                    .map(|n| &**n)
+            })
+            .collect::<HashSet<&str>>()
+            .into_iter()
+            .collect();
+        names.sort_unstable();
+        NameRanks(names.into_iter().zip(0..).collect())
+    }
+
+    fn of(&self, name: &str) -> u32 {
+        self.0.get(name).copied().unwrap_or(u32::MAX)
+    }
+
+    /// The sort key of a row: count (largest first), then the key's fields in the order of
+    /// [`DropKey`]'s own ordering, names by rank.
+    #[allow(clippy::type_complexity)]
+    fn key(
+        &self,
+        d: &DropCount,
+    ) -> (
+        Reverse<u64>,
+        u32,
+        u32,
+        u32,
+        Option<u64>,
+        [Option<u32>; 3],
+        Option<u16>,
+    ) {
+        let (k, a) = (&d.key, &d.key.attr);
+        let rank = |n: &Option<std::sync::Arc<str>>| n.as_deref().map(|n| self.of(n));
+        (
+            Reverse(d.count),
+            k.reason.code,
+            self.of(&k.reason.name),
+            self.of(&k.location),
+            a.netns,
+            [rank(&a.netns_name), rank(&a.device), rank(&a.protocol)],
+            a.port,
+        )
+    }
+}
+
 /// Rows sorted by count (largest first), then reason and location: a stable order.
-fn sorted(s: &Snapshot) -> Vec<&crate::model::DropCount> {
+fn sorted(s: &Snapshot) -> Vec<&DropCount> {
     let mut rows: Vec<_> = s.drops.iter().filter(|d| d.count > 0).collect();
-    rows.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
+    let ranks = NameRanks::new(&rows);
+    rows.sort_by_cached_key(|d| ranks.key(d));
     rows
 }
 
 /// Builds the JSON report of a snapshot covering `seconds`.
 pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
+    let mut samples = SamplesByKey::new(s);
     JsonReport {
         total: s.total,
         overflow: s.overflow,
@@ -130,7 +207,7 @@ pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
                 protocol: d.key.attr.protocol.as_deref(),
                 port: d.key.attr.port,
                 count: d.count,
-                samples: json_samples(s, &d.key),
+                samples: samples.take(&d.key),
                 hint: Guide::builtin().hint(&d.key.reason.name),
             })
             .collect(),
@@ -479,5 +556,110 @@ mod tests {
         let text = String::from_utf8(out).expect("utf8");
         assert!(text.contains("MISSED: the kernel skipped 4"), "{text}");
         assert_eq!(json(&missed, 3.0).missed, 4);
+    }
+
+    /// The snapshot of a crafted recording.
+    fn recorded(bytes: &[u8]) -> Snapshot {
+        let rec = crate::record::Recording::from_bytes(bytes).expect("open");
+        rec.snapshot_at(Duration::MAX).expect("snapshot")
+    }
+
+    #[test]
+    fn json_gives_each_sampled_packet_once_whatever_the_keys() {
+        // 1,000 identical keys, one sampled packet each: every row once got all 1,000.
+        let d = crate::record::crafted::Dict {
+            strings: vec!["R".into(), "f".into()],
+            keys: vec![(2, 0, 1); 1000],
+            samples: (0..1000).collect(),
+            ..Default::default()
+        };
+        let s = recorded(&crate::record::crafted::recording(&d, 0));
+        let held: usize = s.samples.iter().map(|k| k.packets.len()).sum();
+        assert_eq!(held, 1000);
+        let report = json(&s, 1.0);
+        assert_eq!(report.drops.len(), 1000);
+        let given: usize = report.drops.iter().map(|d| d.samples.len()).sum();
+        assert_eq!(given, held);
+        assert_eq!(report.drops[0].samples[0].dport, Some(53));
+
+        // Distinct keys each get their own packet.
+        let s = recorded(&crate::record::crafted::sampled_keys(3000));
+        let report = json(&s, 1.0);
+        assert!(report.drops.iter().all(|d| d.samples.len() == 1));
+        let text = serde_json::to_string(&report).expect("json");
+        assert!(text.len() < 3000 * 1024, "{} bytes", text.len());
+    }
+
+    #[test]
+    fn rows_sort_by_count_then_key_ranking_each_distinct_name_once() {
+        let d = |code, name: &str, loc: &str, port, count| DropCount {
+            key: DropKey {
+                reason: Reason {
+                    code,
+                    name: name.into(),
+                },
+                location: loc.into(),
+                attr: crate::model::Attribution {
+                    port,
+                    device: port.map(|p| format!("eth{}", p % 2).into()),
+                    ..Default::default()
+                },
+            },
+            count,
+        };
+        let s = Snapshot {
+            drops: vec![
+                d(2, "B", "y", Some(3), 5),
+                d(2, "B", "x", None, 5),
+                d(1, "Z", "z", None, 5),
+                d(2, "A", "y", Some(1), 5),
+                d(2, "B", "x", Some(2), 5),
+                d(9, "Q", "q", None, 7),
+                d(2, "B", "x", Some(1), 0),
+            ],
+            ..Default::default()
+        };
+        let rows = sorted(&s);
+        let mut want: Vec<&DropCount> = s.drops.iter().filter(|d| d.count > 0).collect();
+        want.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
+        assert_eq!(rows, want);
+
+        // Many keys sharing one 64 KiB name: the names ranked are the distinct ones.
+        let s = recorded(&crate::record::crafted::shared_name(2000, 64 << 10));
+        let rows: Vec<&DropCount> = s.drops.iter().collect();
+        assert_eq!(NameRanks::new(&rows).0.len(), 2);
+        assert_eq!(sorted(&s).len(), 2000);
+        let text = table(&s);
+        assert_eq!(text.lines().count(), 2002);
+        assert!(text.len() < 2002 * 200, "{} bytes", text.len());
+    }
+
+    #[test]
+    fn invisible_characters_of_a_recording_are_escaped_in_the_table() {
+        let invisible = crate::sanitize::INVISIBLE;
+        let d = crate::record::crafted::Dict {
+            strings: invisible
+                .iter()
+                .flat_map(|c| [format!("NO_SOCK{c}ET"), format!("udp_rcv{c}+0x1")])
+                .collect(),
+            keys: (0..invisible.len() as u64)
+                .map(|i| (2, 2 * i, 2 * i + 1))
+                .collect(),
+            ..Default::default()
+        };
+        let text = table(&recorded(&crate::record::crafted::recording(&d, 0)));
+        for c in invisible {
+            assert!(!text.contains(*c), "{c:?} reached the table: {text:?}");
+            let escaped = c.escape_unicode().to_string();
+            assert!(
+                text.contains(&format!("NO_SOCK{escaped}ET")),
+                "{c:?}: {text}"
+            );
+            assert!(
+                text.contains(&format!("udp_rcv{escaped}+0x1")),
+                "{c:?}: {text}"
+            );
+        }
+        assert_eq!(text.lines().count(), invisible.len() + 2);
     }
 }
