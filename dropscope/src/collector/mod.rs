@@ -65,6 +65,8 @@ pub struct Collector {
     probe: Probe,
     symbolizer: Symbolizer,
     names: Names,
+    /// The names' generation the current keys were named in.
+    names_generation: u64,
     opts: CollectorOptions,
     started: Instant,
     interval: Duration,
@@ -101,6 +103,7 @@ impl Collector {
             probe,
             symbolizer,
             names: Names::new(),
+            names_generation: 0,
             opts,
             started: Instant::now(),
             counts: CountReader::default(),
@@ -122,10 +125,15 @@ impl Collector {
     /// new snapshot and whether any count changed. Adapts the interval.
     pub fn poll(&mut self) -> std::io::Result<(Snapshot, bool)> {
         let totals = self.probe.totals();
+        // Names are looked up beside the counting: when the lookups learnt some, the keys are
+        // named again even if no count changed (a quiet namespace gets its name too).
+        let names = self.names.generation();
         let changed = self
             .last_totals
-            .is_none_or(|t| t.drop_counts() != totals.drop_counts());
+            .is_none_or(|t| t.drop_counts() != totals.drop_counts())
+            || names != self.names_generation;
         if changed {
+            self.names_generation = names;
             self.read_maps()?;
         }
         self.interval = self.opts.interval / 2;
@@ -420,6 +428,9 @@ impl Collector {
                         _ => break,
                     }
                 }
+                // The last snapshot is what a report prints and a recording ends with: names
+                // still being looked up get a moment (never more) to arrive.
+                c.names.wait_idle(FINAL_NAMES_WAIT);
                 let _ = tx.blocking_send(c.snapshot_now()?);
                 Ok(())
             },
@@ -438,6 +449,9 @@ impl Collector {
         ))
     }
 }
+
+/// How long the last snapshot waits for names still being looked up.
+const FINAL_NAMES_WAIT: Duration = Duration::from_secs(1);
 
 /// Stops a spawned collector: it takes a last snapshot, sends it, and detaches the probe (on its
 /// own thread, which [`Stopper::finish`] and `Drop` wait for, so nothing outlives the process's
