@@ -64,6 +64,8 @@ fn dictionary(d: &Dict) -> Vec<u8> {
         }
         p.extend_from_slice(&PACKET);
     }
+    // No key renamed (version 3 on).
+    put_uvarint(&mut p, 0);
     p
 }
 

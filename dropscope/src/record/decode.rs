@@ -137,7 +137,7 @@ impl Dictionary {
             }
         }
         if self.version >= 3 {
-            self.renames(&mut r)?;
+            self.renames(&mut r, spent)?;
         }
         Ok(r.finish()?)
     }
@@ -145,7 +145,9 @@ impl Dictionary {
     /// Names written again for keys already defined (version 3 on): the namespace and device
     /// names of a key are attributes, not its identity; each key's at most
     /// [`MAX_RENAMES_PER_KEY`] times.
-    fn renames(&mut self, r: &mut Reader<'_>) -> Result<(), Malformed> {
+    ///
+    /// The names given count against the budget on names as referenced, as a key's do.
+    fn renames(&mut self, r: &mut Reader<'_>, spent: &mut Spent) -> Result<(), DictError> {
         let n = r.count(3)?;
         for _ in 0..n {
             let id = usize::try_from(r.uvarint()?).map_err(|_| Malformed("key id too large"))?;
@@ -156,15 +158,22 @@ impl Dictionary {
                 }
             };
             let (netns_name, device) = (name(r)?, name(r)?);
+            spent.referenced(
+                [&netns_name, &device]
+                    .into_iter()
+                    .flatten()
+                    .map(|n| n.len())
+                    .sum(),
+            )?;
             if self.renames.len() < self.keys.len() {
                 self.renames.resize(self.keys.len(), 0);
             }
             let (Some(key), Some(renames)) = (self.keys.get_mut(id), self.renames.get_mut(id))
             else {
-                return Err(Malformed("names of an undefined key"));
+                return Err(Malformed("names of an undefined key").into());
             };
             if *renames >= MAX_RENAMES_PER_KEY {
-                return Err(Malformed("a key renamed too often"));
+                return Err(Malformed("a key renamed too often").into());
             }
             *renames += 1;
             key.attr.netns_name = netns_name;
