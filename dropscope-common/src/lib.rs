@@ -89,6 +89,19 @@ pub mod filter {
     pub const REASON_BITS: u32 = 4096;
 }
 
+/// The bit of a drop reason in the reason filter's bitmap: `(subsystem << 8) | reason` for
+/// reasons below 256 of subsystems below 16 (every kernel's so far); `None` for any other
+/// value, which the filter can neither list nor alias onto another reason's bit. One
+/// definition for the program and userspace.
+#[inline(always)]
+pub const fn reason_bit(value: u32) -> Option<u32> {
+    if value & 0xff00 == 0 && (value >> 16) < 16 {
+        Some((value >> 16) << 8 | (value & 0xff))
+    } else {
+        None
+    }
+}
+
 /// Load-time settings of the program (a read-only global: the verifier sees constants).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -289,8 +302,16 @@ pub struct StackKey {
     pub reason: u32,
     /// Id in the stack-trace map.
     pub stack_id: u32,
+    /// Slot of the drop's key (so a stack is weighed for its row: namespace, interface,
+    /// protocol and port too), or [`NO_SLOT`] for a drop counted as overflow.
+    pub slot: u32,
+    /// Explicit padding; always zero.
+    pub pad: u32,
 }
-const _: () = assert!(core::mem::size_of::<StackKey>() == 16);
+const _: () = assert!(core::mem::size_of::<StackKey>() == 24);
+
+/// [`StackKey::slot`] of a drop that got no slot (counted as overflow).
+pub const NO_SLOT: u32 = u32::MAX;
 
 /// Weight of a sampled stack: each sample stands for `period` drops.
 #[repr(C)]
@@ -439,6 +460,26 @@ mod tests {
                 let from = head.saturating_add(u64::from(nh));
                 prop_assert!(n == 0 || from.saturating_add(n) <= data.saturating_add(u64::from(len - data_len)));
                 prop_assert!(n == 0 || from.saturating_add(n) <= head.saturating_add(u64::from(tail)));
+            }
+        }
+    }
+
+    #[test]
+    fn reason_bits_never_alias() {
+        assert_eq!(reason_bit(2), Some(2));
+        assert_eq!(reason_bit(0x0003_0005), Some(0x305));
+        assert_eq!(
+            reason_bit(0x0011_0002),
+            None,
+            "subsystem 17 is not subsystem 1"
+        );
+        assert_eq!(reason_bit(0x100), None);
+        let mut seen = std::collections::HashSet::new();
+        for sub in 0..32u32 {
+            for r in 0..512u32 {
+                if let Some(bit) = reason_bit(sub << 16 | r) {
+                    assert!(bit < filter::REASON_BITS && seen.insert(bit));
+                }
             }
         }
     }

@@ -38,9 +38,10 @@ use aya_ebpf::{
     programs::{BtfTracePointContext, TracePointContext, tracing::StackIdContext},
 };
 use dropscope_common::{
-    BPF_F_MMAPABLE, Config, Control, CpuCounters, DEFAULT_MAX_KEYS, DropKey, MAX_CPUS,
+    BPF_F_MMAPABLE, Config, Control, CpuCounters, DEFAULT_MAX_KEYS, DropKey, MAX_CPUS, NO_SLOT,
     PacketSample, SAMPLE_BYTES, SAMPLED_KEYS, SAMPLES_PER_KEY, STACK_COUNT_ENTRIES,
-    STACK_TRACE_ENTRIES, SkbLayout, StackKey, StackValue, filter, group, need, sample_caplen,
+    STACK_TRACE_ENTRIES, SkbLayout, StackKey, StackValue, filter, group, need, reason_bit,
+    sample_caplen,
 };
 
 #[unsafe(no_mangle)]
@@ -189,13 +190,11 @@ fn this_cpu() -> Option<*mut CpuCounters> {
 #[inline(always)]
 fn reason_wanted(reason: u32) -> bool {
     let mode = cfg!(filter_reasons);
-    let listed = if reason & 0xff00 == 0 {
-        let bit = ((reason >> 16) & 0xf) << 8 | (reason & 0xff);
-        REASON_FILTER
+    let listed = match reason_bit(reason) {
+        Some(bit) => REASON_FILTER
             .get(bit / 64)
-            .is_some_and(|w| w & (1 << (bit % 64)) != 0)
-    } else {
-        false
+            .is_some_and(|w| w & (1 << (bit % 64)) != 0),
+        None => false,
     };
     listed == (mode == filter::REASONS_ONLY)
 }
@@ -280,7 +279,7 @@ fn count_drop<C: StackIdContext, M: Mem>(
                 c.overflow += 1;
                 compiler_fence(Ordering::SeqCst);
                 c.total += 1;
-                sample_stack(ctx, c, reason, location, false);
+                sample_stack(ctx, c, reason, location, NO_SLOT, false);
                 return;
             }
         }
@@ -306,7 +305,7 @@ fn count_drop<C: StackIdContext, M: Mem>(
     // keyed or overflow count it stands for.
     compiler_fence(Ordering::SeqCst);
     c.total += 1;
-    sample_stack(ctx, c, reason, location, first);
+    sample_stack(ctx, c, reason, location, slot, first);
 }
 
 /// Keeps the headers of a key's first packets: only the CPU that added the key writes them (its
@@ -391,6 +390,7 @@ fn sample_stack<C: StackIdContext>(
     c: &mut CpuCounters,
     reason: u32,
     location: u64,
+    slot: u32,
     first: bool,
 ) {
     let Some(control) = CONTROL.get(0) else {
@@ -433,6 +433,8 @@ fn sample_stack<C: StackIdContext>(
         location,
         reason,
         stack_id: id as u32,
+        slot,
+        pad: 0,
     };
     if let Some(v) = STACK_COUNTS.get_ptr_mut(key) {
         // SAFETY: a per-CPU hash value is this CPU's own.

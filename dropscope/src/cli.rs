@@ -5,6 +5,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::probe::ProbeChoice;
 
+mod selection;
+pub use selection::{DEFAULT_BY, Selection};
+
 /// Interactive terminal profiler for Linux kernel packet drops: which packets the kernel drops,
 /// why, where, from which stack, and since when. Counts in the kernel, never per event.
 ///
@@ -78,6 +81,9 @@ pub enum Command {
         /// Directory where `f` writes flamegraph SVGs.
         #[arg(long, default_value = ".", value_name = "DIR")]
         output_dir: PathBuf,
+        /// Grouping and filters, applied to the recording's counts as live.
+        #[command(flatten)]
+        select: Selection,
     },
     /// Write a flamegraph SVG (or folded stacks) of the sampled drop stacks.
     Flamegraph(FlamegraphArgs),
@@ -200,7 +206,7 @@ pub struct InputWindow {
 pub struct LiveArgs {
     /// Grouping and filters.
     #[command(flatten)]
-    pub select: crate::select::Selection,
+    pub select: Selection,
     /// Base poll interval: counts are read every half interval while drops arrive; while idle,
     /// only the mmap'd totals are checked (no syscall) and the view updates once per interval.
     #[arg(long, value_parser = parse_interval, default_value = "1s", value_name = "D")]

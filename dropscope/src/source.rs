@@ -16,6 +16,26 @@ pub struct Feed {
     pub replay: Option<ReplayHandle>,
 }
 
+impl Feed {
+    /// The same feed with every snapshot passed through `f` (e.g. a filter and grouping),
+    /// in order, by a task of its own.
+    pub fn map(self, f: impl Fn(Snapshot) -> Snapshot + Send + 'static) -> Feed {
+        let (tx, rx) = mpsc::channel(4);
+        let mut from = self.snapshots;
+        tokio::spawn(async move {
+            while let Some(s) = from.recv().await {
+                if tx.send(f(s)).await.is_err() {
+                    break;
+                }
+            }
+        });
+        Feed {
+            snapshots: rx,
+            ..self
+        }
+    }
+}
+
 /// Controls and position of a replay.
 pub struct ReplayHandle {
     /// Commands to the replay task.

@@ -210,7 +210,8 @@ fn a_process_renaming_itself_makes_no_new_keys() {
     let script = format!(
         "ip link set lo up; for i in $(seq 1 20); do printf 'ren%s' $i > /proc/$$/comm; \
          {traffic} udp 9 10 || exit 1; \
-         ip netns add dsren-$$-$i && ip netns exec dsren-$$-$i {traffic} udp 9 1; \
+         ip netns add dsren-$$-$i && ip -n dsren-$$-$i link set lo up && \
+         ip netns exec dsren-$$-$i {traffic} udp 9 1; \
          ip netns del dsren-$$-$i; sleep 0.25; done"
     );
     let renamer = run(Command::new("unshare").args(["-n", "sh", "-c", &script]));

@@ -61,7 +61,7 @@ pub async fn flamegraph_cmd(args: FlamegraphArgs) -> anyhow::Result<()> {
         bail!("--no-stacks leaves nothing to draw");
     }
     let (info, mut snap, window) = if args.window.input.is_some() {
-        recorded_window(&args.window)?
+        recorded_window(&args.window, &args.live.select)?
     } else {
         live_stacks(&args).await?
     };

@@ -25,7 +25,8 @@ pub fn start_live(live: &LiveArgs) -> anyhow::Result<(Feed, Stopper)> {
         btf_path: live.btf.clone(),
         count_self_syscalls: live.count_syscalls,
         bench_keys: live.bench_keys,
-        selection: live.select.clone(),
+        by: live.select.by.clone(),
+        filter: live.select.live_filter()?,
     };
     let probe = Probe::attach(&opts)?;
     let copts = CollectorOptions {

@@ -35,7 +35,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             pcap,
             live,
         }) => record(live, output, duration, force, pcap).await,
-        Some(Command::Replay { file, output_dir }) => replay::replay_cmd(&file, &output_dir).await,
+        Some(Command::Replay {
+            file,
+            output_dir,
+            select,
+        }) => replay::replay_cmd(&file, &output_dir, &select).await,
         Some(Command::Flamegraph(args)) => flamegraph::flamegraph_cmd(args).await,
         Some(Command::Serve(args)) => serve(args).await,
     }
@@ -130,8 +134,11 @@ fn shown(path: &Path) -> String {
 }
 
 /// The window of a recording: the snapshot at `to` minus the one at `from`.
+/// The counts of `--input` between `--from` and `--to`, filtered and grouped by `sel` exactly
+/// as live counting would have (refused where the recording lacks a dimension asked for).
 fn recorded_window(
     w: &InputWindow,
+    sel: &crate::cli::Selection,
 ) -> anyhow::Result<(SessionInfo, Snapshot, (Duration, Duration))> {
     let path = w.input.as_deref().context("no --input")?;
     let rec =
@@ -149,10 +156,12 @@ fn recorded_window(
         );
     }
     let later = rec.snapshot_at(to)?;
+    let (filter, by) = sel.recorded(&later)?;
     let snap = if from.is_zero() {
         later
     } else {
         window::between(&rec.snapshot_at(from)?, &later)
     };
+    let snap = crate::model::group::apply(&snap, &filter, &by);
     Ok((rec.info().clone(), snap, (from, to)))
 }

@@ -20,13 +20,13 @@ use tokio::sync::mpsc;
 use dropscope_common::{StackKey, StackValue};
 
 use crate::{
+    model::group::{self, Dim},
     model::{
         Attribution, DropCount, DropKey, Health, KeySamples, Sample, SessionInfo, Snapshot,
         StackCount,
     },
     names::Names,
     probe::{Probe, Totals},
-    select::{self, Dim},
     source::Feed,
     symbolize::Symbolizer,
 };
@@ -67,6 +67,8 @@ pub struct Collector {
     names: Names,
     /// The names' generation the current keys were named in.
     names_generation: u64,
+    /// The last name found of each namespace with drops (at most one per key).
+    known_names: HashMap<u64, Arc<str>>,
     opts: CollectorOptions,
     started: Instant,
     interval: Duration,
@@ -104,6 +106,7 @@ impl Collector {
             symbolizer,
             names: Names::new(),
             names_generation: 0,
+            known_names: HashMap::new(),
             opts,
             started: Instant::now(),
             counts: CountReader::default(),
@@ -185,18 +188,15 @@ impl Collector {
             .into_iter()
             .map(|(key, count)| DropCount { key, count })
             .collect();
-        // Exact counts per (reason, location): the stacks' sampled weights are scaled to them.
-        let mut exact: HashMap<(u32, Arc<str>), u64> = HashMap::new();
-        for d in &self.last.drops {
-            *exact
-                .entry((d.key.reason.code, d.key.location.clone()))
-                .or_default() += d.count;
-        }
         // The kernel keeps an interface's namespace with it; `--by` may want it merged away.
-        let grouped = select::regroup(&self.last, &self.opts.by);
+        let grouped = group::regroup(&self.last, &self.opts.by);
         self.last.drops = grouped.drops;
         self.last.samples = grouped.samples;
         if self.opts.stacks {
+            // Exact counts per row: each row's sampled stack weights are scaled to its count.
+            let exact: HashMap<DropKey, u64> = (self.last.drops.iter())
+                .map(|d| (d.key.clone(), d.count))
+                .collect();
             self.read_stacks(&exact)?;
         }
         Ok(())
@@ -237,13 +237,27 @@ impl Collector {
         cached.clone()
     }
 
+    /// The name of namespace `inode`: the latest found, or the last one known once it is
+    /// gone (its drops keep the name they had).
+    fn netns_name(&mut self, inode: u64) -> Option<Arc<str>> {
+        match self.names.netns(inode) {
+            Some(name) => {
+                if self.known_names.get(&inode) != Some(&name) {
+                    self.known_names.insert(inode, name.clone());
+                }
+                Some(name)
+            }
+            None => self.known_names.get(&inode).cloned(),
+        }
+    }
+
     /// What a kernel key says of its packets, as the model shows it.
     fn attribution(&mut self, k: &dropscope_common::DropKey) -> Attribution {
         let ip = matches!(k.l3proto, 0x0800 | 0x86DD);
         let netns = (k.netns != 0).then_some(u64::from(k.netns));
         Attribution {
             netns,
-            netns_name: netns.and_then(|n| self.names.netns(n)),
+            netns_name: netns.and_then(|n| self.netns_name(n)),
             ifindex: (k.ifindex != 0).then_some(k.ifindex),
             // An interface whose name cannot be read (gone, or no right to enter its
             // namespace) is shown by index.
@@ -252,14 +266,14 @@ impl Collector {
                     .and_then(|n| self.names.device(n, k.ifindex))
                     .unwrap_or_else(|| Arc::from(format!("if{}", k.ifindex)))
             }),
-            protocol: ip.then(|| Arc::from(select::protocol_name(k.l4proto))),
+            protocol: ip.then(|| Arc::from(group::protocol_name(k.l4proto))),
             port: (k.port != 0).then_some(k.port),
         }
     }
 
     /// Folds the kernel's cumulative stack weights into the session's, by difference with what
     /// was read last time. The kernel maps are only emptied when they near capacity.
-    fn read_stacks(&mut self, exact: &HashMap<(u32, Arc<str>), u64>) -> std::io::Result<()> {
+    fn read_stacks(&mut self, exact: &HashMap<DropKey, u64>) -> std::io::Result<()> {
         let full = self.stack_ids.len() > dropscope_common::STACK_TRACE_ENTRIES as usize / 2
             || self.stack_base.len() > dropscope_common::STACK_COUNT_ENTRIES as usize * 3 / 4;
         let entries = self.probe.read_stack_counts(full)?;
@@ -276,18 +290,27 @@ impl Collector {
             }
         }
         self.resolve_stacks(deltas.iter().map(|(k, _)| k.stack_id));
+        let slots: HashMap<u32, dropscope_common::DropKey> = (self.counts.slots().iter())
+            .map(|&(k, slot)| (slot, k))
+            .collect();
         for (k, v) in deltas {
-            let Some(frames) = self.stack_ids.get(&k.stack_id) else {
+            let Some(frames) = self.stack_ids.get(&k.stack_id).cloned() else {
                 // The kernel no longer has this stack's frames: counted, never guessed.
                 self.stack_lost += v.samples;
                 continue;
             };
-            let key = DropKey {
-                reason: self.probe.reasons().reason(k.reason),
-                location: self.symbolizer.name(k.location),
-                attr: Attribution::default(),
+            // The stack belongs to its drop's row (a drop that got no slot: to its reason and
+            // location only).
+            let key = match slots.get(&k.slot) {
+                Some(kernel) => self.model_key(kernel),
+                None => DropKey {
+                    reason: self.probe.reasons().reason(k.reason),
+                    location: self.symbolizer.name(k.location),
+                    attr: Attribution::default(),
+                },
             };
-            let e = self.stacks.entry((key, frames.clone())).or_default();
+            let key = group::coarser(&key, &self.opts.by);
+            let e = self.stacks.entry((key, frames)).or_default();
             e.0 += v.weight;
             e.1 += v.samples;
         }
@@ -428,8 +451,10 @@ impl Collector {
                         _ => break,
                     }
                 }
-                // The last snapshot is what a report prints and a recording ends with: names
-                // still being looked up get a moment (never more) to arrive.
+                // The last snapshot is what a report prints and a recording ends with: a read
+                // asks for the names of every key, and the lookups get a moment (never more)
+                // to answer before the read that is sent.
+                c.snapshot_now()?;
                 c.names.wait_idle(FINAL_NAMES_WAIT);
                 let _ = tx.blocking_send(c.snapshot_now()?);
                 Ok(())
@@ -497,19 +522,18 @@ pub fn session_info(probe: &Probe) -> SessionInfo {
     }
 }
 
-/// Scales each (reason, location)'s sampled stack weights so they add up to its exact count:
+/// Scales each row's sampled stack weights so they add up to its exact count:
 /// the samples give the shares of its stacks, the counter gives the total. (A sample weighs the
 /// drops on its CPU since the previous one, so weight leaks across keys that interleave on a
 /// CPU, and the drops after a CPU's last sample are in no sample yet.) Largest remainders keep
 /// the sum exact.
-fn calibrate(stacks: &mut [StackCount], exact: &HashMap<(u32, Arc<str>), u64>) {
-    let mut groups: HashMap<(u32, Arc<str>), Vec<usize>> = HashMap::new();
+fn calibrate(stacks: &mut [StackCount], exact: &HashMap<DropKey, u64>) {
+    let mut groups: HashMap<&DropKey, Vec<usize>> = HashMap::new();
     for (i, s) in stacks.iter().enumerate() {
-        groups
-            .entry((s.key.reason.code, s.key.location.clone()))
-            .or_default()
-            .push(i);
+        groups.entry(&s.key).or_default().push(i);
     }
+    let groups: Vec<(DropKey, Vec<usize>)> =
+        groups.into_iter().map(|(k, v)| (k.clone(), v)).collect();
     for (key, members) in groups {
         let Some(&count) = exact.get(&key) else {
             continue;
@@ -619,15 +643,27 @@ mod calibrate_tests {
             stack(3, "c", 1),
             stack(7, "x", 1),
         ];
-        let exact = HashMap::from([
-            ((3, Arc::from("f+0x1")), 2000),
-            ((7, Arc::from("f+0x1")), 1),
-        ]);
+        let exact = HashMap::from([(s[0].key.clone(), 2000), (s[3].key.clone(), 1)]);
         calibrate(&mut s, &exact);
         let w: Vec<u64> = s.iter().map(|s| s.weight).collect();
         assert_eq!(w[0] + w[1] + w[2], 2000);
         assert_eq!((w[0], w[1]), (1332, 666));
         assert_eq!(w[3], 1, "a single rare drop keeps its weight of one");
+    }
+
+    /// Two rows of one reason and location (two namespaces): each row's stacks add up to its
+    /// own count, never to the other's.
+    #[test]
+    fn each_row_gets_its_own_count() {
+        let mut s = vec![stack(3, "a", 500), stack(3, "b", 500), stack(3, "c", 2)];
+        s[2].key.attr.netns = Some(4026532002);
+        let exact = HashMap::from([(s[0].key.clone(), 1486), (s[2].key.clone(), 1)]);
+        calibrate(&mut s, &exact);
+        assert_eq!(s[0].weight + s[1].weight, 1486);
+        assert_eq!(
+            s[2].weight, 1,
+            "a row of one drop shows one, not an estimate of another"
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The pure model: snapshots and the plain functions over them (rates, deltas, top-N, filter,
 //! stack tree). No aya, no terminal.
+pub mod group;
 pub mod packet;
 pub mod snapshot;
 pub mod stacks;

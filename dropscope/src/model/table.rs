@@ -7,8 +7,8 @@ use std::{
     time::Duration,
 };
 
+use super::group::{self as select, Dim};
 use super::{DropKey, Health, Snapshot};
-use crate::select::{self, Dim};
 
 /// How many intervals of history a trend keeps.
 pub const TREND_LEN: usize = 64;

@@ -36,6 +36,7 @@
 mod cgroup;
 mod devices;
 mod meta;
+pub mod spec;
 
 use std::{
     collections::{HashMap, HashSet},

@@ -101,11 +101,13 @@ impl Probe {
             .non_drop_values()
             .map_err(|e| ProbeError::Reasons(format!("{e:#}")))?;
 
-        let reason_bits = opts
-            .selection
-            .kernel(&reasons, &mut config)
+        let reason_bits = super::filter::encode(&opts.by, &opts.filter, &reasons, &mut config)
             .map_err(|e| ProbeError::Selection(format!("{e:#}")))?;
-        if btf.is_none() && (config.group != 0 || opts.selection.filtering()) {
+        let filtering = opts.filter.netns.is_some()
+            || opts.filter.device.is_some()
+            || opts.filter.protocol.is_some()
+            || opts.filter.port.is_some();
+        if btf.is_none() && (config.group != 0 || filtering) {
             return Err(ProbeError::Selection(
                 "grouping or filtering by namespace, interface, protocol or port reads the \
                  kernel's structures, which needs kernel BTF; use --by reason,location and no \

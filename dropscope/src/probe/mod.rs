@@ -7,6 +7,7 @@
 //! drop-reason table (from BTF) and the errors.
 pub mod btf;
 pub mod errors;
+pub mod filter;
 pub mod layout;
 pub mod reasons;
 #[cfg(feature = "live")]
@@ -22,7 +23,7 @@ use std::path::PathBuf;
 pub use attach::Probe;
 pub use errors::ProbeError;
 
-use crate::select::Selection;
+use crate::model::group::{Dim, Filter};
 
 /// Which hook to attach to.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -73,8 +74,10 @@ pub struct ProbeOptions {
     pub count_self_syscalls: bool,
     /// Benchmark only: synthetic keys to start with (see [`Probe::attach`]).
     pub bench_keys: u32,
-    /// Grouping and in-kernel filters.
-    pub selection: Selection,
+    /// The dimensions the kernel keeps.
+    pub by: Vec<Dim>,
+    /// The in-kernel filter (its namespace resolved to an inode).
+    pub filter: Filter,
 }
 
 impl Default for ProbeOptions {
@@ -85,10 +88,8 @@ impl Default for ProbeOptions {
             btf_path: PathBuf::from("/sys/kernel/btf/vmlinux"),
             count_self_syscalls: false,
             bench_keys: 0,
-            selection: Selection {
-                by: vec![crate::select::Dim::Reason, crate::select::Dim::Location],
-                ..Selection::default()
-            },
+            by: vec![Dim::Reason, Dim::Location],
+            filter: Filter::default(),
         }
     }
 }

@@ -131,9 +131,14 @@ impl Encoder {
         id
     }
 
-    fn key(&mut self, k: &crate::model::DropKey) -> u32 {
+    /// The id of key `k`, defined if new. Its names are written again if they changed and
+    /// `names` says they are the key's current ones (a count's key; stacks and samples may
+    /// carry the names their key had when they were first seen).
+    fn key(&mut self, k: &crate::model::DropKey, names: bool) -> u32 {
         if let Some(&id) = self.ids.get(k) {
-            self.rename(id, k);
+            if names {
+                self.rename(id, k);
+            }
             return id;
         }
         let id = self.define_key(k);
@@ -198,7 +203,7 @@ impl Encoder {
     }
 
     fn stack(&mut self, s: &crate::model::StackCount) -> u32 {
-        let key = self.key(&s.key);
+        let key = self.key(&s.key, false);
         let frames: Box<[u32]> = s.frames.iter().map(|f| self.string(f)).collect();
         let r = (key, frames);
         if let Some(&id) = self.stacks.get(&r) {
@@ -277,7 +282,7 @@ impl Encoder {
         out: &mut Vec<u8>,
     ) -> Result<(), RecordError> {
         // Intern, merging duplicate keys (and duplicate stacks) by adding their counts.
-        let drop_ids: Vec<u32> = s.drops.iter().map(|d| self.key(&d.key)).collect();
+        let drop_ids: Vec<u32> = s.drops.iter().map(|d| self.key(&d.key, true)).collect();
         let stack_ids: Vec<u32> = s.stacks.iter().map(|st| self.stack(st)).collect();
         self.intern_samples(s);
         let mut counts = vec![None; self.keys.len()];
@@ -409,7 +414,7 @@ impl Encoder {
     /// `MAX_SAMPLES` in all (the reader's limits), their bytes cut to `MAX_SAMPLE_BYTES`.
     fn intern_samples(&mut self, s: &Snapshot) {
         for ks in &s.samples {
-            let id = self.key(&ks.key);
+            let id = self.key(&ks.key, false);
             let done = self.samples_of.get(&id).copied().unwrap_or(0);
             let room = PER_KEY.saturating_sub(done).min(MAX_SAMPLES - self.samples);
             let fresh: Vec<Sample> = ks.packets.iter().skip(done).take(room).cloned().collect();

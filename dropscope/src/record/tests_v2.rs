@@ -227,7 +227,11 @@ fn a_renamed_namespace_defines_no_new_key() {
         bytes.len(),
         steady.len()
     );
-    let back = decode_all(&Recording::from_bytes(&bytes).expect("open"));
+    let rec = Recording::from_bytes(&bytes).expect("open");
+    let back = decode_all(&rec);
+    // A seek reads the names as the sequential read does.
+    let last = rec.snapshot_at(back[199].elapsed).expect("seek");
+    assert_eq!(last.drops, back[199].drops);
     for (i, s) in back.iter().enumerate() {
         assert_eq!(s.drops.len(), 1, "frame {i}");
         assert_eq!(s.drops[0].count, 10 * (i as u64 + 1));
@@ -275,4 +279,57 @@ fn a_key_renamed_too_often_is_refused() {
     assert!(dict.add(&frame(0, &[0]), &mut spent).is_err(), "once more");
     let mut fresh = Dictionary::new(super::VERSION);
     assert!(fresh.add(&frame(0, &[7]), &mut Spent::default()).is_err());
+}
+
+/// Two keys defined unnamed in one frame and named later, in one frame, read back named; a
+/// stack that still carries its key's first (absent) name renames nothing.
+#[test]
+fn keys_named_after_their_definition_read_back_named() {
+    let k = |ns: u64, name: Option<&str>| {
+        let mut k = attributed(None, None, Some(ns));
+        k.attr.netns_name = name.map(Arc::from);
+        k
+    };
+    let snaps: Vec<Snapshot> = (0..6u64)
+        .map(|i| {
+            let named = i >= 3;
+            let drops = vec![
+                DropCount {
+                    key: k(10, named.then_some("ren3[1]")),
+                    count: i + 1,
+                },
+                DropCount {
+                    key: k(11, named.then_some("other")),
+                    count: i + 2,
+                },
+            ];
+            let mut s = snap(i, drops, Vec::new());
+            s.stacks = vec![crate::model::StackCount {
+                key: k(10, None),
+                frames: Arc::from(vec![Arc::from("f")]),
+                weight: i + 1,
+                samples: 1,
+            }];
+            s
+        })
+        .collect();
+    let bytes = encode(&session(), &snaps).expect("encode");
+    let rec = Recording::from_bytes(&bytes).expect("open");
+    let back = decode_all(&rec);
+    assert_eq!(back[5].drops, snaps[5].drops);
+    let names: Vec<_> = (back[5].drops.iter())
+        .map(|d| d.key.attr.netns_name.clone())
+        .collect();
+    assert_eq!(
+        names,
+        [Some(Arc::from("ren3[1]")), Some(Arc::from("other"))]
+    );
+    let at = rec.snapshot_at(back[5].elapsed).expect("seek");
+    let names: Vec<_> = (at.drops.iter())
+        .map(|d| d.key.attr.netns_name.clone())
+        .collect();
+    assert_eq!(
+        names,
+        [Some(Arc::from("ren3[1]")), Some(Arc::from("other"))]
+    );
 }

@@ -80,12 +80,9 @@ impl StackScope {
     /// Whether a stack belongs to this scope.
     pub fn contains(&self, s: &StackCount) -> bool {
         match self {
-            // Stacks are sampled per (reason, location): a row of one namespace, interface
-            // or protocol shows the stacks of its reason and location ("*": merged away).
-            Self::Row(k) => {
-                (&*k.reason.name == "*" || s.key.reason == k.reason)
-                    && (&*k.location == "*" || s.key.location == k.location)
-            }
+            // Stacks are weighed per key: a row shows the stacks of the keys it covers, never
+            // another namespace's or interface's.
+            Self::Row(k) => crate::model::group::covers(k, &s.key),
             Self::Set(f) => matches(&s.key, f),
         }
     }

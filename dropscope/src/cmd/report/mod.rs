@@ -18,7 +18,7 @@ pub async fn report_cmd(args: ReportArgs) -> anyhow::Result<()> {
         crate::outfile::check_destination(p, args.force)?;
     }
     let (snap, seconds, kernel) = if args.window.input.is_some() {
-        let (_, snap, (from, to)) = recorded_window(&args.window)?;
+        let (_, snap, (from, to)) = recorded_window(&args.window, &args.live.select)?;
         (snap, (to - from).as_secs_f64(), None)
     } else {
         live_counts(&args).await?

@@ -1,0 +1,210 @@
+//! `--by` and the filters on the command line, and what they become: the model's [`Filter`],
+//! resolved against this machine for counting live, or taken as written for a recording.
+use clap::{Args, ValueEnum, builder::PossibleValue};
+
+use crate::{
+    model::{
+        Snapshot,
+        group::{self, Dim, Filter, MissingDim, NetnsFilter},
+    },
+    names::spec,
+};
+
+/// The grouping when `--by` is not given: answers "which namespace and interface" with a
+/// handful of keys per drop site for a few ns per drop (four loads through the kernel's own
+/// pointers). The protocol and port are opt-in: they read the packet's headers, which costs
+/// tens of ns per drop, and the port multiplies keys.
+pub const DEFAULT_BY: &str = "reason,location,netns,device";
+
+impl ValueEnum for Dim {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Dim::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        let help = match self {
+            Dim::Reason => "the kernel's drop reason",
+            Dim::Location => "the kernel function (and offset) that dropped the packet",
+            Dim::Netns => "the packet's network namespace (container, pod, ip netns)",
+            Dim::Device => "the interface (within its namespace)",
+            Dim::Protocol => "the L4 protocol (udp, tcp, icmp, icmpv6, or its number)",
+            Dim::Port => "the destination port (multiplies keys: opt-in)",
+        };
+        Some(PossibleValue::new(self.name()).help(help))
+    }
+}
+
+/// `--by` and the filters, shared by every command that shows drops, live or recorded.
+#[derive(Clone, Debug, Default, Args)]
+pub struct Selection {
+    /// Group drops by these dimensions (a comma list of reason, location, netns, device,
+    /// protocol, port). Live, the kernel keeps exactly these; on a recording, its counts are
+    /// grouped coarser; `b` in the TUI regroups coarser.
+    #[arg(long, value_delimiter = ',', default_value = DEFAULT_BY, value_name = "DIMS")]
+    pub by: Vec<Dim>,
+    /// Only drops in this network namespace: a name from `ip netns`, a path to a namespace
+    /// file, a PID, or an inode number (on a recording: its namespace name or inode).
+    #[arg(long, value_name = "NS")]
+    pub netns: Option<String>,
+    /// Only drops on the interface with this name.
+    #[arg(long, value_name = "NAME")]
+    pub device: Option<String>,
+    /// Only drops of this L4 protocol: udp, tcp, icmp, icmpv6 or a number.
+    #[arg(long, value_parser = parse_protocol, value_name = "PROTO")]
+    pub protocol: Option<u8>,
+    /// Only drops to this destination port.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..), value_name = "N")]
+    pub port: Option<u16>,
+    /// Only these drop reasons (comma list of names, e.g. NO_SOCKET,NETFILTER_DROP).
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    pub reason: Vec<String>,
+    /// Every drop reason but these (comma list of names).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "NAMES",
+        conflicts_with = "reason"
+    )]
+    pub exclude_reason: Vec<String>,
+}
+
+impl Selection {
+    /// Whether `--by` was left at its default (a recording is then shown as it was counted).
+    pub fn default_by(&self) -> bool {
+        let default: Vec<Dim> = DEFAULT_BY
+            .split(',')
+            .filter_map(|d| Dim::from_str(d, false).ok())
+            .collect();
+        self.by == default
+    }
+
+    /// The filter as given, with the namespace taken as written (a recording's namespace is
+    /// matched by its name or inode, whatever this machine has).
+    pub fn filter(&self) -> Filter {
+        Filter {
+            netns: self.netns.as_ref().map(|text| NetnsFilter {
+                inode: text.parse().ok(),
+                text: text.clone(),
+            }),
+            device: self.device.clone(),
+            protocol: self.protocol,
+            port: self.port,
+            reasons: self.reason.clone(),
+            exclude_reasons: self.exclude_reason.clone(),
+        }
+    }
+
+    /// The filter for counting live: the namespace resolved to its inode here, and an
+    /// interface no namespace has refused (as a mistyped namespace is).
+    pub fn live_filter(&self) -> anyhow::Result<Filter> {
+        let mut f = self.filter();
+        if let Some(ns) = &mut f.netns {
+            ns.inode = Some(spec::netns_inode(&ns.text)?);
+        }
+        if let Some(d) = &f.device
+            && !spec::device_exists(d)
+        {
+            anyhow::bail!(
+                "--device {d:?}: no such interface in any network namespace here (`ip -all \
+                 netns exec ip -brief link` lists them)"
+            );
+        }
+        Ok(f)
+    }
+
+    /// The filter and grouping for counts read from a recording: refused if the recording
+    /// lacks a dimension they need, or names no namespace or interface given.
+    pub fn recorded(&self, s: &Snapshot) -> anyhow::Result<(Filter, Vec<Dim>)> {
+        let f = self.filter();
+        // An unchanged --by shows the recording as it was counted.
+        let by = if self.default_by() {
+            group::dims_of(s).unwrap_or_else(|| Dim::ALL.to_vec())
+        } else {
+            self.by.clone()
+        };
+        group::check(s, &f, &by).map_err(|e: MissingDim| anyhow::anyhow!("{e}"))?;
+        if let Some(ns) = &f.netns {
+            let known = s.drops.iter().any(|d| {
+                d.key.attr.netns_name.as_deref() == Some(ns.text.as_str())
+                    || d.key.attr.netns == ns.inode
+            });
+            if !known && !s.drops.is_empty() {
+                anyhow::bail!(
+                    "--netns {:?}: no namespace of this name in the recording",
+                    ns.text
+                );
+            }
+        }
+        if let Some(dev) = &f.device
+            && !s.drops.is_empty()
+            && !(s.drops.iter()).any(|d| d.key.attr.device.as_deref() == Some(dev.as_str()))
+        {
+            anyhow::bail!("--device {dev:?}: no interface of this name in the recording");
+        }
+        Ok((f, by))
+    }
+
+    /// A one-line description of the filters, for headers and reports (None without any).
+    pub fn describe(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if let Some(n) = &self.netns {
+            parts.push(format!("netns {n}"));
+        }
+        if let Some(d) = &self.device {
+            parts.push(format!("device {d}"));
+        }
+        if let Some(p) = self.protocol {
+            parts.push(format!("protocol {}", group::protocol_name(p)));
+        }
+        if let Some(p) = self.port {
+            parts.push(format!("port {p}"));
+        }
+        if !self.reason.is_empty() {
+            parts.push(format!("reason {}", self.reason.join(",")));
+        }
+        if !self.exclude_reason.is_empty() {
+            parts.push(format!("not {}", self.exclude_reason.join(",")));
+        }
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+}
+
+fn parse_protocol(s: &str) -> Result<u8, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "icmp" => Ok(1),
+        "tcp" => Ok(6),
+        "udp" => Ok(17),
+        "icmpv6" => Ok(58),
+        "sctp" => Ok(132),
+        n => n
+            .parse()
+            .map_err(|_| format!("{s:?}: give udp, tcp, icmp, icmpv6, sctp or a number 0-255")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protocols_parse_by_name_and_number() {
+        assert_eq!(parse_protocol("UDP"), Ok(17));
+        assert_eq!(parse_protocol("253"), Ok(253));
+        assert!(parse_protocol("carrier-pigeon").is_err());
+    }
+
+    #[test]
+    fn a_mistyped_device_is_refused_live() {
+        let s = Selection {
+            device: Some("nosuchdev0".into()),
+            ..Selection::default()
+        };
+        let e = s.live_filter().expect_err("no such interface");
+        assert!(e.to_string().contains("nosuchdev0"), "{e}");
+        let lo = Selection {
+            device: Some("lo".into()),
+            ..Selection::default()
+        };
+        assert_eq!(lo.live_filter().expect("lo").device.as_deref(), Some("lo"));
+    }
+}

@@ -1,0 +1,366 @@
+//! Grouping and filtering of snapshots: pure functions of the model, applied the same way to a
+//! live snapshot stream and to a recording (the kernel does the same live, for less cost, from
+//! the encoding in `probe::filter`).
+use std::{collections::HashMap, fmt, sync::Arc};
+
+use super::{DropCount, DropKey, KeySamples, Reason, Sample, Snapshot, StackCount, packet};
+
+/// A stack's frames, as a snapshot holds them.
+type Frames = Arc<[Arc<str>]>;
+
+/// A dimension drops can be grouped by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Dim {
+    /// The kernel's drop reason.
+    Reason,
+    /// The kernel function (and offset) that dropped the packet.
+    Location,
+    /// The packet's network namespace (container, pod, `ip netns`).
+    Netns,
+    /// The interface (within its namespace).
+    Device,
+    /// The L4 protocol (udp, tcp, icmp, icmpv6, or its number).
+    Protocol,
+    /// The destination port (multiplies keys: opt-in).
+    Port,
+}
+
+impl Dim {
+    /// Every dimension, in the order of a key.
+    pub const ALL: [Dim; 6] = [
+        Dim::Reason,
+        Dim::Location,
+        Dim::Netns,
+        Dim::Device,
+        Dim::Protocol,
+        Dim::Port,
+    ];
+
+    /// Its name on the command line and in headers.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dim::Reason => "reason",
+            Dim::Location => "location",
+            Dim::Netns => "netns",
+            Dim::Device => "device",
+            Dim::Protocol => "protocol",
+            Dim::Port => "port",
+        }
+    }
+
+    /// Whether `key` carries this dimension (a count not grouped by it has it merged away).
+    fn in_key(self, key: &DropKey) -> bool {
+        let a = &key.attr;
+        match self {
+            Dim::Reason => key.reason.name.as_ref() != "*",
+            Dim::Location => key.location.as_ref() != "*",
+            Dim::Netns => a.netns.is_some(),
+            Dim::Device => a.device.is_some() || a.ifindex.is_some(),
+            Dim::Protocol => a.protocol.is_some(),
+            Dim::Port => a.port.is_some(),
+        }
+    }
+}
+
+impl fmt::Display for Dim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A namespace as a filter names it: its inode where it could be resolved on this machine,
+/// and the text given (a name from `ip netns`, a container name, or the inode's digits).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NetnsFilter {
+    /// The inode the text resolved to here, if it did.
+    pub inode: Option<u64>,
+    /// The text given.
+    pub text: String,
+}
+
+/// Which drops to keep: every field set must match. The same filter the kernel applies live.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Filter {
+    /// Only drops in this namespace.
+    pub netns: Option<NetnsFilter>,
+    /// Only drops on the interface with this name.
+    pub device: Option<String>,
+    /// Only this L4 protocol (its number).
+    pub protocol: Option<u8>,
+    /// Only drops to this destination port.
+    pub port: Option<u16>,
+    /// Only these reasons (names, any case, with or without `SKB_DROP_REASON_`).
+    pub reasons: Vec<String>,
+    /// Every reason but these.
+    pub exclude_reasons: Vec<String>,
+}
+
+/// A filter or grouping asks for a dimension the counts do not have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{what} needs drops counted by {dim}, and these were not (counted by {had}): record with \
+     `--by` including {dim}"
+)]
+pub struct MissingDim {
+    /// What asked (`--netns`, `--by device`, ...).
+    pub what: String,
+    /// The dimension missing.
+    pub dim: Dim,
+    /// The dimensions the counts have.
+    pub had: String,
+}
+
+impl Filter {
+    /// Whether any field is set.
+    pub fn is_set(&self) -> bool {
+        *self != Filter::default()
+    }
+
+    /// The dimensions this filter tests, with the option that asks for each.
+    fn dims(&self) -> Vec<(Dim, &'static str)> {
+        let mut d = Vec::new();
+        if self.netns.is_some() {
+            d.push((Dim::Netns, "--netns"));
+        }
+        if self.device.is_some() {
+            d.push((Dim::Device, "--device"));
+        }
+        if self.protocol.is_some() {
+            d.push((Dim::Protocol, "--protocol"));
+        }
+        if self.port.is_some() {
+            d.push((Dim::Port, "--port"));
+        }
+        if !self.reasons.is_empty() {
+            d.push((Dim::Reason, "--reason"));
+        }
+        if !self.exclude_reasons.is_empty() {
+            d.push((Dim::Reason, "--exclude-reason"));
+        }
+        d
+    }
+
+    /// Whether a count passes the filter.
+    pub fn matches(&self, key: &DropKey) -> bool {
+        let a = &key.attr;
+        self.netns
+            .as_ref()
+            .is_none_or(|n| match (n.inode, a.netns) {
+                (Some(want), Some(got)) => want == got,
+                _ => {
+                    a.netns_name.as_deref() == Some(n.text.as_str())
+                        || a.netns.is_some_and(|i| i.to_string() == n.text)
+                }
+            })
+            && self
+                .device
+                .as_ref()
+                .is_none_or(|d| a.device.as_deref() == Some(d.as_str()))
+            && self
+                .protocol
+                .is_none_or(|p| a.protocol.as_deref() == Some(protocol_name(p).as_str()))
+            && self.port.is_none_or(|p| a.port == Some(p))
+            && (self.reasons.is_empty() || self.reasons.iter().any(|r| same_reason(&key.reason, r)))
+            && !self
+                .exclude_reasons
+                .iter()
+                .any(|r| same_reason(&key.reason, r))
+    }
+}
+
+/// The canonical form of a reason name: upper case, without the `SKB_DROP_REASON_` prefix.
+pub fn reason_name(name: &str) -> String {
+    let name = name.trim().to_ascii_uppercase();
+    name.strip_prefix("SKB_DROP_REASON_")
+        .unwrap_or(&name)
+        .to_string()
+}
+
+fn same_reason(reason: &Reason, name: &str) -> bool {
+    reason.name.as_ref() == reason_name(name)
+}
+
+/// `udp`, `tcp`, `icmp`, `icmpv6`, `sctp`, or the number.
+pub fn protocol_name(p: u8) -> String {
+    match p {
+        1 => "icmp".into(),
+        6 => "tcp".into(),
+        17 => "udp".into(),
+        58 => "icmpv6".into(),
+        132 => "sctp".into(),
+        n => n.to_string(),
+    }
+}
+
+/// The dimensions the counts of `s` have (those some key carries); `None` when it has no key
+/// at all (nothing to tell).
+pub fn dims_of(s: &Snapshot) -> Option<Vec<Dim>> {
+    if s.drops.is_empty() {
+        return None;
+    }
+    Some(
+        Dim::ALL
+            .into_iter()
+            .filter(|d| s.drops.iter().any(|c| d.in_key(&c.key)))
+            .collect(),
+    )
+}
+
+/// Refuses a filter or grouping on a dimension `s` lacks (a recording made with a coarser
+/// `--by`, or before attribution): it would silently match nothing, or everything.
+pub fn check(s: &Snapshot, filter: &Filter, by: &[Dim]) -> Result<(), MissingDim> {
+    let Some(have) = dims_of(s) else {
+        return Ok(());
+    };
+    let had = || {
+        let names: Vec<&str> = have.iter().map(|d| d.name()).collect();
+        names.join(",")
+    };
+    for (dim, what) in filter.dims() {
+        if !have.contains(&dim) {
+            return Err(MissingDim {
+                what: what.into(),
+                dim,
+                had: had(),
+            });
+        }
+    }
+    for &dim in by {
+        if !have.contains(&dim) {
+            return Err(MissingDim {
+                what: format!("--by {dim}"),
+                dim,
+                had: had(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The snapshot with only the counts, stacks and samples that pass `filter`, grouped by `by`.
+/// Drops counted but never keyed (overflow) cannot be told apart: they stay, so that
+/// `keyed + overflow = total` holds for what is shown.
+pub fn apply(s: &Snapshot, filter: &Filter, by: &[Dim]) -> Snapshot {
+    if !filter.is_set() {
+        return regroup(s, by);
+    }
+    let kept = Snapshot {
+        drops: (s.drops.iter())
+            .filter(|d| filter.matches(&d.key))
+            .cloned()
+            .collect(),
+        stacks: (s.stacks.iter())
+            .filter(|st| filter.matches(&st.key))
+            .cloned()
+            .collect(),
+        samples: (s.samples.iter())
+            .filter(|k| filter.matches(&k.key))
+            .cloned()
+            .collect(),
+        ..s.clone()
+    };
+    let mut out = regroup(&kept, by);
+    out.total = out.keyed_sum().saturating_add(out.overflow);
+    out
+}
+
+/// The snapshot with its counts grouped by `by` only: dimensions left out are merged (their
+/// counts summed, their stacks' weights summed, their sampled packets pooled), so nothing is
+/// lost and the invariant holds.
+pub fn regroup(s: &Snapshot, by: &[Dim]) -> Snapshot {
+    let mut merged: HashMap<DropKey, u64> = HashMap::with_capacity(s.drops.len());
+    for d in &s.drops {
+        *merged.entry(coarser(&d.key, by)).or_default() += d.count;
+    }
+    let mut stacks: HashMap<(DropKey, Frames), (u64, u64)> = HashMap::new();
+    for st in &s.stacks {
+        let e = stacks
+            .entry((coarser(&st.key, by), st.frames.clone()))
+            .or_default();
+        e.0 = e.0.saturating_add(st.weight);
+        e.1 = e.1.saturating_add(st.samples);
+    }
+    let mut samples: HashMap<DropKey, Vec<Sample>> = HashMap::new();
+    for k in &s.samples {
+        samples
+            .entry(coarser(&k.key, by))
+            .or_default()
+            .extend(k.packets.iter().cloned());
+    }
+    Snapshot {
+        drops: merged
+            .into_iter()
+            .map(|(key, count)| DropCount { key, count })
+            .collect(),
+        stacks: stacks
+            .into_iter()
+            .map(|((key, frames), (weight, samples))| StackCount {
+                key,
+                frames,
+                weight,
+                samples,
+            })
+            .collect(),
+        samples: samples
+            .into_iter()
+            .map(|(key, mut packets)| {
+                packets.sort_by_key(|p| p.unix_ms);
+                packets.truncate(packet::PER_KEY);
+                KeySamples { key, packets }
+            })
+            .collect(),
+        ..s.clone()
+    }
+}
+
+/// Whether the counts of `key` are part of `row`, a key of the same counts grouped coarser
+/// (`*` or `None` where merged away): the stacks of a row are those of the keys it covers.
+pub fn covers(row: &DropKey, key: &DropKey) -> bool {
+    let (r, k) = (&row.attr, &key.attr);
+    let same = |want: Option<&str>, got: Option<&str>| want.is_none() || want == got;
+    (&*row.reason.name == "*" || row.reason == key.reason)
+        && (&*row.location == "*" || row.location == key.location)
+        && (r.netns.is_none() || r.netns == k.netns)
+        && match r.ifindex {
+            Some(i) => k.ifindex == Some(i),
+            None => same(r.device.as_deref(), k.device.as_deref()),
+        }
+        && same(r.protocol.as_deref(), k.protocol.as_deref())
+        && (r.port.is_none() || r.port == k.port)
+}
+
+/// `key` with the dimensions not in `by` merged away.
+pub fn coarser(key: &DropKey, by: &[Dim]) -> DropKey {
+    let has = |d| by.contains(&d);
+    let mut k = key.clone();
+    if !has(Dim::Reason) {
+        k.reason = Reason {
+            code: 0,
+            name: Arc::from("*"),
+        };
+    }
+    if !has(Dim::Location) {
+        k.location = Arc::from("*");
+    }
+    if !has(Dim::Netns) {
+        // Without its namespace an interface is known by its name alone (`lo` of every
+        // namespace is one row, as it reads).
+        k.attr.netns = None;
+        k.attr.netns_name = None;
+        k.attr.ifindex = None;
+    }
+    if !has(Dim::Device) {
+        k.attr.ifindex = None;
+        k.attr.device = None;
+    }
+    if !has(Dim::Protocol) {
+        k.attr.protocol = None;
+    }
+    if !has(Dim::Port) {
+        k.attr.port = None;
+    }
+    k
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,104 @@
+//! The grouping and filters, encoded for the kernel: the program's grouping bits, its filter
+//! fields and the reason bitmap. The same filter applied to snapshots is `model::group`.
+use anyhow::{Context as _, bail};
+use dropscope_common::{Config, filter, group, need, reason_bit};
+
+use crate::model::group::{Dim, Filter, reason_name};
+
+use super::reasons::ReasonTable;
+
+/// The program's grouping bits for `by`.
+pub fn group_bits(by: &[Dim]) -> u32 {
+    by.iter().fold(0, |bits, d| {
+        bits | match d {
+            Dim::Netns => group::NETNS,
+            // An interface index means something only within its namespace.
+            Dim::Device => group::DEVICE | group::NETNS,
+            Dim::Protocol => group::PROTOCOL,
+            Dim::Port => group::PORT,
+            Dim::Reason | Dim::Location => 0,
+        }
+    })
+}
+
+/// Fills the grouping and filter fields of the program's config, and returns the reason
+/// bitmap of the reason filter. The namespace must be resolved to an inode (live, it is).
+/// Errors name what cannot be encoded.
+pub fn encode(
+    by: &[Dim],
+    f: &Filter,
+    reasons: &ReasonTable,
+    cfg: &mut Config,
+) -> anyhow::Result<Vec<u64>> {
+    cfg.group = group_bits(by);
+    if let Some(ns) = &f.netns {
+        let inode = ns
+            .inode
+            .with_context(|| format!("--netns {:?}: not resolved to a namespace", ns.text))?;
+        cfg.filter_netns =
+            u32::try_from(inode).context("this namespace's inode does not fit the filter")?;
+    }
+    if let Some(name) = &f.device {
+        if name.is_empty() || name.len() > 15 {
+            bail!("--device {name:?}: an interface name has 1 to 15 bytes");
+        }
+        cfg.filter_dev_on = 1;
+        cfg.filter_dev = [0; 16];
+        cfg.filter_dev[..name.len()].copy_from_slice(name.as_bytes());
+    }
+    if let Some(p) = f.protocol {
+        cfg.filter_l4 = u32::from(p) + 1;
+    }
+    cfg.filter_port = f.port.map_or(0, u32::from);
+    let mut bits = vec![0u64; (filter::REASON_BITS / 64) as usize];
+    let (mode, names) = if !f.reasons.is_empty() {
+        (filter::REASONS_ONLY, &f.reasons)
+    } else if !f.exclude_reasons.is_empty() {
+        (filter::REASONS_EXCEPT, &f.exclude_reasons)
+    } else {
+        (filter::REASONS_ALL, &f.reasons)
+    };
+    cfg.filter_reasons = mode;
+    cfg.need = 0;
+    if cfg.group & (group::NETNS | group::DEVICE) != 0
+        || cfg.filter_netns != 0
+        || cfg.filter_dev_on != 0
+    {
+        cfg.need |= need::NETDEV;
+    }
+    if cfg.group & (group::PROTOCOL | group::PORT) != 0
+        || cfg.filter_l4 != 0
+        || cfg.filter_port != 0
+    {
+        cfg.need |= need::HEADERS;
+    }
+    if cfg.filter_netns != 0 || cfg.filter_dev_on != 0 || cfg.filter_l4 != 0 || cfg.filter_port != 0
+    {
+        cfg.need |= need::FILTER;
+    }
+    if mode != filter::REASONS_ALL {
+        cfg.need |= need::REASONS;
+    }
+    for name in names {
+        let value = reasons.value_of(&reason_name(name)).with_context(|| {
+            format!("unknown drop reason {name:?} (`dropscope reasons` lists them)")
+        })?;
+        let bit = reason_bit(value)
+            .with_context(|| format!("drop reason {name} cannot be filtered in the kernel"))?;
+        bits[(bit / 64) as usize] |= 1 << (bit % 64);
+    }
+    Ok(bits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_bits_keep_the_namespace_with_the_device() {
+        assert_eq!(
+            group_bits(&[Dim::Reason, Dim::Device]),
+            group::DEVICE | group::NETNS
+        );
+    }
+}
