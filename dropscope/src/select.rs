@@ -173,7 +173,8 @@ impl Selection {
             let value = reasons
                 .value_of(&name.to_ascii_uppercase())
                 .with_context(|| {
-                    format!("unknown drop reason {name:?} (`dropscope reasons` lists them)")
+                    let near = crate::explain::did_you_mean(name, reasons.iter().map(|(_, n)| n));
+                    format!("unknown drop reason {name:?}{near} (`dropscope reasons` lists them)")
                 })?;
             let bit = reason_bit(value)
                 .with_context(|| format!("drop reason {name} cannot be filtered in the kernel"))?;
