@@ -312,8 +312,13 @@ pub async fn run(feed: Feed, opts: TuiOptions) -> anyhow::Result<()> {
                 continue;
             }
         };
-        let urgent = matches!(msg, Msg::Key(_) | Msg::Resize(..) | Msg::Status(_));
-        match update(&mut state, msg) {
+        let mut urgent = matches!(msg, Msg::Key(_) | Msg::Resize(..) | Msg::Status(_));
+        // A selection that moved to another key (the top row changed) is drawn at once, so
+        // that Enter opens the row the screen shows selected.
+        let selected = state.selected.clone();
+        let effect = update(&mut state, msg);
+        urgent |= state.selected != selected;
+        match effect {
             Some(Effect::Quit) => break Ok(()),
             Some(Effect::Replay(cmd)) => {
                 if let Some(tx) = &replay_tx {
