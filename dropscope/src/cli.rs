@@ -30,6 +30,10 @@ pub struct Cli {
     /// Directory where `f` writes flamegraph SVGs and `r` writes recordings.
     #[arg(long, default_value = ".", value_name = "DIR")]
     pub output_dir: PathBuf,
+    /// Count dropscope's own syscalls for the header (syscalls/s), with a `sys_enter` program.
+    /// Off by default: it runs on every syscall of every process on the machine.
+    #[arg(long)]
+    pub count_syscalls: bool,
 }
 
 /// The commands.
@@ -70,6 +74,11 @@ pub enum Command {
         /// pcapng file when recording ends (created with owner-only permissions).
         #[arg(long, value_name = "FILE")]
         pcap: Option<PathBuf>,
+        /// Count dropscope's own syscalls, for the replay's header (syscalls/s), with a
+        /// `sys_enter` program. Off by default: it runs on every syscall of every process on
+        /// the machine.
+        #[arg(long)]
+        count_syscalls: bool,
         /// Probe and polling options.
         #[command(flatten)]
         live: LiveArgs,
@@ -110,8 +119,9 @@ pub struct ServeArgs {
     /// every interface).
     #[arg(long, default_value = "127.0.0.1:9818", value_name = "ADDR:PORT")]
     pub listen: SocketAddr,
-    /// Export at most N (reason, location) label sets as series of their own, the first N by
-    /// count; the rest are summed into one series with reason="other".
+    /// Export at most N label sets (reason, location and the attribution labels of the --by
+    /// grouping) as series of their own, the first N by count; the rest are summed into one
+    /// series with reason="other".
     #[arg(long, default_value_t = 1000,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000), value_name = "N")]
     pub max_series: u64,
@@ -211,7 +221,9 @@ pub struct LiveArgs {
     /// only the mmap'd totals are checked (no syscall) and the view updates once per interval.
     #[arg(long, value_parser = parse_interval, default_value = "1s", value_name = "D")]
     pub interval: Duration,
-    /// Capacity of the in-kernel (reason, location) map; drops beyond it are counted as overflow.
+    /// Capacity of the in-kernel map of drop keys (one per distinct combination of the --by
+    /// dimensions: reason, location, namespace, ...); drops of further keys are counted as
+    /// overflow.
     #[arg(long, default_value_t = dropscope_common::DEFAULT_MAX_KEYS,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000), value_name = "N")]
     pub max_keys: u32,
@@ -228,9 +240,9 @@ pub struct LiveArgs {
     #[arg(long, default_value_t = 1000,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000), value_name = "N")]
     pub stack_budget: u64,
-    /// Count dropscope's own syscalls for the live view's header, with a `sys_enter` program.
-    /// Off by default: it runs on every syscall of every process on the machine.
-    #[arg(long)]
+    /// Whether to count dropscope's own syscalls: set from `--count-syscalls`, which only the
+    /// live view and `record` offer (only their headers show the count).
+    #[arg(skip)]
     pub count_syscalls: bool,
     /// Benchmark only: start with N synthetic keys (one count on every CPU each), so the cost of
     /// reading many keys can be measured.

@@ -52,6 +52,38 @@ pub fn millis(ms: u64) -> String {
     }
 }
 
+/// A duration as a person writes it in a message: `250ms`, `2s`, `24.9s`, `1m30s`, `2h`,
+/// `1h0m5s` (tenths of a second below a minute, whole seconds above; humantime's parser reads
+/// every form back).
+pub fn duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    // Rounded to the nearest tenth below a minute, to the nearest second above.
+    let tenths = (ms + 50) / 100;
+    if tenths < 600 {
+        return if tenths.is_multiple_of(10) {
+            format!("{}s", tenths / 10)
+        } else {
+            format!("{}.{}s", tenths / 10, tenths % 10)
+        };
+    }
+    let secs = (ms + 500) / 1000;
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    let mut out = String::new();
+    if h > 0 {
+        out.push_str(&format!("{h}h"));
+    }
+    if m > 0 || (h > 0 && s > 0) {
+        out.push_str(&format!("{m}m"));
+    }
+    if s > 0 {
+        out.push_str(&format!("{s}s"));
+    }
+    out
+}
+
 /// A byte size: `512 B`, `12.3 KiB`, `4.0 MiB`.
 pub fn bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
@@ -128,6 +160,28 @@ mod tests {
         assert_eq!(millis(2000), "2s");
         assert_eq!(millis(1500), "1.5s");
         assert_eq!(bytes(100), "100 B");
+        let d = |ms: u64| duration(Duration::from_millis(ms));
+        assert_eq!(d(0), "0ms");
+        assert_eq!(d(250), "250ms");
+        assert_eq!(d(1000), "1s");
+        assert_eq!(d(2000), "2s");
+        assert_eq!(d(24_909), "24.9s");
+        assert_eq!(d(59_960), "1m");
+        assert_eq!(d(90_000), "1m30s");
+        assert_eq!(d(3_600_000), "1h");
+        assert_eq!(d(3_605_000), "1h0m5s");
+        assert_eq!(d(5_400_000), "1h30m");
+        assert_eq!(
+            duration(Duration::new(24, 909_720_321)),
+            "24.9s",
+            "not humantime's 24s 909ms 720us 321ns"
+        );
+        for ms in [
+            0, 250, 1000, 24_900, 90_000, 3_605_000, 5_400_000, 86_400_000,
+        ] {
+            let back = humantime::parse_duration(&d(ms)).expect("humantime reads it back");
+            assert_eq!(back, Duration::from_millis(ms), "{}", d(ms));
+        }
         assert_eq!(bytes(12 * 1024 + 300), "12.3 KiB");
         assert_eq!(speed(0.25), "0.25x");
         assert_eq!(speed(16.0), "16x");

@@ -4,7 +4,7 @@
 //! adaptively and symbolizes them (`symbolize`) into [`model::Snapshot`]s; a [`source::Feed`]
 //! carries snapshots, live or from a [`record`]ing, to the consumers: the [`tui`], the
 //! [`cmd`]s (report, flamegraph, the headless recorder) and the metrics exporter (`serve`).
-//! [`select`] is the grouping and filters; [`names`] names namespaces and interfaces;
+//! [`model::group`] groups and filters snapshots (`probe::filter` encodes the same for the kernel); [`names`] names namespaces and interfaces;
 //! [`format`] is the number and time formatting the TUI and the commands share.
 //!
 //! The `live` feature (on by default) brings what counts live: the eBPF object, the probe's
@@ -28,7 +28,6 @@ pub mod pcap;
 pub mod probe;
 pub mod record;
 pub mod sanitize;
-pub mod select;
 #[cfg(feature = "live")]
 pub mod serve;
 pub mod source;

@@ -31,6 +31,8 @@ fn main() -> ExitCode {
     };
     match rt.block_on(dropscope::cmd::run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
+        // A reader that stopped reading (`| head`) ends the command quietly, as coreutils do.
+        Err(e) if stdout_closed(&e) => ExitCode::SUCCESS,
         Err(e) => {
             // An error can quote a path or a name from a recording: shown escaped.
             let msg = format!("{e:#}");
@@ -38,4 +40,25 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Whether `e` comes from writing to a standard output whose reader has gone (a broken pipe
+/// there, not on some other file or socket).
+fn stdout_closed(e: &anyhow::Error) -> bool {
+    let broken_pipe = e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    });
+    if !broken_pipe {
+        return false;
+    }
+    let mut fd = libc::pollfd {
+        fd: libc::STDOUT_FILENO,
+        events: 0,
+        revents: 0,
+    };
+    // SAFETY: poll(2) on one valid pollfd that lives across the call; a zero timeout.
+    let ready = unsafe { libc::poll(&mut fd, 1, 0) };
+    // A pipe or socket whose reading end is closed polls as an error (or hang-up) for its writer.
+    ready == 1 && fd.revents & (libc::POLLERR | libc::POLLHUP) != 0
 }

@@ -227,3 +227,32 @@ fn every_reason_of_this_kernel_has_a_guide_entry() {
         assert!(!text.contains("no entry for"), "{text}");
     }
 }
+
+#[test]
+fn a_misspelt_reason_filter_is_refused_with_the_closest_names() {
+    let _serial = root_test();
+    for flag in ["--reason", "--exclude-reason"] {
+        let out = Command::new(dropscope_bin())
+            .args([
+                "report",
+                "--duration",
+                "1s",
+                flag,
+                "NO_SOCKET,TCP_LISTEN_OVRFLOW",
+            ])
+            .output()
+            .expect("running dropscope");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{flag}: {err}");
+        assert!(out.stdout.is_empty(), "{flag}: no report");
+        assert!(
+            err.contains("\"TCP_LISTEN_OVRFLOW\"")
+                && err.contains("did you mean TCP_LISTEN_OVERFLOW"),
+            "{flag}: {err}"
+        );
+        assert!(
+            !err.contains("counting drops"),
+            "refused before counting: {err}"
+        );
+    }
+}

@@ -64,7 +64,7 @@ fn report_writes_the_sampled_packets_as_pcapng() {
     let report: serde_json::Value =
         serde_json::from_str(&counting.interrupt()).expect("JSON report");
     assert_eq!(report["total"].as_u64(), Some(25), "{report:#}");
-    check_pcap(&file);
+    check_pcap(&file, &b.name);
 
     // The same drops again, recorded.
     let recorded = dir.path().join("rec.pcapng");
@@ -82,7 +82,7 @@ fn report_writes_the_sampled_packets_as_pcapng() {
     ]);
     drops();
     recording.interrupt();
-    check_pcap(&recorded);
+    check_pcap(&recorded, &b.name);
 
     // An existing file is not replaced without --force (checked before counting).
     let before = std::fs::read(&file).expect("read pcap");
@@ -95,8 +95,9 @@ fn report_writes_the_sampled_packets_as_pcapng() {
 }
 
 /// The file holds the 13 sampled packets from A to B (8 of the 20 to port 9, all 5 to port 7)
-/// and is owner-only.
-fn check_pcap(file: &std::path::Path) {
+/// and is owner-only; every packet is on B's interface `pb`, described with namespace `netns`,
+/// with a comment naming its drop (reason, location, namespace), in nanoseconds.
+fn check_pcap(file: &std::path::Path, netns: &str) {
     let file_s = file.to_str().expect("utf-8 path");
     let mode = std::fs::metadata(file)
         .expect("pcap written")
@@ -114,6 +115,14 @@ fn check_pcap(file: &std::path::Path) {
         "ip.dst",
         "-e",
         "udp.dstport",
+        "-e",
+        "frame.interface_name",
+        "-e",
+        "frame.interface_description",
+        "-e",
+        "frame.comment",
+        "-e",
+        "frame.time_epoch",
     ]));
     let text = String::from_utf8(out.stdout).expect("utf-8");
     let text = format!("{text}(in {file_s})");
@@ -124,6 +133,22 @@ fn check_pcap(file: &std::path::Path) {
         .collect();
     for p in &packets {
         assert_eq!(p[..2], ["10.78.0.1", "10.78.0.2"], "{text}");
+        assert_eq!(p[3], "pb", "the device the packet was dropped on: {text}");
+        assert!(
+            p[4].starts_with("pb (ifindex ") && p[4].contains(&format!(" in netns {netns} (")),
+            "the interface names its namespace: {text}"
+        );
+        // NO_SOCKET at __udp4_lib_rcv+0x..., netns NAME (inode), device pb, udp port 9
+        assert!(
+            p[5].starts_with("NO_SOCKET at __udp4_lib_rcv+0x")
+                && p[5].contains(&format!(", netns {netns} ("))
+                && p[5].ends_with(&format!(", device pb, udp port {}", p[2])),
+            "the comment names the drop: {text}"
+        );
+        // Nanosecond resolution (the samples' milliseconds).
+        let decimals = p[6].split('.').nth(1).unwrap_or_default();
+        assert_eq!(decimals.len(), 9, "{text}");
+        assert!(decimals.ends_with("000000"), "{text}");
     }
     let to = |port: &str| packets.iter().filter(|p| p[2] == port).count();
     assert_eq!(to("9"), 8, "at most 8 per key, and 20 were dropped: {text}");

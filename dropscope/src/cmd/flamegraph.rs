@@ -94,7 +94,10 @@ pub async fn flamegraph_cmd(args: FlamegraphArgs) -> anyhow::Result<()> {
             let mut stdout = std::io::stdout().lock();
             stdout.write_all(&out).context("writing to stdout")?;
             stdout.flush().context("writing to stdout")?;
-            "stdout".into()
+            match args.format {
+                GraphFormat::Svg => "the SVG to standard output".into(),
+                GraphFormat::Folded => "the folded stacks to standard output".into(),
+            }
         }
     };
     let est = snap

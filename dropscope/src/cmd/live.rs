@@ -122,7 +122,7 @@ pub async fn count_live(
         "dropscope: counting drops with {}{what}; {}",
         feed.info.probe,
         match duration {
-            Some(d) => format!("for {}, Ctrl-C ends early", humantime::format_duration(d)),
+            Some(d) => format!("for {}, Ctrl-C ends early", crate::format::duration(d)),
             None => "until Ctrl-C".into(),
         }
     );
@@ -216,12 +216,16 @@ pub async fn record_cmd(
     stopper.finish()?;
     let s = summary?;
     eprintln!(
-        "dropscope: wrote {} ({} snapshots, {} bytes, {:.1}s, {} drops)",
-        shown(&s.path),
+        "dropscope: wrote {} ({} snapshots, {}, {}, {} drops)",
+        if s.path == std::path::Path::new("-") {
+            "the recording to standard output".into()
+        } else {
+            shown(&s.path)
+        },
         s.frames,
-        s.bytes,
-        s.elapsed.as_secs_f64(),
-        s.total
+        crate::format::bytes(s.bytes),
+        crate::format::duration(s.elapsed),
+        crate::format::count(s.total)
     );
     if let (Some(p), Some(task)) = (pcap, last) {
         let samples = task.await.context("keeping the last snapshot")?;

@@ -33,8 +33,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             duration,
             force,
             pcap,
-            live,
-        }) => record(live, output, duration, force, pcap).await,
+            count_syscalls,
+            mut live,
+        }) => {
+            live.count_syscalls = count_syscalls;
+            record(live, output, duration, force, pcap).await
+        }
         Some(Command::Replay {
             file,
             output_dir,
@@ -47,7 +51,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 
 #[cfg(feature = "live")]
 async fn live_view(cli: Cli) -> anyhow::Result<()> {
-    live::live_tui(&cli.live, &cli.output_dir).await
+    let live = crate::cli::LiveArgs {
+        count_syscalls: cli.count_syscalls,
+        ..cli.live
+    };
+    live::live_tui(&live, &cli.output_dir).await
 }
 
 #[cfg(not(feature = "live"))]
@@ -151,8 +159,8 @@ fn recorded_window(
     if from > to {
         bail!(
             "--from {} is after --to {}",
-            humantime::format_duration(from),
-            humantime::format_duration(to)
+            crate::format::duration(from),
+            crate::format::duration(to)
         );
     }
     let later = rec.snapshot_at(to)?;

@@ -1,9 +1,11 @@
 //! `dropscope reasons` and `dropscope explain`: the kernel's drop reasons, and what one means.
 use std::{io::Write, path::Path};
 
+use anyhow::bail;
+
 use crate::{
     cli::Format,
-    explain::{self, Guide},
+    explain::{self, Guide, Match},
     kcounters,
     probe::reasons::ReasonTable,
     sanitize,
@@ -48,15 +50,31 @@ pub fn reasons_cmd(format: Format, btf: Option<&Path>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs `explain`.
+/// Runs `explain`. A name that is neither in the reason guide nor a reason of the running
+/// kernel is an error that names the closest known ones.
 pub fn explain_cmd(name: &str) -> anyhow::Result<()> {
-    let e = Guide::builtin().explain(name);
+    let guide = Guide::builtin();
+    let e = guide.explain(name);
+    let table = ReasonTable::from_running_kernel().ok();
+    let in_kernel = table.as_ref().map(|t| t.value_of(&e.name).is_some());
+    // `UNKNOWN(n)` is how a value without a name is shown, in the TUI and in reports.
+    let unnamed_value = e.name.starts_with("UNKNOWN(") && e.name.ends_with(')');
+    if e.found == Match::Generic && in_kernel != Some(true) && !unnamed_value {
+        let known = guide
+            .reasons()
+            .iter()
+            .map(|r| r.name.as_str())
+            .chain(table.iter().flat_map(|t| t.iter().map(|(_, n)| n)));
+        bail!(
+            "no drop reason is named {}{} (`dropscope reasons` lists this kernel's)",
+            sanitize::terminal(&e.name),
+            explain::did_you_mean(name, known)
+        );
+    }
     let counters = kcounters::map::counters_for(&e.name);
     let mut out = std::io::stdout().lock();
     write!(out, "{}", explain::render(&e, &counters))?;
-    if let Ok(table) = ReasonTable::from_running_kernel()
-        && table.value_of(&e.name).is_none()
-    {
+    if in_kernel == Some(false) {
         writeln!(
             out,
             "\n(the running kernel has no drop reason named {}; `dropscope reasons` lists its own)",

@@ -100,3 +100,32 @@ fn wrap_breaks_at_word_boundaries() {
     );
     assert_eq!(wrap("", 5), "");
 }
+
+#[test]
+fn unknown_names_get_the_closest_known_ones() {
+    let names: Vec<&str> = Guide::builtin()
+        .reasons()
+        .iter()
+        .map(|e| e.name.as_str())
+        .collect();
+    let first = |n: &str| closest(n, names.iter().copied()).first().copied();
+    assert_eq!(first("NO_SOCKT"), Some("NO_SOCKET"));
+    assert_eq!(first("no_sokcet"), Some("NO_SOCKET"));
+    assert_eq!(first("SKB_DROP_REASON_NO_SOKET"), Some("NO_SOCKET"));
+    assert_eq!(first("SOCKET_RCVBUF"), Some("SOCKET_RCVBUFF"));
+    assert_eq!(first("RCVBUFF"), Some("SOCKET_RCVBUFF"));
+    assert!(closest("NO_SOCKET", names.iter().copied()).len() <= 3);
+    assert!(
+        !closest("NO_SOCKET", names.iter().copied()).contains(&"NO_SOCKET"),
+        "a known name is not its own suggestion"
+    );
+    assert!(closest("QWERTYZ", names.iter().copied()).is_empty());
+    let hint = did_you_mean("NO_SOCKT", names.iter().copied());
+    assert!(hint.starts_with("; did you mean NO_SOCKET"), "{hint}");
+    assert_eq!(did_you_mean("QWERTYZ", names.iter().copied()), "");
+    assert_eq!(did_you_mean("A", ["AB"]), "; did you mean AB?");
+    assert_eq!(
+        did_you_mean("ABC", ["ABCD", "ABCE"]),
+        "; did you mean ABCD or ABCE?"
+    );
+}

@@ -7,7 +7,7 @@ use std::{
     time::Duration,
 };
 
-use super::group::{self as select, Dim};
+use super::group::{self, Dim};
 use super::{DropKey, Health, Snapshot};
 
 /// How many intervals of history a trend keeps.
@@ -271,7 +271,7 @@ impl Tracker {
             Some(by) => {
                 let mut merged: HashMap<DropKey, KeyStats> = HashMap::new();
                 for (k, s) in &self.keys {
-                    let m = merged.entry(select::coarser(k, by)).or_default();
+                    let m = merged.entry(group::coarser(k, by)).or_default();
                     m.count = m.count.saturating_add(s.count);
                     m.rate = match (m.rate, s.rate) {
                         (Some(a), Some(b)) => Some(a + b),

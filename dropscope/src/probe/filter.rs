@@ -81,7 +81,8 @@ pub fn encode(
     }
     for name in names {
         let value = reasons.value_of(&reason_name(name)).with_context(|| {
-            format!("unknown drop reason {name:?} (`dropscope reasons` lists them)")
+            let near = crate::explain::did_you_mean(name, reasons.iter().map(|(_, n)| n));
+            format!("unknown drop reason {name:?}{near} (`dropscope reasons` lists them)")
         })?;
         let bit = reason_bit(value)
             .with_context(|| format!("drop reason {name} cannot be filtered in the kernel"))?;

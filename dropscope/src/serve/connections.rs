@@ -270,7 +270,7 @@ impl<S> Tracked<S> {
                     io::ErrorKind::TimedOut,
                     format!(
                         "the client read nothing for {}",
-                        humantime::format_duration(timeout)
+                        crate::format::duration(timeout)
                     ),
                 )))
             }

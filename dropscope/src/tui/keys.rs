@@ -16,6 +16,8 @@ pub enum Action {
     Filter,
     /// Cycle the sort.
     Sort,
+    /// Reverse the sort order.
+    Reverse,
     /// Selection (or stack scroll) one up.
     Up,
     /// Selection (or stack scroll) one down.
@@ -175,13 +177,13 @@ pub const GENERAL: &[Key] = &[
     ),
     hint(
         key(
-            "s",
-            "cycle the sort: rate, count, reason, location",
-            &[(C::Char('s'), A::Sort)],
+            "s  S",
+            "cycle the sort: rate, count, reason, location; S reverses it",
+            &[(C::Char('s'), A::Sort), (C::Char('S'), A::Reverse)],
             Both,
         ),
-        "s",
-        Some("sort"),
+        "s/S",
+        Some("sort/reverse"),
         None,
     ),
     hint(
@@ -219,7 +221,7 @@ pub const GENERAL: &[Key] = &[
     ),
     key(
         "Home End  g G",
-        "first or last row",
+        "the top row (kept as rows move) or the last row",
         &[
             (C::Home, A::First),
             (C::End, A::Last),
@@ -304,16 +306,21 @@ pub const GENERAL: &[Key] = &[
 
 /// Replay timeline keys.
 pub const REPLAY: &[Key] = &[
-    key(
-        "[ ]  Left Right",
-        "seek back or forward 10 s",
-        &[
-            (C::Char('['), A::SeekBack),
-            (C::Char(']'), A::SeekForward),
-            (C::Left, A::SeekBack),
-            (C::Right, A::SeekForward),
-        ],
-        Replay,
+    hint(
+        key(
+            "[ ]  Left Right",
+            "seek back or forward 10 s",
+            &[
+                (C::Char('['), A::SeekBack),
+                (C::Char(']'), A::SeekForward),
+                (C::Left, A::SeekBack),
+                (C::Right, A::SeekForward),
+            ],
+            Replay,
+        ),
+        "[ ]",
+        Some("seek"),
+        Some("seek"),
     ),
     key(
         "{ }",
@@ -330,16 +337,21 @@ pub const REPLAY: &[Key] = &[
         &[(C::Char('0'), A::Start), (C::Char('$'), A::End)],
         Replay,
     ),
-    key(
-        "-  +",
-        "halve or double the speed (0.25x to 16x)",
-        &[
-            (C::Char('-'), A::Slower),
-            (C::Char('_'), A::Slower),
-            (C::Char('+'), A::Faster),
-            (C::Char('='), A::Faster),
-        ],
-        Replay,
+    hint(
+        key(
+            "-  +",
+            "halve or double the speed (0.25x to 16x)",
+            &[
+                (C::Char('-'), A::Slower),
+                (C::Char('_'), A::Slower),
+                (C::Char('+'), A::Faster),
+                (C::Char('='), A::Faster),
+            ],
+            Replay,
+        ),
+        "- +",
+        Some("speed"),
+        None,
     ),
 ];
 
@@ -356,13 +368,38 @@ pub fn action(code: KeyCode) -> Option<Action> {
         .map(|(_, a)| *a)
 }
 
-/// The footer hints of a screen (`stacks`: the stack view), in table order.
-pub fn hints(stacks: bool) -> impl Iterator<Item = (&'static str, &'static str)> {
-    all().filter_map(move |k| {
+/// The footer hints of a screen (`stacks`: the stack view) of the live view or of a replay
+/// (`replay`), for the keys that apply there: in table order, but a replay's timeline keys
+/// right after pause/play, so that a narrow footer keeps them.
+pub fn hints(stacks: bool, replay: bool) -> Vec<(&'static str, &'static str)> {
+    let applies = |k: &Key| match k.applies {
+        Both => true,
+        Live => !replay,
+        Replay => replay,
+    };
+    let hint = |k: &Key| {
         let h = k.hint?;
         let word = if stacks { h.stacks } else { h.table }?;
         Some((h.label, word))
-    })
+    };
+    let mut out: Vec<_> = GENERAL
+        .iter()
+        .filter(|k| applies(k))
+        .filter_map(hint)
+        .collect();
+    let after_pause = GENERAL
+        .iter()
+        .filter(|k| applies(k))
+        .filter_map(|k| Some((hint(k)?, k)))
+        .position(|(_, k)| k.bind.iter().any(|(_, a)| *a == A::Pause))
+        .map_or(0, |i| i + 1);
+    let timeline: Vec<_> = REPLAY
+        .iter()
+        .filter(|k| applies(k))
+        .filter_map(hint)
+        .collect();
+    out.splice(after_pause..after_pause, timeline);
+    out
 }
 
 #[cfg(test)]

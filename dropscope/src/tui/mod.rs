@@ -58,7 +58,7 @@ pub struct TuiOptions {
     /// header shows them.
     pub filter: Option<String>,
     /// The grouping the counts come in (`--by`); empty: as found in the data (replay).
-    pub by: Vec<crate::select::Dim>,
+    pub by: Vec<crate::model::group::Dim>,
 }
 
 /// Least time between two redraws caused by data (snapshots, replay position).
@@ -312,8 +312,13 @@ pub async fn run(feed: Feed, opts: TuiOptions) -> anyhow::Result<()> {
                 continue;
             }
         };
-        let urgent = matches!(msg, Msg::Key(_) | Msg::Resize(..) | Msg::Status(_));
-        match update(&mut state, msg) {
+        let mut urgent = matches!(msg, Msg::Key(_) | Msg::Resize(..) | Msg::Status(_));
+        // A selection that moved to another key (the top row changed) is drawn at once, so
+        // that Enter opens the row the screen shows selected.
+        let selected = state.selected.clone();
+        let effect = update(&mut state, msg);
+        urgent |= state.selected != selected;
+        match effect {
             Some(Effect::Quit) => break Ok(()),
             Some(Effect::Replay(cmd)) => {
                 if let Some(tx) = &replay_tx {

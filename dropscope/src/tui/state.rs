@@ -3,12 +3,12 @@ use std::time::{Duration, Instant};
 
 use crate::{
     kcounters::KernelView,
+    model::group::{self as select, Dim},
     model::{
         DropKey, Sample, SessionInfo, StackCount, packet,
         stacks::{StackTree, TreeLine},
         table::{Row, SortKey, Tracker, matches},
     },
-    select::{self, Dim},
     source::ReplayStatus,
 };
 
@@ -195,12 +195,17 @@ pub struct State {
     pub frozen: Option<Box<Tracker>>,
     /// Table order.
     pub sort: SortKey,
+    /// Whether the order of `sort` is reversed (`S`).
+    pub reverse: bool,
     /// Text filter over reason and location.
     pub filter: String,
     /// Whether the filter is being typed.
     pub editing: bool,
     /// The selected row's key.
     pub selected: Option<DropKey>,
+    /// Whether the user chose the selected row: it then follows its key as rows move.
+    /// Otherwise the selection is the top row, whichever key that is.
+    pub pinned: bool,
     /// First table row shown.
     pub scroll: usize,
     /// Table or stacks.
@@ -239,9 +244,11 @@ impl State {
             tracker: Tracker::new(),
             frozen: None,
             sort: SortKey::default(),
+            reverse: false,
             filter: String::new(),
             editing: false,
             selected: None,
+            pinned: false,
             scroll: 0,
             screen: Screen::Table,
             help: false,
@@ -322,11 +329,27 @@ impl State {
         self.frozen.as_deref().unwrap_or(&self.tracker)
     }
 
-    /// The table rows on screen, filtered and sorted.
+    /// The table rows on screen, filtered and sorted (the other way round when reversed).
     pub fn rows(&self) -> Vec<Row<'_>> {
         let by = self.regrouping();
-        self.shown()
-            .grouped_rows(self.sort, &self.filter, by.as_deref())
+        let mut rows = self
+            .shown()
+            .grouped_rows(self.sort, &self.filter, by.as_deref());
+        if self.reverse {
+            rows.reverse();
+        }
+        rows
+    }
+
+    /// Whether the table is in descending order: highest rate or count first (the default for
+    /// those), or names Z to A (reversed).
+    pub fn descending(&self) -> bool {
+        matches!(self.sort, SortKey::Rate | SortKey::Count) != self.reverse
+    }
+
+    /// The interval the rates are over: the time between the last two snapshots shown.
+    pub fn rate_window(&self) -> Option<Duration> {
+        self.shown().interval()
     }
 
     /// Index of the selected row in `rows`.

@@ -11,8 +11,8 @@ use super::{
 };
 use crate::{
     kcounters::KernelView,
+    model::group::{self as select, Dim},
     model::{Snapshot, StackCount},
-    select::{self, Dim},
     source::{ReplayCommand, ReplayStatus},
 };
 
@@ -105,17 +105,16 @@ fn refresh(state: &mut State) {
     }
 }
 
-/// Keeps the selection on a shown row (the first one if it vanished) and in sight.
+/// Keeps the selection on a shown row and in sight: the row the user chose, wherever its key
+/// moved; else (or once it is gone) the top row.
 fn fix_selection(state: &mut State) {
     let rows = state.rows();
-    let index = match state.selected_index(&rows) {
-        Some(i) => Some(i),
-        None if rows.is_empty() => None,
-        None => Some(0),
-    };
+    let chosen = state.pinned.then(|| state.selected_index(&rows)).flatten();
+    let index = chosen.or((!rows.is_empty()).then_some(0));
     let key = index.map(|i| rows[i].key.clone().into_owned());
     let len = rows.len();
     drop(rows);
+    state.pinned = chosen.is_some();
     state.selected = key;
     let page = view::table_page(state);
     let mut scroll = state.scroll.min(len.saturating_sub(page));
@@ -132,7 +131,8 @@ fn fix_stack_scroll(state: &mut State) {
     }
 }
 
-/// Moves the selection by `delta` rows (clamped to the table).
+/// Moves the selection by `delta` rows (clamped to the table); the row reached is the user's
+/// choice, followed as rows move.
 fn move_selection(state: &mut State, delta: isize) {
     let rows = state.rows();
     if rows.is_empty() {
@@ -143,6 +143,7 @@ fn move_selection(state: &mut State, delta: isize) {
     let key = rows[next].key.clone().into_owned();
     drop(rows);
     state.selected = Some(key);
+    state.pinned = true;
     fix_selection(state);
 }
 
@@ -226,6 +227,8 @@ fn flamegraph(state: &mut State) -> Option<Effect> {
         .filter(|s| scope.contains(s))
         .cloned()
         .collect();
+    // Function names without offsets, as `dropscope flamegraph` draws them by default.
+    let stacks = crate::flamegraph::without_offsets(&stacks);
     let window = (Duration::ZERO, snap.elapsed);
     state.status = Some("writing flamegraph...".into());
     Some(Effect::Flamegraph(FlameRequest {
@@ -308,6 +311,10 @@ fn on_key(state: &mut State, key: KeyEvent) -> Option<Effect> {
             state.sort = state.sort.next();
             fix_selection(state);
         }
+        Action::Reverse => {
+            state.reverse = !state.reverse;
+            fix_selection(state);
+        }
         Action::Flamegraph => return flamegraph(state),
         Action::Explain => toggle_panel(state, Panel::Explain),
         Action::Counters => toggle_panel(state, Panel::Counters),
@@ -319,6 +326,11 @@ fn on_key(state: &mut State, key: KeyEvent) -> Option<Effect> {
         Action::Down => step(state, 1),
         Action::PageUp => step(state, -page),
         Action::PageDown => step(state, page),
+        Action::First if matches!(state.screen, Screen::Table) => {
+            // The top row again, whichever key comes to it.
+            state.pinned = false;
+            fix_selection(state);
+        }
         Action::First => step(state, isize::MIN),
         Action::Last => step(state, isize::MAX),
         Action::Stacks if matches!(state.screen, Screen::Table) => {

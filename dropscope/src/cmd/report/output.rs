@@ -1,9 +1,5 @@
 //! The headless report: a snapshot (or a window of one) printed as a table or as JSON.
-use std::{
-    cmp::Reverse,
-    collections::{HashMap, HashSet},
-    io::Write,
-};
+use std::{cmp::Reverse, collections::HashMap, io::Write};
 
 use serde::Serialize;
 use unicode_width::UnicodeWidthStr;
@@ -85,7 +81,7 @@ impl<'a> SamplesByKey<'a> {
                     dst: h.dst.map(|a| a.to_string()),
                     sport: h.sport,
                     dport: h.dport,
-                    protocol: h.protocol.map(crate::select::protocol_name),
+                    protocol: h.protocol.map(crate::model::group::protocol_name),
                     len: p.len,
                 }
             })
@@ -125,8 +121,18 @@ impl JsonReport<'_> {
 
 /// Every distinct name of the rows, ranked in order: rows are then sorted by numbers, so that
 /// sorting costs the same whatever the names' lengths (a recording may share one long name
-/// among many keys: comparing it at every step made sorting take minutes).
-struct NameRanks<'a>(HashMap<&'a str, u32>);
+/// among many keys: comparing it at every step made sorting take minutes). Names are found by
+/// address (a recording's keys share their names), so neither ranking nor looking up reads a
+/// name more than once; copies of one name at other addresses get the same rank.
+struct NameRanks<'a>(
+    HashMap<(usize, usize), u32>,
+    std::marker::PhantomData<&'a str>,
+);
+
+/// Where a name is: its address and length.
+fn at(name: &str) -> (usize, usize) {
+    (name.as_ptr() as usize, name.len())
+}
 
 impl<'a> NameRanks<'a> {
     fn new(rows: &[&'a DropCount]) -> Self {
@@ -140,15 +146,24 @@ impl<'a> NameRanks<'a> {
                     .chain([&k.reason.name, &k.location])
                     .map(|n| &**n)
             })
-            .collect::<HashSet<&str>>()
-            .into_iter()
+            .map(|n| (at(n), n))
+            .collect::<HashMap<_, _>>()
+            .into_values()
             .collect();
         names.sort_unstable();
-        NameRanks(names.into_iter().zip(0..).collect())
+        let mut ranks = HashMap::with_capacity(names.len());
+        let mut rank = 0u32;
+        for (i, name) in names.iter().enumerate() {
+            if i > 0 && names[i - 1] != *name {
+                rank += 1;
+            }
+            ranks.insert(at(name), rank);
+        }
+        NameRanks(ranks, std::marker::PhantomData)
     }
 
     fn of(&self, name: &str) -> u32 {
-        self.0.get(name).copied().unwrap_or(u32::MAX)
+        self.0.get(&at(name)).copied().unwrap_or(u32::MAX)
     }
 
     /// The sort key of a row: count (largest first), then the key's fields in the order of
@@ -165,6 +180,7 @@ impl<'a> NameRanks<'a> {
         Option<u64>,
         [Option<u32>; 3],
         Option<u16>,
+        Option<u32>,
     ) {
         let (k, a) = (&d.key, &d.key.attr);
         let rank = |n: &Option<std::sync::Arc<str>>| n.as_deref().map(|n| self.of(n));
@@ -176,6 +192,7 @@ impl<'a> NameRanks<'a> {
             a.netns,
             [rank(&a.netns_name), rank(&a.device), rank(&a.protocol)],
             a.port,
+            a.ifindex,
         )
     }
 }

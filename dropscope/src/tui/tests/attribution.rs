@@ -2,8 +2,8 @@
 //! the sampled packets beside a row's stacks, and the filters in the header.
 use super::*;
 use crate::{
+    model::group::Dim,
     model::{Attribution, KeySamples, Sample},
-    select::Dim,
 };
 
 const BY: &[Dim] = &[

@@ -3,6 +3,7 @@ mod attribution;
 mod hostile;
 mod keys;
 mod rendering;
+mod selection;
 
 use std::{
     sync::Arc,

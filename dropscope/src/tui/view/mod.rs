@@ -110,7 +110,7 @@ fn footer(state: &State) -> Line<'static> {
     }
     let stacks = matches!(state.screen, Screen::Stacks(_));
     let mut spans = Vec::new();
-    for (k, what) in super::keys::hints(stacks) {
+    for (k, what) in super::keys::hints(stacks, state.is_replay()) {
         spans.push(Span::styled(k, key));
         spans.push(Span::raw(format!(" {what}  ")));
     }

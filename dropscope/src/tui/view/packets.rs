@@ -8,9 +8,9 @@ use ratatui::{
 };
 
 use crate::{
+    model::group::protocol_name,
     model::{Sample, packet},
     sanitize,
-    select::protocol_name,
 };
 
 /// Rows the packet list wants for `packets`: title and heading, one per packet (one line

@@ -9,7 +9,10 @@ use ratatui::{
 };
 
 use crate::{
-    model::{DropKey, table::Row as TableRow},
+    model::{
+        DropKey,
+        table::{Row as TableRow, SortKey},
+    },
     sanitize,
     tui::{
         format,
@@ -122,14 +125,47 @@ fn title(state: &State, shown: usize) -> Line<'static> {
             Style::new().fg(Color::DarkGray),
         ));
     }
-    spans.push(Span::raw(format!(" sort: {} ", state.sort.label())));
     if !state.filter.is_empty() {
         spans.push(Span::styled(
             format!(" filter: {} ", sanitize::terminal(&state.filter)),
             Style::new().fg(Color::Yellow),
         ));
     }
+    spans.push(Span::raw(format!(
+        " sort: {} {} ",
+        state.sort.label(),
+        marker(state)
+    )));
+    // RATE/S and the trend are over the interval between the last two snapshots shown.
+    if let Some(w) = state.rate_window() {
+        spans.push(Span::raw(format!(
+            " rate over {} ",
+            format::millis(w.as_millis() as u64)
+        )));
+    }
     Line::from(spans)
+}
+
+/// The sort direction as the sorted column shows it: `▼` descending, `▲` ascending.
+fn marker(state: &State) -> char {
+    if state.descending() { '▼' } else { '▲' }
+}
+
+/// The column headings REASON, LOCATION, COUNT and RATE/S, the sorted one marked.
+fn headings(state: &State) -> [String; 4] {
+    let mark = |name: &str, key: SortKey| {
+        if state.sort == key {
+            format!("{name}{}", marker(state))
+        } else {
+            name.to_string()
+        }
+    };
+    [
+        mark("REASON", SortKey::Reason),
+        mark("LOCATION", SortKey::Location),
+        mark("COUNT", SortKey::Count),
+        mark("RATE/S", SortKey::Rate),
+    ]
 }
 
 /// Draws the table into `area`.
@@ -162,6 +198,8 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
         scroll = scroll.min(sel).max((sel + 1).saturating_sub(page));
     }
     let trend_width: u16 = if area.width >= 120 { 24 } else { 10 };
+    let [reason_head, location_head, count_head, rate_head] = headings(state);
+    let head_width = |h: &str| h.chars().count();
     let reason_width = rows
         .iter()
         .skip(scroll)
@@ -169,7 +207,7 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
         .map(|r| sanitize::terminal(&r.key.reason.name).chars().count())
         .max()
         .unwrap_or(6)
-        .clamp(6, 28) as u16;
+        .clamp(head_width(&reason_head), 28) as u16;
     let visible: Vec<_> = rows
         .iter()
         .enumerate()
@@ -178,8 +216,12 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
         .map(|(i, r)| (i, r, format::count(r.count), format::opt_rate(r.rate)))
         .collect();
     // Exact counts are never cut: the column grows to the widest one shown.
-    let count_width = visible.iter().map(|v| v.2.len()).max().unwrap_or(0).max(5) as u16;
-    let rate_width = visible.iter().map(|v| v.3.len()).max().unwrap_or(0).max(6) as u16;
+    let count_width = (visible.iter().map(|v| v.2.len()).max())
+        .unwrap_or(0)
+        .max(head_width(&count_head)) as u16;
+    let rate_width = (visible.iter().map(|v| v.3.len()).max())
+        .unwrap_or(0)
+        .max(head_width(&rate_head)) as u16;
     let shown: Vec<&TableRow<'_>> = visible.iter().map(|v| v.1).collect();
     let attrs = attr_columns(&rows, &shown);
     let right = |s: String| Cell::from(Line::from(s).right_aligned());
@@ -208,11 +250,11 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
             row
         }
     });
-    let mut head = vec![Cell::from("REASON"), Cell::from("LOCATION")];
+    let mut head = vec![Cell::from(reason_head), Cell::from(location_head)];
     head.extend(attrs.iter().map(|(c, _)| Cell::from(c.head)));
     head.extend([
-        right("COUNT".into()),
-        right("RATE/S".into()),
+        right(count_head),
+        right(rate_head),
         right("SHARE%".into()),
         Cell::from("TREND"),
     ]);
