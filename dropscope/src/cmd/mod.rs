@@ -141,7 +141,6 @@ fn shown(path: &Path) -> String {
     sanitize::terminal(&path.to_string_lossy()).into_owned()
 }
 
-/// The window of a recording: the snapshot at `to` minus the one at `from`.
 /// The counts of `--input` between `--from` and `--to`, filtered and grouped by `sel` exactly
 /// as live counting would have (refused where the recording lacks a dimension asked for).
 fn recorded_window(
