@@ -218,6 +218,51 @@ fn every_filter_and_grouping_on_a_recording_reads_as_live() {
     );
 }
 
+/// The text report has a column for each dimension it is grouped by: two namespaces' rows of
+/// one reason and location never look alike, and piped it fits 100 columns.
+#[test]
+fn the_text_report_shows_every_dimension_of_its_rows() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let rec = recording(dir.path());
+    let rec = rec.to_str().expect("utf-8 path");
+    let out = dropscope(&["report", "--input", rec]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    let lines: Vec<&str> = text.lines().collect();
+    for col in ["REASON", "LOCATION", "NETNS", "DEVICE", "PROTO", "COUNT"] {
+        assert!(lines[0].contains(col), "no {col} column: {text}");
+    }
+    let rows = &lines[1..=KEYS.len()];
+    let distinct: std::collections::HashSet<String> = rows
+        .iter()
+        .map(|l| l.split_whitespace().take(5).collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(distinct.len(), KEYS.len(), "rows that look alike: {text}");
+    assert!(
+        rows.iter()
+            .any(|l| l.contains("dsB") && l.contains("vb") && l.contains("1486"))
+    );
+    assert!(lines.iter().all(|l| l.chars().count() <= 100), "{text}");
+    // Grouped by namespace alone: one row per namespace, named, and no location column.
+    let out = dropscope(&["report", "--input", rec, "--by", "netns"]);
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    assert!(
+        text.lines()
+            .next()
+            .is_some_and(|h| h.contains("NETNS") && !h.contains("LOCATION")),
+        "{text}"
+    );
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("ds")).count(),
+        2,
+        "{text}"
+    );
+}
+
 #[test]
 fn what_a_recording_cannot_answer_is_refused() {
     let dir = tempfile::tempdir().expect("temp dir");

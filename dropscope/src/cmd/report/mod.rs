@@ -95,7 +95,7 @@ pub fn write_report(
 ) -> anyhow::Result<()> {
     match format {
         Format::Table => {
-            report::write_table(snap, seconds, &mut out)?;
+            report::write_table_fitted(snap, seconds, report::table_width(), &mut out)?;
             if let Some(k) = kernel {
                 report::write_kernel(k, &mut out)?;
             }

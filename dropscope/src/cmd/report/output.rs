@@ -104,17 +104,48 @@ pub struct JsonReport<'a> {
     pub seconds: f64,
     /// The kernel's own drop counters that grew over the same window, per network namespace
     /// (`null` when counting from a recording, which holds no kernel counters).
-    pub kernel_counters: Option<Vec<CounterDelta>>,
+    pub kernel_counters: Option<Vec<WithName<CounterDelta>>>,
     /// Drops the kernel counted but the probe did not see (`null` as above). Never part of
     /// `drops` or `total`.
-    pub unseen: Option<Vec<Unseen>>,
+    pub unseen: Option<Vec<WithName<Unseen>>>,
+}
+
+/// A kernel counter's entry with the name of its namespace beside the inode.
+#[derive(Debug, Serialize)]
+pub struct WithName<T> {
+    /// The entry.
+    #[serde(flatten)]
+    pub item: T,
+    /// The namespace's name (container, pod, `ip netns` name, `host`), where one is known.
+    pub netns_name: Option<String>,
 }
 
 impl JsonReport<'_> {
     /// Adds the kernel counters and unseen drops of the same window.
     pub fn with_kernel(mut self, k: &KernelView) -> Self {
-        self.kernel_counters = Some(k.counters.clone());
-        self.unseen = k.unseen.clone();
+        let name = |netns: u64| {
+            if netns == k.initial_netns {
+                Some("host".to_string())
+            } else {
+                k.names.get(&netns).cloned()
+            }
+        };
+        self.kernel_counters = Some(
+            (k.counters.iter())
+                .map(|c| WithName {
+                    netns_name: name(c.netns),
+                    item: c.clone(),
+                })
+                .collect(),
+        );
+        self.unseen = k.unseen.as_ref().map(|u| {
+            u.iter()
+                .map(|c| WithName {
+                    netns_name: name(c.netns),
+                    item: c.clone(),
+                })
+                .collect()
+        });
         self
     }
 }
@@ -246,47 +277,160 @@ fn pad(out: &mut String, s: &str, width: usize) {
     out.extend(std::iter::repeat_n(' ', width.saturating_sub(w)));
 }
 
-/// Writes the report as aligned columns.
+/// Width of the table when the output is not a terminal.
+pub const PIPE_WIDTH: usize = 100;
+/// The narrowest a location is cut to when the table must fit a width.
+const MIN_LOCATION_CHARS: usize = 24;
+
+/// The width the table is fitted to: the terminal's, or [`PIPE_WIDTH`] when stdout is not one.
+pub fn table_width() -> usize {
+    use std::io::IsTerminal as _;
+    if std::io::stdout().is_terminal() {
+        crossterm::terminal::size().map_or(PIPE_WIDTH, |(w, _)| usize::from(w).max(40))
+    } else {
+        PIPE_WIDTH
+    }
+}
+
+/// A column of the table: its title and each row's cell.
+struct Column {
+    title: &'static str,
+    cells: Vec<String>,
+    right: bool,
+}
+
+impl Column {
+    fn width(&self) -> usize {
+        (self
+            .cells
+            .iter()
+            .map(|c| UnicodeWidthStr::width(c.as_str())))
+        .chain([self.title.len()])
+        .max()
+        .unwrap_or(0)
+    }
+}
+
+/// The columns of the dimensions the counts have: the reason and location where they were not
+/// merged away, the namespace (its name, else its inode), the interface, protocol and port.
+fn key_columns(rows: &[&DropCount], loc_chars: usize) -> Vec<Column> {
+    let has = |f: &dyn Fn(&DropCount) -> bool| rows.iter().any(|d| f(d));
+    let column = |title, f: &dyn Fn(&DropCount) -> String| Column {
+        title,
+        cells: rows.iter().map(|d| f(d)).collect(),
+        right: false,
+    };
+    let mut cols = Vec::new();
+    if rows.is_empty() || has(&|d| &*d.key.reason.name != "*") {
+        cols.push(column("REASON", &|d| {
+            sanitize::terminal_cell(&d.key.reason.name, MAX_REASON_CHARS)
+        }));
+    }
+    if rows.is_empty() || has(&|d| &*d.key.location != "*") {
+        cols.push(column("LOCATION", &|d| {
+            sanitize::terminal_cell(&d.key.location, loc_chars)
+        }));
+    }
+    if has(&|d| d.key.attr.netns.is_some()) {
+        cols.push(column("NETNS", &|d| {
+            let a = &d.key.attr;
+            match (&a.netns_name, a.netns) {
+                (Some(n), _) => sanitize::terminal_cell(n, MAX_NAME_CHARS),
+                (None, Some(i)) => i.to_string(),
+                (None, None) => "-".into(),
+            }
+        }));
+    }
+    if has(&|d| d.key.attr.device.is_some()) {
+        cols.push(column("DEVICE", &|d| {
+            d.key
+                .attr
+                .device
+                .as_deref()
+                .map_or("-".into(), |n| sanitize::terminal_cell(n, MAX_NAME_CHARS))
+        }));
+    }
+    if has(&|d| d.key.attr.protocol.is_some()) {
+        cols.push(column("PROTO", &|d| {
+            d.key
+                .attr
+                .protocol
+                .as_deref()
+                .map_or("-".into(), |n| sanitize::terminal_cell(n, MAX_NAME_CHARS))
+        }));
+    }
+    if has(&|d| d.key.attr.port.is_some()) {
+        let mut c = column("PORT", &|d| {
+            d.key.attr.port.map_or("-".into(), |p| p.to_string())
+        });
+        c.right = true;
+        cols.push(c);
+    }
+    cols
+}
+
+/// Longest namespace, interface or protocol name shown in full in the table.
+pub const MAX_NAME_CHARS: usize = 40;
+
+/// Writes the report as aligned columns, one for each dimension the counts have (so no two rows
+/// look the same), fitted to `width` columns by cutting locations first.
 ///
 /// Names are escaped for the terminal (no control or bidi character reaches it) and cut to
-/// [`MAX_REASON_CHARS`] / [`MAX_LOCATION_CHARS`] with `…`, so no recording can break the table.
-pub fn write_table(s: &Snapshot, seconds: f64, mut out: impl Write) -> std::io::Result<()> {
+/// [`MAX_REASON_CHARS`] / [`MAX_LOCATION_CHARS`] / [`MAX_NAME_CHARS`] with `…`, so no
+/// recording can break the table.
+#[cfg(test)]
+pub fn write_table(s: &Snapshot, seconds: f64, out: impl Write) -> std::io::Result<()> {
+    write_table_fitted(s, seconds, PIPE_WIDTH, out)
+}
+
+/// [`write_table`], fitted to `width` display columns.
+pub fn write_table_fitted(
+    s: &Snapshot,
+    seconds: f64,
+    width: usize,
+    mut out: impl Write,
+) -> std::io::Result<()> {
     let rows = sorted(s);
-    let cells: Vec<(String, String)> = rows
-        .iter()
-        .map(|d| {
-            (
-                sanitize::terminal_cell(&d.key.reason.name, MAX_REASON_CHARS),
-                sanitize::terminal_cell(&d.key.location, MAX_LOCATION_CHARS),
-            )
-        })
-        .collect();
-    let width = |f: fn(&(String, String)) -> &String, min: usize| {
-        cells
-            .iter()
-            .map(|c| UnicodeWidthStr::width(f(c).as_str()))
-            .max()
-            .unwrap_or(0)
-            .max(min)
-    };
-    let rw = width(|c| &c.0, 6);
-    let lw = width(|c| &c.1, 8);
+    let mut cols = key_columns(&rows, MAX_LOCATION_CHARS);
+    let fixed = 2 + 12 + 2 + 6;
+    let total = |cols: &[Column]| cols.iter().map(|c| c.width() + 2).sum::<usize>() + fixed;
+    let over = total(&cols).saturating_sub(width);
+    if over > 0
+        && let Some(i) = cols.iter().position(|c| c.title == "LOCATION")
+    {
+        let chars = cols[i].width().saturating_sub(over).max(MIN_LOCATION_CHARS);
+        cols[i].cells = (rows.iter())
+            .map(|d| sanitize::terminal_cell(&d.key.location, chars))
+            .collect();
+    }
+    let widths: Vec<usize> = cols.iter().map(Column::width).collect();
     let mut line = String::new();
-    pad(&mut line, "REASON", rw);
-    line.push_str("  ");
-    pad(&mut line, "LOCATION", lw);
-    writeln!(out, "{line}  {:>12}  {:>6}", "COUNT", "SHARE")?;
-    for (d, (reason, location)) in rows.iter().zip(&cells) {
+    let write_row = |line: &mut String, cell: &dyn Fn(&Column) -> &str| {
+        line.clear();
+        for (c, &w) in cols.iter().zip(&widths) {
+            let text = cell(c);
+            if c.right {
+                line.extend(std::iter::repeat_n(
+                    ' ',
+                    w.saturating_sub(UnicodeWidthStr::width(text)),
+                ));
+                line.push_str(text);
+            } else {
+                pad(line, text, w);
+            }
+            line.push_str("  ");
+        }
+    };
+    write_row(&mut line, &|c| c.title);
+    writeln!(out, "{line}{:>12}  {:>6}", "COUNT", "SHARE")?;
+    for (i, d) in rows.iter().enumerate() {
         let share = if s.total > 0 {
             100.0 * d.count as f64 / s.total as f64
         } else {
             0.0
         };
-        line.clear();
-        pad(&mut line, reason, rw);
-        line.push_str("  ");
-        pad(&mut line, location, lw);
-        writeln!(out, "{line}  {:>12}  {:>5.1}%", d.count, share)?;
+        write_row(&mut line, &|c| c.cells[i].as_str());
+        writeln!(out, "{line}{:>12}  {:>5.1}%", d.count, share)?;
     }
     if rows.is_empty() {
         writeln!(out, "(no drops)")?;
@@ -459,6 +603,8 @@ mod tests {
         assert_eq!(v["kernel_counters"][0]["delta"], 40);
         assert_eq!(v["kernel_counters"][0]["reasons"][0], "TCP_LISTEN_OVERFLOW");
         assert_eq!(v["unseen"][0]["count"], 38);
+        assert_eq!(v["kernel_counters"][0]["netns_name"], "web1");
+        assert_eq!(v["unseen"][0]["netns_name"], "web1");
         assert_eq!(
             v["total"], 17,
             "unseen drops are not added to the exact counts"
