@@ -151,3 +151,53 @@ fn short_lived_namespaces_are_read_while_they_live_and_never_kept_alive() {
         last["kernel_counters"]
     );
 }
+
+/// Steady drops the probe counts (UDP to a closed port, `Udp:NoPorts`) are never reported as
+/// unseen in any periodic report: the counters and the probe's counts cover the same span.
+#[test]
+fn steady_counted_drops_are_never_unseen() {
+    let _serial = root_test();
+    let ns = dropscope_tests::Netns::new("kc-steady");
+    let inode = std::fs::metadata(ns.path()).expect("namespace").ino();
+    let mut counting = Counting::start(&[
+        "report",
+        "--every",
+        "1",
+        "--duration",
+        "16",
+        "--format",
+        "json",
+        "--by",
+        "reason,location,netns",
+    ]);
+    counting.read_stdout();
+    let traffic = traffic_bin();
+    let traffic = traffic.to_str().expect("utf-8 path");
+    // About 400 drops a second for 14 s, in bursts that fall across the reads.
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(14) {
+        ns.exec(&[traffic, "udp", "9", "40"]);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = counting.wait_within(Duration::from_secs(30));
+    let mut reports = 0;
+    let mut counted = 0;
+    for line in out.lines().filter(|l| l.starts_with('{')) {
+        let r: serde_json::Value = serde_json::from_str(line).expect("a JSON report");
+        reports += 1;
+        let ours = |v: &serde_json::Value| v["netns"].as_u64() == Some(inode);
+        let unseen: Vec<_> = (r["unseen"].as_array().expect("unseen computed").iter())
+            .filter(|u| ours(u))
+            .collect();
+        assert!(
+            unseen.is_empty(),
+            "counted drops read as unseen: {unseen:?} in {line}"
+        );
+        counted = (r["drops"].as_array().expect("drops").iter())
+            .filter(|d| ours(d))
+            .map(|d| d["count"].as_u64().expect("count"))
+            .sum();
+    }
+    assert!(reports >= 10, "{reports} reports: {out}");
+    assert!(counted > 1000, "the drops were counted: {counted}");
+}

@@ -145,15 +145,16 @@ pub async fn count_live(
             _ = &mut wait => break,
         }
     }
-    // The collector sends one last snapshot, read right now, then closes the feed.
+    // The counters are read last before the collector's last snapshot, which it reads right
+    // after being told to stop: every drop the counters have, that snapshot has (same span).
+    if let Some(k) = &mut kernel {
+        k.poll(&kcounters::drop_netns(&last));
+    }
     stopper.stop();
     while let Some(s) = feed.snapshots.recv().await {
         last = s;
     }
     stopper.finish()?;
-    if let Some(k) = &mut kernel {
-        k.poll(&kcounters::drop_netns(&last));
-    }
     Ok((feed.info, last, kernel))
 }
 

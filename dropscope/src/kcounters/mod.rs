@@ -65,6 +65,8 @@ pub struct KernelCounters {
     latest: BTreeMap<u64, Counters>,
     errors: Vec<String>,
     filter: Option<String>,
+    /// Wall-clock time of the latest reading, ms since the Unix epoch.
+    read_unix_ms: u64,
 }
 
 impl KernelCounters {
@@ -76,6 +78,7 @@ impl KernelCounters {
             latest: BTreeMap::new(),
             errors: Vec::new(),
             filter: None,
+            read_unix_ms: 0,
         };
         k.poll(&[]);
         Ok(k)
@@ -92,6 +95,9 @@ impl KernelCounters {
     pub fn poll(&mut self, netns: &[u64]) {
         self.namespaces.refresh(netns);
         let reading = self.namespaces.read();
+        self.read_unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
         let tracked: BTreeSet<u64> = self.namespaces.inodes().collect();
         self.fold(reading, &tracked);
     }
@@ -132,14 +138,25 @@ impl KernelCounters {
         self.namespaces.initial()
     }
 
+    /// [`KernelCounters::view`] with `snap` only if it was taken after the latest reading: a
+    /// snapshot taken before it misses drops the counters already have, which would read as
+    /// unseen. `None`: wait for a later snapshot.
+    pub fn view_after(&self, snap: &Snapshot) -> Option<KernelView> {
+        (snap.unix_ms > self.read_unix_ms).then(|| self.view(snap))
+    }
+
     /// Deltas since the start, and the unseen drops given the probe's counts over the same
-    /// window (`snap`, cumulative since the session started).
+    /// window (`snap`, cumulative since the session started, taken after the latest reading:
+    /// every drop a counter counted by then, the probe had counted too, so only what the
+    /// probe never sees is unseen). Counts grouped without the reason cannot be matched with
+    /// counters: unseen is then not computed (`None`), never guessed.
     pub fn view(&self, snap: &Snapshot) -> KernelView {
         let counters = unseen::deltas(&self.baseline, &self.latest);
         let initial = self.initial_netns();
+        let by_reason = snap.drops.iter().all(|d| &*d.key.reason.name != "*");
         let unseen = match self.filter {
-            None => Some(unseen::unseen(&counters, seen_drops(snap), initial)),
-            Some(_) => None,
+            None if by_reason => Some(unseen::unseen(&counters, seen_drops(snap), initial)),
+            _ => None,
         };
         KernelView {
             initial_netns: initial,

@@ -67,6 +67,9 @@ const DATA_REDRAW: Duration = Duration::from_millis(500);
 const CLOCK: Duration = Duration::from_secs(1);
 /// Least time between two readings of the kernel's drop counters.
 const KERNEL_READ: Duration = Duration::from_secs(1);
+/// How often the kernel's counters are read while their panel is closed (for the header's
+/// UNSEEN badge).
+const KERNEL_READ_CLOSED: Duration = Duration::from_secs(5);
 
 type Term = Terminal<CrosstermBackend<BufWriter<io::Stdout>>>;
 
@@ -272,13 +275,22 @@ pub async fn run(feed: Feed, opts: TuiOptions) -> anyhow::Result<()> {
                     for m in record(&mut recording, &s) {
                         update(&mut state, m);
                     }
-                    if let Some(k) = kernel.as_mut()
-                        && state.panel == Some(Panel::Counters)
-                        && kernel_read.is_none_or(|t| t.elapsed() >= KERNEL_READ)
-                    {
-                        k.poll(&crate::kcounters::drop_netns(&s));
-                        kernel_read = Some(Instant::now());
-                        update(&mut state, Msg::Kernel(Box::new(k.view(&s))));
+                    if let Some(k) = kernel.as_mut() {
+                        // A reading is shown with the first snapshot taken after it (same
+                        // span), then the next is read: once a second while the panel is
+                        // open, every KERNEL_READ_CLOSED for the header's UNSEEN badge.
+                        if let Some(view) = k.view_after(&s) {
+                            update(&mut state, Msg::Kernel(Box::new(view)));
+                        }
+                        let every = if state.panel == Some(Panel::Counters) {
+                            KERNEL_READ
+                        } else {
+                            KERNEL_READ_CLOSED
+                        };
+                        if kernel_read.is_none_or(|t| t.elapsed() >= every) {
+                            k.poll(&crate::kcounters::drop_netns(&s));
+                            kernel_read = Some(Instant::now());
+                        }
                     }
                     Msg::Snapshot(Box::new(s), Instant::now().into_std())
                 }

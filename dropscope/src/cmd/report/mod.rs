@@ -42,16 +42,31 @@ pub async fn report_cmd(args: ReportArgs) -> anyhow::Result<()> {
 async fn live_counts(args: &ReportArgs) -> anyhow::Result<(Snapshot, f64, Option<KernelCounters>)> {
     let mut next = args.every;
     let (format, every) = (args.format, args.every);
+    // A report that is due reads the kernel's counters, then prints with the first snapshot
+    // taken after that reading (so both cover the same span: no drop the probe counted reads
+    // as unseen).
+    let mut read_for: Option<std::time::Duration> = None;
     let progress = |s: &Snapshot, k: Option<&mut KernelCounters>| -> anyhow::Result<()> {
-        if let Some(at) = next.filter(|at| s.elapsed >= *at) {
-            let kernel = k.map(|k| {
+        let due = read_for.or_else(|| next.filter(|at| s.elapsed >= *at));
+        let Some(at) = due else {
+            return Ok(());
+        };
+        let kernel = match k {
+            Some(k) if read_for.is_none() => {
                 k.poll(&crate::kcounters::drop_netns(s));
-                k.view(s)
-            });
-            print_report(s, s.elapsed.as_secs_f64(), format, true, kernel.as_ref())?;
-            // The next report is due one period after this one (never in a burst).
-            next = every.map(|d| (at + d).max(s.elapsed));
-        }
+                read_for = Some(at);
+                return Ok(());
+            }
+            Some(k) => match k.view_after(s) {
+                Some(view) => Some(view),
+                None => return Ok(()),
+            },
+            None => None,
+        };
+        read_for = None;
+        print_report(s, s.elapsed.as_secs_f64(), format, true, kernel.as_ref())?;
+        // The next report is due one period after this one (never in a burst).
+        next = every.map(|d| (at + d).max(s.elapsed));
         Ok(())
     };
     let (_, snap, kernel) =

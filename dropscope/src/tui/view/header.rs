@@ -212,6 +212,22 @@ fn warning_groups(state: &State) -> Vec<Vec<Span<'static>>> {
             alarm,
         )]);
     }
+    let unseen: u64 = (state.kernel.iter())
+        .flat_map(|k| k.unseen.iter().flatten())
+        .map(|u| u.count)
+        .sum();
+    if unseen > 0 {
+        groups.push(vec![Span::styled(
+            format!(
+                " UNSEEN {}: drops the kernel counted that kfree_skb never saw (c) ",
+                format::count(unseen)
+            ),
+            Style::new()
+                .fg(Color::Black)
+                .bg(Color::Yellow)
+                .add_modifier(Modifier::BOLD),
+        )]);
+    }
     let h = &snap.health;
     if h.recursion_misses > 0 {
         groups.push(vec![Span::styled(
