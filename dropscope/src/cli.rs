@@ -110,6 +110,30 @@ pub enum Command {
     /// reading) closes it; it is closed after 100 requests; a response must be ready within
     /// 10 s; request bodies are limited to 1 KiB.
     Serve(ServeArgs),
+    /// Write the man pages or a shell completion script, for packagers (`cargo xtask dist`
+    /// installs them with the `.deb`).
+    #[command(hide = true)]
+    Generate {
+        /// What to write.
+        #[command(subcommand)]
+        what: Generated,
+    },
+}
+
+/// What `dropscope generate` writes.
+#[derive(Debug, Subcommand)]
+pub enum Generated {
+    /// The man pages, into DIR: dropscope.1 and one per command (dropscope-report.1, ...).
+    Man {
+        /// The directory to write them into (created if missing).
+        dir: PathBuf,
+    },
+    /// A completion script for SHELL, on standard output.
+    Completion {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 /// Options of `serve`.
@@ -385,6 +409,137 @@ mod tests {
         let cli = Cli::try_parse_from(["dropscope", "explain", "NO_SOCKET"]).expect("parse");
         assert!(matches!(cli.command, Some(Command::Explain { name }) if name == "NO_SOCKET"));
         assert!(Cli::try_parse_from(["dropscope", "explain"]).is_err());
+    }
+
+    /// Flags README shows that belong to other tools (cargo xtask's own).
+    const OTHER_TOOLS: &[&str] = &["--fuzz-seconds", "--no-lint", "--no-vmtest"];
+
+    /// The code README shows: each line of its fenced blocks and each inline code span (which
+    /// may run over a line break).
+    fn readme_code(readme: &str) -> Vec<String> {
+        let mut code = Vec::new();
+        let mut prose = String::new();
+        let mut fenced = false;
+        for line in readme.lines() {
+            if line.trim_start().starts_with("```") {
+                fenced = !fenced;
+            } else if fenced {
+                code.push(line.split(" # ").next().unwrap_or_default().to_owned());
+            } else {
+                prose.push_str(line);
+                prose.push('\n');
+            }
+        }
+        code.extend(
+            prose
+                .split('`')
+                .skip(1)
+                .step_by(2)
+                .map(|s| s.replace('\n', " ")),
+        );
+        code
+    }
+
+    /// The long options a command's `--help` lists.
+    fn longs(cmd: &clap::Command) -> Vec<String> {
+        cmd.get_arguments()
+            .filter(|a| !a.is_hide_set())
+            .filter_map(|a| a.get_long())
+            .map(|l| format!("--{l}"))
+            .chain(["--help".into(), "--version".into()])
+            .collect()
+    }
+
+    /// Every `--flag` README shows exists in the `--help` of the command it is given to
+    /// (`dropscope report --duration 10s`, `report --every D`), or, shown alone (`--interval
+    /// D` in the options table), in some command's.
+    fn readme_flags(readme: &str) -> (usize, Vec<String>) {
+        let cli = Cli::command();
+        let sub = |name: &str| cli.find_subcommand(name).filter(|s| !s.is_hide_set());
+        let any: Vec<String> = std::iter::once(&cli)
+            .chain(cli.get_subcommands())
+            .flat_map(longs)
+            .collect();
+        let flag = |t: &str| {
+            let t = t.split('=').next().unwrap_or_default();
+            let t = t.trim_end_matches([',', '.', ')', ':', ';']);
+            (t.len() > 2
+                && t.starts_with("--")
+                && t[2..].chars().all(|c| c.is_ascii_lowercase() || c == '-'))
+            .then(|| t.to_owned())
+        };
+        let mut checked = 0;
+        let mut wrong = Vec::new();
+        for code in readme_code(readme) {
+            for command in code.split(['|', ';']).flat_map(|c| c.split("&&")) {
+                let tokens: Vec<&str> = command.split_whitespace().collect();
+                // `cargo ... -p dropscope` names a package, not the program.
+                let program = tokens
+                    .iter()
+                    .position(|t| *t == "dropscope" || t.ends_with("/dropscope"))
+                    .filter(|_| tokens.first() != Some(&"cargo"));
+                // Arguments of dropscope: after `dropscope`, after `cargo xtask run --`, or a
+                // command's own (`report --every D`).
+                let (start, owner) = match program {
+                    Some(i) => (i + 1, None),
+                    None if tokens.first() == Some(&"cargo") => {
+                        match tokens.iter().position(|t| *t == "--") {
+                            Some(i) if tokens.contains(&"run") => (i + 1, None),
+                            _ => continue,
+                        }
+                    }
+                    None if tokens.first().is_some_and(|t| sub(t).is_some()) => (0, None),
+                    None if tokens.first().is_some_and(|t| t.starts_with("--")) => (0, Some("any")),
+                    None => continue,
+                };
+                let args = &tokens[start.min(tokens.len())..];
+                let (cmd, owner) = match (owner, args.first().and_then(|t| sub(t))) {
+                    (Some(o), _) => (None, o.to_owned()),
+                    (None, Some(s)) => (Some(s), format!("dropscope {}", s.get_name())),
+                    (None, None) => (Some(&cli), "dropscope".to_owned()),
+                };
+                let known = cmd.map_or_else(|| any.clone(), longs);
+                for f in args.iter().filter_map(|t| flag(t)) {
+                    checked += 1;
+                    let other_tool = cmd.is_none() && OTHER_TOOLS.contains(&&*f);
+                    if !known.contains(&f) && !other_tool {
+                        wrong.push(format!("{f} (given to {owner}, in `{}`)", code.trim()));
+                    }
+                }
+            }
+        }
+        (checked, wrong)
+    }
+
+    #[test]
+    fn every_flag_the_readme_shows_exists() {
+        let (checked, wrong) = readme_flags(include_str!("../../README.md"));
+        assert!(checked > 50, "only {checked} flags found in README");
+        assert!(
+            wrong.is_empty(),
+            "README shows flags --help does not list:\n{}",
+            wrong.join("\n")
+        );
+        let (_, wrong) = readme_flags(
+            "Run `sudo dropscope report --duration 10s --count-syscalls` and\n\
+             `serve --max-keys 5 --listen\n0.0.0.0:1`:\n\
+             ```sh\ndropscope --nonesuch # comment --ignored\n\
+             cargo xtask run -- flamegraph --diff x --frobnicate\n```\n\
+             `--fuzz-seconds 0`, `--everything`, `cargo xtask test --no-vmtest`",
+        );
+        assert_eq!(
+            wrong
+                .iter()
+                .map(|w| w.split(' ').next().unwrap_or_default())
+                .collect::<Vec<_>>(),
+            [
+                "--nonesuch",
+                "--frobnicate",
+                "--count-syscalls",
+                "--everything"
+            ],
+            "{wrong:#?}"
+        );
     }
 
     #[test]

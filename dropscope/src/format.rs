@@ -84,6 +84,24 @@ pub fn duration(d: Duration) -> String {
     out
 }
 
+/// The progress of counting for a terminal: `counting 00:04 / 00:10, 1,234 drops` (without a
+/// planned duration, `counting 00:04, ...`).
+pub fn progress(elapsed: Duration, planned: Option<Duration>, drops: u64) -> String {
+    match planned {
+        Some(p) => format!(
+            "counting {} / {}, {} drops",
+            clock(elapsed.min(p)),
+            clock(p),
+            count(drops)
+        ),
+        None => format!(
+            "counting {}, {} drops (Ctrl-C ends)",
+            clock(elapsed),
+            count(drops)
+        ),
+    }
+}
+
 /// A byte size: `512 B`, `12.3 KiB`, `4.0 MiB`.
 pub fn bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
@@ -160,6 +178,23 @@ mod tests {
         assert_eq!(millis(2000), "2s");
         assert_eq!(millis(1500), "1.5s");
         assert_eq!(bytes(100), "100 B");
+        assert_eq!(
+            progress(
+                Duration::from_millis(4_200),
+                Some(Duration::from_secs(10)),
+                1234
+            ),
+            "counting 00:04 / 00:10, 1,234 drops"
+        );
+        assert_eq!(
+            progress(Duration::from_secs(11), Some(Duration::from_secs(10)), 0),
+            "counting 00:10 / 00:10, 0 drops",
+            "never past the end"
+        );
+        assert_eq!(
+            progress(Duration::from_secs(75), None, 5),
+            "counting 01:15, 5 drops (Ctrl-C ends)"
+        );
         let d = |ms: u64| duration(Duration::from_millis(ms));
         assert_eq!(d(0), "0ms");
         assert_eq!(d(250), "250ms");

@@ -2,6 +2,8 @@
 //! benchmark. `cargo xtask --help` lists them.
 mod bench;
 mod dist;
+mod dist_check;
+mod dist_deb;
 mod setup;
 mod test;
 mod vmtest;
@@ -46,7 +48,12 @@ enum Task {
     /// Benchmark dropscope against nothing attached and peers on real drops (root; a few minutes).
     Bench(bench::BenchArgs),
     /// Build the static release binary and a .deb of it into target/dist/.
-    Dist,
+    Dist {
+        /// Also check the .deb as `cargo xtask test` does: lintian reports no errors, the man
+        /// page renders, the completions load in bash.
+        #[arg(long)]
+        check: bool,
+    },
     /// Boot Debian's 6.1 and 6.12 kernels under qemu and run the exact-count suite in each with
     /// the dist binary, and on the running kernel (root); prints a kernel × check table.
     Vmtest(vmtest::VmtestArgs),
@@ -59,7 +66,13 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().task {
         Task::Setup => setup::all(false),
         Task::Bench(args) => bench::run(args),
-        Task::Dist => dist::build().map(drop),
+        Task::Dist { check } => {
+            let dist = dist::build()?;
+            if check {
+                dist_check::check(&dist.deb)?;
+            }
+            Ok(())
+        }
         Task::Vmtest(args) => {
             require_root("vmtest boots kernels and attaches the probe")?;
             vmtest::run(&args)

@@ -147,6 +147,9 @@ pub fn all(for_tests: bool) -> anyhow::Result<()> {
             ("ip", "iproute2"),
             ("prometheus", "prometheus"),
             ("tshark", "tshark"),
+            // The .deb of `dist` is checked by Debian's package checker.
+            ("lintian", "lintian"),
+            ("man", "man-db"),
         ] {
             if !have(cmd) {
                 missing.push(pkg);

@@ -75,6 +75,9 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
         step("fuzzing the recording decoder");
         setup::fuzz(fuzz_seconds)?;
     }
+    step("dist: the static binary and the .deb, checked by lintian, man and bash");
+    let dist = crate::dist::build()?;
+    crate::dist_check::check(&dist.deb)?;
     if !no_vmtest {
         step("vmtest: the suite on Debian's 6.1 and 6.12 kernels and the running one");
         if as_root {

@@ -130,20 +130,41 @@ pub async fn count_live(
     let mut last = Snapshot::default();
     let wait = interrupt.until(duration);
     tokio::pin!(wait);
-    loop {
+    // Elapsed time and drops so far, on a terminal only, rewritten in place.
+    let progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let started = tokio::time::Instant::now();
+    let show = |total: u64| {
+        let line = crate::format::progress(started.elapsed(), duration, total);
+        let _ = write!(std::io::stderr().lock(), "\r{line}\x1b[K");
+    };
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let ended = loop {
         tokio::select! {
             s = feed.snapshots.recv() => match s {
                 Some(s) => {
+                    if progress {
+                        // Cleared for whatever `on_snapshot` prints (`report --every`).
+                        eprint!("\r\x1b[K");
+                    }
                     on_snapshot(&s, kernel.as_mut())?;
                     last = s;
+                    if progress {
+                        show(last.total);
+                    }
                 }
-                None => {
-                    stopper.finish()?;
-                    bail!("the collector stopped unexpectedly");
-                }
+                None => break false,
             },
-            _ = &mut wait => break,
+            _ = tick.tick(), if progress => show(last.total),
+            _ = &mut wait => break true,
         }
+    };
+    if progress {
+        eprint!("\r\x1b[K");
+    }
+    if !ended {
+        stopper.finish()?;
+        bail!("the collector stopped unexpectedly");
     }
     // The counters are read last before the collector's last snapshot, which it reads right
     // after being told to stop: every drop the counters have, that snapshot has (same span).

@@ -4,6 +4,7 @@
 //! Counting live needs the `live` feature (the eBPF object, probe and collector); a build
 //! without it reads recordings and BTF files, and says so when asked to count live.
 mod flamegraph;
+mod generate;
 pub mod headless;
 #[cfg(feature = "live")]
 pub mod live;
@@ -46,6 +47,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }) => replay::replay_cmd(&file, &output_dir, &select).await,
         Some(Command::Flamegraph(args)) => flamegraph::flamegraph_cmd(args).await,
         Some(Command::Serve(args)) => serve(args).await,
+        Some(Command::Generate { what }) => generate::generate(what),
     }
 }
 

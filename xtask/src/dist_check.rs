@@ -1,0 +1,150 @@
+//! Checks of the `.deb` that `cargo xtask test` runs: lintian reports no errors, the man page
+//! renders without warnings, and the installed completions load and complete in bash (and are
+//! valid zsh and fish where those shells are installed).
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::{Context as _, bail};
+
+/// Runs a command and returns its output, failing with its stderr unless it succeeds.
+fn output(cmd: &mut Command) -> anyhow::Result<(String, String)> {
+    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    if !out.status.success() {
+        bail!("{cmd:?} failed ({}):\n{stdout}{stderr}", out.status);
+    }
+    Ok((stdout, stderr))
+}
+
+fn have(cmd: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {cmd}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Every check on `deb`.
+pub fn check(deb: &Path) -> anyhow::Result<()> {
+    lintian(deb)?;
+    let tree = unpack(deb)?;
+    man_page(&tree.join("usr/share/man/man1/dropscope.1.gz"))?;
+    completions(&tree)?;
+    eprintln!("dist: lintian, man and shell completions: ok");
+    Ok(())
+}
+
+/// lintian, failing on errors (warnings are printed, not fatal).
+fn lintian(deb: &Path) -> anyhow::Result<()> {
+    let out = Command::new("lintian")
+        .args(["--fail-on", "error", "--no-tag-display-limit"])
+        .arg(deb)
+        .output()
+        .context("running lintian (cargo xtask setup installs it for the tests)")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprint!("{text}");
+    let errors: Vec<&str> = text.lines().filter(|l| l.starts_with("E: ")).collect();
+    if !out.status.success() || !errors.is_empty() {
+        bail!(
+            "lintian reports errors on {} ({}):\n{}{}",
+            deb.display(),
+            out.status,
+            errors.join("\n"),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
+
+/// The package's files, unpacked under target/dist/deb-check.
+fn unpack(deb: &Path) -> anyhow::Result<PathBuf> {
+    let dir = crate::root().join("target/dist/deb-check");
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("clearing {}", dir.display()))?;
+    }
+    output(Command::new("dpkg-deb").arg("-x").arg(deb).arg(&dir))?;
+    let (listing, _) = output(Command::new("dpkg-deb").arg("-c").arg(deb))?;
+    for path in [
+        "./usr/bin/dropscope",
+        "./usr/share/man/man1/dropscope.1.gz",
+        "./usr/share/man/man1/dropscope-report.1.gz",
+        "./usr/share/bash-completion/completions/dropscope",
+        "./usr/share/zsh/vendor-completions/_dropscope",
+        "./usr/share/fish/vendor_completions.d/dropscope.fish",
+        "./usr/share/doc/dropscope/copyright",
+        "./usr/share/doc/dropscope/changelog.Debian.gz",
+        "./usr/share/doc/dropscope/README.md.gz",
+    ] {
+        if !listing.lines().any(|l| l.ends_with(path)) {
+            bail!("the .deb has no {path}:\n{listing}");
+        }
+    }
+    Ok(dir)
+}
+
+/// `man -l` renders the page, with its sections and no warnings from groff.
+fn man_page(page: &Path) -> anyhow::Result<()> {
+    let (text, warnings) = output(
+        Command::new("man")
+            .args(["--warnings", "-l"])
+            .arg(page)
+            .env("MANWIDTH", "80")
+            .env("MANPAGER", "cat")
+            .env("PAGER", "cat"),
+    )?;
+    for want in [
+        "NAME",
+        "SYNOPSIS",
+        "OPTIONS",
+        "KEYS",
+        "EXAMPLES",
+        "count-syscalls",
+    ] {
+        if !text.contains(want) {
+            bail!("the rendered man page has no {want}:\n{text}");
+        }
+    }
+    if !warnings.trim().is_empty() {
+        bail!("man -l {} warns:\n{warnings}", page.display());
+    }
+    Ok(())
+}
+
+/// bash loads the completion and completes commands and options; zsh and fish parse theirs.
+fn completions(tree: &Path) -> anyhow::Result<()> {
+    let bash = tree.join("usr/share/bash-completion/completions/dropscope");
+    let script = r#"source "$1" && complete -p dropscope
+        COMP_WORDS=(dropscope rep); COMP_CWORD=1; COMP_LINE="dropscope rep"; COMP_POINT=13
+        _dropscope dropscope rep dropscope; echo "commands: ${COMPREPLY[*]}"
+        COMP_WORDS=(dropscope report --dur); COMP_CWORD=2
+        _dropscope dropscope --dur report; echo "options: ${COMPREPLY[*]}""#;
+    let (out, _) = output(Command::new("bash").args(["-c", script, "bash"]).arg(&bash))?;
+    for want in [
+        "-F _dropscope dropscope",
+        "commands: report",
+        "options: --duration",
+    ] {
+        if !out.contains(want) {
+            bail!("bash completion: no {want:?} in:\n{out}");
+        }
+    }
+    if have("zsh") {
+        output(
+            Command::new("zsh")
+                .arg("-n")
+                .arg(tree.join("usr/share/zsh/vendor-completions/_dropscope")),
+        )?;
+    }
+    if have("fish") {
+        output(
+            Command::new("fish")
+                .arg("--no-execute")
+                .arg(tree.join("usr/share/fish/vendor_completions.d/dropscope.fish")),
+        )?;
+    }
+    Ok(())
+}
