@@ -273,6 +273,7 @@ fn what_a_recording_cannot_answer_is_refused() {
         (&["--by", "reason,port"][..], "--by port"),
         (&["--device", "nosuchdev"][..], "nosuchdev"),
         (&["--netns", "dsC"][..], "dsC"),
+        (&["--reason", "NO_SOCKT"][..], "did you mean NO_SOCKET"),
     ] {
         for cmd in [
             vec!["report", "--input", rec],

@@ -135,6 +135,27 @@ impl Selection {
                 );
             }
         }
+        // A reason no kernel has (a typo) would match nothing, silently.
+        let seen: std::collections::BTreeSet<String> = s
+            .drops
+            .iter()
+            .map(|d| d.key.reason.name.to_string())
+            .collect();
+        let guide = crate::explain::Guide::builtin();
+        for name in f.reasons.iter().chain(&f.exclude_reasons) {
+            let n = group::reason_name(name);
+            if !seen.contains(&n) && !guide.reasons().iter().any(|e| e.name == n) {
+                let near = crate::explain::did_you_mean(
+                    name,
+                    seen.iter()
+                        .map(String::as_str)
+                        .chain(guide.reasons().iter().map(|e| e.name.as_str())),
+                );
+                anyhow::bail!(
+                    "unknown drop reason {name:?}{near} (`dropscope reasons` lists them)"
+                );
+            }
+        }
         if let Some(dev) = &f.device
             && !s.drops.is_empty()
             && !(s.drops.iter()).any(|d| d.key.attr.device.as_deref() == Some(dev.as_str()))

@@ -70,10 +70,9 @@ pub struct Explanation<'a> {
 /// Upper case without `skb_drop_reason`'s prefixes, which dropscope does not show; control
 /// characters escaped (a name may come from a recording or the command line).
 fn normalize(name: &str) -> String {
-    let n = name.trim().to_ascii_uppercase();
-    let n = n.strip_prefix("SKB_DROP_REASON_").unwrap_or(&n);
-    let n = n.strip_prefix("SKB_").unwrap_or(n);
-    n.escape_debug().to_string()
+    crate::model::group::reason_name(name)
+        .escape_debug()
+        .to_string()
 }
 
 impl Guide {

@@ -168,12 +168,12 @@ impl Filter {
     }
 }
 
-/// The canonical form of a reason name: upper case, without the `SKB_DROP_REASON_` prefix.
+/// The canonical form of a reason name, as dropscope shows it: upper case, without the
+/// kernel's `SKB_DROP_REASON_` (or `SKB_`) prefix. The one normalizer of reason names.
 pub fn reason_name(name: &str) -> String {
     let name = name.trim().to_ascii_uppercase();
-    name.strip_prefix("SKB_DROP_REASON_")
-        .unwrap_or(&name)
-        .to_string()
+    let name = name.strip_prefix("SKB_DROP_REASON_").unwrap_or(&name);
+    name.strip_prefix("SKB_").unwrap_or(name).to_string()
 }
 
 fn same_reason(reason: &Reason, name: &str) -> bool {
