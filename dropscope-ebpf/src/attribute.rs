@@ -85,32 +85,32 @@ const NO_HEADER: u16 = 0xffff;
 pub fn packet<M: Mem>(m: &M, needs: u32, skb: *const u8, rx_sk: *const u8) -> Packet {
     let mut p = Packet::default();
     if needs & need::NETDEV != 0 {
-        let dev = m.u64(skb, cfg!(skb_dev)) as *const u8;
+        let dev = m.u64(skb, setting!(skb_dev)) as *const u8;
         p.dev = dev;
         // The device's namespace; where the device is gone, the receiving socket's (6.11+),
         // else the owning socket's.
         let net = if !dev.is_null() {
-            p.ifindex = m.u32(dev, cfg!(dev_ifindex));
-            m.u64(dev, cfg!(dev_net))
+            p.ifindex = m.u32(dev, setting!(dev_ifindex));
+            m.u64(dev, setting!(dev_net))
         } else {
-            p.ifindex = m.u32(skb, cfg!(skb_iif));
+            p.ifindex = m.u32(skb, setting!(skb_iif));
             let sk = if rx_sk.is_null() {
-                m.u64(skb, cfg!(skb_sk)) as *const u8
+                m.u64(skb, setting!(skb_sk)) as *const u8
             } else {
                 rx_sk
             };
             if sk.is_null() {
                 0
             } else {
-                m.u64(sk, cfg!(sk_net))
+                m.u64(sk, setting!(sk_net))
             }
         } as *const u8;
         if !net.is_null() {
-            p.netns = m.u32(net, cfg!(net_inum));
+            p.netns = m.u32(net, setting!(net_inum));
         }
     }
     if needs & need::HEADERS != 0 {
-        p.l3proto = u16::from_be(m.u16(skb, cfg!(skb_protocol)));
+        p.l3proto = u16::from_be(m.u16(skb, setting!(skb_protocol)));
         if p.l3proto == ETH_P_IP || p.l3proto == ETH_P_IPV6 {
             transport(m, skb, &mut p);
         }
@@ -121,8 +121,8 @@ pub fn packet<M: Mem>(m: &M, needs: u32, skb: *const u8, rx_sk: *const u8) -> Pa
 /// The L4 protocol and destination port, from the packet's headers when they are set.
 #[inline(always)]
 fn transport<M: Mem>(m: &M, skb: *const u8, p: &mut Packet) {
-    let head = m.u64(skb, cfg!(skb_head)) as *const u8;
-    let nh = m.u16(skb, cfg!(skb_network_header));
+    let head = m.u64(skb, setting!(skb_head)) as *const u8;
+    let nh = m.u16(skb, setting!(skb_network_header));
     if head.is_null() || nh == NO_HEADER {
         return;
     }
@@ -154,7 +154,7 @@ fn transport<M: Mem>(m: &M, skb: *const u8, p: &mut Packet) {
         let port = match ports_at {
             Some(b) => u16::from_be_bytes(b),
             None => {
-                let th = m.u16(skb, cfg!(skb_transport_header));
+                let th = m.u16(skb, setting!(skb_transport_header));
                 if th == NO_HEADER {
                     return;
                 }
@@ -177,7 +177,10 @@ pub fn device_named(dev: *const u8, name: &[u8; 16]) -> bool {
     }
     // SAFETY: bpf_probe_read_kernel checks the address itself.
     match unsafe {
-        bpf_probe_read_kernel(dev.wrapping_add(cfg!(dev_name) as usize).cast::<[u8; 16]>())
+        bpf_probe_read_kernel(
+            dev.wrapping_add(setting!(dev_name) as usize)
+                .cast::<[u8; 16]>(),
+        )
     } {
         Ok(n) => n == *name,
         Err(_) => false,

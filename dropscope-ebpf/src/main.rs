@@ -10,7 +10,7 @@
 
 /// One field of the load-time [`Config`], read on its own (one load: the verifier sees the
 /// constant). Copying the whole struct per drop would cost a hundred-odd bytes of stack traffic.
-macro_rules! cfg {
+macro_rules! setting {
     ($field:ident) => {{
         // SAFETY: CONFIG is a `Global<Config>` (transparent over the value) in the read-only
         // data the loader filled in; a volatile read keeps the compiler from folding it.
@@ -118,7 +118,7 @@ pub fn kfree_skb_btf(ctx: BtfTracePointContext) -> i32 {
     let reason: u32 = ctx.arg(2);
     // `rx_sk` exists from 6.11 on; reading a fourth argument on an older kernel is rejected by
     // the verifier, so the branch must be dead there (the loader sets `has_rx_sk`).
-    let rx_sk: *const u8 = if cfg!(has_rx_sk) == 1 {
+    let rx_sk: *const u8 = if setting!(has_rx_sk) == 1 {
         ctx.arg(3)
     } else {
         core::ptr::null()
@@ -144,12 +144,12 @@ pub fn kfree_skb_tp(ctx: TracePointContext) -> u32 {
         (
             ctx.read_at::<u64>(TP_LOCATION_OFFSET.load() as usize),
             ctx.read_at::<u32>(TP_REASON_OFFSET.load() as usize),
-            ctx.read_at::<u64>(cfg!(tp_skb) as usize),
+            ctx.read_at::<u64>(setting!(tp_skb) as usize),
         )
     };
-    let rx_sk = if cfg!(tp_rx_sk) != 0 {
+    let rx_sk = if setting!(tp_rx_sk) != 0 {
         // SAFETY: as above.
-        unsafe { ctx.read_at::<u64>(cfg!(tp_rx_sk) as usize) }.unwrap_or(0)
+        unsafe { ctx.read_at::<u64>(setting!(tp_rx_sk) as usize) }.unwrap_or(0)
     } else {
         0
     };
@@ -189,7 +189,7 @@ fn this_cpu() -> Option<*mut CpuCounters> {
 /// Whether the reason filter lets `reason` be counted: one bit test.
 #[inline(always)]
 fn reason_wanted(reason: u32) -> bool {
-    let mode = cfg!(filter_reasons);
+    let mode = setting!(filter_reasons);
     let listed = match reason_bit(reason) {
         Some(bit) => REASON_FILTER
             .get(bit / 64)
@@ -212,18 +212,23 @@ fn count_drop<C: StackIdContext, M: Mem>(
         return;
     }
     // One word says what this drop needs beyond counting: the common case tests it and goes on.
-    let needs = cfg!(need);
+    let needs = setting!(need);
     if needs & need::REASONS != 0 && !reason_wanted(reason) {
         return;
     }
     let p = attribute::packet(m, needs, skb, rx_sk);
     // Filters: a drop filtered out is not counted anywhere.
     if needs & need::FILTER != 0 {
-        let (netns, l4, port) = (cfg!(filter_netns), cfg!(filter_l4), cfg!(filter_port));
+        let (netns, l4, port) = (
+            setting!(filter_netns),
+            setting!(filter_l4),
+            setting!(filter_port),
+        );
         if (netns != 0 && p.netns != netns)
             || (l4 != 0 && u32::from(p.l4proto) + 1 != l4)
             || (port != 0 && u32::from(p.dport) != port)
-            || (cfg!(filter_dev_on) == 1 && !attribute::device_named(p.dev, &cfg!(filter_dev)))
+            || (setting!(filter_dev_on) == 1
+                && !attribute::device_named(p.dev, &setting!(filter_dev)))
         {
             return;
         }
@@ -236,7 +241,7 @@ fn count_drop<C: StackIdContext, M: Mem>(
     // SAFETY: `c` is this CPU's slot and the kernel runs one instance of this program per CPU
     // at a time (a nested run is skipped and counted as a miss), so nothing else writes it.
     let c = unsafe { &mut *c };
-    let dims = cfg!(group);
+    let dims = setting!(group);
     let key = DropKey {
         location,
         reason,
@@ -328,19 +333,19 @@ fn sample_packet<M: Mem>(m: &M, skb: *const u8, cpu: u32, slot: u32, first: bool
     };
     // SAFETY: sample `i` of this slot is written only here, by the owning CPU, once.
     let s = unsafe { &mut *s };
-    s.len = m.u32(skb, cfg!(skb_len));
-    s.l3proto = u16::from_be(m.u16(skb, cfg!(skb_protocol)));
+    s.len = m.u32(skb, setting!(skb_len));
+    s.l3proto = u16::from_be(m.u16(skb, setting!(skb_protocol)));
     s.caplen = 0;
     // The two pointers are read as plain numbers (a typed load would give the verifier
     // pointers, and their arithmetic would not be a length); this runs for a key's first few
     // packets only.
     let layout = SkbLayout {
-        head: Probed.u64(skb, cfg!(skb_head)),
-        data: Probed.u64(skb, cfg!(skb_data)),
+        head: Probed.u64(skb, setting!(skb_head)),
+        data: Probed.u64(skb, setting!(skb_data)),
         len: s.len,
-        data_len: m.u32(skb, cfg!(skb_data_len)),
-        network_header: m.u16(skb, cfg!(skb_network_header)),
-        tail: m.u32(skb, cfg!(skb_tail)),
+        data_len: m.u32(skb, setting!(skb_data_len)),
+        network_header: m.u16(skb, setting!(skb_network_header)),
+        tail: m.u32(skb, setting!(skb_tail)),
     };
     // Only the linear part of the packet: what follows it in memory is not the packet.
     let n = sample_caplen(&layout) as usize;

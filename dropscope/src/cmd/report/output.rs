@@ -525,6 +525,9 @@ pub fn write_kernel(k: &KernelView, mut out: impl Write) -> std::io::Result<()> 
 }
 
 #[cfg(test)]
+mod views_agree;
+
+#[cfg(test)]
 mod tests {
     use std::time::Duration;
 
