@@ -106,6 +106,24 @@ impl Netns {
             .to_string()
     }
 
+    /// Runs `bin <args>` inside the namespace with a time limit; returns its stdout, or an
+    /// error (the vmtest guest suite reports it rather than panicking).
+    pub fn try_traffic(
+        &self,
+        bin: &Path,
+        args: &[&str],
+        limit: Duration,
+    ) -> anyhow::Result<String> {
+        let out = run_timeout(
+            Command::new("ip")
+                .args(["netns", "exec", &self.name])
+                .arg(bin)
+                .args(args),
+            limit,
+        )?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
     /// Whether `ip netns list` still shows this namespace.
     pub fn exists(name: &str) -> bool {
         let out = run(Command::new("ip").args(["netns", "list"]));
@@ -136,6 +154,58 @@ fn try_run(cmd: &mut Command) -> anyhow::Result<Output> {
         String::from_utf8_lossy(&out.stderr).trim()
     );
     Ok(out)
+}
+
+/// Runs a command with a time limit (stdin closed); fails, killing it, on timeout or a non-zero
+/// exit, with its output.
+pub fn run_timeout(cmd: &mut Command, limit: Duration) -> anyhow::Result<Output> {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("starting {cmd:?}"))?;
+    let out = wait_timeout(child, limit).with_context(|| format!("{cmd:?}"))?;
+    anyhow::ensure!(
+        out.status.success(),
+        "{cmd:?} failed ({}): {}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(out)
+}
+
+/// Waits for a child (its piped output read as it comes), killing it after `limit`.
+pub fn wait_timeout(mut child: Child, limit: Duration) -> anyhow::Result<Output> {
+    let drain = |r: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let out = drain(child.stdout.take().map(|s| Box::new(s) as _));
+    let err = drain(child.stderr.take().map(|s| Box::new(s) as _));
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            anyhow::bail!("timed out after {} s", limit.as_secs());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Ok(Output {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    })
 }
 
 /// Runs a command and panics with its output if it fails.
@@ -169,44 +239,57 @@ impl Drop for Counting {
 }
 
 impl Counting {
-    /// Starts `dropscope <args>` and waits for the line saying it is attached and counting.
+    /// Starts `dropscope <args>` and waits for the line saying it is attached and counting;
+    /// panics if it does not come within 60 s.
     pub fn start(args: &[&str]) -> Self {
-        let mut child = Command::new(dropscope_bin())
+        Self::try_start(&dropscope_bin(), args, Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("{e:#}"))
+    }
+
+    /// Starts `bin <args>` and waits up to `limit` for its line saying it is attached and
+    /// counting; an error (the process killed) says what it printed instead. Its stderr is
+    /// drained from then on, so it never blocks on a full pipe.
+    pub fn try_start(bin: &Path, args: &[&str], limit: Duration) -> anyhow::Result<Self> {
+        let mut child = Command::new(bin)
             .args(args)
+            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("spawn dropscope");
-        let stderr = child.stderr.take().expect("stderr");
-        let mut lines = BufReader::new(stderr).lines();
-        let deadline = Instant::now() + Duration::from_secs(60);
+            .with_context(|| format!("starting {}", bin.display()))?;
+        let stderr = child.stderr.take().context("stderr")?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                // After the start, nobody listens: the lines are only drained.
+                let _ = tx.send(line);
+            }
+        });
+        let deadline = Instant::now() + limit;
+        let mut seen = Vec::new();
         loop {
-            match lines.next() {
-                Some(Ok(line))
-                    if line.contains("counting drops") || line.contains("recording drops") =>
-                {
-                    break;
+            match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(line) if line.contains("counting drops") || line.contains("recording drops") => {
+                    return Ok(Self {
+                        child: Some(child),
+                        stdout: std::panic::AssertUnwindSafe(None),
+                    });
                 }
-                Some(Ok(_)) => {}
-                _ => {
-                    let out = child.wait_with_output().expect("wait");
-                    panic!(
-                        "dropscope exited before counting: {:?} {}",
-                        out.status,
-                        String::from_utf8_lossy(&out.stdout)
+                Ok(line) => seen.push(line),
+                Err(e) => {
+                    let _ = child.kill();
+                    let status = child.wait().ok();
+                    let why = match e {
+                        std::sync::mpsc::RecvTimeoutError::Timeout => "did not start counting",
+                        std::sync::mpsc::RecvTimeoutError::Disconnected => "exited before counting",
+                    };
+                    anyhow::bail!(
+                        "dropscope {} {why} ({status:?}): {}",
+                        args.join(" "),
+                        seen.join(" | ")
                     );
                 }
             }
-            assert!(
-                Instant::now() < deadline,
-                "dropscope did not start counting"
-            );
-        }
-        // Keep draining stderr so the child never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        Self {
-            child: Some(child),
-            stdout: std::panic::AssertUnwindSafe(None),
         }
     }
 
@@ -231,6 +314,17 @@ impl Counting {
         // SAFETY: kill(2) with a pid we own and a valid signal.
         unsafe { libc::kill(self.pid() as i32, libc::SIGINT) };
         self.wait()
+    }
+
+    /// Sends SIGINT and waits at most `limit`; returns stdout, or an error on a non-zero exit
+    /// or a timeout (the process killed).
+    pub fn try_interrupt(mut self, limit: Duration) -> anyhow::Result<String> {
+        // SAFETY: kill(2) with a pid we own and a valid signal.
+        unsafe { libc::kill(self.pid() as i32, libc::SIGINT) };
+        let child = self.child.take().context("a running dropscope")?;
+        let out = wait_timeout(child, limit)?;
+        anyhow::ensure!(out.status.success(), "dropscope exited with {}", out.status);
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
     /// Waits at most `limit` for the process to end by itself and returns its stdout; panics

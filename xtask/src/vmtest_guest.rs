@@ -6,14 +6,14 @@
 //! kernel messages). Files for the host's own checks go to `OUT` too.
 use std::{
     fs,
-    io::{BufRead as _, BufReader, Write as _},
+    io::Write as _,
     path::{Path, PathBuf},
-    process::{Child, Command, Output, Stdio},
-    sync::mpsc,
-    time::{Duration, Instant},
+    process::Command,
+    time::Duration,
 };
 
-use anyhow::{Context as _, bail, ensure};
+use anyhow::{Context as _, ensure};
+use dropscope_tests::{Counting, Netns, run_timeout};
 use serde_json::Value;
 
 /// The marker that starts every result line.
@@ -132,7 +132,7 @@ impl Suite<'_> {
     fn reasons(&self) -> anyhow::Result<String> {
         let out = run_timeout(
             Command::new(&self.args.dropscope).args(["reasons", "--format", "json"]),
-            60,
+            Duration::from_secs(60),
         )?;
         let rows: Value = serde_json::from_slice(&out.stdout).context("reasons JSON")?;
         let rows = rows.as_array().context("reasons: not an array")?;
@@ -147,12 +147,28 @@ impl Suite<'_> {
 
     /// Sends the exact-count traffic in a fresh namespace; returns what was sent.
     fn traffic(&self, tag: &str) -> anyhow::Result<Expected> {
-        let ns = Netns::new(tag)?;
-        ns.traffic(&self.args.traffic, &["udp", "9", &UDP.to_string()])?;
-        ns.traffic(&self.args.traffic, &["tcp", "9", &TCP.to_string()])?;
-        ns.traffic(&self.args.traffic, &["raw", "253", &RAW.to_string()])?;
+        let ns = netns(tag)?;
+        ns.try_traffic(
+            &self.args.traffic,
+            &["udp", "9", &UDP.to_string()],
+            TRAFFIC_LIMIT,
+        )?;
+        ns.try_traffic(
+            &self.args.traffic,
+            &["tcp", "9", &TCP.to_string()],
+            TRAFFIC_LIMIT,
+        )?;
+        ns.try_traffic(
+            &self.args.traffic,
+            &["raw", "253", &RAW.to_string()],
+            TRAFFIC_LIMIT,
+        )?;
         let rcvbuf: u64 = ns
-            .traffic(&self.args.traffic, &["rcvbuf", &RCVBUF.to_string()])?
+            .try_traffic(
+                &self.args.traffic,
+                &["rcvbuf", &RCVBUF.to_string()],
+                TRAFFIC_LIMIT,
+            )?
             .trim()
             .parse()
             .context("rcvbuf output")?;
@@ -171,8 +187,8 @@ impl Suite<'_> {
     fn attribution(&self) -> anyhow::Result<String> {
         let mut seen = Vec::new();
         for probe in ["btf", "tracepoint"] {
-            let ns = Netns::new("attr")?;
-            let c = Counting::start(
+            let ns = netns("attr")?;
+            let c = start(
                 &self.args.dropscope,
                 &[
                     "report",
@@ -188,9 +204,19 @@ impl Suite<'_> {
                 ],
             )?;
             let sent = ns
-                .traffic(&self.args.traffic, &["udp", "9", &UDP.to_string()])
-                .and_then(|_| ns.traffic(&self.args.traffic, &["tcp", "7", &TCP.to_string()]));
-            let out = c.interrupt()?;
+                .try_traffic(
+                    &self.args.traffic,
+                    &["udp", "9", &UDP.to_string()],
+                    TRAFFIC_LIMIT,
+                )
+                .and_then(|_| {
+                    ns.try_traffic(
+                        &self.args.traffic,
+                        &["tcp", "7", &TCP.to_string()],
+                        TRAFFIC_LIMIT,
+                    )
+                });
+            let out = c.try_interrupt(Duration::from_secs(60))?;
             sent?;
             let report: Value = serde_json::from_str(&out).context("report JSON")?;
             let drops = report["drops"].as_array().context("no drops array")?;
@@ -234,7 +260,7 @@ impl Suite<'_> {
     }
 
     fn report(&self, probe: &str) -> anyhow::Result<String> {
-        let c = Counting::start(
+        let c = start(
             &self.args.dropscope,
             &[
                 "report",
@@ -246,7 +272,7 @@ impl Suite<'_> {
             ],
         )?;
         let expected = self.traffic("report");
-        let out = c.interrupt()?;
+        let out = c.try_interrupt(Duration::from_secs(60))?;
         let expected = expected?;
         let report: Value = serde_json::from_str(&out).context("report JSON")?;
         expected.check(&report)
@@ -254,7 +280,7 @@ impl Suite<'_> {
 
     fn stacks(&self) -> anyhow::Result<String> {
         let folded = self.args.out.join("drops.folded");
-        let c = Counting::start(
+        let c = start(
             &self.args.dropscope,
             &[
                 "flamegraph",
@@ -265,11 +291,11 @@ impl Suite<'_> {
             ],
         )?;
         let sent = (|| {
-            let ns = Netns::new("stacks")?;
-            ns.traffic(&self.args.traffic, &["udp", "9", "2000"])?;
-            ns.traffic(&self.args.traffic, &["raw", "253", "1"])
+            let ns = netns("stacks")?;
+            ns.try_traffic(&self.args.traffic, &["udp", "9", "2000"], TRAFFIC_LIMIT)?;
+            ns.try_traffic(&self.args.traffic, &["raw", "253", "1"], TRAFFIC_LIMIT)
         })();
-        c.interrupt()?;
+        c.try_interrupt(Duration::from_secs(60))?;
         sent?;
         let text = fs::read_to_string(&folded).context("folded file")?;
         let stacks: Vec<(Vec<&str>, u64)> = text
@@ -307,14 +333,14 @@ impl Suite<'_> {
     fn record(&self) -> anyhow::Result<String> {
         let rec = self.args.out.join("drops.dsrec");
         let _ = fs::remove_file(&rec);
-        let c = Counting::start(
+        let c = start(
             &self.args.dropscope,
             &["record", "-o", rec.to_str().context("non-UTF-8 path")?],
         )?;
         let expected = self.traffic("record");
         // Let a snapshot with the final counts reach the file before stopping.
         std::thread::sleep(Duration::from_secs(3));
-        c.interrupt()?;
+        c.try_interrupt(Duration::from_secs(60))?;
         let expected = expected?;
         let counts: Vec<String> = expected
             .counts
@@ -327,161 +353,16 @@ impl Suite<'_> {
     }
 }
 
-/// A network namespace with loopback up, removed when dropped.
-struct Netns {
-    name: String,
+/// How long a traffic run may take in an emulated guest.
+const TRAFFIC_LIMIT: Duration = Duration::from_secs(120);
+
+/// A network namespace for one check (the tests' guard: loopback up, removed when dropped).
+fn netns(tag: &str) -> anyhow::Result<Netns> {
+    Netns::create(&format!("vmtest-{tag}-{}", std::process::id()))
 }
 
-impl Netns {
-    fn new(tag: &str) -> anyhow::Result<Self> {
-        let name = format!("vmtest-{tag}-{}", std::process::id());
-        let _ = Command::new("ip")
-            .args(["netns", "del", &name])
-            .stderr(Stdio::null())
-            .status();
-        run_timeout(Command::new("ip").args(["netns", "add", &name]), 30)?;
-        let ns = Self { name };
-        run_timeout(
-            Command::new("ip").args(["-n", &ns.name, "link", "set", "lo", "up"]),
-            30,
-        )?;
-        Ok(ns)
-    }
-
-    fn traffic(&self, bin: &Path, args: &[&str]) -> anyhow::Result<String> {
-        let out = run_timeout(
-            Command::new("ip")
-                .args(["netns", "exec", &self.name])
-                .arg(bin)
-                .args(args),
-            120,
-        )?;
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .status();
-    }
-}
-
-/// Runs a command with a time limit; fails (and kills it) on timeout or non-zero exit.
-fn run_timeout(cmd: &mut Command, secs: u64) -> anyhow::Result<Output> {
-    let child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("starting {cmd:?}"))?;
-    let out = wait_timeout(child, Duration::from_secs(secs)).with_context(|| format!("{cmd:?}"))?;
-    if !out.status.success() {
-        bail!(
-            "{cmd:?} failed ({}): {}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(out)
-}
-
-/// Waits for a child with piped output, killing it after `limit`.
-fn wait_timeout(mut child: Child, limit: Duration) -> anyhow::Result<Output> {
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
-    let drain = |r: Option<Box<dyn std::io::Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(mut r) = r {
-                let _ = r.read_to_end(&mut buf);
-            }
-            buf
-        })
-    };
-    let out_t = drain(stdout.map(|s| Box::new(s) as _));
-    let err_t = drain(stderr.map(|s| Box::new(s) as _));
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!("timed out after {} s", limit.as_secs());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    Ok(Output {
-        status,
-        stdout: out_t.join().unwrap_or_default(),
-        stderr: err_t.join().unwrap_or_default(),
-    })
-}
-
-/// A dropscope process that has attached its probe and is counting.
-struct Counting {
-    child: Child,
-    stderr: mpsc::Receiver<String>,
-}
-
-impl Counting {
-    /// Starts dropscope and waits (up to 120 s: emulated guests are slow) for its line saying
-    /// it is attached.
-    fn start(bin: &Path, args: &[&str]) -> anyhow::Result<Self> {
-        let mut child = Command::new(bin)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .with_context(|| format!("starting {}", bin.display()))?;
-        let stderr = child.stderr.take().context("stderr")?;
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let deadline = Instant::now() + Duration::from_secs(120);
-        let mut seen = Vec::new();
-        loop {
-            match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                Ok(line) if line.contains("counting drops") || line.contains("recording drops") => {
-                    return Ok(Self { child, stderr: rx });
-                }
-                Ok(line) => seen.push(line),
-                Err(_) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    bail!(
-                        "dropscope {} did not start counting: {}",
-                        args.join(" "),
-                        seen.join(" | ")
-                    );
-                }
-            }
-        }
-    }
-
-    /// Sends SIGINT and returns stdout; fails on a non-zero exit or after 60 s.
-    fn interrupt(mut self) -> anyhow::Result<String> {
-        // SAFETY: kill(2) on the pid of our own child with a valid signal.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
-        self.child.stderr = None;
-        let out = wait_timeout(self.child, Duration::from_secs(60))?;
-        let err: Vec<String> = self.stderr.try_iter().collect();
-        ensure!(
-            out.status.success(),
-            "dropscope exited with {}: {}",
-            out.status,
-            err.join(" | ")
-        );
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    }
+/// Starts dropscope and waits (up to 120 s: emulated guests are slow) for its line saying it
+/// is attached.
+fn start(bin: &Path, args: &[&str]) -> anyhow::Result<Counting> {
+    Counting::try_start(bin, args, Duration::from_secs(120))
 }
