@@ -1,5 +1,6 @@
 //! The side effects the update function asks for: flamegraph files and recordings.
 use std::{
+    io::Write,
     path::{Path, PathBuf},
     time::SystemTime,
 };
@@ -13,8 +14,9 @@ use super::{
     update::{FlameRequest, Msg},
 };
 use crate::{
-    flamegraph::{GraphMeta, snapshot_svg},
-    model::{SessionInfo, Snapshot},
+    flamegraph::{GraphMeta, write_svg},
+    model::{SessionInfo, Snapshot, StackCount},
+    outfile::{OutFile, OutFileError},
     record::Recorder,
     sanitize,
 };
@@ -34,7 +36,7 @@ pub fn spawn_flamegraph(
             window: req.window,
             filter: req.filter.as_deref(),
         };
-        let msg = match snapshot_svg(&req.stacks, &meta, &dir) {
+        let msg = match write_flamegraph(&req.stacks, &meta, &dir, SystemTime::now()) {
             Ok(path) => format!(
                 "flamegraph written to {}",
                 sanitize::terminal(&path.to_string_lossy())
@@ -46,6 +48,40 @@ pub fn spawn_flamegraph(
         };
         let _ = done.send(Msg::Status(msg));
     });
+}
+
+/// How many `-N` suffixes a flamegraph's name tries before giving up.
+const MAX_SUFFIX: u32 = 10_000;
+
+/// Writes a flamegraph of `stacks` to `dir/dropscope-flame-<YYYYmmdd-HHMMSSZ>[-N].svg`, stamped
+/// in UTC as recordings are; returns the path. Written privately and then given the first free
+/// name: never over a file, never through a symlink.
+pub(super) fn write_flamegraph(
+    stacks: &[StackCount],
+    meta: &GraphMeta,
+    dir: &Path,
+    now: SystemTime,
+) -> anyhow::Result<PathBuf> {
+    let mut svg = Vec::new();
+    write_svg(stacks, meta, &mut svg)?;
+    let stem = format!("dropscope-flame-{}", stamp(now));
+    let first = dir.join(format!("{stem}.svg"));
+    let out = OutFile::create(&dir.join(format!("{stem}.tmp")), false)
+        .with_context(|| format!("creating a file in {}", dir.display()))?;
+    out.file()
+        .write_all(&svg)
+        .with_context(|| format!("writing {}", first.display()))?;
+    let names = (0..MAX_SUFFIX).map(|n| match n {
+        0 => first.clone(),
+        n => dir.join(format!("{stem}-{n}.svg")),
+    });
+    out.commit_first_free(names).map_err(|e| match e {
+        OutFileError::Exists(_) => anyhow::anyhow!(
+            "no free file name for {stem}.svg in {} (tried {MAX_SUFFIX})",
+            dir.display()
+        ),
+        e => anyhow::Error::new(e),
+    })
 }
 
 /// `YYYYmmdd-HHMMSSZ` in UTC.

@@ -3,6 +3,8 @@
 //! README's key table lists the same keys.
 use crossterm::event::KeyCode;
 
+use super::state::{Screen, State};
+
 /// What a key does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -134,7 +136,7 @@ use Action as A;
 use Applies::{Both, Live, Replay};
 use KeyCode as C;
 
-/// Keys that work everywhere (`r`: live only).
+/// Keys that work everywhere (`c` and `r`: live only).
 pub const GENERAL: &[Key] = &[
     hint(
         key("q  Ctrl-C", "quit", &[(C::Char('q'), A::Quit)], Both),
@@ -274,7 +276,7 @@ pub const GENERAL: &[Key] = &[
             "c",
             "kernel drop counters, and drops the probe did not see",
             &[(C::Char('c'), A::Counters)],
-            Both,
+            Live,
         ),
         "c",
         Some("counters"),
@@ -368,36 +370,43 @@ pub fn action(code: KeyCode) -> Option<Action> {
         .map(|(_, a)| *a)
 }
 
-/// The footer hints of a screen (`stacks`: the stack view) of the live view or of a replay
-/// (`replay`), for the keys that apply there: in table order, but a replay's timeline keys
-/// right after pause/play, so that a narrow footer keeps them.
-pub fn hints(stacks: bool, replay: bool) -> Vec<(&'static str, &'static str)> {
-    let applies = |k: &Key| match k.applies {
+/// Whether `k` does something in `state`'s mode: live or replay, and `b` only where a coarser
+/// grouping exists. The footer and the `?` overlay offer only such keys.
+pub fn offered(k: &Key, state: &State) -> bool {
+    let mode = match k.applies {
         Both => true,
-        Live => !replay,
-        Replay => replay,
+        Live => !state.is_replay(),
+        Replay => state.is_replay(),
     };
+    let regroup = k.bind.iter().any(|(_, a)| *a == A::Regroup);
+    mode && (!regroup || state.groupings().len() > 1)
+}
+
+/// The footer hints of `state`'s screen (the table or the stack view), for the keys
+/// [`offered`] there: in table order, but a replay's timeline keys right after pause/play, so
+/// that a narrow footer keeps them. Pause reads "resume" (a replay: "play") while paused.
+pub fn hints(state: &State) -> Vec<(&'static str, &'static str)> {
+    let stacks = matches!(state.screen, Screen::Stacks(_));
     let hint = |k: &Key| {
         let h = k.hint?;
         let word = if stacks { h.stacks } else { h.table }?;
+        let pause = k.bind.iter().any(|(_, a)| *a == A::Pause);
+        let word = match (pause && state.paused(), state.is_replay()) {
+            (true, true) => "play",
+            (true, false) => "resume",
+            (false, _) => word,
+        };
         Some((h.label, word))
     };
-    let mut out: Vec<_> = GENERAL
-        .iter()
-        .filter(|k| applies(k))
-        .filter_map(hint)
-        .collect();
+    let offered = |k: &&Key| offered(k, state);
+    let mut out: Vec<_> = GENERAL.iter().filter(offered).filter_map(hint).collect();
     let after_pause = GENERAL
         .iter()
-        .filter(|k| applies(k))
+        .filter(offered)
         .filter_map(|k| Some((hint(k)?, k)))
         .position(|(_, k)| k.bind.iter().any(|(_, a)| *a == A::Pause))
         .map_or(0, |i| i + 1);
-    let timeline: Vec<_> = REPLAY
-        .iter()
-        .filter(|k| applies(k))
-        .filter_map(hint)
-        .collect();
+    let timeline: Vec<_> = REPLAY.iter().filter(offered).filter_map(hint).collect();
     out.splice(after_pause..after_pause, timeline);
     out
 }

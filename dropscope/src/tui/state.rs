@@ -16,6 +16,7 @@ use crate::{
 /// its dimensions).
 const COARSER: &[&[Dim]] = &[
     &[Dim::Reason, Dim::Location],
+    &[Dim::Reason],
     &[Dim::Netns],
     &[Dim::Netns, Dim::Device],
     &[Dim::Protocol],

@@ -153,7 +153,7 @@ fn b_cycles_coarser_groupings_with_exact_sums_and_back() {
     s.selected = Some(attributed(4026532000, None, "lo", "udp"));
     let total: u64 = s.rows().iter().map(|r| r.count).sum();
     let mut seen = Vec::new();
-    for _ in 0..5 {
+    for _ in 0..6 {
         assert_eq!(press(&mut s, KeyCode::Char('b')), None);
         let rows = s.rows();
         assert_eq!(
@@ -169,6 +169,7 @@ fn b_cycles_coarser_groupings_with_exact_sums_and_back() {
         dims,
         [
             vec![Dim::Reason, Dim::Location],
+            vec![Dim::Reason],
             vec![Dim::Netns],
             vec![Dim::Netns, Dim::Device],
             vec![Dim::Protocol],
@@ -177,7 +178,7 @@ fn b_cycles_coarser_groupings_with_exact_sums_and_back() {
     );
     assert_eq!(
         seen.iter().map(|(_, n)| *n).collect::<Vec<_>>(),
-        [1, 2, 3, 2, 3]
+        [1, 1, 2, 3, 2, 3]
     );
     // Back at the finest grouping, on a row of the protocol selected before.
     assert_eq!(
@@ -189,6 +190,7 @@ fn b_cycles_coarser_groupings_with_exact_sums_and_back() {
     press(&mut s, KeyCode::Char('b'));
     press(&mut s, KeyCode::Char('b'));
     press(&mut s, KeyCode::Char('b'));
+    press(&mut s, KeyCode::Char('b'));
     assert_eq!(s.grouping_dims().0, [Dim::Netns, Dim::Device]);
     press(&mut s, KeyCode::Char('b'));
     press(&mut s, KeyCode::Char('b'));
@@ -196,7 +198,9 @@ fn b_cycles_coarser_groupings_with_exact_sums_and_back() {
     press(&mut s, KeyCode::Char('b'));
     let sel = s.selected.clone().expect("selected");
     assert_eq!((&*sel.location, sel.attr.netns), (UDP.1, None), "{sel:?}");
-    // By netns: the title says so, and blue's rows are one row of 1,800.
+    // By reason alone, then by netns: the title says so, and blue's rows are one row of 1,800.
+    press(&mut s, KeyCode::Char('b'));
+    assert_eq!(s.grouping_dims().0, [Dim::Reason]);
     press(&mut s, KeyCode::Char('b'));
     let out = screen(&s);
     assert!(
@@ -206,7 +210,12 @@ fn b_cycles_coarser_groupings_with_exact_sums_and_back() {
     assert!(line_with(&out, "drops by").contains("regrouped"), "{out}");
     let blue = line_with(&out, "blue");
     assert!(blue.contains("1,800"), "{out}");
-    assert!(!line_with(&out, "REASON").contains("DEVICE"), "{out}");
+    let head = line_with(&out, "NETNS");
+    assert!(!head.contains("DEVICE"), "{out}");
+    assert!(
+        !head.contains("REASON") && !head.contains("LOCATION"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -217,6 +226,7 @@ fn b_offers_only_groupings_the_counts_have() {
         [
             vec![Dim::Reason, Dim::Location, Dim::Protocol],
             vec![Dim::Reason, Dim::Location],
+            vec![Dim::Reason],
             vec![Dim::Protocol],
         ]
     );
@@ -224,7 +234,7 @@ fn b_offers_only_groupings_the_counts_have() {
     let mut r = attributed_state(&[]);
     r.replay = Some(ReplayStatus::default());
     assert_eq!(r.finest(), BY);
-    assert_eq!(r.groupings().len(), 5);
+    assert_eq!(r.groupings().len(), 6);
 }
 
 #[test]
@@ -251,6 +261,8 @@ fn enter_shows_the_rows_sampled_packets_beside_its_stacks() {
     press(&mut s, KeyCode::Esc);
     press(&mut s, KeyCode::Char('b'));
     press(&mut s, KeyCode::Char('b'));
+    press(&mut s, KeyCode::Char('b'));
+    assert_eq!(s.grouping_dims().0, [Dim::Netns]);
     s.selected = s
         .rows()
         .iter()

@@ -85,7 +85,7 @@ pub fn render(frame: &mut Frame<'_>, state: &State) {
     }
     frame.render_widget(Paragraph::new(footer(state)), foot);
     if state.help {
-        render_help(frame, area, state.is_replay());
+        render_help(frame, area, state);
     }
 }
 
@@ -108,21 +108,20 @@ fn footer(state: &State) -> Line<'static> {
             Style::new().fg(Color::Green),
         );
     }
-    let stacks = matches!(state.screen, Screen::Stacks(_));
     let mut spans = Vec::new();
-    for (k, what) in super::keys::hints(stacks, state.is_replay()) {
+    for (k, what) in super::keys::hints(state) {
         spans.push(Span::styled(k, key));
         spans.push(Span::raw(format!(" {what}  ")));
     }
     Line::from(spans)
 }
 
-fn help_lines(title: &str, keys: &[KeyHelp]) -> Vec<Line<'static>> {
+fn help_lines(title: &str, keys: &[KeyHelp], state: &State) -> Vec<Line<'static>> {
     let mut out = vec![Line::styled(
         title.to_string(),
         Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD),
     )];
-    for k in keys {
+    for k in keys.iter().filter(|k| super::keys::offered(k, state)) {
         out.push(Line::from(vec![
             Span::styled(
                 format!(" {:<w$}", k.keys, w = help::KEYS_WIDTH),
@@ -134,14 +133,18 @@ fn help_lines(title: &str, keys: &[KeyHelp]) -> Vec<Line<'static>> {
     out
 }
 
-fn render_help(frame: &mut Frame<'_>, area: Rect, replay: bool) {
-    let mut lines = help_lines("keys", help::GENERAL);
-    let title = if replay {
-        "replay timeline"
+/// The `?` overlay: the keys that do something here (live: the replay's timeline keys are
+/// only named).
+fn render_help(frame: &mut Frame<'_>, area: Rect, state: &State) {
+    let mut lines = help_lines("keys", help::GENERAL, state);
+    if state.is_replay() {
+        lines.extend(help_lines("replay timeline", help::REPLAY, state));
     } else {
-        "replay timeline (dropscope replay <file>)"
-    };
-    lines.extend(help_lines(title, help::REPLAY));
+        lines.push(Line::styled(
+            "seek and speed keys: in dropscope replay <file>",
+            Style::new().fg(Color::DarkGray),
+        ));
+    }
     let width = lines
         .iter()
         .map(Line::width)

@@ -69,10 +69,27 @@ pub fn counter_lines(kernel: Option<&KernelView>, replay: bool) -> Vec<Line<'sta
             dim,
         ));
     }
-    for u in k.unseen.iter().flatten() {
+    // Count, counter and namespace in columns as wide as their widest entry, unseen and
+    // counted rows alike.
+    let cells: Vec<(String, &str, String)> = (k.unseen.iter().flatten())
+        .map(|u| (format::count(u.count), &*u.counter, ns(u.netns)))
+        .chain((k.counters.iter()).map(|c| (format::count(c.delta), &*c.counter, ns(c.netns))))
+        .collect();
+    let width = |f: fn(&(String, &str, String)) -> usize| cells.iter().map(f).max().unwrap_or(0);
+    let count_w = width(|c| c.0.chars().count()).max(10);
+    let counter_w = width(|c| c.1.chars().count());
+    let netns_w = width(|c| c.2.chars().count());
+    let columns = |(count, counter, netns): &(String, &str, String)| {
+        [
+            format!("{count:>count_w$} "),
+            format!("{counter:<counter_w$} netns {netns:<netns_w$} "),
+        ]
+    };
+    let mut cells = cells.iter().map(columns);
+    for [count, names] in (&mut cells).take(k.unseen.as_ref().map_or(0, Vec::len)) {
         lines.push(Line::from(vec![
-            Span::styled(format!("UNSEEN {:>10} ", format::count(u.count)), unseen),
-            Span::raw(format!("{} netns {} ", u.counter, ns(u.netns))),
+            Span::styled(format!("UNSEEN {count}"), unseen),
+            Span::raw(names),
             Span::styled("counted by the kernel, not seen by the probe", dim),
         ]));
     }
@@ -82,15 +99,15 @@ pub fn counter_lines(kernel: Option<&KernelView>, replay: bool) -> Vec<Line<'sta
             dim,
         ));
     }
-    for c in &k.counters {
+    for (c, [count, names]) in k.counters.iter().zip(cells) {
         let reasons = if c.reasons.is_empty() {
             "(freed without a drop reason)".to_string()
         } else {
             c.reasons.join(" ")
         };
         lines.push(Line::from(vec![
-            Span::raw(format!("       {:>10} ", format::count(c.delta))),
-            Span::raw(format!("{} netns {} ", c.counter, ns(c.netns))),
+            Span::raw(format!("       {count}")),
+            Span::raw(names),
             Span::styled(reasons, Style::new().fg(Color::Cyan)),
         ]));
     }

@@ -11,6 +11,7 @@ use ratatui::{
 use crate::{
     model::{
         DropKey,
+        group::Dim,
         table::{Row as TableRow, SortKey},
     },
     sanitize,
@@ -225,11 +226,23 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
     let shown: Vec<&TableRow<'_>> = visible.iter().map(|v| v.1).collect();
     let attrs = attr_columns(&rows, &shown);
     let right = |s: String| Cell::from(Line::from(s).right_aligned());
+    // A name the grouping merged away is `*` in every row: its column is left out.
+    let (dims, _) = state.grouping_dims();
+    let (by_reason, by_location) = (dims.contains(&Dim::Reason), dims.contains(&Dim::Location));
     let body = visible.into_iter().map(|(i, r, count, rate)| {
-        let mut cells = vec![
-            Cell::from(sanitize::terminal_cell(&r.key.reason.name, MAX_NAME_CHARS)),
-            Cell::from(sanitize::terminal_cell(&r.key.location, MAX_NAME_CHARS)),
-        ];
+        let mut cells = Vec::new();
+        if by_reason {
+            cells.push(Cell::from(sanitize::terminal_cell(
+                &r.key.reason.name,
+                MAX_NAME_CHARS,
+            )));
+        }
+        if by_location {
+            cells.push(Cell::from(sanitize::terminal_cell(
+                &r.key.location,
+                MAX_NAME_CHARS,
+            )));
+        }
         for (c, _) in &attrs {
             let text = (c.text)(&r.key).unwrap_or_else(|| "-".into());
             cells.push(Cell::from(sanitize::terminal_cell(&text, MAX_NAME_CHARS)));
@@ -250,7 +263,16 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
             row
         }
     });
-    let mut head = vec![Cell::from(reason_head), Cell::from(location_head)];
+    let mut head = Vec::new();
+    let mut widths = Vec::new();
+    if by_reason {
+        head.push(Cell::from(reason_head));
+        widths.push(Constraint::Length(reason_width));
+    }
+    if by_location {
+        head.push(Cell::from(location_head));
+        widths.push(Constraint::Fill(1));
+    }
     head.extend(attrs.iter().map(|(c, _)| Cell::from(c.head)));
     head.extend([
         right(count_head),
@@ -260,7 +282,6 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
     ]);
     let head =
         Row::new(head).style(Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED));
-    let mut widths = vec![Constraint::Length(reason_width), Constraint::Fill(1)];
     widths.extend(attrs.iter().map(|(_, w)| Constraint::Length(*w)));
     widths.extend([
         Constraint::Length(count_width),
