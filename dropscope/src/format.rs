@@ -159,6 +159,20 @@ pub fn truncate(s: &str, width: usize) -> String {
     out
 }
 
+/// `YYYYmmdd-HHMMSSZ` in UTC: the stamp in the names of the files dropscope writes
+/// (recordings, flamegraphs).
+pub fn file_stamp(now: std::time::SystemTime) -> String {
+    humantime::format_rfc3339_seconds(now)
+        .to_string()
+        .chars()
+        .filter_map(|c| match c {
+            '0'..='9' | 'Z' => Some(c),
+            'T' => Some('-'),
+            _ => None,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,7 +2,7 @@
 use std::{
     io::Write,
     path::{Path, PathBuf},
-    time::{SystemTime, UNIX_EPOCH},
+    time::SystemTime,
 };
 
 use anyhow::Context;
@@ -16,35 +16,21 @@ use crate::{
 /// How many `-N` suffixes to try before giving up on a name.
 const MAX_SUFFIX: u32 = 10_000;
 
-/// Writes a flamegraph of `stacks` to `dir/dropscope-flame-<YYYYmmdd-HHMMSS>[-N].svg`.
+/// Writes a flamegraph of `stacks` to `dir/dropscope-flame-<YYYYmmdd-HHMMSSZ>[-N].svg`, stamped
+/// with `now` in UTC as recordings are.
 ///
-/// The timestamp is local time. An existing file is never overwritten: the first free `-N`
-/// suffix is used instead. The graph is written to a private temporary file in `dir` and then
-/// given its final name, so a reader never sees a partial file. Returns the path written.
+/// An existing file is never overwritten: the first free `-N` suffix is used instead. The graph
+/// is written to a private temporary file in `dir` and then given its final name, so a reader
+/// never sees a partial file. Returns the path written.
 pub fn snapshot_svg(
     stacks: &[StackCount],
     meta: &GraphMeta,
     dir: &Path,
+    now: SystemTime,
 ) -> anyhow::Result<PathBuf> {
     let mut svg = Vec::new();
     write_svg(stacks, meta, &mut svg)?;
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let stamp = local_tm(secs)
-        .map(|tm| {
-            format!(
-                "{:04}{:02}{:02}-{:02}{:02}{:02}",
-                i64::from(tm.tm_year) + 1900,
-                tm.tm_mon + 1,
-                tm.tm_mday,
-                tm.tm_hour,
-                tm.tm_min,
-                tm.tm_sec
-            )
-        })
-        .context("cannot convert the current time to local time")?;
+    let stamp = crate::format::file_stamp(now);
     write_new_file(dir, &format!("dropscope-flame-{stamp}"), "svg", &svg)
 }
 

@@ -280,7 +280,9 @@ fn snapshots_in_the_same_second_get_distinct_complete_files() {
     let info = info();
     let m = meta(&info, None);
     let paths: Vec<_> = (0..3)
-        .map(|_| snapshot_svg(&stacks(), &m, dir.path()).expect("snapshot"))
+        .map(|_| {
+            snapshot_svg(&stacks(), &m, dir.path(), std::time::SystemTime::now()).expect("snapshot")
+        })
         .collect();
     assert_ne!(paths[0], paths[1]);
     assert_ne!(paths[1], paths[2]);
@@ -322,7 +324,15 @@ fn snapshot_never_overwrites() {
 fn snapshot_of_an_empty_view_writes_no_file() {
     let dir = tempfile::tempdir().expect("tempdir");
     let info = info();
-    assert!(snapshot_svg(&[], &meta(&info, None), dir.path()).is_err());
+    assert!(
+        snapshot_svg(
+            &[],
+            &meta(&info, None),
+            dir.path(),
+            std::time::SystemTime::now()
+        )
+        .is_err()
+    );
     assert_eq!(std::fs::read_dir(dir.path()).expect("read_dir").count(), 0);
 }
 
@@ -331,7 +341,13 @@ fn snapshot_into_a_missing_directory_says_where() {
     let dir = tempfile::tempdir().expect("tempdir");
     let missing = dir.path().join("nope");
     let info = info();
-    let err = snapshot_svg(&stacks(), &meta(&info, None), &missing).expect_err("no dir");
+    let err = snapshot_svg(
+        &stacks(),
+        &meta(&info, None),
+        &missing,
+        std::time::SystemTime::now(),
+    )
+    .expect_err("no dir");
     assert!(format!("{err:#}").contains("nope"), "{err:#}");
 }
 

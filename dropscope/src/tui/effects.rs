@@ -1,6 +1,5 @@
 //! The side effects the update function asks for: flamegraph files and recordings.
 use std::{
-    io::Write,
     path::{Path, PathBuf},
     time::SystemTime,
 };
@@ -14,9 +13,8 @@ use super::{
     update::{FlameRequest, Msg},
 };
 use crate::{
-    flamegraph::{GraphMeta, write_svg},
+    flamegraph::GraphMeta,
     model::{SessionInfo, Snapshot, StackCount},
-    outfile::{OutFile, OutFileError},
     record::Recorder,
     sanitize,
 };
@@ -50,51 +48,15 @@ pub fn spawn_flamegraph(
     });
 }
 
-/// How many `-N` suffixes a flamegraph's name tries before giving up.
-const MAX_SUFFIX: u32 = 10_000;
-
-/// Writes a flamegraph of `stacks` to `dir/dropscope-flame-<YYYYmmdd-HHMMSSZ>[-N].svg`, stamped
-/// in UTC as recordings are; returns the path. Written privately and then given the first free
-/// name: never over a file, never through a symlink.
+/// Writes a flamegraph of `stacks` into `dir`, named as the flamegraph command names its
+/// snapshots (UTC, as recordings): see [`crate::flamegraph::snapshot_svg`].
 pub(super) fn write_flamegraph(
     stacks: &[StackCount],
     meta: &GraphMeta,
     dir: &Path,
     now: SystemTime,
 ) -> anyhow::Result<PathBuf> {
-    let mut svg = Vec::new();
-    write_svg(stacks, meta, &mut svg)?;
-    let stem = format!("dropscope-flame-{}", stamp(now));
-    let first = dir.join(format!("{stem}.svg"));
-    let out = OutFile::create(&dir.join(format!("{stem}.tmp")), false)
-        .with_context(|| format!("creating a file in {}", dir.display()))?;
-    out.file()
-        .write_all(&svg)
-        .with_context(|| format!("writing {}", first.display()))?;
-    let names = (0..MAX_SUFFIX).map(|n| match n {
-        0 => first.clone(),
-        n => dir.join(format!("{stem}-{n}.svg")),
-    });
-    out.commit_first_free(names).map_err(|e| match e {
-        OutFileError::Exists(_) => anyhow::anyhow!(
-            "no free file name for {stem}.svg in {} (tried {MAX_SUFFIX})",
-            dir.display()
-        ),
-        e => anyhow::Error::new(e),
-    })
-}
-
-/// `YYYYmmdd-HHMMSSZ` in UTC.
-fn stamp(now: SystemTime) -> String {
-    humantime::format_rfc3339_seconds(now)
-        .to_string()
-        .chars()
-        .filter_map(|c| match c {
-            '0'..='9' | 'Z' => Some(c),
-            'T' => Some('-'),
-            _ => None,
-        })
-        .collect()
+    crate::flamegraph::snapshot_svg(stacks, meta, dir, now)
 }
 
 /// A recording started with `r`.
@@ -125,7 +87,10 @@ impl ActiveRecording {
         info: &SessionInfo,
         latest: Option<&Snapshot>,
     ) -> anyhow::Result<Self> {
-        let stem = dir.join(format!("dropscope-{}", stamp(SystemTime::now())));
+        let stem = dir.join(format!(
+            "dropscope-{}",
+            crate::format::file_stamp(SystemTime::now())
+        ));
         let path = names(&stem)
             .find(|p| std::fs::symlink_metadata(p).is_err())
             .context("no free recording file name")?;
@@ -192,7 +157,7 @@ mod tests {
     #[test]
     fn stamps_are_utc_and_file_friendly() {
         let t = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-        assert_eq!(stamp(t), "20231114-221320Z");
+        assert_eq!(crate::format::file_stamp(t), "20231114-221320Z");
     }
 
     #[test]
@@ -217,9 +182,10 @@ mod tests {
     fn a_planted_symlink_is_skipped_not_followed() {
         let dir = tempfile::tempdir().expect("tempdir");
         let victim = dir.path().join("victim");
-        let stem = dir
-            .path()
-            .join(format!("dropscope-{}", stamp(SystemTime::now())));
+        let stem = dir.path().join(format!(
+            "dropscope-{}",
+            crate::format::file_stamp(SystemTime::now())
+        ));
         // Dangling symlinks at the next few names (exists() is false for them).
         for p in names(&stem).take(3) {
             std::os::unix::fs::symlink(&victim, p).expect("symlink");
