@@ -346,6 +346,7 @@ fn generated(data: &[u8]) -> Option<()> {
                 stack_lost: src.u64(),
                 ..Default::default()
             },
+            kernel: None,
         });
     }
     let info = SessionInfo {

@@ -1,12 +1,14 @@
 //! The pure model: snapshots and the plain functions over them (rates, deltas, top-N, filter,
 //! stack tree). No aya, no terminal.
 pub mod group;
+pub mod kernel;
 pub mod packet;
 pub mod snapshot;
 pub mod stacks;
 pub mod table;
 pub mod window;
 
+pub use kernel::KernelReading;
 pub use packet::{KeySamples, Sample};
 pub use snapshot::{
     Attribution, DropCount, DropKey, Health, Reason, SessionInfo, Snapshot, StackCount,

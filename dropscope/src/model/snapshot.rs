@@ -176,6 +176,10 @@ pub struct Snapshot {
     pub samples: Vec<super::KeySamples>,
     /// The probe's own health.
     pub health: Health,
+    /// The kernel's own counters, read before this snapshot's counts (where read: live when a
+    /// consumer asks for them, and in recordings made so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<Arc<super::KernelReading>>,
 }
 
 impl Snapshot {

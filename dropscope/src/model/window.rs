@@ -65,6 +65,9 @@ pub fn between(earlier: &Snapshot, later: &Snapshot) -> Snapshot {
             .filter(|k| !k.packets.is_empty())
             .collect(),
         health: later.health.clone(),
+        // The counters' window needs a baseline read after `earlier` (see
+        // `KernelReading::since`): whoever has the stream pairs them.
+        kernel: None,
     }
 }
 

@@ -345,6 +345,7 @@ impl State {
             stacks,
             samples: dict.key_samples(f.samples_defined),
             health: self.health.clone(),
+            kernel: None,
         }
     }
 }

@@ -119,6 +119,7 @@ pub(super) fn story(n: usize) -> Vec<Snapshot> {
                 poll_interval_ms: if quiet { 1000 } else { 250 },
                 ..Default::default()
             },
+            kernel: None,
         });
         t += match i {
             33 => Duration::from_secs(45),

@@ -1,0 +1,190 @@
+//! The kernel's own counters as a snapshot carries them: how much each counter grew per network
+//! namespace since the session started, read beside the probe's maps (live) or from a recording.
+//!
+//! Counters are named as `nstat` groups them: `Udp:NoPorts`, `TcpExt:ListenDrops`,
+//! `Dev:<interface>:RxDrop`, `Softnet:Dropped`. Besides the drop counters a reading holds the
+//! packets the kernel handled (the denominators of drop ratios, see [`PACKET_COUNTERS`] and
+//! `Dev:<interface>:RxPackets` / `TxPackets`).
+use std::{collections::BTreeMap, sync::Arc};
+
+use serde::{Deserialize, Serialize};
+
+/// Per-namespace packet counters that are denominators of a namespace's drop ratio.
+pub const PACKET_COUNTERS: &[&str] = &[
+    "Ip:InReceives",
+    "Ip6:InReceives",
+    "Udp:InDatagrams",
+    "Udp6:InDatagrams",
+    "Tcp:InSegs",
+];
+
+/// A per-interface packet counter: `Dev:<interface>:RxPackets` or `TxPackets`.
+pub fn device_packets(counter: &str) -> Option<(&str, Direction)> {
+    let rest = counter.strip_prefix("Dev:")?;
+    if let Some(dev) = rest.strip_suffix(":RxPackets") {
+        Some((dev, Direction::Rx))
+    } else {
+        rest.strip_suffix(":TxPackets").map(|d| (d, Direction::Tx))
+    }
+}
+
+/// Whether packets were received or sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// Received.
+    Rx,
+    /// Sent.
+    Tx,
+}
+
+impl Direction {
+    /// `rx` or `tx`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Rx => "rx",
+            Direction::Tx => "tx",
+        }
+    }
+}
+
+/// Counter growth per counter name in one namespace.
+pub type Growth = BTreeMap<Arc<str>, u64>;
+
+/// One reading of the kernel's counters, as growth since the session started.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelReading {
+    /// When it was read, milliseconds since the Unix epoch. A live snapshot carries the
+    /// latest reading taken before its own maps were read, so every drop a counter had
+    /// counted by then, the snapshot's counts have too.
+    pub unix_ms: u64,
+    /// The initial network namespace's inode number.
+    pub initial_netns: u64,
+    /// Growth since the session started (or since the namespace was first read), per
+    /// namespace inode; counters that did not grow are left out.
+    pub netns: BTreeMap<u64, Growth>,
+    /// Namespaces that could not be read, and why (and how many waited for a later poll).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<String>,
+}
+
+impl KernelReading {
+    /// The growth of `counter` in namespace `netns` (0 if it did not grow or was not read).
+    pub fn growth(&self, netns: u64, counter: &str) -> u64 {
+        self.netns
+            .get(&netns)
+            .and_then(|g| g.get(counter))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Packets a namespace received, by its best denominator: `Ip:InReceives` plus
+    /// `Ip6:InReceives`.
+    pub fn netns_packets(&self, netns: u64) -> u64 {
+        self.growth(netns, "Ip:InReceives")
+            .saturating_add(self.growth(netns, "Ip6:InReceives"))
+    }
+
+    /// Packets per (namespace, interface, direction), from `Dev:*:RxPackets` / `TxPackets`.
+    pub fn device_packets(&self) -> impl Iterator<Item = (u64, &str, Direction, u64)> + '_ {
+        self.netns.iter().flat_map(|(&ns, g)| {
+            g.iter().filter_map(move |(name, &v)| {
+                let (dev, dir) = device_packets(name)?;
+                Some((ns, dev, dir, v))
+            })
+        })
+    }
+
+    /// The growth between `earlier` and `self` (both since the same session start): per
+    /// counter, the later minus the earlier growth (a namespace or counter missing from
+    /// `earlier` counts from zero). Time, initial namespace and errors are `self`'s.
+    pub fn since(&self, earlier: &KernelReading) -> KernelReading {
+        let netns = self
+            .netns
+            .iter()
+            .map(|(ns, g)| {
+                let before = earlier.netns.get(ns);
+                let g: Growth = g
+                    .iter()
+                    .filter_map(|(name, &v)| {
+                        let b = before.and_then(|b| b.get(name)).copied().unwrap_or(0);
+                        let d = v.saturating_sub(b);
+                        (d > 0).then(|| (name.clone(), d))
+                    })
+                    .collect();
+                (*ns, g)
+            })
+            .filter(|(_, g)| !g.is_empty())
+            .collect();
+        KernelReading {
+            unix_ms: self.unix_ms,
+            initial_netns: self.initial_netns,
+            netns,
+            errors: self.errors.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reading(unix_ms: u64, counters: &[(u64, &str, u64)]) -> KernelReading {
+        let mut r = KernelReading {
+            unix_ms,
+            initial_netns: 1,
+            ..Default::default()
+        };
+        for &(ns, name, v) in counters {
+            r.netns.entry(ns).or_default().insert(name.into(), v);
+        }
+        r
+    }
+
+    #[test]
+    fn since_subtracts_per_counter_and_drops_what_did_not_grow() {
+        let a = reading(10, &[(1, "Udp:NoPorts", 5), (2, "Dev:lo:RxPackets", 7)]);
+        let b = reading(
+            20,
+            &[
+                (1, "Udp:NoPorts", 9),
+                (2, "Dev:lo:RxPackets", 7),
+                (3, "Tcp:InSegs", 4),
+            ],
+        );
+        let w = b.since(&a);
+        assert_eq!(w.unix_ms, 20);
+        assert_eq!(w.growth(1, "Udp:NoPorts"), 4);
+        assert_eq!(w.growth(3, "Tcp:InSegs"), 4);
+        assert!(!w.netns.contains_key(&2), "{w:?}");
+    }
+
+    #[test]
+    fn packets_per_namespace_and_device() {
+        let r = reading(
+            1,
+            &[
+                (1, "Ip:InReceives", 10),
+                (1, "Ip6:InReceives", 5),
+                (1, "Dev:eth0:RxPackets", 12),
+                (1, "Dev:eth0:TxPackets", 3),
+                (1, "Dev:eth0:RxDrop", 1),
+            ],
+        );
+        assert_eq!(r.netns_packets(1), 15);
+        let mut d: Vec<_> = r.device_packets().collect();
+        d.sort();
+        assert_eq!(
+            d,
+            [
+                (1, "eth0", Direction::Rx, 12),
+                (1, "eth0", Direction::Tx, 3)
+            ]
+        );
+        assert_eq!(
+            device_packets("Dev:a:b:RxPackets"),
+            Some(("a:b", Direction::Rx))
+        );
+        assert_eq!(device_packets("Udp:InDatagrams"), None);
+    }
+}
