@@ -14,6 +14,35 @@ pub struct Feed {
     pub snapshots: mpsc::Receiver<Snapshot>,
     /// Timeline controls, present only when replaying a recording.
     pub replay: Option<ReplayHandle>,
+    /// How often the kernel's counters are read (live, when a consumer asked for them).
+    pub kernel_pace: Option<KernelPace>,
+}
+
+/// How often a live source reads the kernel's counters, changeable while it runs (the TUI reads
+/// them more often while their panel is open).
+#[derive(Clone, Debug)]
+pub struct KernelPace(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl KernelPace {
+    /// Every `every`.
+    pub fn new(every: std::time::Duration) -> Self {
+        Self(std::sync::Arc::new(std::sync::atomic::AtomicU64::new(
+            every.as_millis() as u64,
+        )))
+    }
+
+    /// From now on, every `every`.
+    pub fn set(&self, every: std::time::Duration) {
+        (self.0).store(
+            every.as_millis() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
+    /// The period in force.
+    pub fn get(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.0.load(std::sync::atomic::Ordering::Relaxed))
+    }
 }
 
 impl Feed {

@@ -117,12 +117,12 @@ pub async fn flamegraph_cmd(args: FlamegraphArgs) -> anyhow::Result<()> {
 async fn live_stacks(
     args: &FlamegraphArgs,
 ) -> anyhow::Result<(SessionInfo, Snapshot, (Duration, Duration))> {
-    let (info, snap, _) = super::live::count_live(
+    let (info, snap) = super::live::count_live(
         &args.live,
         args.duration,
         " and sampling stacks",
-        false,
-        |_, _| Ok(()),
+        None,
+        |_| Ok(()),
     )
     .await?;
     let window = (Duration::ZERO, snap.elapsed);

@@ -9,16 +9,19 @@ use super::{require_terminal, shown};
 use crate::{
     cli::LiveArgs,
     collector::{Collector, CollectorOptions, Stopper},
-    kcounters::{self, KernelCounters},
     model::{SessionInfo, Snapshot},
     outfile,
     probe::{Probe, ProbeOptions},
-    source::Feed,
+    source::{Feed, KernelPace},
     tui,
 };
 
-/// Attaches the probe and starts the collector.
-pub fn start_live(live: &LiveArgs) -> anyhow::Result<(Feed, Stopper)> {
+/// Attaches the probe and starts the collector; with `kernel_counters`, the snapshots carry
+/// the kernel's own counters, read this often.
+pub fn start_live(
+    live: &LiveArgs,
+    kernel_counters: Option<Duration>,
+) -> anyhow::Result<(Feed, Stopper)> {
     let opts = ProbeOptions {
         choice: live.probe,
         max_keys: live.max_keys,
@@ -35,6 +38,7 @@ pub fn start_live(live: &LiveArgs) -> anyhow::Result<(Feed, Stopper)> {
         stack_budget: live.stack_budget,
         bpf_stats: live.bpf_stats,
         by: live.select.by.clone(),
+        kernel_counters: kernel_counters.map(KernelPace::new),
     };
     Ok(Collector::spawn(probe, copts)?)
 }
@@ -79,11 +83,10 @@ impl Interrupt {
 /// The live view: the probe feeding the TUI until `q` or a signal.
 pub async fn live_tui(live: &LiveArgs, dir: &Path) -> anyhow::Result<()> {
     require_terminal("the live view")?;
-    let (feed, stopper) = start_live(live)?;
+    let (feed, stopper) = start_live(live, Some(tui::KERNEL_READ_CLOSED))?;
     let opts = tui::TuiOptions {
         flamegraph_dir: dir.to_path_buf(),
         record_dir: dir.to_path_buf(),
-        kernel_counters: true,
         filter: live.select.describe(),
         by: live.select.by.clone(),
     };
@@ -94,30 +97,18 @@ pub async fn live_tui(live: &LiveArgs, dir: &Path) -> anyhow::Result<()> {
     res.and(collector)
 }
 
-/// Starts reading the kernel's drop counters; a failure is a warning, not an error.
-fn start_counters(live: &LiveArgs) -> Option<KernelCounters> {
-    match KernelCounters::start() {
-        Ok(k) => Some(k.with_filter(live.select.describe())),
-        Err(e) => {
-            eprintln!("dropscope: warning: not reading the kernel's drop counters: {e:#}");
-            None
-        }
-    }
-}
-
-/// Counts live until `duration` or a signal; returns the last snapshot and the session info,
-/// and with `counters`, the kernel's drop counters read over the same window.
+/// Counts live until `duration` or a signal; returns the last snapshot and the session info.
+/// With `counters`, the snapshots carry the kernel's own counters, read this often (and right
+/// before the last snapshot).
 pub async fn count_live(
     live: &LiveArgs,
     duration: Option<Duration>,
     what: &str,
-    counters: bool,
-    mut on_snapshot: impl FnMut(&Snapshot, Option<&mut KernelCounters>) -> anyhow::Result<()>,
-) -> anyhow::Result<(SessionInfo, Snapshot, Option<KernelCounters>)> {
+    counters: Option<Duration>,
+    mut on_snapshot: impl FnMut(&Snapshot) -> anyhow::Result<()>,
+) -> anyhow::Result<(SessionInfo, Snapshot)> {
     let interrupt = Interrupt::new()?;
-    let (mut feed, stopper) = start_live(live)?;
-    // The counters' window starts once the probe counts, before the line saying so.
-    let mut kernel = if counters { start_counters(live) } else { None };
+    let (mut feed, stopper) = start_live(live, counters)?;
     eprintln!(
         "dropscope: counting drops with {}{what}; {}",
         feed.info.probe,
@@ -147,7 +138,7 @@ pub async fn count_live(
                         // Cleared for whatever `on_snapshot` prints (`report --every`).
                         eprint!("\r\x1b[K");
                     }
-                    on_snapshot(&s, kernel.as_mut())?;
+                    on_snapshot(&s)?;
                     last = s;
                     if progress {
                         show(last.total);
@@ -166,18 +157,18 @@ pub async fn count_live(
         stopper.finish()?;
         bail!("the collector stopped unexpectedly");
     }
-    // The counters are read last before the collector's last snapshot, which it reads right
-    // after being told to stop: every drop the counters have, that snapshot has (same span).
-    if let Some(k) = &mut kernel {
-        k.poll(&kcounters::drop_netns(&last));
-    }
+    // The collector reads the counters once more right before its last snapshot: every drop
+    // they have, that snapshot has (the same span).
     stopper.stop();
     while let Some(s) = feed.snapshots.recv().await {
         last = s;
     }
     stopper.finish()?;
-    Ok((feed.info, last, kernel))
+    Ok((feed.info, last))
 }
+
+/// How often a recording reads the kernel's counters.
+pub const RECORD_KERNEL_READ: Duration = Duration::from_secs(5);
 
 /// `dropscope record`: the live feed written to a file, headless.
 pub async fn record_cmd(
@@ -203,7 +194,8 @@ pub async fn record_cmd(
         outfile::check_destination(p, force)?;
     }
     let interrupt = Interrupt::new()?;
-    let (mut feed, stopper) = start_live(live)?;
+    // The recording holds the kernel's counters too, so that replay shows them.
+    let (mut feed, stopper) = start_live(live, Some(RECORD_KERNEL_READ))?;
     // With --pcap, the snapshots pass through a task that keeps the last one's samples.
     let last = pcap.map(|_| {
         let (tx, rx) = tokio::sync::mpsc::channel(16);

@@ -12,13 +12,13 @@ mod reasons;
 mod replay;
 pub mod report;
 
-use std::{io::IsTerminal, path::Path, time::Duration};
+use std::{io::IsTerminal, path::Path, sync::Arc, time::Duration};
 
 use anyhow::{Context as _, bail};
 
 use crate::{
     cli::{Cli, Command, InputWindow},
-    model::{SessionInfo, Snapshot, window},
+    model::{KernelReading, SessionInfo, Snapshot, window},
     sanitize,
 };
 
@@ -95,7 +95,10 @@ async fn serve(args: crate::cli::ServeArgs) -> anyhow::Result<()> {
         web_config: args.web_config,
         limits: crate::serve::connections::Limits::default(),
     };
-    crate::serve::run(opts, || live::start_live(&args.live)).await
+    crate::serve::run(opts, || {
+        live::start_live(&args.live, Some(crate::serve::KERNEL_READ))
+    })
+    .await
 }
 
 #[cfg(not(feature = "live"))]
@@ -149,6 +152,27 @@ fn recorded_window(
     w: &InputWindow,
     sel: &crate::cli::Selection,
 ) -> anyhow::Result<(SessionInfo, Snapshot, (Duration, Duration))> {
+    let (info, snap, window, _) = recorded_window_kernel(w, sel)?;
+    Ok((info, snap, window))
+}
+
+/// The kernel's counters over a recorded window, and the probe's counts to match them with.
+type RecordedKernel = (Arc<KernelReading>, Snapshot);
+
+/// [`recorded_window`], with the kernel's counters of the window where the recording holds
+/// them: their growth between the readings at `--from` and `--to`, and the probe's counts
+/// over a span that holds theirs (from the last snapshot before the first reading, to the
+/// snapshot at `--to`, which was taken after its reading), so no drop the probe saw reads
+/// as unseen.
+fn recorded_window_kernel(
+    w: &InputWindow,
+    sel: &crate::cli::Selection,
+) -> anyhow::Result<(
+    SessionInfo,
+    Snapshot,
+    (Duration, Duration),
+    Option<RecordedKernel>,
+)> {
     let path = w.input.as_deref().context("no --input")?;
     let rec =
         crate::record::open_input(path).with_context(|| format!("opening {}", shown(path)))?;
@@ -166,11 +190,47 @@ fn recorded_window(
     }
     let later = rec.snapshot_at(to)?;
     let (filter, by) = sel.recorded(&later)?;
-    let snap = if from.is_zero() {
-        later
+    let (snap, kernel) = if from.is_zero() {
+        let kernel = later.kernel.clone().map(|r| (r, later.clone()));
+        (later, kernel)
     } else {
-        window::between(&rec.snapshot_at(from)?, &later)
+        let earlier = rec.snapshot_at(from)?;
+        let kernel = match (&earlier.kernel, &later.kernel) {
+            (Some(a), Some(b)) => drops_before_reading(&rec, from, a)?
+                .map(|base| (Arc::new(b.since(a)), window::between(&base, &later))),
+            (None, Some(b)) => Some((b.clone(), later.clone())),
+            _ => None,
+        };
+        (window::between(&earlier, &later), kernel)
     };
-    let snap = crate::model::group::apply(&snap, &filter, &by);
-    Ok((rec.info().clone(), snap, (from, to)))
+    let group = |s: &Snapshot| crate::model::group::apply(s, &filter, &by);
+    let kernel = kernel.map(|(r, seen)| (r, group(&seen)));
+    Ok((rec.info().clone(), group(&snap), (from, to), kernel))
+}
+
+/// The last snapshot taken before `reading` (the one at `from` carries it): its counts are
+/// all older than the reading. An empty snapshot if the reading came with the first; `None`
+/// if it is further back than a recording reads counters.
+fn drops_before_reading(
+    rec: &crate::record::Recording,
+    from: Duration,
+    reading: &KernelReading,
+) -> anyhow::Result<Option<Snapshot>> {
+    let Some(mut i) = rec.frame_at(from) else {
+        return Ok(None);
+    };
+    for _ in 0..64 {
+        if i == 0 {
+            return Ok(Some(Snapshot::default()));
+        }
+        let s = rec.snapshot_of(i - 1)?;
+        if s.kernel
+            .as_ref()
+            .is_none_or(|r| r.unix_ms != reading.unix_ms)
+        {
+            return Ok(Some(s));
+        }
+        i -= 1;
+    }
+    Ok(None)
 }

@@ -33,7 +33,6 @@ pub async fn replay_cmd(
     let opts = tui::TuiOptions {
         flamegraph_dir: dir.to_path_buf(),
         record_dir: dir.to_path_buf(),
-        kernel_counters: false,
         filter: select.describe(),
         by: if select.default_by() {
             Vec::new()

@@ -20,6 +20,7 @@ use tokio::sync::mpsc;
 use dropscope_common::{StackKey, StackValue};
 
 use crate::{
+    kcounters::{self, KernelCounters},
     model::group::{self, Dim},
     model::{
         Attribution, DropCount, DropKey, Health, KeySamples, Sample, SessionInfo, Snapshot,
@@ -27,7 +28,7 @@ use crate::{
     },
     names::Names,
     probe::{Probe, Totals},
-    source::Feed,
+    source::{Feed, KernelPace},
     symbolize::Symbolizer,
 };
 
@@ -44,6 +45,8 @@ pub struct CollectorOptions {
     pub bpf_stats: bool,
     /// The dimensions counts are grouped by.
     pub by: Vec<Dim>,
+    /// Read the kernel's own counters (the first reading is their baseline), this often.
+    pub kernel_counters: Option<KernelPace>,
 }
 
 impl Default for CollectorOptions {
@@ -54,6 +57,7 @@ impl Default for CollectorOptions {
             stack_budget: 1000,
             bpf_stats: false,
             by: vec![Dim::Reason, Dim::Location],
+            kernel_counters: None,
         }
     }
 }
@@ -87,6 +91,18 @@ pub struct Collector {
     stats: Option<crate::probe::sys::ProgStats>,
     /// When the run statistics were last read.
     stats_read: Instant,
+    /// The kernel's counters, when a consumer wants them.
+    kernel: Option<KernelSource>,
+}
+
+/// The kernel's counters as the collector reads them: before the maps, on their own pace.
+struct KernelSource {
+    counters: KernelCounters,
+    pace: KernelPace,
+    /// When they were last read (`None`: read with the next poll).
+    read_at: Option<Instant>,
+    /// The latest reading, carried by every snapshot taken after it.
+    reading: Option<Arc<crate::model::KernelReading>>,
 }
 
 impl Collector {
@@ -100,6 +116,23 @@ impl Collector {
         probe.set_stack_sampling(u64::from(opts.stacks), opts.stack_budget);
         let symbolizer = Symbolizer::new();
         symbolizer.warm_up();
+        // The counters' baseline is read once the probe counts: drops between the two are
+        // counted by the probe only, so none can read as unseen.
+        let kernel = opts
+            .kernel_counters
+            .clone()
+            .and_then(|pace| match KernelCounters::start() {
+                Ok(counters) => Some(KernelSource {
+                    counters,
+                    pace,
+                    read_at: Some(Instant::now()),
+                    reading: None,
+                }),
+                Err(e) => {
+                    tracing::warn!("not reading the kernel's drop counters: {e:#}");
+                    None
+                }
+            });
         Self {
             interval: opts.interval,
             probe,
@@ -121,12 +154,16 @@ impl Collector {
             stats_fd: stats,
             stats: None,
             stats_read: Instant::now(),
+            kernel,
         }
     }
 
     /// One poll: reads the mmap'd totals and, only if they changed, the counts. Returns the
     /// new snapshot and whether any count changed. Adapts the interval.
     pub fn poll(&mut self) -> std::io::Result<(Snapshot, bool)> {
+        // The kernel's counters are read before the maps: the snapshot then holds every drop
+        // they counted (the same span or more), so a drop the probe saw never reads as unseen.
+        let read_kernel = self.read_kernel_if_due();
         let totals = self.probe.totals();
         // Names are looked up beside the counting: when the lookups learnt some, the keys are
         // named again even if no count changed (a quiet namespace gets its name too).
@@ -134,7 +171,8 @@ impl Collector {
         let changed = self
             .last_totals
             .is_none_or(|t| t.drop_counts() != totals.drop_counts())
-            || names != self.names_generation;
+            || names != self.names_generation
+            || read_kernel;
         if changed {
             self.names_generation = names;
             self.read_maps()?;
@@ -146,10 +184,30 @@ impl Collector {
         Ok((self.last.clone(), changed))
     }
 
-    /// Reads the maps now, whatever the totals say, and returns the snapshot.
+    /// Reads the maps (and the kernel's counters, if read at all) now, whatever the totals
+    /// say, and returns the snapshot.
     pub fn snapshot_now(&mut self) -> std::io::Result<Snapshot> {
         self.last_totals = None;
+        if let Some(k) = &mut self.kernel {
+            k.read_at = None;
+        }
         Ok(self.poll()?.0)
+    }
+
+    /// Reads the kernel's counters when their pace says so; returns whether it did.
+    fn read_kernel_if_due(&mut self) -> bool {
+        let Some(k) = &mut self.kernel else {
+            return false;
+        };
+        if k.read_at.is_some_and(|t| t.elapsed() < k.pace.get()) {
+            return false;
+        }
+        k.counters.poll(&kcounters::drop_netns(&self.last));
+        k.read_at = Some(Instant::now());
+        let reading = Arc::new(k.counters.reading());
+        k.reading = Some(reading.clone());
+        self.last.kernel = Some(reading);
+        true
     }
 
     fn read_maps(&mut self) -> std::io::Result<()> {
@@ -428,6 +486,7 @@ impl Collector {
         let (tx, rx) = mpsc::channel(64);
         let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
         let info = session_info(&probe);
+        let kernel_pace = opts.kernel_counters.clone();
         let handle = std::thread::Builder::new().name("collector".into()).spawn(
             move || -> std::io::Result<()> {
                 // The symbolizer is not `Send`: it is created here, on the collector's thread.
@@ -464,6 +523,7 @@ impl Collector {
             info,
             snapshots: rx,
             replay: None,
+            kernel_pace,
         };
         Ok((
             feed,

@@ -14,22 +14,32 @@
 pub mod map;
 pub mod netns;
 pub mod parse;
+pub mod ratio;
 pub mod unseen;
 
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+};
 
-pub use self::unseen::{CounterDelta, SeenDrop, Unseen};
 use self::{
     netns::{MAX_READ_PER_POLL, Namespaces, Reading},
     parse::Counters,
 };
-use crate::model::Snapshot;
+pub use self::{
+    ratio::Ratio,
+    unseen::{CounterDelta, SeenDrop, Unseen},
+};
+use crate::model::{
+    KernelReading, Snapshot,
+    kernel::{Growth, PACKET_COUNTERS},
+};
 
 /// Counter deltas and unseen drops over one window: what the report and the TUI show.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct KernelView {
     /// The initial namespace's inode number.
     pub initial_netns: u64,
@@ -44,6 +54,8 @@ pub struct KernelView {
     pub errors: Vec<String>,
     /// Human names of namespaces (from the drops' keys; control characters escaped).
     pub names: BTreeMap<u64, String>,
+    /// Drops per packet handled, per namespace and per device (see [`ratio::ratios`]).
+    pub ratios: Vec<Ratio>,
 }
 
 impl KernelView {
@@ -64,7 +76,6 @@ pub struct KernelCounters {
     baseline: BTreeMap<u64, Counters>,
     latest: BTreeMap<u64, Counters>,
     errors: Vec<String>,
-    filter: Option<String>,
     /// Wall-clock time of the latest reading, ms since the Unix epoch.
     read_unix_ms: u64,
 }
@@ -77,17 +88,10 @@ impl KernelCounters {
             baseline: BTreeMap::new(),
             latest: BTreeMap::new(),
             errors: Vec::new(),
-            filter: None,
             read_unix_ms: 0,
         };
         k.poll(&[]);
         Ok(k)
-    }
-
-    /// Notes the drop filters in force (described): with any, unseen drops are not computed.
-    pub fn with_filter(mut self, filter: Option<String>) -> Self {
-        self.filter = filter;
-        self
     }
 
     /// Reads the counters again (once), also in the namespaces of `netns` (inode numbers of
@@ -138,39 +142,69 @@ impl KernelCounters {
         self.namespaces.initial()
     }
 
-    /// [`KernelCounters::view`] with `snap` only if it was taken after the latest reading: a
-    /// snapshot taken before it misses drops the counters already have, which would read as
-    /// unseen. `None`: wait for a later snapshot.
-    pub fn view_after(&self, snap: &Snapshot) -> Option<KernelView> {
-        (snap.unix_ms > self.read_unix_ms).then(|| self.view(snap))
-    }
-
-    /// Deltas since the start, and the unseen drops given the probe's counts over the same
-    /// window (`snap`, cumulative since the session started, taken after the latest reading:
-    /// every drop a counter counted by then, the probe had counted too, so only what the
-    /// probe never sees is unseen). Counts grouped without the reason cannot be matched with
-    /// counters: unseen is then not computed (`None`), never guessed.
-    pub fn view(&self, snap: &Snapshot) -> KernelView {
-        let counters = unseen::deltas(&self.baseline, &self.latest);
-        let initial = self.initial_netns();
-        let by_reason = snap.drops.iter().all(|d| &*d.key.reason.name != "*");
-        let unseen = match self.filter {
-            None if by_reason => Some(unseen::unseen(&counters, seen_drops(snap), initial)),
-            _ => None,
-        };
-        KernelView {
-            initial_netns: initial,
-            counters,
-            unseen,
-            filter: self.filter.clone(),
-            errors: self.errors.clone(),
-            names: snap
-                .drops
+    /// The growth since the start, per namespace: the drop counters (those [`map`] knows)
+    /// and the packet counters (denominators of drop ratios), as a snapshot carries them.
+    pub fn reading(&self) -> KernelReading {
+        let mut netns = BTreeMap::new();
+        for (ns, now) in &self.latest {
+            let Some(base) = self.baseline.get(ns) else {
+                continue;
+            };
+            let g: Growth = now
                 .iter()
-                .filter_map(|d| Some((d.key.attr.netns?, d.key.attr.netns_name.as_deref()?)))
-                .map(|(i, n)| (i, n.escape_debug().to_string()))
-                .collect(),
+                .filter(|(name, _)| is_kept(name))
+                .filter_map(|(name, &v)| {
+                    let d = v.saturating_sub(base.get(name).copied().unwrap_or(0));
+                    (d > 0).then(|| (Arc::from(name.as_str()), d))
+                })
+                .collect();
+            if !g.is_empty() {
+                netns.insert(*ns, g);
+            }
         }
+        KernelReading {
+            unix_ms: self.read_unix_ms,
+            initial_netns: self.initial_netns(),
+            netns,
+            errors: self.errors.clone(),
+        }
+    }
+}
+
+/// Whether a counter travels in a reading: a drop counter or a packet counter.
+fn is_kept(name: &str) -> bool {
+    map::lookup(name).is_some()
+        || PACKET_COUNTERS.contains(&name)
+        || crate::model::kernel::device_packets(name).is_some()
+}
+
+/// The deltas and unseen drops of a reading (growth over a window) given the probe's counts
+/// over the same window or a longer one that holds it (`snap`: every drop a counter counted in
+/// the window, the probe had counted too, so only what the probe never sees is unseen).
+/// Counts grouped without the reason cannot be matched with counters, nor can filtered ones
+/// (`filter`: the probe then does not count every drop): unseen is then not computed
+/// (`None`), never guessed.
+pub fn view(reading: &KernelReading, snap: &Snapshot, filter: Option<String>) -> KernelView {
+    let counters = unseen::growth_deltas(reading);
+    let initial = reading.initial_netns;
+    let by_reason = snap.drops.iter().all(|d| &*d.key.reason.name != "*");
+    let unseen = match filter {
+        None if by_reason => Some(unseen::unseen(&counters, seen_drops(snap), initial)),
+        _ => None,
+    };
+    KernelView {
+        initial_netns: initial,
+        counters,
+        unseen,
+        filter,
+        ratios: ratio::ratios(reading, snap),
+        errors: reading.errors.clone(),
+        names: snap
+            .drops
+            .iter()
+            .filter_map(|d| Some((d.key.attr.netns?, d.key.attr.netns_name.as_deref()?)))
+            .map(|(i, n)| (i, n.escape_debug().to_string()))
+            .collect(),
     }
 }
 

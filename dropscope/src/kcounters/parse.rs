@@ -53,7 +53,8 @@ pub fn softnet(text: &str, out: &mut Counters) {
 }
 
 /// Adds `Dev:<name>:RxDrop` and `Dev:<name>:TxDrop` from `/proc/net/dev` (its 4th and 12th
-/// numbers: the receive and transmit drop columns). Names are escaped (`\u{1b}`).
+/// numbers: the receive and transmit drop columns), and `RxPackets` / `TxPackets` (its 2nd and
+/// 10th: packets received and sent). Names are escaped (`\u{1b}`).
 pub fn dev(text: &str, out: &mut Counters) {
     for line in text.lines().skip(2) {
         let Some((name, rest)) = line.split_once(':') else {
@@ -68,7 +69,9 @@ pub fn dev(text: &str, out: &mut Counters) {
         if name.is_empty() || nums.len() < 12 {
             continue;
         }
+        out.insert(format!("Dev:{name}:RxPackets"), nums[1]);
         out.insert(format!("Dev:{name}:RxDrop"), nums[3]);
+        out.insert(format!("Dev:{name}:TxPackets"), nums[9]);
         out.insert(format!("Dev:{name}:TxDrop"), nums[11]);
     }
 }

@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::model::KernelReading;
+
 use super::{
     map::{self, Scope},
     parse::Counters,
@@ -69,6 +71,28 @@ pub fn deltas(
                 out.push(CounterDelta {
                     netns: *netns,
                     counter: name.clone(),
+                    delta,
+                    reasons: m.reasons.iter().map(|s| map::reason_name(s)).collect(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The mapped drop counters of a reading (growth over its window) as deltas, sorted by
+/// namespace, then by counter.
+pub fn growth_deltas(reading: &KernelReading) -> Vec<CounterDelta> {
+    let mut out = Vec::new();
+    for (netns, g) in &reading.netns {
+        for (name, &delta) in g {
+            let Some(m) = map::lookup(name) else {
+                continue;
+            };
+            if delta > 0 {
+                out.push(CounterDelta {
+                    netns: *netns,
+                    counter: name.to_string(),
                     delta,
                     reasons: m.reasons.iter().map(|s| map::reason_name(s)).collect(),
                 });

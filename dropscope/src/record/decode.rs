@@ -9,7 +9,8 @@ use super::{
     index::{FrameInfo, corrupt},
 };
 use crate::model::{
-    Attribution, DropCount, DropKey, Health, KeySamples, Reason, Sample, Snapshot, StackCount,
+    Attribution, DropCount, DropKey, Health, KernelReading, KeySamples, Reason, Sample, Snapshot,
+    StackCount,
 };
 
 /// Everything the dictionary frames defined, in id order.
@@ -358,6 +359,8 @@ pub(crate) trait Frames {
     fn payload(&self, f: &FrameInfo) -> Result<Vec<u8>, RecordError>;
     /// The names the dictionary frames define.
     fn dictionary(&self) -> &Dictionary;
+    /// Kernel frame `i`.
+    fn kernel_frame(&self, i: usize) -> Option<&FrameInfo>;
 }
 
 /// A position in a recording with its decoded state: moving forward applies only the frames in
@@ -366,6 +369,8 @@ pub(crate) trait Frames {
 pub(crate) struct Cursor {
     state: State,
     at: Option<usize>,
+    /// The kernel reading decoded last, by kernel frame index.
+    kernel: Option<(usize, Arc<KernelReading>)>,
 }
 
 impl Cursor {
@@ -388,6 +393,27 @@ impl Cursor {
                 .map_err(|Malformed(why)| corrupt(frame.offset, why))?;
         }
         self.at = Some(target);
-        Ok(self.state.snapshot(f, rec.dictionary()))
+        let mut snap = self.state.snapshot(f, rec.dictionary());
+        snap.kernel = match f.kernel {
+            Some(k) => Some(self.kernel(rec, k)?),
+            None => None,
+        };
+        Ok(snap)
+    }
+
+    /// Kernel frame `i`, decoded (once for the snapshots after it).
+    fn kernel(&mut self, rec: &impl Frames, i: usize) -> Result<Arc<KernelReading>, RecordError> {
+        if let Some((at, r)) = &self.kernel
+            && *at == i
+        {
+            return Ok(r.clone());
+        }
+        let f = rec.kernel_frame(i).ok_or(RecordError::Empty)?;
+        let payload = rec.payload(f)?;
+        let r = Arc::new(
+            super::kernel::decode(&payload).map_err(|Malformed(why)| corrupt(f.offset, why))?,
+        );
+        self.kernel = Some((i, r.clone()));
+        Ok(r)
     }
 }

@@ -63,6 +63,8 @@ pub(crate) struct Encoder {
     samples: usize,
     new_samples: Vec<(u32, Sample)>,
     prev: Option<Prev>,
+    /// The time of the kernel reading written last.
+    kernel_ms: Option<u64>,
     last_keyframe_ns: u64,
     since_keyframe: u32,
 }
@@ -306,6 +308,18 @@ impl Encoder {
             let dict = self.dictionary();
             push_frame(out, Kind::Dictionary, elapsed_ns, &dict)?;
         }
+        // A new reading of the kernel's counters goes before the first snapshot carrying it.
+        let kernel = s
+            .kernel
+            .as_ref()
+            .filter(|r| self.kernel_ms != Some(r.unix_ms));
+        if let Some(r) = kernel {
+            let payload = super::kernel::encode(r);
+            if payload.len() > super::kernel::MAX_KERNEL_FRAME {
+                return Err(RecordError::FrameTooLarge(payload.len()));
+            }
+            push_frame(out, Kind::Kernel, elapsed_ns, &payload)?;
+        }
         let keyframe = match &self.prev {
             None => true,
             Some(_) => {
@@ -325,6 +339,9 @@ impl Encoder {
         };
         push_frame(out, kind, elapsed_ns, &p)?;
         // Committed.
+        if let Some(r) = kernel {
+            self.kernel_ms = Some(r.unix_ms);
+        }
         self.new_samples.clear();
         self.new_strings.clear();
         self.new_keys.clear();

@@ -6,7 +6,7 @@ use super::RecordError;
 /// First bytes of every recording (PNG-style: a high-bit byte, the name, CR LF, ^Z, LF).
 pub const MAGIC: [u8; 14] = *b"\x89DROPSCOPE\r\n\x1a\n";
 /// The format version this dropscope writes and the newest it reads.
-pub const VERSION: u16 = 3;
+pub const VERSION: u16 = 4;
 /// Bytes in the file header: magic and version.
 pub const FILE_HEADER_LEN: usize = MAGIC.len() + 2;
 /// Bytes in a frame header: length, kind, flags, reserved, elapsed, CRC32.
@@ -31,6 +31,8 @@ pub enum Kind {
     Delta = 3,
     /// The recorder finished cleanly; nothing follows.
     End = 4,
+    /// A reading of the kernel's own counters (version 4).
+    Kernel = 5,
 }
 
 impl Kind {
@@ -41,6 +43,7 @@ impl Kind {
             2 => Kind::Keyframe,
             3 => Kind::Delta,
             4 => Kind::End,
+            5 => Kind::Kernel,
             _ => return None,
         })
     }

@@ -23,6 +23,8 @@ pub struct FrameInfo {
     pub(super) keys_defined: usize,
     pub(super) stacks_defined: usize,
     pub(super) samples_defined: usize,
+    /// The latest kernel frame before it (an index into the recording's kernel frames).
+    pub(super) kernel: Option<usize>,
 }
 
 /// The error of a damaged frame at `offset`.

@@ -16,6 +16,7 @@ mod encoder;
 mod format;
 mod health;
 mod index;
+mod kernel;
 mod reader;
 mod replay;
 mod stream;

@@ -54,6 +54,8 @@ pub struct Recording {
     storage: Storage,
     info: SessionInfo,
     frames: Vec<FrameInfo>,
+    /// Kernel frames (readings of the kernel's counters), in order.
+    kernel_frames: Vec<FrameInfo>,
     pub(super) dict: Dictionary,
     spent: Spent,
     /// Decompressed bytes of the last keyframe and the deltas after it.
@@ -199,6 +201,7 @@ impl Recording {
             storage,
             info,
             frames: Vec::new(),
+            kernel_frames: Vec::new(),
             dict: Dictionary::new(version),
             spent: Spent::default(),
             chain_bytes: 0,
@@ -329,6 +332,37 @@ impl Recording {
                     DictError::Limit(l) => over(offset, l),
                 })?;
             }
+            Kind::Kernel => {
+                if self.dict.version < 4 {
+                    return Err(corrupt(
+                        offset,
+                        "a kernel frame in a recording before version 4",
+                    ));
+                }
+                if raw > super::kernel::MAX_KERNEL_FRAME {
+                    return Err(corrupt(offset, "a kernel frame beyond 1 MiB"));
+                }
+                if self.frames.last().is_some_and(|p| p.elapsed > elapsed) {
+                    return Err(corrupt(offset, "time goes backward"));
+                }
+                // Checked now, so that a damaged reading is refused on opening; decoded
+                // again (never kept) when a snapshot after it is shown.
+                let p = unpack(h.flags, &payload).map_err(|why| corrupt(offset, why))?;
+                super::kernel::decode(&p).map_err(|Malformed(why)| corrupt(offset, why))?;
+                self.kernel_frames.push(FrameInfo {
+                    offset,
+                    stored_len: h.len,
+                    elapsed,
+                    keyframe: false,
+                    base: 0,
+                    compressed: h.flags != 0,
+                    flags: h.flags,
+                    keys_defined: 0,
+                    stacks_defined: 0,
+                    samples_defined: 0,
+                    kernel: None,
+                });
+            }
             Kind::Keyframe | Kind::Delta => {
                 let keyframe = h.kind == Kind::Keyframe;
                 let base = match self.frames.last() {
@@ -369,6 +403,7 @@ impl Recording {
                     keys_defined: self.dict.keys.len(),
                     stacks_defined: self.dict.stacks.len(),
                     samples_defined: self.dict.samples.len(),
+                    kernel: self.kernel_frames.len().checked_sub(1),
                 });
             }
             Kind::End => {
@@ -449,6 +484,11 @@ impl Recording {
         Cursor::default().goto(self, i)
     }
 
+    /// The snapshot of frame `i` (see [`Recording::frames`]), decoded from its keyframe.
+    pub fn snapshot_of(&self, i: usize) -> Result<Snapshot, RecordError> {
+        Cursor::default().goto(self, i)
+    }
+
     /// Every snapshot in order, each frame decoded once. Stops after the first error.
     pub fn snapshots(&self) -> impl Iterator<Item = Result<Snapshot, RecordError>> + '_ {
         let mut cursor = Cursor::default();
@@ -484,6 +524,10 @@ impl Frames for Recording {
 
     fn payload(&self, f: &FrameInfo) -> Result<Vec<u8>, RecordError> {
         Recording::payload(self, f)
+    }
+
+    fn kernel_frame(&self, i: usize) -> Option<&FrameInfo> {
+        self.kernel_frames.get(i)
     }
 
     fn dictionary(&self) -> &Dictionary {

@@ -62,6 +62,7 @@ pub fn replay_feed(recording: Recording) -> Feed {
             commands,
             status: status_rx,
         }),
+        kernel_pace: None,
     }
 }
 

@@ -9,7 +9,9 @@ use super::{
     KEYFRAME_EVERY, KEYFRAME_MAX_FRAMES, RecordError, Recorder, Recording, encode,
     format::FRAME_HEADER_LEN,
 };
-use crate::model::{DropCount, DropKey, Health, Reason, SessionInfo, Snapshot, StackCount};
+use crate::model::{
+    DropCount, DropKey, Health, KernelReading, Reason, SessionInfo, Snapshot, StackCount,
+};
 
 pub(super) fn key(code: u32, name: &str, loc: &str) -> DropKey {
     DropKey {
@@ -119,7 +121,27 @@ pub(super) fn story(n: usize) -> Vec<Snapshot> {
                 poll_interval_ms: if quiet { 1000 } else { 250 },
                 ..Default::default()
             },
-            kernel: None,
+            // A reading of the kernel's counters from the fourth snapshot on, new every fifth
+            // (the snapshots in between carry the same one), as a live source makes them.
+            kernel: (i >= 3).then(|| {
+                let n = i as u64 / 5;
+                let mut r = KernelReading {
+                    unix_ms: 1_750_000_000_000 + n,
+                    initial_netns: 4026531840,
+                    ..Default::default()
+                };
+                let g = r.netns.entry(4026531840).or_default();
+                g.insert("Udp:NoPorts".into(), 10 * n + 1);
+                g.insert("Dev:lo:RxPackets".into(), 1000 * n + 7);
+                if n % 3 == 1 {
+                    r.netns
+                        .entry(4026532999)
+                        .or_default()
+                        .insert("TcpExt:ListenDrops".into(), n);
+                    r.errors.push(format!("namespace {n}: gone"));
+                }
+                Arc::new(r)
+            }),
         });
         t += match i {
             33 => Duration::from_secs(45),

@@ -181,6 +181,7 @@ async fn record_feed_writes_every_snapshot_and_finishes_the_file() {
         info: session(),
         snapshots: rx,
         replay: None,
+        kernel_pace: None,
     };
     let summary = record_feed(feed, &path, false, std::future::pending())
         .await
@@ -204,6 +205,7 @@ async fn record_feed_stops_when_asked_and_still_finishes() {
         info: session(),
         snapshots: rx,
         replay: None,
+        kernel_pace: None,
     };
     let task = tokio::spawn({
         let path = path.clone();

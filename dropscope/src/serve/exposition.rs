@@ -1,6 +1,6 @@
 //! Renders the metrics of one snapshot in the Prometheus text format (0.0.4) or in OpenMetrics
 //! (1.0.0), with every label value escaped.
-use std::fmt::Write as _;
+use std::{collections::HashMap, fmt::Write as _, sync::Arc};
 
 use crate::model::{Health, SessionInfo, Snapshot};
 
@@ -65,6 +65,10 @@ pub struct Exposition {
     pub unix_ms: u64,
     /// The `--max-series` in force.
     pub max_series: usize,
+    /// Packets per (namespace name, device, direction): the denominators of drop ratios.
+    pub packets: Vec<(Arc<str>, Arc<str>, &'static str, u64)>,
+    /// Packets per namespace name received at the IP layer.
+    pub netns_packets: Vec<(Arc<str>, u64)>,
 }
 
 impl Exposition {
@@ -76,7 +80,42 @@ impl Exposition {
             health: snap.health.clone(),
             unix_ms: snap.unix_ms,
             max_series,
+            packets: Vec::new(),
+            netns_packets: Vec::new(),
         }
+        .with_packets(snap)
+    }
+
+    /// The packet counters of the snapshot's reading of the kernel's counters, each family
+    /// capped at `max_series` series. Namespaces are named as the drops' keys name them
+    /// (`host` for the initial one), by inode where no drop named them.
+    fn with_packets(mut self, snap: &Snapshot) -> Self {
+        let Some(r) = &snap.kernel else {
+            return self;
+        };
+        let mut names: HashMap<u64, Arc<str>> = HashMap::new();
+        for d in &snap.drops {
+            if let (Some(ns), Some(n)) = (d.key.attr.netns, &d.key.attr.netns_name) {
+                names.insert(ns, super::series::sanitize(n));
+            }
+        }
+        let name = |ns: u64| -> Arc<str> {
+            match names.get(&ns) {
+                _ if ns == r.initial_netns => Arc::from("host"),
+                Some(n) => n.clone(),
+                None => Arc::from(ns.to_string()),
+            }
+        };
+        self.packets = r
+            .device_packets()
+            .take(self.max_series)
+            .map(|(ns, dev, dir, v)| (name(ns), super::series::sanitize(dev), dir.as_str(), v))
+            .collect();
+        self.netns_packets = (r.netns.keys())
+            .take(self.max_series)
+            .map(|&ns| (name(ns), r.netns_packets(ns)))
+            .collect();
+        self
     }
 }
 
@@ -273,6 +312,40 @@ pub fn render(e: &Exposition, format: Format) -> String {
         "When the snapshot shown was read from the kernel (Unix time).",
         e.unix_ms as f64 / 1e3,
     );
+    if !e.packets.is_empty() {
+        w.family(
+            "dropscope_packets_total",
+            "counter",
+            "Packets a device received (direction=rx) or sent (tx) since dropscope started, per \
+             network namespace: the denominator of drop ratios per device.",
+        );
+        for (ns, dev, dir, v) in &e.packets {
+            w.out.push_str("dropscope_packets_total");
+            labels(
+                &mut w.out,
+                [
+                    ("netns_name", &**ns),
+                    ("device", &**dev),
+                    ("direction", *dir),
+                ],
+            );
+            let _ = writeln!(w.out, " {v}");
+        }
+    }
+    if !e.netns_packets.is_empty() {
+        w.family(
+            "dropscope_netns_packets_total",
+            "counter",
+            "Packets a network namespace received at the IP layer (Ip:InReceives + \
+             Ip6:InReceives) since dropscope started: the denominator of drop ratios per \
+             namespace.",
+        );
+        for (ns, v) in &e.netns_packets {
+            w.out.push_str("dropscope_netns_packets_total");
+            labels(&mut w.out, [("netns_name", &**ns)]);
+            let _ = writeln!(w.out, " {v}");
+        }
+    }
     w.family(
         "dropscope_info",
         "info",

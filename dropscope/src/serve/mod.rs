@@ -32,6 +32,10 @@ use self::{
     webconfig::WebConfig,
 };
 
+/// How often `serve` reads the kernel's counters (packets per device and namespace, the
+/// denominators of drop ratios).
+pub const KERNEL_READ: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// What `dropscope serve` is asked to do (the command line's options, plain).
 #[derive(Clone, Debug)]
 pub struct ServeOptions {

@@ -307,3 +307,45 @@ pub(super) fn big_exposition(n: usize) -> Published {
     let sel = Selection::new(n).select(&s);
     Published::new(Exposition::new(&info(), &s, sel, n))
 }
+
+#[test]
+fn packets_per_device_and_namespace_are_exported_as_denominators() {
+    let mut s = snapshot();
+    let mut r = crate::model::KernelReading {
+        initial_netns: 1,
+        ..Default::default()
+    };
+    let g = r.netns.entry(1).or_default();
+    g.insert("Ip:InReceives".into(), 900);
+    g.insert("Ip6:InReceives".into(), 100);
+    g.insert("Dev:eth0:RxPackets".into(), 1000);
+    g.insert("Dev:eth0:TxPackets".into(), 20);
+    r.netns
+        .entry(77)
+        .or_default()
+        .insert("Dev:ve\"th:RxPackets".into(), 5);
+    s.kernel = Some(std::sync::Arc::new(r));
+    let sel = Selection::new(100).select(&s);
+    for format in [Format::Text, Format::OpenMetrics] {
+        let body = render(&Exposition::new(&info(), &s, sel.clone(), 100), format);
+        check_families(&body, format);
+        let p = samples(&body, "dropscope_packets_total");
+        assert!(
+            p.contains(&(r#"netns_name="host",device="eth0",direction="rx""#, 1000.0)),
+            "{body}"
+        );
+        assert!(p.contains(&(r#"netns_name="host",device="eth0",direction="tx""#, 20.0)));
+        // A namespace no drop named goes by its inode; label values are escaped.
+        assert!(p.contains(&(r#"netns_name="77",device="ve\"th",direction="rx""#, 5.0)));
+        assert_eq!(
+            samples(&body, "dropscope_netns_packets_total"),
+            [
+                (r#"netns_name="host""#, 1000.0),
+                (r#"netns_name="77""#, 0.0)
+            ]
+        );
+    }
+    // Without a reading, no packet families.
+    let body = render(&exposition(100), Format::Text);
+    assert!(!body.contains("dropscope_packets_total"), "{body}");
+}

@@ -40,7 +40,6 @@ use self::{
     update::{Effect, Msg, update},
 };
 use crate::{
-    kcounters::KernelCounters,
     model::{SessionInfo, Snapshot},
     source::{Feed, ReplayStatus},
 };
@@ -52,8 +51,6 @@ pub struct TuiOptions {
     pub flamegraph_dir: PathBuf,
     /// Directory for recordings started with `r`.
     pub record_dir: PathBuf,
-    /// Read the kernel's drop counters beside the snapshots (live only).
-    pub kernel_counters: bool,
     /// The drop filters in force, described (with any, no drops are called unseen); the
     /// header shows them.
     pub filter: Option<String>,
@@ -65,11 +62,11 @@ pub struct TuiOptions {
 const DATA_REDRAW: Duration = Duration::from_millis(500);
 /// How often the header clock advances between snapshots.
 const CLOCK: Duration = Duration::from_secs(1);
-/// Least time between two readings of the kernel's drop counters.
-const KERNEL_READ: Duration = Duration::from_secs(1);
-/// How often the kernel's counters are read while their panel is closed (for the header's
-/// UNSEEN badge).
-const KERNEL_READ_CLOSED: Duration = Duration::from_secs(5);
+/// How often a live source reads the kernel's counters while their panel is open.
+pub const KERNEL_READ: Duration = Duration::from_secs(1);
+/// How often while their panel is closed (for the header's UNSEEN badge): the idle and flood
+/// syscall rates stay as they are while nobody looks at them.
+pub const KERNEL_READ_CLOSED: Duration = Duration::from_secs(5);
 
 type Term = Terminal<CrosstermBackend<BufWriter<io::Stdout>>>;
 
@@ -189,6 +186,7 @@ pub async fn run(feed: Feed, opts: TuiOptions) -> anyhow::Result<()> {
         info,
         mut snapshots,
         replay,
+        kernel_pace,
     } = feed;
     let (replay_tx, mut replay_rx) = match replay {
         Some(h) => (Some(h.commands), Some(h.status)),
@@ -222,20 +220,6 @@ pub async fn run(feed: Feed, opts: TuiOptions) -> anyhow::Result<()> {
     let mut sigcont = signal(SignalKind::from_raw(libc::SIGCONT))?;
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Msg>();
     let mut recording: Option<ActiveRecording> = None;
-    // The kernel's own drop counters (live only): the baseline now, then a reading with a
-    // snapshot while their panel is open, at most once per KERNEL_READ, so that the idle and
-    // flood syscall rates stay as they are while nobody looks at them.
-    let mut kernel = None;
-    let mut kernel_read: Option<Instant> = None;
-    if opts.kernel_counters {
-        match KernelCounters::start() {
-            Ok(k) => kernel = Some(k.with_filter(opts.filter.clone())),
-            Err(e) => {
-                let msg = format!("kernel counters not read: {e:#}");
-                update(&mut state, Msg::Status(msg));
-            }
-        }
-    }
     // Data changes mark the screen dirty; one timer draws it, at most every DATA_REDRAW, or
     // every CLOCK while the header clock runs. Keys draw at once.
     let mut dirty = false;
@@ -275,23 +259,6 @@ pub async fn run(feed: Feed, opts: TuiOptions) -> anyhow::Result<()> {
                     for m in record(&mut recording, &s) {
                         update(&mut state, m);
                     }
-                    if let Some(k) = kernel.as_mut() {
-                        // A reading is shown with the first snapshot taken after it (same
-                        // span), then the next is read: once a second while the panel is
-                        // open, every KERNEL_READ_CLOSED for the header's UNSEEN badge.
-                        if let Some(view) = k.view_after(&s) {
-                            update(&mut state, Msg::Kernel(Box::new(view)));
-                        }
-                        let every = if state.panel == Some(Panel::Counters) {
-                            KERNEL_READ
-                        } else {
-                            KERNEL_READ_CLOSED
-                        };
-                        if kernel_read.is_none_or(|t| t.elapsed() >= every) {
-                            k.poll(&crate::kcounters::drop_netns(&s));
-                            kernel_read = Some(Instant::now());
-                        }
-                    }
                     Msg::Snapshot(Box::new(s), Instant::now().into_std())
                 }
                 None => break Ok(()),
@@ -330,6 +297,14 @@ pub async fn run(feed: Feed, opts: TuiOptions) -> anyhow::Result<()> {
         let selected = state.selected.clone();
         let effect = update(&mut state, msg);
         urgent |= state.selected != selected;
+        if let Some(pace) = &kernel_pace {
+            // The counters travel in the snapshots; they are read more often while shown.
+            pace.set(if state.panel == Some(Panel::Counters) {
+                KERNEL_READ
+            } else {
+                KERNEL_READ_CLOSED
+            });
+        }
         match effect {
             Some(Effect::Quit) => break Ok(()),
             Some(Effect::Replay(cmd)) => {

@@ -229,6 +229,8 @@ pub struct State {
     pub panel: Option<Panel>,
     /// The kernel's drop counters over the session (live only).
     pub kernel: Option<KernelView>,
+    /// The reading `kernel` was made from.
+    pub kernel_reading: Option<std::sync::Arc<crate::model::KernelReading>>,
     /// The drop filters in force, described (shown in the header).
     pub filters: Option<String>,
     /// The grouping the counts come in (`--by`); empty: as found in the data (replay).
@@ -261,6 +263,7 @@ impl State {
             now: None,
             panel: None,
             kernel: None,
+            kernel_reading: None,
             filters: None,
             by: Vec::new(),
             grouping: 0,

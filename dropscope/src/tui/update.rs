@@ -1,6 +1,9 @@
 //! Messages and the update function: how each key, snapshot and tick changes the [`State`],
 //! and which side effects (quit, replay commands, flamegraph, recording) it asks for.
-use std::time::{Duration, Instant};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
@@ -10,7 +13,6 @@ use super::{
     view,
 };
 use crate::{
-    kcounters::KernelView,
     model::group::{self as select, Dim},
     model::{Snapshot, StackCount},
     source::{ReplayCommand, ReplayStatus},
@@ -33,8 +35,6 @@ pub enum Msg {
     Recording(Option<RecordingStatus>),
     /// A message for the status line.
     Status(String),
-    /// The kernel's drop counters were read.
-    Kernel(Box<KernelView>),
 }
 
 /// A flamegraph to write: the stacks of the current view.
@@ -78,6 +78,17 @@ pub fn update(state: &mut State, msg: Msg) -> Option<Effect> {
             fix_stack_scroll(state);
         }
         Msg::Snapshot(snap, at) => {
+            // A new reading of the kernel's counters is matched with the snapshot that
+            // carries it (taken after it: the same span or more) once, not on every snapshot.
+            if let Some(r) = &snap.kernel
+                && state
+                    .kernel_reading
+                    .as_ref()
+                    .is_none_or(|o| !Arc::ptr_eq(o, r))
+            {
+                state.kernel = Some(crate::kcounters::view(r, &snap, state.filters.clone()));
+                state.kernel_reading = Some(r.clone());
+            }
             state.tracker.push(*snap);
             state.snapshot_at = Some(at);
             state.now = Some(at);
@@ -89,7 +100,6 @@ pub fn update(state: &mut State, msg: Msg) -> Option<Effect> {
         Msg::Replay(status) => state.replay = Some(status),
         Msg::Recording(r) => state.recording = r,
         Msg::Status(s) => state.status = Some(s),
-        Msg::Kernel(k) => state.kernel = Some(*k),
     }
     None
 }

@@ -4,10 +4,10 @@ use std::io::Write;
 mod output;
 
 use self::output as report;
-use super::recorded_window;
+use super::recorded_window_kernel;
 use crate::{
     cli::{Format, ReportArgs},
-    kcounters::{KernelCounters, KernelView},
+    kcounters::{self, KernelView},
     model::Snapshot,
     sanitize,
 };
@@ -17,13 +17,17 @@ pub async fn report_cmd(args: ReportArgs) -> anyhow::Result<()> {
     if let Some(p) = &args.pcap {
         crate::outfile::check_destination(p, args.force)?;
     }
+    let filter = args.live.select.describe();
     let (snap, seconds, kernel) = if args.window.input.is_some() {
-        let (_, snap, (from, to)) = recorded_window(&args.window, &args.live.select)?;
-        (snap, (to - from).as_secs_f64(), None)
+        let (_, snap, (from, to), kernel) =
+            recorded_window_kernel(&args.window, &args.live.select)?;
+        let view = kernel.map(|(reading, seen)| kcounters::view(&reading, &seen, filter));
+        (snap, (to - from).as_secs_f64(), view)
     } else {
-        live_counts(&args).await?
+        let (snap, secs) = live_counts(&args).await?;
+        let view = (snap.kernel.as_ref()).map(|r| kcounters::view(r, &snap, filter));
+        (snap, secs, view)
     };
-    let kernel = kernel.map(|k| k.view(&snap));
     print_report(
         &snap,
         seconds,
@@ -37,46 +41,40 @@ pub async fn report_cmd(args: ReportArgs) -> anyhow::Result<()> {
     }
 }
 
+/// How often a live report reads the kernel's counters (each report shows the latest reading,
+/// matched with the counts of the snapshot taken after it).
+const REPORT_KERNEL_READ: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Counts live, printing a report every `--every`; returns the final counts.
 #[cfg(feature = "live")]
-async fn live_counts(args: &ReportArgs) -> anyhow::Result<(Snapshot, f64, Option<KernelCounters>)> {
+async fn live_counts(args: &ReportArgs) -> anyhow::Result<(Snapshot, f64)> {
     let mut next = args.every;
     let (format, every) = (args.format, args.every);
-    // A report that is due reads the kernel's counters, then prints with the first snapshot
-    // taken after that reading (so both cover the same span: no drop the probe counted reads
-    // as unseen).
-    let mut read_for: Option<std::time::Duration> = None;
-    let progress = |s: &Snapshot, k: Option<&mut KernelCounters>| -> anyhow::Result<()> {
-        let due = read_for.or_else(|| next.filter(|at| s.elapsed >= *at));
-        let Some(at) = due else {
+    let filter = args.live.select.describe();
+    let progress = |s: &Snapshot| -> anyhow::Result<()> {
+        let Some(at) = next.filter(|at| s.elapsed >= *at) else {
             return Ok(());
         };
-        let kernel = match k {
-            Some(k) if read_for.is_none() => {
-                k.poll(&crate::kcounters::drop_netns(s));
-                read_for = Some(at);
-                return Ok(());
-            }
-            Some(k) => match k.view_after(s) {
-                Some(view) => Some(view),
-                None => return Ok(()),
-            },
-            None => None,
-        };
-        read_for = None;
+        let kernel = (s.kernel.as_ref()).map(|r| kcounters::view(r, s, filter.clone()));
         print_report(s, s.elapsed.as_secs_f64(), format, true, kernel.as_ref())?;
         // The next report is due one period after this one (never in a burst).
         next = every.map(|d| (at + d).max(s.elapsed));
         Ok(())
     };
-    let (_, snap, kernel) =
-        super::live::count_live(&args.live, args.duration, "", true, progress).await?;
+    let (_, snap) = super::live::count_live(
+        &args.live,
+        args.duration,
+        "",
+        Some(REPORT_KERNEL_READ),
+        progress,
+    )
+    .await?;
     let secs = snap.elapsed.as_secs_f64();
-    Ok((snap, secs, kernel))
+    Ok((snap, secs))
 }
 
 #[cfg(not(feature = "live"))]
-async fn live_counts(_: &ReportArgs) -> anyhow::Result<(Snapshot, f64, Option<KernelCounters>)> {
+async fn live_counts(_: &ReportArgs) -> anyhow::Result<(Snapshot, f64)> {
     Err(super::no_live("`report` without `--input`"))
 }
 

@@ -6,7 +6,7 @@ use unicode_width::UnicodeWidthStr;
 
 use crate::{
     explain::Guide,
-    kcounters::{CounterDelta, KernelView, Unseen},
+    kcounters::{CounterDelta, KernelView, Ratio, Unseen},
     model::{DropCount, DropKey, Sample, Snapshot},
     sanitize,
 };
@@ -108,6 +108,9 @@ pub struct JsonReport<'a> {
     /// Drops the kernel counted but the probe did not see (`null` as above). Never part of
     /// `drops` or `total`.
     pub unseen: Option<Vec<WithName<Unseen>>>,
+    /// Drops per packet the kernel handled, per namespace and device over the same window
+    /// (`null` without the kernel's counters; see `kcounters::ratio`).
+    pub ratio: Option<Vec<WithName<Ratio>>>,
 }
 
 /// A kernel counter's entry with the name of its namespace beside the inode.
@@ -135,6 +138,18 @@ impl JsonReport<'_> {
                 .map(|c| WithName {
                     netns_name: name(c.netns),
                     item: c.clone(),
+                })
+                .collect(),
+        );
+        self.ratio = Some(
+            (k.ratios.iter())
+                .map(|r| WithName {
+                    netns_name: if r.netns == 0 {
+                        Some("all".into())
+                    } else {
+                        name(r.netns)
+                    },
+                    item: r.clone(),
                 })
                 .collect(),
         );
@@ -262,6 +277,7 @@ pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
         seconds,
         kernel_counters: None,
         unseen: None,
+        ratio: None,
     }
 }
 
@@ -518,6 +534,38 @@ pub fn write_kernel(k: &KernelView, mut out: impl Write) -> std::io::Result<()> 
             )?;
         }
     }
+    let ratios: Vec<_> = (k.ratios.iter()).filter(|r| r.drops > 0).collect();
+    if !ratios.is_empty() {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "DROP RATIO: drops / packets received (IP layer per namespace, per device)"
+        )?;
+        let label = |r: &Ratio| {
+            let n = if r.netns == 0 {
+                "all namespaces".to_string()
+            } else {
+                ns(r.netns)
+            };
+            match &r.device {
+                Some(d) => format!("{n} {}", crate::sanitize::terminal(d)),
+                None => n,
+            }
+        };
+        let lw = ratios.iter().map(|r| label(r).len()).max().unwrap_or(0);
+        for r in ratios {
+            let pct = r
+                .ratio
+                .map_or("-".to_string(), |x| format!("{:.3}%", x * 100.0));
+            writeln!(
+                out,
+                "{:<lw$}  {:>12} drops  {:>14} packets  {pct:>9}",
+                label(r),
+                r.drops,
+                r.packets
+            )?;
+        }
+    }
     for e in &k.errors {
         writeln!(out, "(kernel counters not read: {e})")?;
     }
@@ -594,6 +642,7 @@ mod tests {
             filter: None,
             errors: Vec::new(),
             names: [(9, "web1".to_string())].into(),
+            ratios: Vec::new(),
         }
     }
 

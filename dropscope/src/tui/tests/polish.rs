@@ -46,8 +46,9 @@ fn counter_panel_rows_are_in_columns_whatever_the_name_lengths() {
         filter: None,
         errors: Vec::new(),
         names: Default::default(),
+        ratios: Vec::new(),
     };
-    update(&mut s, Msg::Kernel(Box::new(k)));
+    s.kernel = Some(k);
     let out = screen(&s);
     // Counts end in one column, names and namespaces start in one, and so do the reasons.
     let ends = [
@@ -163,4 +164,56 @@ fn footer_and_help_offer_only_keys_that_do_something_here() {
     let (footer, help) = footer_and_help(&mut s);
     assert!(!footer.contains("b group"), "{footer}");
     assert!(!help.contains("cycle the grouping"), "{help}");
+}
+
+#[test]
+fn a_reading_carried_by_a_snapshot_fills_the_counters_panel_and_the_badge() {
+    use std::{sync::Arc, time::Duration};
+
+    use crate::model::{DropCount, DropKey, KernelReading, Reason, Snapshot};
+    let mut s = state((120, 30));
+    let mut reading = KernelReading {
+        unix_ms: 5,
+        initial_netns: 1,
+        ..Default::default()
+    };
+    let g = reading.netns.entry(1).or_default();
+    g.insert("Udp:NoPorts".into(), 40);
+    g.insert("TcpExt:ListenDrops".into(), 9);
+    let snap = Snapshot {
+        elapsed: Duration::from_secs(2),
+        unix_ms: 6,
+        total: 40,
+        drops: vec![DropCount {
+            key: DropKey {
+                reason: Reason {
+                    code: 2,
+                    name: "NO_SOCKET".into(),
+                },
+                location: "__udp4_lib_rcv+0x1".into(),
+                attr: Default::default(),
+            },
+            count: 40,
+        }],
+        kernel: Some(Arc::new(reading)),
+        ..Default::default()
+    };
+    update(
+        &mut s,
+        Msg::Snapshot(Box::new(snap), std::time::Instant::now()),
+    );
+    let out = screen(&s);
+    // The NO_SOCKET drops the probe counted explain Udp:NoPorts; the listen drops are unseen.
+    assert!(out.contains("UNSEEN 9"), "{out}");
+    press(&mut s, KeyCode::Char('c'));
+    let out = screen(&s);
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("UNSEEN") && l.contains(" 9 TcpExt:ListenDrops")),
+        "{out}"
+    );
+    assert!(
+        !line_with(&out, "40 Udp:NoPorts").contains("UNSEEN"),
+        "{out}"
+    );
 }

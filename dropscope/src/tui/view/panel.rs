@@ -54,7 +54,8 @@ pub fn counter_lines(kernel: Option<&KernelView>, replay: bool) -> Vec<Line<'sta
     let dim = Style::new().fg(Color::DarkGray);
     let Some(k) = kernel else {
         let msg = if replay {
-            "kernel counters are read live only: a recording does not hold them"
+            "this recording holds no kernel counters (made without them, or by a dropscope \
+             before 0.1 format version 4)"
         } else {
             "waiting for the first reading of the kernel's counters..."
         };
@@ -277,8 +278,9 @@ mod tests {
             filter: None,
             errors: Vec::new(),
             names: Default::default(),
+            ratios: Vec::new(),
         };
-        update(&mut s, Msg::Kernel(Box::new(k)));
+        s.kernel = Some(k);
         let out = screen(&s);
         assert!(out.contains("kernel counters"), "{out}");
         assert!(
@@ -297,8 +299,8 @@ mod tests {
     }
 
     #[test]
-    fn replay_says_counters_are_live_only() {
+    fn replay_says_when_a_recording_holds_no_counters() {
         let lines = super::counter_lines(None, true);
-        assert!(lines[0].to_string().contains("live only"));
+        assert!(lines[0].to_string().contains("holds no kernel counters"));
     }
 }

@@ -1,0 +1,151 @@
+//! Kernel frames (format version 4): a reading of the kernel's own counters, written before
+//! the first snapshot frame that carries it. Each is self-contained (growth since the session
+//! started), so a seek needs only the latest one before its target.
+use std::sync::Arc;
+
+use super::format::{Malformed, Reader, put_str, put_uvarint};
+use crate::model::{KernelReading, kernel::Growth};
+
+/// Largest kernel frame payload, decompressed: a bound on what one reading can make us keep
+/// and print.
+pub const MAX_KERNEL_FRAME: usize = 1 << 20;
+/// Most namespaces in one reading.
+const MAX_NETNS: usize = 4096;
+/// Longest counter name (`Dev:<interface>:RxDrop`, escaped).
+const MAX_COUNTER_NAME: usize = 256;
+/// Longest note about a namespace that could not be read.
+const MAX_ERROR: usize = 1024;
+
+/// The payload of a kernel frame.
+pub fn encode(r: &KernelReading) -> Vec<u8> {
+    let mut p = Vec::new();
+    put_uvarint(&mut p, r.unix_ms);
+    put_uvarint(&mut p, r.initial_netns);
+    let netns: Vec<_> = r.netns.iter().take(MAX_NETNS).collect();
+    put_uvarint(&mut p, netns.len() as u64);
+    for (ns, g) in netns {
+        put_uvarint(&mut p, *ns);
+        let kept: Vec<_> = g
+            .iter()
+            .filter(|(n, _)| n.len() <= MAX_COUNTER_NAME)
+            .collect();
+        put_uvarint(&mut p, kept.len() as u64);
+        for (name, v) in kept {
+            put_str(&mut p, name);
+            put_uvarint(&mut p, *v);
+        }
+    }
+    let errors: Vec<_> = r.errors.iter().filter(|e| e.len() <= MAX_ERROR).collect();
+    put_uvarint(&mut p, errors.len() as u64);
+    for e in errors {
+        put_str(&mut p, e);
+    }
+    p
+}
+
+/// Whether a name from a file is shown as it is: no control or format characters (the
+/// reader's own names are escaped before they are recorded).
+fn plain(s: &str) -> bool {
+    !s.is_empty() && crate::sanitize::terminal(s) == s
+}
+
+/// Decodes a kernel frame's payload, refusing anything the writer would not have written.
+pub fn decode(payload: &[u8]) -> Result<KernelReading, Malformed> {
+    if payload.len() > MAX_KERNEL_FRAME {
+        return Err(Malformed("a kernel frame beyond 1 MiB"));
+    }
+    let mut r = Reader::new(payload);
+    let unix_ms = r.uvarint()?;
+    let initial_netns = r.uvarint()?;
+    let n = r.count(2)?;
+    if n > MAX_NETNS {
+        return Err(Malformed("a kernel frame with too many namespaces"));
+    }
+    let mut out = KernelReading {
+        unix_ms,
+        initial_netns,
+        ..Default::default()
+    };
+    let mut last_ns = None;
+    for _ in 0..n {
+        let ns = r.uvarint()?;
+        if last_ns.is_some_and(|l| l >= ns) {
+            return Err(Malformed("kernel frame namespaces out of order"));
+        }
+        last_ns = Some(ns);
+        let mut g = Growth::new();
+        for _ in 0..r.count(2)? {
+            let name = r.str()?;
+            if name.len() > MAX_COUNTER_NAME || !plain(name) {
+                return Err(Malformed(
+                    "a kernel counter name that is empty, too long or not plain text",
+                ));
+            }
+            let v = r.uvarint()?;
+            if g.insert(Arc::from(name), v).is_some() {
+                return Err(Malformed("a kernel counter twice in one namespace"));
+            }
+        }
+        out.netns.insert(ns, g);
+    }
+    for _ in 0..r.count(1)? {
+        let e = r.str()?;
+        if e.len() > MAX_ERROR {
+            return Err(Malformed("a kernel frame note too long"));
+        }
+        // Notes are prose: shown escaped, like every name from a file.
+        out.errors.push(crate::sanitize::terminal(e).into_owned());
+    }
+    r.finish()?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reading() -> KernelReading {
+        let mut r = KernelReading {
+            unix_ms: 1_750_000_000_123,
+            initial_netns: 4026531840,
+            errors: vec!["namespace 7: gone".into()],
+            ..Default::default()
+        };
+        r.netns
+            .entry(4026531840)
+            .or_default()
+            .insert("Udp:NoPorts".into(), 300);
+        r.netns
+            .entry(4026532999)
+            .or_default()
+            .insert("Dev:veth0:RxPackets".into(), 1000);
+        r
+    }
+
+    #[test]
+    fn round_trips() {
+        let r = reading();
+        assert_eq!(decode(&encode(&r)).unwrap(), r);
+    }
+
+    #[test]
+    fn refuses_what_the_writer_never_writes() {
+        let mut r = reading();
+        r.netns
+            .entry(1)
+            .or_default()
+            .insert("Dev:\u{1b}[2J:RxDrop".into(), 1);
+        assert!(decode(&encode(&r)).is_err());
+        // Truncated anywhere: an error, never a panic.
+        let p = encode(&reading());
+        for n in 0..p.len() {
+            assert!(decode(&p[..n]).is_err(), "{n}");
+        }
+        // Namespaces out of order.
+        let mut p = Vec::new();
+        for v in [1, 1, 2, 9, 0, 3, 0, 0] {
+            put_uvarint(&mut p, v);
+        }
+        assert!(decode(&p).is_err());
+    }
+}
