@@ -159,6 +159,14 @@ fn recorded_window(
 /// The kernel's counters over a recorded window, and the probe's counts to match them with.
 type RecordedKernel = (Arc<KernelReading>, Snapshot);
 
+/// A recorded window: the session, its counts, its span, and the kernel's counters over it.
+type RecordedWindow = (
+    SessionInfo,
+    Snapshot,
+    (Duration, Duration),
+    Option<RecordedKernel>,
+);
+
 /// [`recorded_window`], with the kernel's counters of the window where the recording holds
 /// them: their growth between the readings at `--from` and `--to`, and the probe's counts
 /// over a span that holds theirs (from the last snapshot before the first reading, to the
@@ -167,12 +175,7 @@ type RecordedKernel = (Arc<KernelReading>, Snapshot);
 fn recorded_window_kernel(
     w: &InputWindow,
     sel: &crate::cli::Selection,
-) -> anyhow::Result<(
-    SessionInfo,
-    Snapshot,
-    (Duration, Duration),
-    Option<RecordedKernel>,
-)> {
+) -> anyhow::Result<RecordedWindow> {
     let path = w.input.as_deref().context("no --input")?;
     let rec =
         crate::record::open_input(path).with_context(|| format!("opening {}", shown(path)))?;

@@ -125,7 +125,7 @@ mod tests {
     #[test]
     fn round_trips() {
         let r = reading();
-        assert_eq!(decode(&encode(&r)).unwrap(), r);
+        assert_eq!(decode(&encode(&r)).expect("decodes"), r);
     }
 
     #[test]

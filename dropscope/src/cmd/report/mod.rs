@@ -43,6 +43,7 @@ pub async fn report_cmd(args: ReportArgs) -> anyhow::Result<()> {
 
 /// How often a live report reads the kernel's counters (each report shows the latest reading,
 /// matched with the counts of the snapshot taken after it).
+#[cfg(feature = "live")]
 const REPORT_KERNEL_READ: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Counts live, printing a report every `--every`; returns the final counts.
