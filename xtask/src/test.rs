@@ -26,6 +26,8 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
     // Whatever happens below, root-owned leftovers are handed back when run as a user.
     let _sweep = (!as_root).then(|| Sweep::new(&[root(), setup::home().join(".cargo")]));
     setup::all(true)?;
+    step("Prometheus rules: promtool check and unit tests (assets/prometheus/)");
+    promtool_rules()?;
     if !no_lint {
         step("cargo fmt --check");
         cargo(&["fmt", "--all", "--", "--check"])?;
@@ -98,6 +100,21 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
                     .current_dir(root()),
             )?;
         }
+    }
+    Ok(())
+}
+
+/// Checks the Prometheus rules and runs their unit tests with promtool; a failure fails the run.
+fn promtool_rules() -> anyhow::Result<()> {
+    for (what, file) in [
+        ("check", "assets/prometheus/dropscope-rules.yml"),
+        ("test", "assets/prometheus/dropscope-rules.test.yml"),
+    ] {
+        setup::run(
+            Command::new("promtool")
+                .args([what, "rules", file])
+                .current_dir(root()),
+        )?;
     }
     Ok(())
 }
