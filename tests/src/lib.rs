@@ -133,6 +133,33 @@ impl Netns {
     }
 }
 
+/// Joins `a` and `b` with a veth pair, up, addressed `NET.1/24` in `a` and `NET.2/24` in `b`
+/// (`net`: the first three octets, e.g. `10.77.0`), with IPv6 off in both namespaces (its
+/// multicast chatter would be drops and packets of its own). Returns the two interface names
+/// (the one in `a` is unique on the host while it lives; the one in `b` is `vb`).
+pub fn veth_pair(a: &Netns, b: &Netns, net: &str) -> (String, String) {
+    let (va, vb) = (
+        format!("va{}", std::process::id() % 100_000),
+        "vb".to_string(),
+    );
+    run(Command::new("ip").args([
+        "link", "add", &va, "netns", &a.name, "type", "veth", "peer", "name", &vb, "netns", &b.name,
+    ]));
+    for ns in [a, b] {
+        ns.exec(&[
+            "sysctl",
+            "-qw",
+            "net.ipv6.conf.all.disable_ipv6=1",
+            "net.ipv6.conf.default.disable_ipv6=1",
+        ]);
+    }
+    a.exec(&["ip", "addr", "add", &format!("{net}.1/24"), "dev", &va]);
+    b.exec(&["ip", "addr", "add", &format!("{net}.2/24"), "dev", &vb]);
+    a.exec(&["ip", "link", "set", &va, "up"]);
+    b.exec(&["ip", "link", "set", &vb, "up"]);
+    (va, vb)
+}
+
 impl Drop for Netns {
     fn drop(&mut self) {
         if let Err(e) = try_run(Command::new("ip").args(["netns", "del", &self.name])) {

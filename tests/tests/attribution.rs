@@ -3,7 +3,7 @@
 //! its share. Needs root.
 use std::{os::unix::fs::MetadataExt as _, process::Command};
 
-use dropscope_tests::{Counting, Netns, root_test, run};
+use dropscope_tests::{Counting, Netns, root_test, run, veth_pair};
 
 /// Sum of the counts of rows matching every given field (JSON values compared as given).
 fn sum(report: &serde_json::Value, want: &[(&str, serde_json::Value)]) -> u64 {
@@ -28,26 +28,7 @@ fn drops_are_attributed_to_namespace_interface_and_protocol_and_filtered_in_the_
     let a = Netns::new("attr-a");
     let b = Netns::new("attr-b");
     // A veth pair: va in A (10.77.0.1), vb in B (10.77.0.2).
-    let (va, vb) = (
-        format!("va{}", std::process::id() % 100_000),
-        "vb".to_string(),
-    );
-    run(Command::new("ip").args([
-        "link", "add", &va, "netns", &a.name, "type", "veth", "peer", "name", &vb, "netns", &b.name,
-    ]));
-    // No IPv6 on the link: its multicast chatter would be drops of its own in the namespaces.
-    for ns in [&a, &b] {
-        ns.exec(&[
-            "sysctl",
-            "-qw",
-            "net.ipv6.conf.all.disable_ipv6=1",
-            "net.ipv6.conf.default.disable_ipv6=1",
-        ]);
-    }
-    a.exec(&["ip", "addr", "add", "10.77.0.1/24", "dev", &va]);
-    b.exec(&["ip", "addr", "add", "10.77.0.2/24", "dev", &vb]);
-    a.exec(&["ip", "link", "set", &va, "up"]);
-    b.exec(&["ip", "link", "set", &vb, "up"]);
+    let (va, vb) = veth_pair(&a, &b, "10.77.0");
     let (ia, ib) = (inode(&a), inode(&b));
     let b_path = format!("/run/netns/{}", b.name);
 

@@ -14,7 +14,7 @@ use std::{
 };
 
 use dropscope::serve::connections::MAX_CONNECTIONS;
-use dropscope_tests::{Netns, dropscope_bin, root_test};
+use dropscope_tests::{Counting, Netns, dropscope_bin, root_test, veth_pair};
 
 /// A free loopback port (closed again at once; the race with other programs is harmless here).
 fn free_port() -> u16 {
@@ -501,4 +501,106 @@ fn a_web_config_others_could_change_is_refused_before_attaching() {
         !out.status.success() && err.contains("basic_auth_user"),
         "{err}"
     );
+}
+
+/// The ratio entry of a JSON report for a namespace (`device`: `None` for the namespace).
+fn ratio_of<'a>(
+    report: &'a serde_json::Value,
+    netns_name: &str,
+    device: Option<&str>,
+) -> &'a serde_json::Value {
+    report["ratio"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no ratio in {report:#}"))
+        .iter()
+        .find(|r| r["netns_name"] == netns_name && r["device"].as_str() == device)
+        .unwrap_or_else(|| panic!("no ratio of {netns_name} {device:?} in {report:#}"))
+}
+
+#[test]
+fn a_tenth_dropped_reads_ten_percent_live_recorded_and_in_prometheus() {
+    let _serial = root_test();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (a, b) = (Netns::new("ratio-a"), Netns::new("ratio-b"));
+    let (_, vb) = veth_pair(&a, &b, "10.78.0");
+    let by = "reason,location,netns,device";
+    let serve = Serve::start(&["--interval", "100ms", "--by", by]);
+    let prom = Prometheus::start(dir.path(), serve.port);
+    prom.wait_for("up{job=\"dropscope\"}", 1.0);
+    let rec = dir.path().join("ratio.dsrec");
+    let recorder = Counting::start(&["record", "-o", rec.to_str().expect("utf-8"), "--by", by]);
+    let live = Counting::start(&["report", "--format", "json", "--by", by]);
+    // B receives 1,000 datagrams over the veth: 900 to a socket that reads them, 100 to a
+    // closed port (NO_SOCKET). Sent in runs of 100, so no backlog overflows on the way.
+    let sink = {
+        let (bin, ns) = (dropscope_tests::traffic_bin(), b.name.clone());
+        std::thread::spawn(move || {
+            let out = Command::new("ip")
+                .args(["netns", "exec", &ns])
+                .arg(bin)
+                .args(["udp-sink", "5000", "6"])
+                .output()
+                .expect("udp-sink");
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    for _ in 0..9 {
+        a.traffic(&["udp-to", "10.78.0.2", "5000", "100"]);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    a.traffic(&["udp-to", "10.78.0.2", "9", "100"]);
+    assert_eq!(sink.join().expect("sink"), "900", "the sink lost datagrams");
+
+    let check = |report: &serde_json::Value, how: &str| {
+        let ns = ratio_of(report, &b.name, None);
+        assert_eq!(ns["drops"], 100, "{how}: {ns}");
+        assert_eq!(ns["packets"], 1000, "{how}: {ns}");
+        assert_eq!(ns["ratio"], 0.1, "{how}: {ns}");
+        // The device received the datagrams and an ARP request or two besides.
+        let dev = ratio_of(report, &b.name, Some(&vb));
+        assert_eq!(dev["drops"], 100, "{how}: {dev}");
+        let packets = dev["packets"].as_u64().expect("packets");
+        assert!((1000..1010).contains(&packets), "{how}: {dev}");
+        // The drops are explained by the counters: Udp:NoPorts grew by 100, none unseen.
+        let counted = report["kernel_counters"]
+            .as_array()
+            .expect("kernel counters")
+            .iter()
+            .find(|c| c["counter"] == "Udp:NoPorts" && c["netns_name"] == b.name.as_str())
+            .unwrap_or_else(|| panic!("{how}: no Udp:NoPorts of B in {report:#}"));
+        assert_eq!(counted["delta"], 100, "{how}");
+        let unseen = report["unseen"].as_array().expect("unseen computed");
+        assert!(
+            !unseen.iter().any(|u| u["netns_name"] == b.name.as_str()),
+            "{how}: {unseen:?}"
+        );
+    };
+    let live = serde_json::from_str::<serde_json::Value>(&live.interrupt()).expect("JSON");
+    check(&live, "live report");
+    recorder.interrupt();
+    let recorded = dropscope_tests::json_output(
+        Command::new(dropscope_bin())
+            .args(["report", "--format", "json", "--input"])
+            .arg(&rec),
+    );
+    check(&recorded, "report --input");
+
+    // Prometheus computes the same ratio from the exported counters.
+    let name = &b.name;
+    prom.wait_for(
+        &format!("sum(dropscope_drops_total{{netns_name=\"{name}\"}})"),
+        100.0,
+    );
+    prom.wait_for(
+        &format!("dropscope_netns_packets_total{{netns_name=\"{name}\"}}"),
+        1000.0,
+    );
+    let q = format!(
+        "sum(dropscope_drops_total{{netns_name=\"{name}\"}}) / \
+         sum(dropscope_netns_packets_total{{netns_name=\"{name}\"}})"
+    );
+    assert_eq!(prom.value(&q), Some(0.1));
+    drop(prom);
+    serve.stop(libc::SIGTERM);
 }

@@ -172,7 +172,7 @@ impl KernelCounters {
 }
 
 /// Whether a counter travels in a reading: a drop counter or a packet counter.
-fn is_kept(name: &str) -> bool {
+pub(crate) fn is_kept(name: &str) -> bool {
     map::lookup(name).is_some()
         || PACKET_COUNTERS.contains(&name)
         || crate::model::kernel::device_packets(name).is_some()

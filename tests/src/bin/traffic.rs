@@ -2,6 +2,8 @@
 //!
 //! `traffic udp PORT N`: N datagrams to a closed UDP port (NO_SOCKET).
 //! `traffic udp-to ADDR PORT N`: N datagrams to ADDR:PORT (e.g. over a veth pair).
+//! `traffic udp-sink PORT SECONDS`: receives datagrams on UDP PORT (every address) for
+//! SECONDS, reading each at once; prints how many arrived.
 //! `traffic tcp PORT N`: N connection attempts to a closed TCP port (NO_SOCKET).
 //! `traffic tcp-payload PORT N`: connects to a listener on 127.0.0.1:PORT (made here) and sends
 //! N segments of 1,400 `A`s, then waits a second (a firewall rule is expected to drop them: the
@@ -47,6 +49,19 @@ fn main() -> anyhow::Result<()> {
             for _ in 0..n {
                 s.send_to(b"dropscope", (addr, port))?;
             }
+        }
+        Some("udp-sink") => {
+            let (port, seconds) = (arg(1)? as u16, arg(2)?);
+            let s = UdpSocket::bind(("0.0.0.0", port))?;
+            let end = std::time::Instant::now() + Duration::from_secs(seconds);
+            let (mut buf, mut received) = ([0u8; 2048], 0u64);
+            while let Some(left) = end.checked_duration_since(std::time::Instant::now()) {
+                s.set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
+                if s.recv(&mut buf).is_ok() {
+                    received += 1;
+                }
+            }
+            println!("{received}");
         }
         Some("tcp") => {
             let (port, n) = (arg(1)? as u16, arg(2)?);
@@ -106,7 +121,7 @@ fn main() -> anyhow::Result<()> {
             mix(run, Duration::from_secs(seconds))?;
         }
         _ => anyhow::bail!(
-            "usage: traffic udp PORT N | udp-to ADDR PORT N | tcp PORT N | tcp-payload PORT N | raw PROTO N | rcvbuf N | mix RUN SECONDS"
+            "usage: traffic udp PORT N | udp-to ADDR PORT N | udp-sink PORT SECONDS | tcp PORT N | tcp-payload PORT N | raw PROTO N | rcvbuf N | mix RUN SECONDS"
         ),
     }
     Ok(())
