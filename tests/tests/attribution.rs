@@ -28,7 +28,7 @@ fn drops_are_attributed_to_namespace_interface_and_protocol_and_filtered_in_the_
     let a = Netns::new("attr-a");
     let b = Netns::new("attr-b");
     // A veth pair: va in A (10.77.0.1), vb in B (10.77.0.2).
-    let (va, vb) = veth_pair(&a, &b, "10.77.0");
+    let (_, vb) = veth_pair(&a, &b, "10.77.0");
     let (ia, ib) = (inode(&a), inode(&b));
     let b_path = format!("/run/netns/{}", b.name);
 
