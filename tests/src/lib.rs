@@ -133,6 +133,15 @@ impl Netns {
     }
 }
 
+/// Who a file dropscope writes belongs to when it runs as these tests do: the user who ran
+/// sudo (`SUDO_UID`, inherited), else root.
+pub fn invoking_uid() -> u32 {
+    std::env::var("SUDO_UID")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
 /// Joins `a` and `b` with a veth pair, up, addressed `NET.1/24` in `a` and `NET.2/24` in `b`
 /// (`net`: the first three octets, e.g. `10.77.0`), with IPv6 off in both namespaces (its
 /// multicast chatter would be drops and packets of its own). Returns the two interface names

@@ -71,6 +71,36 @@ fn apt_install(pkgs: &[&str]) -> anyhow::Result<()> {
         .env("DEBIAN_FRONTEND", "noninteractive"))
 }
 
+/// The ordinary user the root tests are run through when `cargo xtask test` runs as root (CI):
+/// it exists, without a password, and may run anything as root with its environment through
+/// sudo, as a developer with sudo rights does.
+pub const TEST_USER: &str = "dropscope-test";
+
+/// Creates [`TEST_USER`] and its sudo rule where missing (root only; idempotent).
+pub fn test_user() -> anyhow::Result<()> {
+    let exists = Command::new("id")
+        .arg(TEST_USER)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !exists {
+        eprintln!("setup: creating the user {TEST_USER} (the tests run through its sudo)");
+        run(Command::new("useradd")
+            .args(["--system", "--shell", "/usr/sbin/nologin", "--no-create-home"])
+            .arg(TEST_USER))?;
+    }
+    let rule = PathBuf::from("/etc/sudoers.d").join(TEST_USER);
+    let text = format!("{TEST_USER} ALL=(ALL) NOPASSWD:SETENV: ALL\n");
+    if std::fs::read_to_string(&rule).ok().as_deref() != Some(&text) {
+        std::fs::create_dir_all("/etc/sudoers.d")?;
+        let tmp = rule.with_extension("new");
+        std::fs::write(&tmp, &text)?;
+        std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o440))?;
+        run(Command::new("visudo").args(["-cf"]).arg(&tmp))?;
+        std::fs::rename(&tmp, &rule)?;
+    }
+    Ok(())
+}
+
 /// Everything the build needs; with `for_tests`, also what the integration tests use.
 pub fn all(for_tests: bool) -> anyhow::Result<()> {
     let toolchain = ebpf_toolchain()?;
@@ -152,6 +182,9 @@ pub fn all(for_tests: bool) -> anyhow::Result<()> {
             // The .deb of `dist` is checked by Debian's package checker.
             ("lintian", "lintian"),
             ("man", "man-db"),
+            // Run as root, the tests still go through sudo from an ordinary user (see
+            // `test_user`), as a newcomer's `cargo xtask test` does.
+            ("sudo", "sudo"),
         ] {
             if !have(cmd) && !missing.contains(&pkg) {
                 missing.push(pkg);

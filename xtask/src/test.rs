@@ -67,11 +67,20 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
         "--test-threads=1",
     ];
     if as_root {
-        step("tests (unit, widget, and root integration tests on the real kernel)");
-        cargo(&test)?;
+        // As root (CI), the test binaries still run the way they do for a developer: from an
+        // ordinary user through `sudo -E`, so that what dropscope does for the invoking user
+        // (files handed to SUDO_UID) is what the tests see, and a root-only assumption fails
+        // here rather than on a newcomer's machine.
+        setup::test_user()?;
+        step(&format!(
+            "tests (unit, widget, and root integration tests on the real kernel, run from the \
+             user {} through sudo -E)",
+            setup::TEST_USER
+        ));
+        cargo_with_runner(&test, &format!("sudo -E -u {} sudo -E", setup::TEST_USER))?;
     } else {
         step("tests (built as you; the test binaries run as root through sudo -E)");
-        cargo_as_root_runner(&test)?;
+        cargo_with_runner(&test, "sudo -E")?;
     }
     if fuzz_seconds > 0 {
         step("fuzzing the recording decoder");
@@ -119,8 +128,8 @@ fn promtool_rules() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs cargo as the user with every test binary run as root (`sudo -E`).
-fn cargo_as_root_runner(args: &[&str]) -> anyhow::Result<()> {
+/// Runs cargo with every test binary run through `runner` (as root, through sudo).
+fn cargo_with_runner(args: &[&str], runner: &str) -> anyhow::Result<()> {
     let var = format!(
         "CARGO_TARGET_{}_RUNNER",
         host_triple()?.to_uppercase().replace(['-', '.'], "_")
@@ -130,7 +139,7 @@ fn cargo_as_root_runner(args: &[&str]) -> anyhow::Result<()> {
         .current_dir(root())
         .env("PATH", setup::path_with_cargo_bin())
         .env("DROPSCOPE_REQUIRE_EBPF", "1")
-        .env(var, "sudo -E")
+        .env(var, runner)
         .status()
         .with_context(|| format!("running cargo {}", args.join(" ")))?;
     if !status.success() {

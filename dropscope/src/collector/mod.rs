@@ -96,13 +96,33 @@ pub struct Collector {
 }
 
 /// The kernel's counters as the collector reads them: before the maps, on their own pace.
-struct KernelSource {
+pub struct KernelSource {
     counters: KernelCounters,
     pace: KernelPace,
     /// When they were last read (`None`: read with the next poll).
     read_at: Option<Instant>,
     /// The latest reading, carried by every snapshot taken after it.
     reading: Option<Arc<crate::model::KernelReading>>,
+}
+
+impl KernelSource {
+    /// Reads the counters' baseline now; `None` (with a warning) if they cannot be read.
+    /// Called once the probe counts, so drops between the two are counted by the probe only
+    /// and none can read as unseen.
+    fn start(pace: KernelPace) -> Option<Self> {
+        match KernelCounters::start() {
+            Ok(counters) => Some(Self {
+                counters,
+                pace,
+                read_at: Some(Instant::now()),
+                reading: None,
+            }),
+            Err(e) => {
+                tracing::warn!("not reading the kernel's drop counters: {e:#}");
+                None
+            }
+        }
+    }
 }
 
 impl Collector {
@@ -116,23 +136,6 @@ impl Collector {
         probe.set_stack_sampling(u64::from(opts.stacks), opts.stack_budget);
         let symbolizer = Symbolizer::new();
         symbolizer.warm_up();
-        // The counters' baseline is read once the probe counts: drops between the two are
-        // counted by the probe only, so none can read as unseen.
-        let kernel = opts
-            .kernel_counters
-            .clone()
-            .and_then(|pace| match KernelCounters::start() {
-                Ok(counters) => Some(KernelSource {
-                    counters,
-                    pace,
-                    read_at: Some(Instant::now()),
-                    reading: None,
-                }),
-                Err(e) => {
-                    tracing::warn!("not reading the kernel's drop counters: {e:#}");
-                    None
-                }
-            });
         Self {
             interval: opts.interval,
             probe,
@@ -154,7 +157,8 @@ impl Collector {
             stats_fd: stats,
             stats: None,
             stats_read: Instant::now(),
-            kernel,
+            // Read by `spawn` (`opts.kernel_counters`), before it returns.
+            kernel: None,
         }
     }
 
@@ -487,11 +491,15 @@ impl Collector {
         let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
         let info = session_info(&probe);
         let kernel_pace = opts.kernel_counters.clone();
+        // The baseline is read before this returns (before the caller says it counts): traffic
+        // right after that line is in the counters' window.
+        let mut kernel = kernel_pace.clone().and_then(KernelSource::start);
         let handle = std::thread::Builder::new().name("collector".into()).spawn(
             move || -> std::io::Result<()> {
                 // The symbolizer is not `Send`: it is created here, on the collector's thread.
                 let base = opts.interval;
                 let c = &mut Collector::new(probe, opts);
+                c.kernel = kernel.take();
                 let mut sent = Instant::now();
                 let mut first = true;
                 loop {

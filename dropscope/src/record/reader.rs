@@ -67,6 +67,8 @@ pub struct Recording {
     seen: u64,
     /// No more frames will be indexed (the input ended, was damaged or finished).
     done: bool,
+    /// Where the bytes indexed so far are published (see [`Recording::open_counting`]).
+    indexed: Option<Arc<std::sync::atomic::AtomicU64>>,
 }
 
 fn over(offset: u64, l: Limit) -> RecordError {
@@ -145,11 +147,20 @@ impl Recording {
     /// Opens and indexes a recording file. A damaged file opens with the valid frames before
     /// the damage and a warning; only a file that is not a recording at all is an error.
     pub fn open(path: &Path) -> Result<Recording, RecordError> {
+        Self::open_counting(path, None)
+    }
+
+    /// [`Recording::open`], storing in `indexed` how many bytes are indexed so far (for a
+    /// progress line while a large file is read).
+    pub fn open_counting(
+        path: &Path,
+        indexed: Option<Arc<std::sync::atomic::AtomicU64>>,
+    ) -> Result<Recording, RecordError> {
         let file = File::open(path)?;
         if !file.metadata()?.is_file() {
             return Err(RecordError::NotARecording);
         }
-        Self::load(Storage::File(file))
+        Self::load_counting(Storage::File(file), indexed)
     }
 
     /// Opens a recording held in memory.
@@ -163,6 +174,13 @@ impl Recording {
     }
 
     fn load(storage: Storage) -> Result<Recording, RecordError> {
+        Self::load_counting(storage, None)
+    }
+
+    fn load_counting(
+        storage: Storage,
+        indexed: Option<Arc<std::sync::atomic::AtomicU64>>,
+    ) -> Result<Recording, RecordError> {
         let file_len = storage.len()?;
         let mut head = [0u8; FILE_HEADER_LEN];
         let have = file_len.min(FILE_HEADER_LEN as u64) as usize;
@@ -210,6 +228,7 @@ impl Recording {
             next: offset + FRAME_HEADER_LEN as u64 + u64::from(h.len),
             seen: 0,
             done: false,
+            indexed,
         };
         rec.refresh()?;
         Ok(rec)
@@ -249,7 +268,12 @@ impl Recording {
                 break None;
             }
             match self.index_one(self.next, file_len) {
-                Ok(Some(next)) => self.next = next,
+                Ok(Some(next)) => {
+                    self.next = next;
+                    if let Some(i) = &self.indexed {
+                        i.store(next, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
                 Ok(None) => break None,
                 Err(RecordError::Truncated { .. }) if !ended => {
                     return Ok(self.frames.len() > before);

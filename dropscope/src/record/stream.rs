@@ -113,8 +113,44 @@ pub fn open_input(path: &Path) -> Result<Recording, RecordError> {
     if is_stdio(path) {
         Recording::read_stream(io::stdin())
     } else {
-        Recording::open(path)
+        open_with_progress(path)
     }
+}
+
+/// Files smaller than this open without a progress line (they take well under a second).
+const PROGRESS_FROM_BYTES: u64 = 32 << 20;
+
+/// Opens a file; while a large one is read, a line on stderr (a terminal only) says how far.
+fn open_with_progress(path: &Path) -> Result<Recording, RecordError> {
+    let len = std::fs::metadata(path).map_or(0, |m| m.len());
+    if len < PROGRESS_FROM_BYTES || !io::IsTerminal::is_terminal(&io::stderr()) {
+        return Recording::open(path);
+    }
+    let indexed = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let shown = crate::sanitize::terminal(&path.display().to_string()).into_owned();
+    let printer = {
+        let (indexed, done) = (indexed.clone(), done.clone());
+        std::thread::spawn(move || {
+            let started = std::time::Instant::now();
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                let at = indexed.load(std::sync::atomic::Ordering::Relaxed);
+                eprint!(
+                    "\rdropscope: reading {shown}: {} of {} ({}%), {}\x1b[K",
+                    crate::format::bytes(at),
+                    crate::format::bytes(len),
+                    at.saturating_mul(100) / len.max(1),
+                    crate::format::duration(started.elapsed()),
+                );
+            }
+            eprint!("\r\x1b[K");
+        })
+    };
+    let r = Recording::open_counting(path, Some(indexed));
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = printer.join();
+    r
 }
 
 /// Opens a recording to replay: a file, or with `-` standard input, followed as it grows.

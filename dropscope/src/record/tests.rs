@@ -370,3 +370,17 @@ fn the_sample_recording_in_assets_replays_cleanly() {
         assert!(s.invariant_holds(), "at {:?}", s.elapsed);
     }
 }
+
+#[test]
+fn opening_a_file_publishes_how_far_it_is_indexed() {
+    let bytes = encode(&session(), &story(40)).expect("encode");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("r.dsrec");
+    std::fs::write(&path, &bytes).expect("write");
+    let indexed = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let rec = Recording::open_counting(&path, Some(indexed.clone())).expect("open");
+    assert_eq!(rec.len(), 40);
+    // Up to the end marker, the last frame indexed before the file's end.
+    let at = indexed.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(at > bytes.len() as u64 / 2 && at <= bytes.len() as u64, "{at}");
+}
