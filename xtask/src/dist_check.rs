@@ -60,6 +60,11 @@ fn lintian(deb: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The binary of the package checked last by [`check`], as installed (unpacked).
+pub fn unpacked_binary() -> PathBuf {
+    crate::root().join("target/dist/deb-check/usr/bin/dropscope")
+}
+
 /// The package's files, unpacked under target/dist/deb-check.
 fn unpack(deb: &Path) -> anyhow::Result<PathBuf> {
     let dir = crate::root().join("target/dist/deb-check");

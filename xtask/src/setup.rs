@@ -85,7 +85,12 @@ pub fn test_user() -> anyhow::Result<()> {
     if !exists {
         eprintln!("setup: creating the user {TEST_USER} (the tests run through its sudo)");
         run(Command::new("useradd")
-            .args(["--system", "--shell", "/usr/sbin/nologin", "--no-create-home"])
+            .args([
+                "--system",
+                "--shell",
+                "/usr/sbin/nologin",
+                "--no-create-home",
+            ])
             .arg(TEST_USER))?;
     }
     let rule = PathBuf::from("/etc/sudoers.d").join(TEST_USER);

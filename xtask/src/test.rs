@@ -66,22 +66,23 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
         "--",
         "--test-threads=1",
     ];
-    if as_root {
-        // As root (CI), the test binaries still run the way they do for a developer: from an
-        // ordinary user through `sudo -E`, so that what dropscope does for the invoking user
-        // (files handed to SUDO_UID) is what the tests see, and a root-only assumption fails
-        // here rather than on a newcomer's machine.
+    // The test binaries run as root through `sudo -E`. As root (CI) too, from an ordinary
+    // user, the way they run for a developer: what dropscope does for the invoking user (files
+    // handed to SUDO_UID) is what the tests see, and a root-only assumption fails here rather
+    // than on a newcomer's machine.
+    let runner = if as_root {
         setup::test_user()?;
         step(&format!(
             "tests (unit, widget, and root integration tests on the real kernel, run from the \
              user {} through sudo -E)",
             setup::TEST_USER
         ));
-        cargo_with_runner(&test, &format!("sudo -E -u {} sudo -E", setup::TEST_USER))?;
+        format!("sudo -E -u {} sudo -E", setup::TEST_USER)
     } else {
         step("tests (built as you; the test binaries run as root through sudo -E)");
-        cargo_with_runner(&test, "sudo -E")?;
-    }
+        "sudo -E".to_string()
+    };
+    cargo_with_runner(&test, &runner)?;
     if fuzz_seconds > 0 {
         step("fuzzing the recording decoder");
         setup::fuzz(fuzz_seconds)?;
@@ -89,6 +90,18 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
     step("dist: the static binary and the .deb, checked by lintian, man and bash");
     let dist = crate::dist::build()?;
     crate::dist_check::check(&dist.deb)?;
+    step("the first five minutes, on the binary of the .deb (tmux)");
+    let first = [
+        "test",
+        "--package",
+        "dropscope-tests",
+        "--test",
+        "first_minutes",
+        "--",
+        "--test-threads=1",
+    ];
+    let bin = crate::dist_check::unpacked_binary();
+    cargo_with_runner_env(&first, &runner, &[("DROPSCOPE_BIN", bin.as_os_str())])?;
     if !no_vmtest {
         step("vmtest: the suite on Debian's 6.1 and 6.12 kernels and the running one");
         if as_root {
@@ -130,6 +143,15 @@ fn promtool_rules() -> anyhow::Result<()> {
 
 /// Runs cargo with every test binary run through `runner` (as root, through sudo).
 fn cargo_with_runner(args: &[&str], runner: &str) -> anyhow::Result<()> {
+    cargo_with_runner_env(args, runner, &[])
+}
+
+/// [`cargo_with_runner`] with more environment variables for the tests.
+fn cargo_with_runner_env(
+    args: &[&str],
+    runner: &str,
+    env: &[(&str, &std::ffi::OsStr)],
+) -> anyhow::Result<()> {
     let var = format!(
         "CARGO_TARGET_{}_RUNNER",
         host_triple()?.to_uppercase().replace(['-', '.'], "_")
@@ -140,6 +162,7 @@ fn cargo_with_runner(args: &[&str], runner: &str) -> anyhow::Result<()> {
         .env("PATH", setup::path_with_cargo_bin())
         .env("DROPSCOPE_REQUIRE_EBPF", "1")
         .env(var, runner)
+        .envs(env.iter().copied())
         .status()
         .with_context(|| format!("running cargo {}", args.join(" ")))?;
     if !status.success() {

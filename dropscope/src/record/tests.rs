@@ -382,5 +382,8 @@ fn opening_a_file_publishes_how_far_it_is_indexed() {
     assert_eq!(rec.len(), 40);
     // Up to the end marker, the last frame indexed before the file's end.
     let at = indexed.load(std::sync::atomic::Ordering::Relaxed);
-    assert!(at > bytes.len() as u64 / 2 && at <= bytes.len() as u64, "{at}");
+    assert!(
+        at > bytes.len() as u64 / 2 && at <= bytes.len() as u64,
+        "{at}"
+    );
 }

@@ -1,0 +1,74 @@
+//! Keys as the model knows them: the kernel's key with its attribution (namespace and its
+//! name, interface, protocol, port) and the packets sampled for it.
+use super::*;
+
+impl Collector {
+    /// The model's key for a kernel key: reason and location named, packets attributed.
+    pub(super) fn model_key(&mut self, k: &dropscope_common::DropKey) -> DropKey {
+        DropKey {
+            reason: self.probe.reasons().reason(k.reason),
+            location: self.symbolizer.name(k.location),
+            attr: self.attribution(k),
+        }
+    }
+
+    /// The sampled packets of `slot`: those its sampling CPU has counted and finished writing
+    /// (the program sets a sample's time last). Read until a key has all it will get.
+    pub(super) fn samples_of(&mut self, slot: u32) -> Vec<Sample> {
+        let Some(owner) = self.probe.sample_owner(slot) else {
+            return Vec::new();
+        };
+        let counted = self.probe.slot_count(owner, slot);
+        let want = counted.min(dropscope_common::SAMPLES_PER_KEY as u64) as usize;
+        let cached = self.sample_cache.entry(slot).or_default();
+        if cached.len() < want {
+            let offset = unix_ms() as i128 - monotonic_ms() as i128;
+            *cached = self
+                .probe
+                .samples(slot, want as u64)
+                .into_iter()
+                .map(|s| Sample {
+                    unix_ms: (s.ts_ns as i128 / 1_000_000 + offset).max(0) as u64,
+                    len: s.len,
+                    l3proto: s.l3proto,
+                    bytes: s.data[..usize::from(s.caplen).min(s.data.len())].into(),
+                })
+                .collect();
+        }
+        cached.clone()
+    }
+
+    /// The name of namespace `inode`: the latest found, or the last one known once it is
+    /// gone (its drops keep the name they had).
+    pub(super) fn netns_name(&mut self, inode: u64) -> Option<Arc<str>> {
+        match self.names.netns(inode) {
+            Some(name) => {
+                if self.known_names.get(&inode) != Some(&name) {
+                    self.known_names.insert(inode, name.clone());
+                }
+                Some(name)
+            }
+            None => self.known_names.get(&inode).cloned(),
+        }
+    }
+
+    /// What a kernel key says of its packets, as the model shows it.
+    pub(super) fn attribution(&mut self, k: &dropscope_common::DropKey) -> Attribution {
+        let ip = matches!(k.l3proto, 0x0800 | 0x86DD);
+        let netns = (k.netns != 0).then_some(u64::from(k.netns));
+        Attribution {
+            netns,
+            netns_name: netns.and_then(|n| self.netns_name(n)),
+            ifindex: (k.ifindex != 0).then_some(k.ifindex),
+            // An interface whose name cannot be read (gone, or no right to enter its
+            // namespace) is shown by index.
+            device: (k.ifindex != 0).then(|| {
+                netns
+                    .and_then(|n| self.names.device(n, k.ifindex))
+                    .unwrap_or_else(|| Arc::from(format!("if{}", k.ifindex)))
+            }),
+            protocol: ip.then(|| Arc::from(group::protocol_name(k.l4proto))),
+            port: (k.port != 0).then_some(k.port),
+        }
+    }
+}

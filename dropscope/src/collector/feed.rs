@@ -1,0 +1,172 @@
+//! The collector on a thread of its own, feeding a [`Feed`]: the kernel's counters read beside
+//! the maps on their pace, the last snapshot on stop, and the [`Stopper`] that detaches.
+use super::*;
+
+/// The kernel's counters as the collector reads them: before the maps, on their own pace.
+pub struct KernelSource {
+    pub(super) counters: KernelCounters,
+    pub(super) pace: KernelPace,
+    /// When they were last read (`None`: read with the next poll).
+    pub(super) read_at: Option<Instant>,
+    /// The latest reading, carried by every snapshot taken after it.
+    pub(super) reading: Option<Arc<crate::model::KernelReading>>,
+}
+
+impl KernelSource {
+    /// Reads the counters' baseline now; `None` (with a warning) if they cannot be read.
+    /// Called once the probe counts, so drops between the two are counted by the probe only
+    /// and none can read as unseen.
+    pub(super) fn start(pace: KernelPace) -> Option<Self> {
+        match KernelCounters::start() {
+            Ok(counters) => Some(Self {
+                counters,
+                pace,
+                read_at: Some(Instant::now()),
+                reading: None,
+            }),
+            Err(e) => {
+                tracing::warn!("not reading the kernel's drop counters: {e:#}");
+                None
+            }
+        }
+    }
+}
+
+impl Collector {
+    /// Reads the kernel's counters when their pace says so; returns whether it did.
+    pub(super) fn read_kernel_if_due(&mut self) -> bool {
+        let Some(k) = &mut self.kernel else {
+            return false;
+        };
+        if k.read_at.is_some_and(|t| t.elapsed() < k.pace.get()) {
+            return false;
+        }
+        k.counters.poll(&kcounters::drop_netns(&self.last));
+        k.read_at = Some(Instant::now());
+        let reading = Arc::new(k.counters.reading());
+        k.reading = Some(reading.clone());
+        self.last.kernel = Some(reading);
+        true
+    }
+
+    /// Runs a collector on a thread of its own (the symbolizer is not `Send`), feeding a
+    /// [`Feed`]. It stops when the [`Stopper`] is used or dropped, sending one last snapshot
+    /// read right then, or when the feed's receiver is dropped.
+    pub fn spawn(probe: Probe, opts: CollectorOptions) -> std::io::Result<(Feed, Stopper)> {
+        let (tx, rx) = mpsc::channel(64);
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let info = session_info(&probe);
+        let kernel_pace = opts.kernel_counters.clone();
+        // The baseline is read before this returns (before the caller says it counts): traffic
+        // right after that line is in the counters' window.
+        let mut kernel = kernel_pace.clone().and_then(KernelSource::start);
+        let handle = std::thread::Builder::new().name("collector".into()).spawn(
+            move || -> std::io::Result<()> {
+                // The symbolizer is not `Send`: it is created here, on the collector's thread.
+                let base = opts.interval;
+                let c = &mut Collector::new(probe, opts);
+                c.kernel = kernel.take();
+                let mut sent = Instant::now();
+                let mut first = true;
+                loop {
+                    let (s, changed) = c.poll()?;
+                    // Idle checks cost no syscall and send nothing; a snapshot goes out when
+                    // counts changed, and once per base interval for the clock.
+                    if changed || first || sent.elapsed() >= base {
+                        if tx.blocking_send(s).is_err() {
+                            return Ok(());
+                        }
+                        sent = Instant::now();
+                        first = false;
+                    }
+                    match stop_rx.recv_timeout(c.interval) {
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                        _ => break,
+                    }
+                }
+                // The last snapshot is what a report prints and a recording ends with: a read
+                // asks for the names of every key, and the lookups get a moment (never more)
+                // to answer before the read that is sent.
+                c.snapshot_now()?;
+                c.names.wait_idle(FINAL_NAMES_WAIT);
+                let _ = tx.blocking_send(c.snapshot_now()?);
+                Ok(())
+            },
+        )?;
+        let feed = Feed {
+            info,
+            snapshots: rx,
+            replay: None,
+            kernel_pace,
+        };
+        Ok((
+            feed,
+            Stopper {
+                stop: stop_tx,
+                handle: Some(handle),
+            },
+        ))
+    }
+}
+
+/// How long the last snapshot waits for names still being looked up.
+pub(super) const FINAL_NAMES_WAIT: Duration = Duration::from_secs(1);
+
+/// Stops a spawned collector: it takes a last snapshot, sends it, and detaches the probe (on its
+/// own thread, which [`Stopper::finish`] and `Drop` wait for, so nothing outlives the process's
+/// orderly exit: programs, a tracefs mount, BPF statistics).
+pub struct Stopper {
+    stop: std::sync::mpsc::Sender<()>,
+    handle: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+}
+
+impl Stopper {
+    /// Asks the collector to take a last snapshot and stop; the feed closes after it.
+    pub fn stop(&self) {
+        let _ = self.stop.send(());
+    }
+
+    /// Stops the collector, waits until the probe is detached, and returns what ended it.
+    pub fn finish(mut self) -> anyhow::Result<()> {
+        self.stop();
+        match self.handle.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(Ok(()))) | None => Ok(()),
+            Some(Ok(Err(e))) => Err(anyhow::Error::new(e).context("reading the probe's maps")),
+            Some(Err(_)) => Err(anyhow::anyhow!("the collector thread panicked")),
+        }
+    }
+}
+
+impl Drop for Stopper {
+    fn drop(&mut self) {
+        self.stop();
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Host, kernel, start time and probe kind of a live session starting now.
+pub fn session_info(probe: &Probe) -> SessionInfo {
+    SessionInfo {
+        host: uname_field(|u| &u.nodename),
+        kernel: uname_field(|u| &u.release),
+        started_unix_ms: unix_ms(),
+        probe: probe.kind().to_string(),
+    }
+}
+
+pub(super) fn uname_field(f: impl Fn(&libc::utsname) -> &[libc::c_char; 65]) -> String {
+    // SAFETY: uname fills the zeroed struct; its fields are NUL-terminated C strings.
+    let u = unsafe {
+        let mut u: libc::utsname = std::mem::zeroed();
+        libc::uname(&mut u);
+        u
+    };
+    let bytes: Vec<u8> = f(&u)
+        .iter()
+        .take_while(|c| **c != 0)
+        .map(|c| *c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
