@@ -177,6 +177,168 @@ fn toggle_recording(
     }
 }
 
+/// SIGTERM, SIGINT (from `kill`; in raw mode Ctrl-C is a key), SIGHUP and SIGQUIT end the TUI
+/// the same way `q` does, so the terminal is restored, a recording finished and the caller
+/// detaches the probe. SIGTSTP (and Ctrl-Z, a key in raw mode) restores the terminal before
+/// stopping; SIGCONT puts it back and redraws.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+    quit: tokio::signal::unix::Signal,
+    tstp: tokio::signal::unix::Signal,
+    cont: tokio::signal::unix::Signal,
+}
+
+/// What a signal asks of the TUI.
+enum Sig {
+    End,
+    Suspend,
+    Resume,
+}
+
+impl Signals {
+    fn new() -> anyhow::Result<Self> {
+        let signal =
+            |kind| tokio::signal::unix::signal(kind).context("installing a signal handler");
+        Ok(Self {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+            quit: signal(SignalKind::quit())?,
+            tstp: signal(SignalKind::from_raw(libc::SIGTSTP))?,
+            cont: signal(SignalKind::from_raw(libc::SIGCONT))?,
+        })
+    }
+
+    async fn next(&mut self) -> Sig {
+        tokio::select! {
+            _ = self.term.recv() => Sig::End,
+            _ = self.int.recv() => Sig::End,
+            _ = self.hup.recv() => Sig::End,
+            _ = self.quit.recv() => Sig::End,
+            _ = self.tstp.recv() => Sig::Suspend,
+            _ = self.cont.recv() => Sig::Resume,
+        }
+    }
+}
+
+/// The running TUI: its terminal, state, and what its effects reach.
+struct Session {
+    terminal: Term,
+    state: State,
+    info: SessionInfo,
+    opts: TuiOptions,
+    recording: Option<ActiveRecording>,
+    replay_tx: Option<mpsc::UnboundedSender<crate::source::ReplayCommand>>,
+    kernel_pace: Option<crate::source::KernelPace>,
+    done_tx: mpsc::UnboundedSender<Msg>,
+    /// Data changes mark the screen dirty; one timer draws it, at most every DATA_REDRAW, or
+    /// every CLOCK while the header clock runs. Keys draw at once.
+    dirty: bool,
+    last_draw: Instant,
+}
+
+impl Session {
+    /// When the next timed redraw is due, if one is.
+    fn next_draw(&self) -> Option<Instant> {
+        if self.dirty {
+            Some(self.last_draw + DATA_REDRAW)
+        } else if self.state.clock_running() {
+            Some(self.last_draw + CLOCK)
+        } else {
+            None
+        }
+    }
+
+    fn redraw(&mut self) -> anyhow::Result<()> {
+        self.dirty = false;
+        self.last_draw = Instant::now();
+        draw(&mut self.terminal, &self.state)?;
+        Ok(())
+    }
+
+    fn suspend(&mut self, f: fn() -> io::Result<()>) -> anyhow::Result<()> {
+        suspend_and_redraw(&mut self.terminal, &self.state, f)
+    }
+
+    /// Takes in one message; returns whether the TUI is to end.
+    fn handle(&mut self, msg: Msg) -> anyhow::Result<bool> {
+        if let Msg::Snapshot(s, _) = &msg {
+            // Every snapshot received while recording goes to the file.
+            for m in record(&mut self.recording, s) {
+                update(&mut self.state, m);
+            }
+        }
+        let mut urgent = matches!(msg, Msg::Key(_) | Msg::Resize(..) | Msg::Status(_));
+        // A selection that moved to another key (the top row changed) is drawn at once, so
+        // that Enter opens the row the screen shows selected.
+        let selected = self.state.selected.clone();
+        let effect = update(&mut self.state, msg);
+        urgent |= self.state.selected != selected;
+        if let Some(pace) = &self.kernel_pace {
+            // The counters travel in the snapshots; they are read more often while shown.
+            pace.set(if self.state.panel == Some(Panel::Counters) {
+                KERNEL_READ
+            } else {
+                KERNEL_READ_CLOSED
+            });
+        }
+        match effect {
+            Some(Effect::Quit) => return Ok(true),
+            Some(Effect::Replay(cmd)) => {
+                if let Some(tx) = &self.replay_tx {
+                    let _ = tx.send(cmd);
+                }
+            }
+            Some(Effect::Flamegraph(req)) => {
+                let (dir, done) = (&self.opts.flamegraph_dir, self.done_tx.clone());
+                effects::spawn_flamegraph(req, &self.info, dir, done);
+            }
+            Some(Effect::ToggleRecording) => {
+                let latest = self.state.tracker.latest();
+                let dir = &self.opts.record_dir;
+                for m in toggle_recording(&mut self.recording, dir, &self.info, latest) {
+                    update(&mut self.state, m);
+                }
+            }
+            None => {}
+        }
+        if urgent {
+            self.redraw()?;
+        } else {
+            self.dirty = true;
+        }
+        Ok(false)
+    }
+}
+
+/// What one turn of the loop got.
+enum Turn {
+    Msg(Msg),
+    /// Handled already (a redraw, a suspension, an event that means nothing).
+    Again,
+    End(anyhow::Result<()>),
+}
+
+/// A terminal event as a turn of the loop.
+fn on_event(s: &mut Session, ev: Option<io::Result<Event>>) -> Turn {
+    match ev {
+        Some(Ok(Event::Key(k))) if is_suspend(&k) => match s.suspend(terminal::suspend) {
+            Ok(()) => Turn::Again,
+            Err(e) => Turn::End(Err(e)),
+        },
+        Some(Ok(Event::Key(k))) if k.kind != KeyEventKind::Release => Turn::Msg(Msg::Key(k)),
+        Some(Ok(Event::Resize(w, h))) => match s.terminal.resize(Rect::new(0, 0, w, h)) {
+            Ok(()) => Turn::Msg(Msg::Resize(w, h)),
+            Err(e) => Turn::End(Err(anyhow::Error::new(e).context("resizing the screen"))),
+        },
+        Some(Ok(_)) => Turn::Again,
+        Some(Err(e)) => Turn::End(Err(anyhow::Error::new(e).context("reading the terminal"))),
+        None => Turn::End(Ok(())),
+    }
+}
+
 /// Runs the TUI on `feed` until the user quits or the feed ends.
 ///
 /// The caller checks that stdout is a terminal. The terminal is restored on return, on error
@@ -207,137 +369,57 @@ pub async fn run(feed: Feed, opts: TuiOptions) -> anyhow::Result<()> {
     state.filters = opts.filter.clone();
     state.by = opts.by.clone();
     let (mut events, events_task) = forward_events();
-    // SIGTERM, SIGINT (from `kill`; in raw mode Ctrl-C is a key), SIGHUP and SIGQUIT end the
-    // TUI the same way `q` does, so the terminal is restored, a recording finished and the
-    // caller detaches the probe. SIGTSTP (and Ctrl-Z, a key in raw mode) restores the terminal
-    // before stopping; SIGCONT puts it back and redraws.
-    let signal = |kind| tokio::signal::unix::signal(kind).context("installing a signal handler");
-    let mut sigterm = signal(SignalKind::terminate())?;
-    let mut sigint = signal(SignalKind::interrupt())?;
-    let mut sighup = signal(SignalKind::hangup())?;
-    let mut sigquit = signal(SignalKind::quit())?;
-    let mut sigtstp = signal(SignalKind::from_raw(libc::SIGTSTP))?;
-    let mut sigcont = signal(SignalKind::from_raw(libc::SIGCONT))?;
+    let mut signals = Signals::new()?;
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Msg>();
-    let mut recording: Option<ActiveRecording> = None;
-    // Data changes mark the screen dirty; one timer draws it, at most every DATA_REDRAW, or
-    // every CLOCK while the header clock runs. Keys draw at once.
-    let mut dirty = false;
-    let mut last_draw = Instant::now();
-    draw(&mut terminal, &state)?;
+    let mut s = Session {
+        terminal,
+        state,
+        info,
+        opts,
+        recording: None,
+        replay_tx,
+        kernel_pace,
+        done_tx,
+        dirty: false,
+        last_draw: Instant::now(),
+    };
+    s.redraw()?;
 
     let result: anyhow::Result<()> = loop {
-        let next_draw = if dirty {
-            Some(last_draw + DATA_REDRAW)
-        } else if state.clock_running() {
-            Some(last_draw + CLOCK)
-        } else {
-            None
-        };
-        let msg = tokio::select! {
-            ev = events.recv() => match ev {
-                Some(Ok(Event::Key(k))) if is_suspend(&k) => {
-                    if let Err(e) = suspend_and_redraw(&mut terminal, &state, terminal::suspend) {
-                        break Err(e);
-                    }
-                    continue;
-                }
-                Some(Ok(Event::Key(k))) if k.kind != KeyEventKind::Release => Msg::Key(k),
-                Some(Ok(Event::Resize(w, h))) => {
-                    if let Err(e) = terminal.resize(Rect::new(0, 0, w, h)) {
-                        break Err(anyhow::Error::new(e).context("resizing the screen"));
-                    }
-                    Msg::Resize(w, h)
-                }
-                Some(Ok(_)) => continue,
-                Some(Err(e)) => break Err(anyhow::Error::new(e).context("reading the terminal")),
-                None => break Ok(()),
-            },
+        let next_draw = s.next_draw();
+        let turn = tokio::select! {
+            ev = events.recv() => on_event(&mut s, ev),
             snap = snapshots.recv() => match snap {
-                Some(s) => {
-                    // Every snapshot received while recording goes to the file.
-                    for m in record(&mut recording, &s) {
-                        update(&mut state, m);
-                    }
-                    Msg::Snapshot(Box::new(s), Instant::now().into_std())
-                }
-                None => break Ok(()),
+                Some(snap) => Turn::Msg(Msg::Snapshot(Box::new(snap), Instant::now().into_std())),
+                None => Turn::End(Ok(())),
             },
-            status = next_status(&mut replay_rx) => Msg::Replay(status),
-            Some(msg) = done_rx.recv() => msg,
-            _ = sigterm.recv() => break Ok(()),
-            _ = sigint.recv() => break Ok(()),
-            _ = sighup.recv() => break Ok(()),
-            _ = sigquit.recv() => break Ok(()),
-            _ = sigtstp.recv() => {
-                if let Err(e) = suspend_and_redraw(&mut terminal, &state, terminal::suspend) {
-                    break Err(e);
-                }
-                continue;
-            }
-            _ = sigcont.recv() => {
-                if let Err(e) = suspend_and_redraw(&mut terminal, &state, terminal::resume) {
-                    break Err(e);
-                }
-                continue;
-            }
-            _ = tokio::time::sleep_until(next_draw.unwrap_or(last_draw)), if next_draw.is_some() => {
-                update(&mut state, Msg::Tick(Instant::now().into_std()));
-                dirty = false;
-                last_draw = Instant::now();
-                if let Err(e) = draw(&mut terminal, &state) {
-                    break Err(e.into());
-                }
-                continue;
+            status = next_status(&mut replay_rx) => Turn::Msg(Msg::Replay(status)),
+            Some(msg) = done_rx.recv() => Turn::Msg(msg),
+            sig = signals.next() => match sig {
+                Sig::End => Turn::End(Ok(())),
+                Sig::Suspend => s.suspend(terminal::suspend).map_or_else(|e| Turn::End(Err(e)), |()| Turn::Again),
+                Sig::Resume => s.suspend(terminal::resume).map_or_else(|e| Turn::End(Err(e)), |()| Turn::Again),
+            },
+            _ = tokio::time::sleep_until(next_draw.unwrap_or(s.last_draw)), if next_draw.is_some() => {
+                update(&mut s.state, Msg::Tick(Instant::now().into_std()));
+                s.redraw().map_or_else(|e| Turn::End(Err(e)), |()| Turn::Again)
             }
         };
-        let mut urgent = matches!(msg, Msg::Key(_) | Msg::Resize(..) | Msg::Status(_));
-        // A selection that moved to another key (the top row changed) is drawn at once, so
-        // that Enter opens the row the screen shows selected.
-        let selected = state.selected.clone();
-        let effect = update(&mut state, msg);
-        urgent |= state.selected != selected;
-        if let Some(pace) = &kernel_pace {
-            // The counters travel in the snapshots; they are read more often while shown.
-            pace.set(if state.panel == Some(Panel::Counters) {
-                KERNEL_READ
-            } else {
-                KERNEL_READ_CLOSED
-            });
-        }
-        match effect {
-            Some(Effect::Quit) => break Ok(()),
-            Some(Effect::Replay(cmd)) => {
-                if let Some(tx) = &replay_tx {
-                    let _ = tx.send(cmd);
-                }
-            }
-            Some(Effect::Flamegraph(req)) => {
-                effects::spawn_flamegraph(req, &info, &opts.flamegraph_dir, done_tx.clone());
-            }
-            Some(Effect::ToggleRecording) => {
-                let latest = state.tracker.latest();
-                for m in toggle_recording(&mut recording, &opts.record_dir, &info, latest) {
-                    update(&mut state, m);
-                }
-            }
-            None => {}
-        }
-        if urgent {
-            dirty = false;
-            last_draw = Instant::now();
-            if let Err(e) = draw(&mut terminal, &state) {
-                break Err(e.into());
-            }
-        } else {
-            dirty = true;
+        match turn {
+            Turn::Msg(msg) => match s.handle(msg) {
+                Ok(false) => {}
+                Ok(true) => break Ok(()),
+                Err(e) => break Err(e),
+            },
+            Turn::Again => {}
+            Turn::End(r) => break r,
         }
     };
 
     events_task.abort();
     let _ = events_task.await;
-    let saved = recording.map(ActiveRecording::stop);
-    drop(terminal);
+    let saved = s.recording.take().map(ActiveRecording::stop);
+    drop(s);
     drop(guard);
     if let Some(msg) = saved {
         eprintln!("dropscope: {msg}");
