@@ -217,3 +217,36 @@ fn a_reading_carried_by_a_snapshot_fills_the_counters_panel_and_the_badge() {
         "{out}"
     );
 }
+
+#[test]
+fn the_footer_fits_narrow_terminals_and_keeps_the_keys_a_newcomer_needs() {
+    for width in [80u16, 100, 160] {
+        let s = state((width, 30));
+        let out = screen(&s);
+        let footer = out.lines().last().expect("a footer");
+        assert!(
+            footer.trim_end().chars().count() <= usize::from(width),
+            "{footer}"
+        );
+        for key in [
+            "q quit",
+            "? help",
+            "/ filter",
+            "Enter",
+            "e explain",
+            "c counters",
+        ] {
+            assert!(
+                footer.contains(key),
+                "{width} columns: {key:?} missing from {footer:?}"
+            );
+        }
+    }
+    // Wide enough, every hint is there.
+    let out = screen(&state((160, 30)));
+    let footer = out.lines().last().expect("a footer");
+    assert!(
+        footer.contains("s/S sort") && footer.contains("b group"),
+        "{footer}"
+    );
+}

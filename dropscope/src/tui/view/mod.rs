@@ -109,11 +109,32 @@ fn footer(state: &State) -> Line<'static> {
         );
     }
     let mut spans = Vec::new();
-    for (k, what) in super::keys::hints(state) {
+    for (k, what) in fitted_hints(super::keys::hints(state), usize::from(state.size.0)) {
         spans.push(Span::styled(k, key));
         spans.push(Span::raw(format!(" {what}  ")));
     }
     Line::from(spans)
+}
+
+/// The footer's hints that fit in `width` columns: where all do not, the ones `?` help lists
+/// anyway go first (sorting, grouping, then pausing, recording, flamegraphs), never `q`, `?`,
+/// `/`, Enter, `e` or `c`; the order stays.
+fn fitted_hints(
+    mut hints: Vec<(&'static str, &'static str)>,
+    width: usize,
+) -> Vec<(&'static str, &'static str)> {
+    let len = |h: &[(&str, &str)]| -> usize {
+        h.iter()
+            .map(|(k, w)| k.chars().count() + w.chars().count() + 3)
+            .sum()
+    };
+    for label in ["s/S", "b", "space", "r", "f"] {
+        if len(&hints) <= width {
+            break;
+        }
+        hints.retain(|(k, _)| *k != label);
+    }
+    hints
 }
 
 fn help_lines(title: &str, keys: &[KeyHelp], state: &State) -> Vec<Line<'static>> {
