@@ -15,7 +15,7 @@ use anyhow::{Context as _, bail};
 /// The package's maintainer (Debian's `Maintainer:` field and the changelog's signature);
 /// `DEBFULLNAME` and `DEBEMAIL` override it, as they do for Debian's own tools.
 const MAINTAINER_NAME: &str = "dropscope maintainers";
-const MAINTAINER_EMAIL: &str = "maintainers@users.noreply.a-seed-34899a7a.example";
+const MAINTAINER_EMAIL: &str = "maintainers@dropscope.example";
 
 /// The Debian revision of the package (the upstream version is the workspace's).
 const DEBIAN_REVISION: &str = "1";
