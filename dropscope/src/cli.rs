@@ -270,6 +270,7 @@ pub struct LiveArgs {
     pub count_syscalls: bool,
     /// Benchmark only: start with N synthetic keys (one count on every CPU each), so the cost of
     /// reading many keys can be measured.
+    #[cfg(feature = "bench")]
     #[arg(long, hide = true, default_value_t = 0, value_name = "N")]
     pub bench_keys: u32,
     /// Enable kernel BPF run-time statistics while running, to show the probe's ns per drop

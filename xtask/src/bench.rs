@@ -87,7 +87,15 @@ fn run_all(args: BenchArgs) -> anyhow::Result<()> {
     let mut build_errors = [None, None];
     if !args.no_build {
         crate::setup::all(false)?;
-        crate::cargo(&["build", "--release", "--package", "dropscope"])?;
+        // The floor program and synthetic keys are bench-only (never in a release binary).
+        crate::cargo(&[
+            "build",
+            "--release",
+            "--package",
+            "dropscope",
+            "--features",
+            "bench",
+        ])?;
         build_errors = examples::EXAMPLES.map(|name| examples::build(&root, name));
     }
     let target_dir = target_dir(&root);

@@ -31,13 +31,15 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
     if !no_lint {
         step("cargo fmt --check");
         cargo(&["fmt", "--all", "--", "--check"])?;
-        step("clippy");
+        step("clippy (with the bench-only code)");
         cargo(&[
             "clippy",
             "--workspace",
             "--exclude",
             "dropscope-ebpf",
             "--all-targets",
+            "--features",
+            "dropscope/bench",
             "--",
             "-D",
             "warnings",

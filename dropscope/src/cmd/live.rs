@@ -27,6 +27,7 @@ pub fn start_live(
         max_keys: live.max_keys,
         btf_path: live.btf.clone(),
         count_self_syscalls: live.count_syscalls,
+        #[cfg(feature = "bench")]
         bench_keys: live.bench_keys,
         by: live.select.by.clone(),
         filter: live.select.live_filter()?,

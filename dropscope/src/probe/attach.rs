@@ -58,15 +58,12 @@ impl Probe {
         let btf = match btf::read(&opts.btf_path) {
             Ok(bytes) => Some(bytes),
             Err(e @ btf::BtfFileError::Missing(_))
-                if !matches!(opts.choice, ProbeChoice::Btf | ProbeChoice::Floor)
-                    && opts.btf_path == Path::new(btf::KERNEL_BTF) =>
+                if !btf_only(opts.choice) && opts.btf_path == Path::new(btf::KERNEL_BTF) =>
             {
                 tracing::info!("{e}; using the classic tracepoint");
                 None
             }
-            Err(e @ btf::BtfFileError::Missing(_))
-                if matches!(opts.choice, ProbeChoice::Btf | ProbeChoice::Floor) =>
-            {
+            Err(e @ btf::BtfFileError::Missing(_)) if btf_only(opts.choice) => {
                 return Err(ProbeError::NoBtf(opts.btf_path.clone(), e.to_string()));
             }
             Err(e) => return Err(ProbeError::BadBtf(e)),
@@ -161,6 +158,7 @@ impl Probe {
             .map_err(|e| ProbeError::Load(format!("{e:#}")))?;
 
         let kind = match (&btf, use_btf) {
+            #[cfg(feature = "bench")]
             (Some(btf), true) if opts.choice == ProbeChoice::Floor => {
                 let prog: &mut BtfTracePoint = program(&mut ebpf, programs::KFREE_SKB_FLOOR)?;
                 prog.load("kfree_skb", btf)
@@ -197,7 +195,10 @@ impl Probe {
         };
 
         set_reason_filter(&mut ebpf, &reason_bits)?;
+        #[cfg(feature = "bench")]
         let synthetic = opts.bench_keys.min(opts.max_keys);
+        #[cfg(not(feature = "bench"))]
+        let synthetic = 0;
         fill_free_slots(&mut ebpf, synthetic, opts.max_keys)?;
         let counters = mmap_map(&mut ebpf, maps::COUNTERS, ncpus)?;
         let control = mmap_map(&mut ebpf, maps::CONTROL, 1)?;
@@ -209,6 +210,7 @@ impl Probe {
             (SAMPLED_KEYS * SAMPLES_PER_KEY) as usize,
         )?;
         let sample_owner = mmap_map(&mut ebpf, maps::SAMPLE_OWNER, SAMPLED_KEYS as usize)?;
+        #[cfg(feature = "bench")]
         if synthetic > 0 {
             add_synthetic_keys(&keys, &counters, &slot_counts, synthetic, opts.max_keys)?;
         }
@@ -371,6 +373,7 @@ impl Probe {
         let name = match self.kind {
             ProbeKind::TpBtf => programs::KFREE_SKB_BTF,
             ProbeKind::Tracepoint => programs::KFREE_SKB_TP,
+            #[cfg(feature = "bench")]
             ProbeKind::Floor => programs::KFREE_SKB_FLOOR,
         };
         let prog = self.ebpf.program(name)?;
@@ -433,6 +436,7 @@ fn fill_free_slots(ebpf: &mut Ebpf, first: u32, max_keys: u32) -> Result<(), Pro
 
 /// Benchmark only: keys `0..n` in slots `0..n`, each counted once on every CPU, as if real drops
 /// had made them (totals included, so the invariant holds).
+#[cfg(feature = "bench")]
 fn add_synthetic_keys(
     keys: &MapData,
     counters: &MmapArray<CpuCounters>,
@@ -477,4 +481,14 @@ fn set_reason_filter(ebpf: &mut Ebpf, bits: &[u64]) -> Result<(), ProbeError> {
             .map_err(|e| ProbeError::Load(format!("setting the reason filter: {e}")))?;
     }
     Ok(())
+}
+
+/// Whether the choice needs the typed hook (no fallback to the classic tracepoint).
+fn btf_only(choice: ProbeChoice) -> bool {
+    match choice {
+        ProbeChoice::Btf => true,
+        #[cfg(feature = "bench")]
+        ProbeChoice::Floor => true,
+        _ => false,
+    }
 }

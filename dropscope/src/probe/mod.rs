@@ -36,6 +36,7 @@ pub enum ProbeChoice {
     /// Only the classic `skb:kfree_skb` tracepoint (needs tracefs; mounted if absent).
     Tracepoint,
     /// An empty program on `tp_btf/kfree_skb` that counts nothing: the benchmark's floor.
+    #[cfg(feature = "bench")]
     #[value(hide = true)]
     Floor,
 }
@@ -48,6 +49,7 @@ pub enum ProbeKind {
     /// Classic tracepoint.
     Tracepoint,
     /// The empty program (counts nothing).
+    #[cfg(feature = "bench")]
     Floor,
 }
 
@@ -56,6 +58,7 @@ impl std::fmt::Display for ProbeKind {
         f.write_str(match self {
             ProbeKind::TpBtf => "tp_btf/kfree_skb",
             ProbeKind::Tracepoint => "tracepoint/skb/kfree_skb",
+            #[cfg(feature = "bench")]
             ProbeKind::Floor => "tp_btf/kfree_skb (empty program: counts nothing)",
         })
     }
@@ -73,6 +76,7 @@ pub struct ProbeOptions {
     /// Also count dropscope's own syscalls (a `sys_enter` program filtered to this process).
     pub count_self_syscalls: bool,
     /// Benchmark only: synthetic keys to start with (see [`Probe::attach`]).
+    #[cfg(feature = "bench")]
     pub bench_keys: u32,
     /// The dimensions the kernel keeps.
     pub by: Vec<Dim>,
@@ -87,6 +91,7 @@ impl Default for ProbeOptions {
             max_keys: dropscope_common::DEFAULT_MAX_KEYS,
             btf_path: PathBuf::from("/sys/kernel/btf/vmlinux"),
             count_self_syscalls: false,
+            #[cfg(feature = "bench")]
             bench_keys: 0,
             by: vec![Dim::Reason, Dim::Location],
             filter: Filter::default(),

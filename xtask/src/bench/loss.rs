@@ -342,9 +342,13 @@ pub fn have_bpftrace() -> bool {
 
 /// Whether the dropscope binary exists.
 pub fn check_binary(bin: &Path) -> anyhow::Result<()> {
-    if !bin.is_file() {
+    let help = std::process::Command::new(bin)
+        .args(["report", "--bench-keys", "0", "--help"])
+        .output();
+    if !help.is_ok_and(|o| o.status.success()) {
         bail!(
-            "{} is missing; build it with `cargo build --release -p dropscope`",
+            "{} is missing or was built without the bench feature; build it with `cargo build \
+             --release -p dropscope --features bench`",
             bin.display()
         );
     }
