@@ -53,51 +53,12 @@ impl Probe {
         }
         errors::check_privileges()?;
         let ncpus = aya::util::nr_cpus().map_err(|(what, e)| ProbeError::Cpus(what, e))?;
-        // Only the running kernel's own BTF may be absent (then the tracepoint format serves);
-        // any other unreadable, empty or non-BTF file is an error, never ignored.
-        let btf = match btf::read(&opts.btf_path) {
-            Ok(bytes) => Some(bytes),
-            Err(e @ btf::BtfFileError::Missing(_))
-                if !btf_only(opts.choice) && opts.btf_path == Path::new(btf::KERNEL_BTF) =>
-            {
-                tracing::info!("{e}; using the classic tracepoint");
-                None
-            }
-            Err(e @ btf::BtfFileError::Missing(_)) if btf_only(opts.choice) => {
-                return Err(ProbeError::NoBtf(opts.btf_path.clone(), e.to_string()));
-            }
-            Err(e) => return Err(ProbeError::BadBtf(e)),
-        };
-        let reasons = match &btf {
-            Some(bytes) => ReasonTable::from_btf_bytes(bytes),
-            None => ReasonTable::from_running_kernel(),
-        }
-        .map_err(|e| match e.downcast::<reasons::NoDropReasons>() {
-            Ok(_) => ProbeError::NoReasons(reasons::kernel_release()),
-            Err(e) => ProbeError::Reasons(format!("{e:#}")),
-        })?;
-        // The struct offsets attribution reads, from the same BTF.
-        let mut config = Config::default();
-        if let Some(bytes) = &btf {
-            btf_rs::Btf::from_bytes(bytes)
-                .map_err(anyhow::Error::from)
-                .and_then(|b| layout::fill(&b, &mut config))
-                .map_err(|e| ProbeError::Layout(format!("{e:#}")))?;
-        }
-        let btf = match btf {
-            Some(bytes) => Some(Btf::parse(&bytes, Endianness::default()).map_err(|e| {
-                ProbeError::BadBtf(btf::BtfFileError::Corrupt(
-                    opts.btf_path.clone(),
-                    e.to_string(),
-                ))
-            })?),
-            None => None,
-        };
+        let KernelFacts {
+            btf,
+            reasons,
+            mut config,
+        } = KernelFacts::read(opts)?;
         let use_btf = btf.is_some() && opts.choice != ProbeChoice::Tracepoint;
-        let (not_dropped, consumed) = reasons
-            .non_drop_values()
-            .map_err(|e| ProbeError::Reasons(format!("{e:#}")))?;
-
         let reason_bits = super::filter::encode(&opts.by, &opts.filter, &reasons, &mut config)
             .map_err(|e| ProbeError::Selection(format!("{e:#}")))?;
         let filtering = opts.filter.netns.is_some()
@@ -112,25 +73,12 @@ impl Probe {
                     .into(),
             ));
         }
-
-        let mut tracefs = None;
-        let (loc_off, reason_off) = if use_btf {
-            (0u32, 0u32)
+        let (tracefs, tp_offsets) = if use_btf {
+            (None, (0, 0))
         } else {
-            let mount =
-                TracefsMount::ensure().map_err(|e| ProbeError::Tracefs(format!("{e:#}")))?;
-            tracefs = Some(mount);
-            let format =
-                tracefs::kfree_skb_format().map_err(|e| ProbeError::Tracefs(format!("{e:#}")))?;
-            let off = |f| {
-                tracefs::field_offset(&format, f)
-                    .ok_or_else(|| ProbeError::Tracefs(format!("kfree_skb has no `{f}` field")))
-            };
-            config.tp_skb = off("skbaddr")?;
-            config.tp_rx_sk = tracefs::field_offset(&format, "rx_skaddr").unwrap_or(0);
-            (off("location")?, off("reason")?)
+            let (mount, offsets) = tracepoint_offsets(&mut config)?;
+            (Some(mount), offsets)
         };
-        let tgid = std::process::id();
         let slot_entries = u32::try_from(ncpus)
             .ok()
             .and_then(|n| n.checked_mul(opts.max_keys))
@@ -141,48 +89,8 @@ impl Probe {
                     opts.max_keys
                 ))
             })?;
-
-        let mut ebpf = EbpfLoader::new()
-            .override_global(globals::NOT_DROPPED_YET, &not_dropped, true)
-            .override_global(globals::CONSUMED, &consumed, true)
-            .override_global(globals::TP_LOCATION_OFFSET, &loc_off, true)
-            .override_global(globals::TP_REASON_OFFSET, &reason_off, true)
-            .override_global(globals::SELF_TGID, &tgid, true)
-            .override_global(globals::MAX_KEYS, &opts.max_keys, true)
-            .override_global(globals::CONFIG, &config, true)
-            .map_max_entries(maps::KEYS, opts.max_keys)
-            .map_max_entries(maps::FREE_SLOTS, opts.max_keys)
-            .map_max_entries(maps::SLOT_COUNTS, slot_entries)
-            .map_max_entries(maps::COUNTERS, ncpus as u32)
-            .load(EBPF_OBJECT)
-            .map_err(|e| ProbeError::Load(format!("{e:#}")))?;
-
-        let kind = match (&btf, use_btf) {
-            #[cfg(feature = "bench")]
-            (Some(btf), true) if opts.choice == ProbeChoice::Floor => {
-                let prog: &mut BtfTracePoint = program(&mut ebpf, programs::KFREE_SKB_FLOOR)?;
-                prog.load("kfree_skb", btf)
-                    .and_then(|()| prog.attach().map(drop))
-                    .map_err(|e| ProbeError::Attach("tp_btf/kfree_skb", format!("{e:#}")))?;
-                ProbeKind::Floor
-            }
-            (Some(btf), true) => {
-                let prog: &mut BtfTracePoint = program(&mut ebpf, programs::KFREE_SKB_BTF)?;
-                prog.load("kfree_skb", btf)
-                    .and_then(|()| prog.attach().map(drop))
-                    .map_err(|e| ProbeError::Attach("tp_btf/kfree_skb", format!("{e:#}")))?;
-                ProbeKind::TpBtf
-            }
-            _ => {
-                let prog: &mut TracePoint = program(&mut ebpf, programs::KFREE_SKB_TP)?;
-                prog.load()
-                    .and_then(|()| prog.attach("skb", "kfree_skb").map(drop))
-                    .map_err(|e| {
-                        ProbeError::Attach("tracepoint/skb/kfree_skb", format!("{e:#}"))
-                    })?;
-                ProbeKind::Tracepoint
-            }
-        };
+        let mut ebpf = load(opts, &reasons, &config, tp_offsets, ncpus, slot_entries)?;
+        let kind = attach_drop_program(&mut ebpf, btf.as_ref(), use_btf, opts.choice)?;
         let counts_self_syscalls = match (&btf, opts.count_self_syscalls) {
             (Some(btf), true) => {
                 let prog: &mut BtfTracePoint = program(&mut ebpf, programs::SYS_ENTER)?;
@@ -491,4 +399,141 @@ fn btf_only(choice: ProbeChoice) -> bool {
         ProbeChoice::Floor => true,
         _ => false,
     }
+}
+
+/// What the probe needs to know of the kernel before loading: its BTF (parsed), drop reasons
+/// and the struct offsets attribution reads (from the same BTF).
+struct KernelFacts {
+    btf: Option<Btf>,
+    reasons: ReasonTable,
+    config: Config,
+}
+
+impl KernelFacts {
+    fn read(opts: &ProbeOptions) -> Result<Self, ProbeError> {
+        // Only the running kernel's own BTF may be absent (then the tracepoint format serves);
+        // any other unreadable, empty or non-BTF file is an error, never ignored.
+        let bytes = match btf::read(&opts.btf_path) {
+            Ok(bytes) => Some(bytes),
+            Err(e @ btf::BtfFileError::Missing(_))
+                if !btf_only(opts.choice) && opts.btf_path == Path::new(btf::KERNEL_BTF) =>
+            {
+                tracing::info!("{e}; using the classic tracepoint");
+                None
+            }
+            Err(e @ btf::BtfFileError::Missing(_)) if btf_only(opts.choice) => {
+                return Err(ProbeError::NoBtf(opts.btf_path.clone(), e.to_string()));
+            }
+            Err(e) => return Err(ProbeError::BadBtf(e)),
+        };
+        let reasons = match &bytes {
+            Some(bytes) => ReasonTable::from_btf_bytes(bytes),
+            None => ReasonTable::from_running_kernel(),
+        }
+        .map_err(|e| match e.downcast::<reasons::NoDropReasons>() {
+            Ok(_) => ProbeError::NoReasons(reasons::kernel_release()),
+            Err(e) => ProbeError::Reasons(format!("{e:#}")),
+        })?;
+        let mut config = Config::default();
+        if let Some(bytes) = &bytes {
+            btf_rs::Btf::from_bytes(bytes)
+                .map_err(anyhow::Error::from)
+                .and_then(|b| layout::fill(&b, &mut config))
+                .map_err(|e| ProbeError::Layout(format!("{e:#}")))?;
+        }
+        let btf = match bytes {
+            Some(bytes) => Some(Btf::parse(&bytes, Endianness::default()).map_err(|e| {
+                ProbeError::BadBtf(btf::BtfFileError::Corrupt(
+                    opts.btf_path.clone(),
+                    e.to_string(),
+                ))
+            })?),
+            None => None,
+        };
+        Ok(Self {
+            btf,
+            reasons,
+            config,
+        })
+    }
+}
+
+/// The classic tracepoint's field offsets (tracefs mounted if need be, and kept mounted for as
+/// long as the probe lives): the skb's and the receiving socket's into `config`, and
+/// (location, reason) returned.
+fn tracepoint_offsets(config: &mut Config) -> Result<(TracefsMount, (u32, u32)), ProbeError> {
+    let mount = TracefsMount::ensure().map_err(|e| ProbeError::Tracefs(format!("{e:#}")))?;
+    let format = tracefs::kfree_skb_format().map_err(|e| ProbeError::Tracefs(format!("{e:#}")))?;
+    let off = |f| {
+        tracefs::field_offset(&format, f)
+            .ok_or_else(|| ProbeError::Tracefs(format!("kfree_skb has no `{f}` field")))
+    };
+    config.tp_skb = off("skbaddr")?;
+    config.tp_rx_sk = tracefs::field_offset(&format, "rx_skaddr").unwrap_or(0);
+    Ok((mount, (off("location")?, off("reason")?)))
+}
+
+/// Loads the eBPF object with its read-only settings and map sizes.
+fn load(
+    opts: &ProbeOptions,
+    reasons: &ReasonTable,
+    config: &Config,
+    (loc_off, reason_off): (u32, u32),
+    ncpus: usize,
+    slot_entries: u32,
+) -> Result<Ebpf, ProbeError> {
+    let (not_dropped, consumed) = reasons
+        .non_drop_values()
+        .map_err(|e| ProbeError::Reasons(format!("{e:#}")))?;
+    let tgid = std::process::id();
+    EbpfLoader::new()
+        .override_global(globals::NOT_DROPPED_YET, &not_dropped, true)
+        .override_global(globals::CONSUMED, &consumed, true)
+        .override_global(globals::TP_LOCATION_OFFSET, &loc_off, true)
+        .override_global(globals::TP_REASON_OFFSET, &reason_off, true)
+        .override_global(globals::SELF_TGID, &tgid, true)
+        .override_global(globals::MAX_KEYS, &opts.max_keys, true)
+        .override_global(globals::CONFIG, config, true)
+        .map_max_entries(maps::KEYS, opts.max_keys)
+        .map_max_entries(maps::FREE_SLOTS, opts.max_keys)
+        .map_max_entries(maps::SLOT_COUNTS, slot_entries)
+        .map_max_entries(maps::COUNTERS, ncpus as u32)
+        .load(EBPF_OBJECT)
+        .map_err(|e| ProbeError::Load(format!("{e:#}")))
+}
+
+/// Attaches the drop-counting program: the typed hook where BTF allows, else the classic
+/// tracepoint.
+fn attach_drop_program(
+    ebpf: &mut Ebpf,
+    btf: Option<&Btf>,
+    use_btf: bool,
+    choice: ProbeChoice,
+) -> Result<ProbeKind, ProbeError> {
+    // Only a bench build has another choice here (the floor).
+    let _ = choice;
+    Ok(match (btf, use_btf) {
+        #[cfg(feature = "bench")]
+        (Some(btf), true) if choice == ProbeChoice::Floor => {
+            let prog: &mut BtfTracePoint = program(ebpf, programs::KFREE_SKB_FLOOR)?;
+            prog.load("kfree_skb", btf)
+                .and_then(|()| prog.attach().map(drop))
+                .map_err(|e| ProbeError::Attach("tp_btf/kfree_skb", format!("{e:#}")))?;
+            ProbeKind::Floor
+        }
+        (Some(btf), true) => {
+            let prog: &mut BtfTracePoint = program(ebpf, programs::KFREE_SKB_BTF)?;
+            prog.load("kfree_skb", btf)
+                .and_then(|()| prog.attach().map(drop))
+                .map_err(|e| ProbeError::Attach("tp_btf/kfree_skb", format!("{e:#}")))?;
+            ProbeKind::TpBtf
+        }
+        _ => {
+            let prog: &mut TracePoint = program(ebpf, programs::KFREE_SKB_TP)?;
+            prog.load()
+                .and_then(|()| prog.attach("skb", "kfree_skb").map(drop))
+                .map_err(|e| ProbeError::Attach("tracepoint/skb/kfree_skb", format!("{e:#}")))?;
+            ProbeKind::Tracepoint
+        }
+    })
 }
