@@ -133,6 +133,30 @@ impl KernelCounters {
         }
     }
 
+    /// Every counter's growth since the window started, per namespace, as a snapshot carries
+    /// it (the packets received among them: the denominators of drop ratios).
+    pub fn reading(&self) -> crate::model::KernelReading {
+        let netns = (self.latest.iter())
+            .filter_map(|(ns, latest)| {
+                let base = self.baseline.get(ns);
+                let growth: crate::model::kernel::Growth = (latest.iter())
+                    .filter_map(|(name, &v)| {
+                        let before = base.and_then(|b| b.get(name)).copied().unwrap_or(0);
+                        let d = v.saturating_sub(before);
+                        (d > 0).then(|| (std::sync::Arc::from(name.as_str()), d))
+                    })
+                    .collect();
+                (!growth.is_empty()).then_some((*ns, growth))
+            })
+            .collect();
+        crate::model::KernelReading {
+            unix_ms: self.read_unix_ms,
+            initial_netns: self.initial_netns(),
+            netns,
+            errors: self.errors.clone(),
+        }
+    }
+
     /// The initial namespace's inode number.
     pub fn initial_netns(&self) -> u64 {
         self.namespaces.initial()
