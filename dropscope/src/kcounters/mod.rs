@@ -19,14 +19,20 @@ pub mod unseen;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+};
 
 pub use self::unseen::{CounterDelta, SeenDrop, Unseen};
 use self::{
     netns::{MAX_READ_PER_POLL, Namespaces, Reading},
     parse::Counters,
 };
-use crate::model::Snapshot;
+use crate::model::{
+    KernelReading, Snapshot,
+    kernel::{Growth, PACKET_COUNTERS},
+};
 
 /// Counter deltas and unseen drops over one window: what the report and the TUI show.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -133,33 +139,37 @@ impl KernelCounters {
         }
     }
 
-    /// Every counter's growth since the window started, per namespace, as a snapshot carries
-    /// it (the packets received among them: the denominators of drop ratios).
-    pub fn reading(&self) -> crate::model::KernelReading {
-        let netns = (self.latest.iter())
-            .filter_map(|(ns, latest)| {
-                let base = self.baseline.get(ns);
-                let growth: crate::model::kernel::Growth = (latest.iter())
-                    .filter_map(|(name, &v)| {
-                        let before = base.and_then(|b| b.get(name)).copied().unwrap_or(0);
-                        let d = v.saturating_sub(before);
-                        (d > 0).then(|| (std::sync::Arc::from(name.as_str()), d))
-                    })
-                    .collect();
-                (!growth.is_empty()).then_some((*ns, growth))
-            })
-            .collect();
-        crate::model::KernelReading {
+    /// The initial namespace's inode number.
+    pub fn initial_netns(&self) -> u64 {
+        self.namespaces.initial()
+    }
+
+    /// The growth since the start, per namespace: the drop counters (those [`map`] knows)
+    /// and the packet counters (denominators of drop ratios), as a snapshot carries them.
+    pub fn reading(&self) -> KernelReading {
+        let mut netns = BTreeMap::new();
+        for (ns, now) in &self.latest {
+            let Some(base) = self.baseline.get(ns) else {
+                continue;
+            };
+            let g: Growth = now
+                .iter()
+                .filter(|(name, _)| is_kept(name))
+                .filter_map(|(name, &v)| {
+                    let d = v.saturating_sub(base.get(name).copied().unwrap_or(0));
+                    (d > 0).then(|| (Arc::from(name.as_str()), d))
+                })
+                .collect();
+            if !g.is_empty() {
+                netns.insert(*ns, g);
+            }
+        }
+        KernelReading {
             unix_ms: self.read_unix_ms,
             initial_netns: self.initial_netns(),
             netns,
             errors: self.errors.clone(),
         }
-    }
-
-    /// The initial namespace's inode number.
-    pub fn initial_netns(&self) -> u64 {
-        self.namespaces.initial()
     }
 
     /// [`KernelCounters::view`] with `snap` only if it was taken after the latest reading: a
@@ -196,6 +206,13 @@ impl KernelCounters {
                 .collect(),
         }
     }
+}
+
+/// Whether a counter travels in a reading: a drop counter or a packet counter.
+pub(crate) fn is_kept(name: &str) -> bool {
+    map::lookup(name).is_some()
+        || PACKET_COUNTERS.contains(&name)
+        || crate::model::kernel::device_packets(name).is_some()
 }
 
 /// The probe's keyed counts as [`SeenDrop`]s, with the namespace of their key when the probe

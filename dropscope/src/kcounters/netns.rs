@@ -17,7 +17,7 @@ use std::{
 
 use anyhow::Context as _;
 
-use super::{map, parse, parse::Counters};
+use super::{parse, parse::Counters};
 
 /// Where named namespaces are bound (`ip netns add`).
 pub const RUN_NETNS: &str = "/run/netns";
@@ -270,8 +270,8 @@ fn read_in(ns: &File, path: &Path, initial: bool) -> anyhow::Result<Counters> {
     if initial {
         parse::softnet(&read("softnet_stat")?, &mut all);
     }
-    // Only counters that count drops are kept.
-    all.retain(|name, _| map::lookup(name).is_some());
+    // Only counters that count drops, and packets (the denominators of ratios), are kept.
+    all.retain(|name, _| super::is_kept(name));
     Ok(all)
 }
 
