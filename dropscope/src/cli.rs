@@ -499,6 +499,63 @@ mod tests {
         assert!(Cli::try_parse_from(["dropscope", "explain"]).is_err());
     }
 
+    #[test]
+    fn parses_diff_and_check_flags() {
+        let cli = Cli::try_parse_from([
+            "dropscope",
+            "diff",
+            "base.dsrec",
+            "-",
+            "--budget",
+            "total<5/s,NO_SOCKET<1/s",
+            "--budget",
+            "new-reasons=0",
+            "--alpha",
+            "0.01",
+            "--format",
+            "junit",
+            "--by",
+            "reason,netns",
+        ])
+        .expect("parse");
+        let Some(Command::Diff(d)) = cli.command else {
+            panic!("not diff")
+        };
+        let clauses: Vec<String> = d.budget.iter().map(ToString::to_string).collect();
+        assert_eq!(clauses, ["total<5/s", "NO_SOCKET<1/s", "new-reasons=0"]);
+        assert_eq!((d.alpha, d.format), (0.01, JudgeFormat::Junit));
+        assert_eq!(d.new, PathBuf::from("-"));
+        assert!(!d.fail_on_regression);
+        for alpha in ["0", "1", "-0.1", "x"] {
+            let args = ["dropscope", "diff", "a", "b", "--alpha", alpha];
+            assert!(Cli::try_parse_from(args).is_err(), "--alpha {alpha}");
+        }
+        assert!(Cli::try_parse_from(["dropscope", "diff", "a", "b", "--budget", "total"]).is_err());
+
+        let cli = Cli::try_parse_from([
+            "dropscope",
+            "check",
+            "--budget",
+            "ratio<0.1%",
+            "--duration",
+            "30",
+        ])
+        .expect("parse");
+        let Some(Command::Check(c)) = cli.command else {
+            panic!("not check")
+        };
+        assert_eq!(
+            c.duration,
+            Some(Duration::from_secs(30)),
+            "a bare number is seconds"
+        );
+        assert_eq!(c.budget.len(), 1);
+        assert!(
+            Cli::try_parse_from(["dropscope", "check", "--duration", "3"]).is_err(),
+            "check needs a budget"
+        );
+    }
+
     /// Flags README shows that belong to other tools (cargo xtask's own).
     const OTHER_TOOLS: &[&str] = &["--fuzz-seconds", "--no-lint", "--no-vmtest"];
 

@@ -1,19 +1,23 @@
 //! `dropscope check`: counts live for `--duration`, then judges the drops against budgets
 //! (exit status 1 when a clause is broken), for a CI job or a health check.
-use std::{collections::BTreeSet, io::Write as _, sync::Arc};
+use std::{collections::BTreeSet, io::Write, sync::Arc};
+
+use serde::Serialize;
 
 use super::{
     Outcome,
     diff::{
         broken_lines, check_budget_reasons,
-        output::{self, CheckOutput, Run},
+        output::{Cases, Run, run_line, write_json, write_junit, write_verdicts},
     },
     live,
+    report::output::{NumberColumn, write_key_table},
 };
 use crate::{
-    cli::CheckArgs,
+    cli::{CheckArgs, JudgeFormat},
     model::{
-        budget::{self, Clause},
+        DropKey,
+        budget::{self, Clause, Verdict},
         compare::{self, DiffKey, Side},
         group::Dim,
     },
@@ -67,7 +71,7 @@ pub async fn check_cmd(args: CheckArgs) -> anyhow::Result<()> {
         ok: verdicts.iter().all(|v| v.ok),
     };
     let mut out = std::io::stdout().lock();
-    output::write_check(
+    write_check(
         &result,
         args.format,
         super::report::output::table_width(),
@@ -82,6 +86,74 @@ pub async fn check_cmd(args: CheckArgs) -> anyhow::Result<()> {
     }
 }
 
+/// What `check` found.
+#[derive(Debug, Serialize)]
+pub struct CheckOutput<'a> {
+    /// The run.
+    pub run: Run<'a>,
+    /// Its drops per key, the largest first: (key, count).
+    #[serde(serialize_with = "counts")]
+    pub keys: &'a [(DiffKey, u64)],
+    /// The budget clauses judged.
+    pub budgets: &'a [Verdict],
+    /// Whether every clause holds.
+    pub ok: bool,
+}
+
+fn counts<S: serde::Serializer>(keys: &&[(DiffKey, u64)], s: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Count<'a> {
+        #[serde(flatten)]
+        key: &'a DiffKey,
+        count: u64,
+    }
+    s.collect_seq(keys.iter().map(|(key, count)| Count { key, count: *count }))
+}
+
+/// Writes what `check` found in `format`.
+pub fn write_check(
+    c: &CheckOutput<'_>,
+    format: JudgeFormat,
+    width: usize,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    match format {
+        JudgeFormat::Table => {
+            let keys: Vec<DropKey> = c.keys.iter().map(|(k, _)| k.to_drop_key()).collect();
+            let numbers = [
+                NumberColumn {
+                    title: "COUNT",
+                    cells: c.keys.iter().map(|(_, n)| n.to_string()).collect(),
+                    min: 12,
+                },
+                NumberColumn {
+                    title: "RATE/s",
+                    cells: (c.keys.iter())
+                        .map(|(_, n)| crate::format::rate(*n as f64 / c.run.seconds))
+                        .collect(),
+                    min: 8,
+                },
+            ];
+            write_key_table(&keys.iter().collect::<Vec<_>>(), &numbers, width, out)?;
+            if c.keys.is_empty() {
+                writeln!(out, "(no drops)")?;
+            }
+            writeln!(out, "{}", run_line("counted", &c.run))?;
+            write_verdicts(c.budgets, out)?;
+        }
+        JudgeFormat::Json => write_json(c, out)?,
+        JudgeFormat::Junit => {
+            let cases = Cases {
+                budgets: c.budgets,
+                regressions: &[],
+                regressions_fail: false,
+            };
+            write_junit("dropscope check", c.run.seconds, &cases, out)?;
+        }
+    }
+    Ok(())
+}
+
 /// The drop reasons of the kernel counted on (`--btf`'s, else the running kernel's), to refuse
 /// a misspelt reason before counting; none where neither can be read (the guide's still count).
 fn kernel_reasons(args: &CheckArgs) -> BTreeSet<String> {
@@ -89,4 +161,78 @@ fn kernel_reasons(args: &CheckArgs) -> BTreeSet<String> {
         .or_else(|_| ReasonTable::from_running_kernel())
         .map(|t| t.iter().map(|(_, n)| n.to_string()).collect())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_and_junit_name_the_keys_and_verdicts() {
+        let key = |reason: &str| DiffKey {
+            reason: reason.into(),
+            location: "__udp4_lib_rcv+0x1c".into(),
+            netns: Some("web<1>".into()),
+            device: None,
+            protocol: None,
+            port: None,
+        };
+        let keys = [(key("NO_SOCKET"), 300), (key("OTHERHOST\x1b[2J"), 3)];
+        let side = Side {
+            counts: keys.iter().cloned().collect(),
+            total: 303,
+            seconds: 3.0,
+            packets: None,
+        };
+        let clauses = ["NO_SOCKET<1/s", "total<1000/s"].map(|c| budget::parse(c).expect(c));
+        let verdicts = budget::judge(&clauses, &side, None, "live").expect("judged");
+        let result = CheckOutput {
+            run: Run {
+                input: "live",
+                seconds: 3.0,
+                total: 303,
+                rate: 101.0,
+                packets: None,
+            },
+            keys: &keys,
+            budgets: &verdicts,
+            ok: false,
+        };
+        let write = |format| {
+            let mut out = Vec::new();
+            write_check(&result, format, 100, &mut out).expect("write");
+            String::from_utf8(out).expect("utf-8")
+        };
+        let table = write(JudgeFormat::Table);
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(
+            lines[0].starts_with("REASON") && lines[0].ends_with("COUNT    RATE/s"),
+            "{table}"
+        );
+        assert!(
+            lines[1].starts_with("NO_SOCKET") && lines[1].ends_with("300       100"),
+            "{table}"
+        );
+        assert!(lines[2].contains("OTHERHOST\\u{1b}[2J"), "{table}");
+        assert!(
+            table.contains("counted: live, 3s, 303 drops (101/s)"),
+            "{table}"
+        );
+        assert!(
+            table.contains("BROKEN  NO_SOCKET<1/s broken: 100/s, limit 1/s"),
+            "{table}"
+        );
+        assert!(table.contains("ok      total<1000/s holds"), "{table}");
+        let json: serde_json::Value =
+            serde_json::from_str(&write(JudgeFormat::Json)).expect("JSON");
+        assert_eq!(json["keys"][0]["count"], 300);
+        assert_eq!(json["keys"][0]["netns"], "web<1>");
+        assert_eq!(json["budgets"][0]["ok"], false);
+        let xml = write(JudgeFormat::Junit);
+        assert!(
+            xml.contains(r#"<testsuite name="dropscope check" tests="2" failures="1""#),
+            "{xml}"
+        );
+        assert!(xml.contains("in netns web&lt;1&gt;"), "{xml}");
+    }
 }

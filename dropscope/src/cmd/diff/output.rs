@@ -16,7 +16,7 @@ use crate::{
     model::{
         DropKey,
         budget::Verdict,
-        compare::{Change, DiffKey, Rates, Row},
+        compare::{Change, Rates, Row},
     },
     sanitize,
 };
@@ -59,30 +59,6 @@ pub struct DiffOutput<'a> {
     /// Whether significant regressions fail the command.
     #[serde(skip)]
     pub fail_on_regression: bool,
-}
-
-/// What `check` found.
-#[derive(Debug, Serialize)]
-pub struct CheckOutput<'a> {
-    /// The run.
-    pub run: Run<'a>,
-    /// Its drops per key, the largest first: (key, count).
-    #[serde(serialize_with = "counts")]
-    pub keys: &'a [(DiffKey, u64)],
-    /// The budget clauses judged.
-    pub budgets: &'a [Verdict],
-    /// Whether every clause holds.
-    pub ok: bool,
-}
-
-fn counts<S: serde::Serializer>(keys: &&[(DiffKey, u64)], s: S) -> Result<S::Ok, S::Error> {
-    #[derive(Serialize)]
-    struct Count<'a> {
-        #[serde(flatten)]
-        key: &'a DiffKey,
-        count: u64,
-    }
-    s.collect_seq(keys.iter().map(|(key, count)| Count { key, count: *count }))
 }
 
 /// A regression's sentence: the key, its rates, the ratio and the p-value.
@@ -147,51 +123,7 @@ pub fn write_diff(
     Ok(())
 }
 
-/// Writes what `check` found in `format`.
-pub fn write_check(
-    c: &CheckOutput<'_>,
-    format: JudgeFormat,
-    width: usize,
-    out: &mut impl Write,
-) -> anyhow::Result<()> {
-    match format {
-        JudgeFormat::Table => {
-            let keys: Vec<DropKey> = c.keys.iter().map(|(k, _)| k.to_drop_key()).collect();
-            let numbers = [
-                NumberColumn {
-                    title: "COUNT",
-                    cells: c.keys.iter().map(|(_, n)| n.to_string()).collect(),
-                    min: 12,
-                },
-                NumberColumn {
-                    title: "RATE/s",
-                    cells: (c.keys.iter())
-                        .map(|(_, n)| crate::format::rate(*n as f64 / c.run.seconds))
-                        .collect(),
-                    min: 8,
-                },
-            ];
-            write_key_table(&keys.iter().collect::<Vec<_>>(), &numbers, width, out)?;
-            if c.keys.is_empty() {
-                writeln!(out, "(no drops)")?;
-            }
-            writeln!(out, "{}", run_line("counted", &c.run))?;
-            write_verdicts(c.budgets, out)?;
-        }
-        JudgeFormat::Json => write_json(c, out)?,
-        JudgeFormat::Junit => {
-            let cases = Cases {
-                budgets: c.budgets,
-                regressions: &[],
-                regressions_fail: false,
-            };
-            write_junit("dropscope check", c.run.seconds, &cases, out)?;
-        }
-    }
-    Ok(())
-}
-
-fn write_json(v: &impl Serialize, out: &mut impl Write) -> anyhow::Result<()> {
+pub(crate) fn write_json(v: &impl Serialize, out: &mut impl Write) -> anyhow::Result<()> {
     let text = serde_json::to_string_pretty(v)?;
     // Names from a recording are written with risky characters escaped.
     writeln!(out, "{}", sanitize::json(&text))?;
@@ -199,7 +131,7 @@ fn write_json(v: &impl Serialize, out: &mut impl Write) -> anyhow::Result<()> {
 }
 
 /// `base: FILE, 10s, 1,234 drops (123.4/s)`.
-fn run_line(what: &str, r: &Run<'_>) -> String {
+pub(crate) fn run_line(what: &str, r: &Run<'_>) -> String {
     let mut line = format!(
         "{what}: {}, {}, {} drops ({}/s)",
         sanitize::terminal(r.input),
@@ -254,7 +186,7 @@ fn diff_table(d: &DiffOutput<'_>, width: usize, out: &mut impl Write) -> std::io
 }
 
 /// One line per budget clause: `ok` or `BROKEN`, and its sentence.
-fn write_verdicts(verdicts: &[Verdict], out: &mut impl Write) -> std::io::Result<()> {
+pub(crate) fn write_verdicts(verdicts: &[Verdict], out: &mut impl Write) -> std::io::Result<()> {
     if verdicts.is_empty() {
         return Ok(());
     }
@@ -267,19 +199,19 @@ fn write_verdicts(verdicts: &[Verdict], out: &mut impl Write) -> std::io::Result
 }
 
 /// The test cases of a JUnit report.
-struct Cases<'a> {
+pub(crate) struct Cases<'a> {
     /// One case per clause.
-    budgets: &'a [Verdict],
+    pub budgets: &'a [Verdict],
     /// One case per significant regression: its name and its sentence.
-    regressions: &'a [(String, String)],
+    pub regressions: &'a [(String, String)],
     /// Whether a regression is a failure (else its sentence is the case's output).
-    regressions_fail: bool,
+    pub regressions_fail: bool,
 }
 
 /// Writes a JUnit XML report: one suite named `suite`, a case per clause (failing where
 /// broken) and per regression. Text is made valid XML 1.0 first (`sanitize::svg`: no control
 /// character), then escaped by the XML writer (`<`, `&`, `>` and quotes).
-fn write_junit(
+pub(crate) fn write_junit(
     suite: &str,
     seconds: f64,
     cases: &Cases<'_>,
