@@ -69,17 +69,18 @@ pub fn regression_message(row: &Row, alpha: f64) -> String {
         row.key.describe(),
         crate::format::rate(r.base_rate),
         crate::format::rate(r.new_rate),
-        ratio(r.ratio),
+        ratio(r),
         p_value(r.p_value)
     )
 }
 
-/// A ratio of rates: `2.00x`, `new` where the baseline had none.
-fn ratio(r: Option<f64>) -> String {
-    match r {
+/// A ratio of rates: `2.00x`, `new` where the baseline had none, `-` where neither had any.
+fn ratio(r: &Rates) -> String {
+    match r.ratio {
+        None if r.new_count == 0 => "-".into(),
         None => "new".into(),
-        Some(r) if r < 10.0 => format!("{r:.2}x"),
-        Some(r) => format!("{r:.0}x"),
+        Some(x) if x < 10.0 => format!("{x:.2}x"),
+        Some(x) => format!("{x:.0}x"),
     }
 }
 
@@ -155,7 +156,7 @@ fn diff_table(d: &DiffOutput<'_>, width: usize, out: &mut impl Write) -> std::io
     let numbers = [
         column("BASE/s", 8, &|r| crate::format::rate(r.base_rate)),
         column("NEW/s", 8, &|r| crate::format::rate(r.new_rate)),
-        column("RATIO", 6, &|r| ratio(r.ratio)),
+        column("RATIO", 6, &ratio),
         column("P", 7, &|r| p_value(r.p_value)),
         column("CHANGE", 11, &|r| match r.change {
             Some(Change::Regression) => "regression".into(),
@@ -175,7 +176,7 @@ fn diff_table(d: &DiffOutput<'_>, width: usize, out: &mut impl Write) -> std::io
     writeln!(
         out,
         "total {} (p = {}); {} of {} keys went up and {} down significantly (p < {})",
-        ratio(d.total.ratio),
+        ratio(d.total),
         p_value(d.total.p_value),
         d.regressions,
         d.keys.len(),
