@@ -3,10 +3,10 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::probe::ProbeChoice;
+use crate::{model::budget, probe::ProbeChoice};
 
 mod selection;
-pub use selection::{DEFAULT_BY, Selection};
+pub use selection::{DEFAULT_BY, Selection, check_reason};
 
 /// Interactive terminal profiler for Linux kernel packet drops: which packets the kernel drops,
 /// why, where, from which stack, and since when. Counts in the kernel, never per event.
@@ -96,6 +96,18 @@ pub enum Command {
     },
     /// Write a flamegraph SVG (or folded stacks) of the sampled drop stacks.
     Flamegraph(FlamegraphArgs),
+    /// Compare two runs' drops key by key: each key's rate in BASE and NEW, their ratio, and
+    /// whether the change is more than chance; judge NEW against drop budgets (no root needed).
+    ///
+    /// BASE and NEW are recordings or `report --format json` output (told apart by content).
+    /// A change is significant when a Poisson rate test (the conditional binomial test of the
+    /// two counts given their windows' lengths) gives a p-value below --alpha. Exit status: 1
+    /// when a --budget clause is broken (or, with --fail-on-regression, a key's rate went up
+    /// significantly), 2 on a usage error, including a clause the inputs cannot answer.
+    Diff(DiffArgs),
+    /// Count live for --duration, then judge the drops against budgets: exit status 1 when a
+    /// clause is broken, naming it and what broke it; 0 when every clause holds.
+    Check(CheckArgs),
     /// Serve Prometheus metrics over HTTP (/metrics), counting live until Ctrl-C or SIGTERM.
     ///
     /// Loopback only by default. Listening beyond loopback without --web-config shows the drop
@@ -154,6 +166,58 @@ pub struct ServeArgs {
     /// It must be writable by its owner only, and owned by root when dropscope runs as root.
     #[arg(long, value_name = "FILE")]
     pub web_config: Option<PathBuf>,
+    /// Probe and polling options.
+    #[command(flatten)]
+    pub live: LiveArgs,
+}
+
+/// Options of `diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The baseline: a recording, or the output of `report --format json` (its last object
+    /// for JSON Lines); `-` reads it from standard input.
+    #[arg(value_name = "BASE")]
+    pub base: PathBuf,
+    /// The run to judge, of either kind; `-` reads it from standard input (one side only).
+    #[arg(value_name = "NEW")]
+    pub new: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = JudgeFormat::Table)]
+    pub format: JudgeFormat,
+    /// Significance level: a change is significant when its p-value is below P.
+    #[arg(long, default_value_t = 0.001, value_parser = parse_alpha, value_name = "P")]
+    pub alpha: f64,
+    /// Budget clauses NEW must keep (repeatable, or a comma list): `total<5/s`, a reason's
+    /// rate (`NO_SOCKET<1/s`; /s, /m or /h), `ratio<0.1%` (drops per packet received, from
+    /// the kernel's counters), `new-reasons=0` (no reason BASE does not have); `<=` too.
+    #[arg(long, value_delimiter = ',', value_parser = parse_clause, value_name = "SPEC")]
+    pub budget: Vec<budget::Clause>,
+    /// Also exit with status 1 when a key's rate went up significantly (by default only a
+    /// broken budget does).
+    #[arg(long)]
+    pub fail_on_regression: bool,
+    /// Grouping and filters, applied to both inputs (an unchanged --by groups them by the
+    /// dimensions both have).
+    #[command(flatten)]
+    pub select: Selection,
+}
+
+/// Options of `check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Budget clauses the drops must keep (repeatable, or a comma list): `total<5/s`, a
+    /// reason's rate (`NO_SOCKET<1/s`; /s, /m or /h), `ratio<0.1%` (drops per packet
+    /// received, from the kernel's counters); `<=` too.
+    #[arg(long, required = true, value_delimiter = ',', value_parser = parse_clause,
+          value_name = "SPEC")]
+    pub budget: Vec<budget::Clause>,
+    /// Count for this long (e.g. 30s; a bare number is seconds); without it, until Ctrl-C or
+    /// SIGTERM.
+    #[arg(long, value_parser = parse_duration, value_name = "D")]
+    pub duration: Option<Duration>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = JudgeFormat::Table)]
+    pub format: JudgeFormat,
     /// Probe and polling options.
     #[command(flatten)]
     pub live: LiveArgs,
@@ -288,6 +352,17 @@ pub enum Format {
     Json,
 }
 
+/// Output of the commands that judge (`diff`, `check`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum JudgeFormat {
+    /// Aligned columns, and one line per budget clause.
+    Table,
+    /// One JSON object.
+    Json,
+    /// JUnit XML, for CI: one test case per budget clause and per significant regression.
+    Junit,
+}
+
 /// Flamegraph output.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum GraphFormat {
@@ -305,6 +380,19 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             .map_err(|_| format!("{s:?} is not a duration in seconds"));
     }
     humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 2, 10s, 1m30s, 500ms)"))
+}
+
+/// One budget clause (see [`budget::parse`]).
+fn parse_clause(s: &str) -> Result<budget::Clause, String> {
+    budget::parse(s).map_err(|e| e.to_string())
+}
+
+/// A significance level: above 0, below 1.
+fn parse_alpha(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(a) if a > 0.0 && a < 1.0 => Ok(a),
+        _ => Err(format!("{s:?}: give a p-value between 0 and 1, e.g. 0.001")),
+    }
 }
 
 fn parse_interval(s: &str) -> Result<Duration, String> {
@@ -410,6 +498,63 @@ mod tests {
         let cli = Cli::try_parse_from(["dropscope", "explain", "NO_SOCKET"]).expect("parse");
         assert!(matches!(cli.command, Some(Command::Explain { name }) if name == "NO_SOCKET"));
         assert!(Cli::try_parse_from(["dropscope", "explain"]).is_err());
+    }
+
+    #[test]
+    fn parses_diff_and_check_flags() {
+        let cli = Cli::try_parse_from([
+            "dropscope",
+            "diff",
+            "base.dsrec",
+            "-",
+            "--budget",
+            "total<5/s,NO_SOCKET<1/s",
+            "--budget",
+            "new-reasons=0",
+            "--alpha",
+            "0.01",
+            "--format",
+            "junit",
+            "--by",
+            "reason,netns",
+        ])
+        .expect("parse");
+        let Some(Command::Diff(d)) = cli.command else {
+            panic!("not diff")
+        };
+        let clauses: Vec<String> = d.budget.iter().map(ToString::to_string).collect();
+        assert_eq!(clauses, ["total<5/s", "NO_SOCKET<1/s", "new-reasons=0"]);
+        assert_eq!((d.alpha, d.format), (0.01, JudgeFormat::Junit));
+        assert_eq!(d.new, PathBuf::from("-"));
+        assert!(!d.fail_on_regression);
+        for alpha in ["0", "1", "-0.1", "x"] {
+            let args = ["dropscope", "diff", "a", "b", "--alpha", alpha];
+            assert!(Cli::try_parse_from(args).is_err(), "--alpha {alpha}");
+        }
+        assert!(Cli::try_parse_from(["dropscope", "diff", "a", "b", "--budget", "total"]).is_err());
+
+        let cli = Cli::try_parse_from([
+            "dropscope",
+            "check",
+            "--budget",
+            "ratio<0.1%",
+            "--duration",
+            "30",
+        ])
+        .expect("parse");
+        let Some(Command::Check(c)) = cli.command else {
+            panic!("not check")
+        };
+        assert_eq!(
+            c.duration,
+            Some(Duration::from_secs(30)),
+            "a bare number is seconds"
+        );
+        assert_eq!(c.budget.len(), 1);
+        assert!(
+            Cli::try_parse_from(["dropscope", "check", "--duration", "3"]).is_err(),
+            "check needs a budget"
+        );
     }
 
     /// Flags README shows that belong to other tools (cargo xtask's own).

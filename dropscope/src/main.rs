@@ -4,7 +4,10 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use dropscope::cli::{Cli, Command};
+use dropscope::{
+    cli::{Cli, Command},
+    cmd::Outcome,
+};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -33,12 +36,22 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         // A reader that stopped reading (`| head`) ends the command quietly, as coreutils do.
         Err(e) if stdout_closed(&e) => ExitCode::SUCCESS,
-        Err(e) => {
-            // An error can quote a path or a name from a recording: shown escaped.
-            let msg = format!("{e:#}");
-            eprintln!("dropscope: error: {}", dropscope::sanitize::terminal(&msg));
-            ExitCode::FAILURE
-        }
+        Err(e) => match Outcome::of(&e) {
+            // A broken budget is a finding, one line per clause: exit status 1.
+            Some(Outcome::Broken(lines)) => {
+                for line in lines {
+                    eprintln!("dropscope: {}", dropscope::sanitize::terminal(line));
+                }
+                ExitCode::from(1)
+            }
+            outcome => {
+                // An error can quote a path or a name from a recording: shown escaped.
+                let msg = format!("{e:#}");
+                eprintln!("dropscope: error: {}", dropscope::sanitize::terminal(&msg));
+                // A usage error exits with 2, as clap's own.
+                ExitCode::from(outcome.map_or(1, Outcome::status))
+            }
+        },
     }
 }
 

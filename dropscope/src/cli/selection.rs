@@ -115,20 +115,39 @@ impl Selection {
     /// The filter and grouping for counts read from a recording: refused if the recording
     /// lacks a dimension they need, or names no namespace or interface given.
     pub fn recorded(&self, s: &Snapshot) -> anyhow::Result<(Filter, Vec<Dim>)> {
+        self.recorded_all(&[s])
+    }
+
+    /// [`Selection::recorded`] for counts read from several inputs that are shown side by
+    /// side: an unchanged `--by` groups them by the dimensions they all have; a filter or
+    /// grouping is refused if one lacks a dimension it needs, and a namespace, interface or
+    /// reason given must be known to one of them.
+    pub fn recorded_all(&self, snaps: &[&Snapshot]) -> anyhow::Result<(Filter, Vec<Dim>)> {
         let f = self.filter();
-        // An unchanged --by shows the recording as it was counted.
+        // An unchanged --by shows the recordings as they were counted.
         let by = if self.default_by() {
-            group::dims_of(s).unwrap_or_else(|| Dim::ALL.to_vec())
+            let had: Vec<Vec<Dim>> = snaps.iter().filter_map(|s| group::dims_of(s)).collect();
+            if had.is_empty() {
+                Dim::ALL.to_vec()
+            } else {
+                (Dim::ALL.into_iter())
+                    .filter(|d| had.iter().all(|h| h.contains(d)))
+                    .collect()
+            }
         } else {
             self.by.clone()
         };
-        group::check(s, &f, &by).map_err(|e: MissingDim| anyhow::anyhow!("{e}"))?;
+        for s in snaps {
+            group::check(s, &f, &by).map_err(|e: MissingDim| anyhow::anyhow!("{e}"))?;
+        }
+        let drops = || snaps.iter().flat_map(|s| s.drops.iter());
+        let empty = drops().next().is_none();
         if let Some(ns) = &f.netns {
-            let known = s.drops.iter().any(|d| {
+            let known = drops().any(|d| {
                 d.key.attr.netns_name.as_deref() == Some(ns.text.as_str())
                     || d.key.attr.netns == ns.inode
             });
-            if !known && !s.drops.is_empty() {
+            if !known && !empty {
                 anyhow::bail!(
                     "--netns {:?}: no namespace of this name in the recording",
                     ns.text
@@ -136,29 +155,14 @@ impl Selection {
             }
         }
         // A reason no kernel has (a typo) would match nothing, silently.
-        let seen: std::collections::BTreeSet<String> = s
-            .drops
-            .iter()
-            .map(|d| d.key.reason.name.to_string())
-            .collect();
-        let guide = crate::explain::Guide::builtin();
+        let seen: std::collections::BTreeSet<String> =
+            drops().map(|d| d.key.reason.name.to_string()).collect();
         for name in f.reasons.iter().chain(&f.exclude_reasons) {
-            let n = group::reason_name(name);
-            if !seen.contains(&n) && !guide.reasons().iter().any(|e| e.name == n) {
-                let near = crate::explain::did_you_mean(
-                    name,
-                    seen.iter()
-                        .map(String::as_str)
-                        .chain(guide.reasons().iter().map(|e| e.name.as_str())),
-                );
-                anyhow::bail!(
-                    "unknown drop reason {name:?}{near} (`dropscope reasons` lists them)"
-                );
-            }
+            check_reason(name, &seen)?;
         }
         if let Some(dev) = &f.device
-            && !s.drops.is_empty()
-            && !(s.drops.iter()).any(|d| d.key.attr.device.as_deref() == Some(dev.as_str()))
+            && !empty
+            && !drops().any(|d| d.key.attr.device.as_deref() == Some(dev.as_str()))
         {
             anyhow::bail!("--device {dev:?}: no interface of this name in the recording");
         }
@@ -188,6 +192,23 @@ impl Selection {
         }
         (!parts.is_empty()).then(|| parts.join(", "))
     }
+}
+
+/// Refuses a reason name that neither `seen` (names of the counts at hand) nor the reason
+/// guide has, with the closest names: a typo would match nothing, silently.
+pub fn check_reason(name: &str, seen: &std::collections::BTreeSet<String>) -> anyhow::Result<()> {
+    let n = group::reason_name(name);
+    let guide = crate::explain::Guide::builtin();
+    if !seen.contains(&n) && !guide.reasons().iter().any(|e| e.name == n) {
+        let near = crate::explain::did_you_mean(
+            name,
+            seen.iter()
+                .map(String::as_str)
+                .chain(guide.reasons().iter().map(|e| e.name.as_str())),
+        );
+        anyhow::bail!("unknown drop reason {name:?}{near} (`dropscope reasons` lists them)");
+    }
+    Ok(())
 }
 
 fn parse_protocol(s: &str) -> Result<u8, String> {

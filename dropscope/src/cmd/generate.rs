@@ -51,16 +51,25 @@ a flamegraph of the sampled drop stacks
 .TP
 \fBsudo dropscope serve\fR
 Prometheus metrics on http://127.0.0.1:9818/metrics
+.TP
+\fBdropscope diff before.dsrec after.dsrec \-\-budget 'total<5/s'\fR
+compare two runs key by key (rates, ratio, significance) and judge the second against a budget
+.TP
+\fBsudo dropscope check \-\-budget 'NO_SOCKET<1/s' \-\-duration 30s\fR
+count for 30 seconds, then fail if a budget is broken
 .SH EXIT STATUS
 0 on success, also when the reader of standard output goes away (\fB| head\fR);
-1 on an error, with a one-line message on standard error; 2 on a usage error.
+1 on an error, with a one-line message on standard error, and when \fBdiff\fR or \fBcheck\fR
+finds a budget clause broken (one line naming each); 2 on a usage error, including a budget
+clause the inputs cannot answer.
 .SH FILES
 .TP
 \fI/sys/kernel/btf/vmlinux\fR
 the kernel's BTF: drop reason names and the typed hook
 .SH SEE ALSO
 \fBdropscope-report\fR(1), \fBdropscope-explain\fR(1), \fBdropscope-record\fR(1),
-\fBdropscope-replay\fR(1), \fBdropscope-flamegraph\fR(1), \fBdropscope-serve\fR(1),
+\fBdropscope-replay\fR(1), \fBdropscope-flamegraph\fR(1), \fBdropscope-diff\fR(1),
+\fBdropscope-check\fR(1), \fBdropscope-serve\fR(1),
 \fBnstat\fR(8), \fBss\fR(8)
 "#;
 
@@ -159,6 +168,8 @@ mod tests {
                 "record",
                 "replay",
                 "flamegraph",
+                "diff",
+                "check",
                 "serve"
             ]
         );

@@ -3,6 +3,9 @@
 //!
 //! Counting live needs the `live` feature (the eBPF object, probe and collector); a build
 //! without it reads recordings and BTF files, and says so when asked to count live.
+#[cfg(feature = "live")]
+mod check;
+mod diff;
 mod flamegraph;
 mod generate;
 pub mod headless;
@@ -46,6 +49,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             select,
         }) => replay::replay_cmd(&file, &output_dir, &select).await,
         Some(Command::Flamegraph(args)) => flamegraph::flamegraph_cmd(args).await,
+        Some(Command::Diff(args)) => diff::diff_cmd(args),
+        Some(Command::Check(args)) => check(args).await,
         Some(Command::Serve(args)) => serve(args).await,
         Some(Command::Generate { what }) => generate::generate(what),
     }
@@ -88,6 +93,16 @@ async fn record(
 }
 
 #[cfg(feature = "live")]
+async fn check(args: crate::cli::CheckArgs) -> anyhow::Result<()> {
+    check::check_cmd(args).await
+}
+
+#[cfg(not(feature = "live"))]
+async fn check(_: crate::cli::CheckArgs) -> anyhow::Result<()> {
+    Err(no_live("`check`"))
+}
+
+#[cfg(feature = "live")]
 async fn serve(args: crate::cli::ServeArgs) -> anyhow::Result<()> {
     let opts = crate::serve::ServeOptions {
         listen: args.listen,
@@ -115,6 +130,34 @@ pub(crate) fn no_live(what: &str) -> anyhow::Error {
          FILE`, `flamegraph --input FILE`) and BTF files (`reasons --btf FILE`). Build with the \
          default features (`cargo build --release`, after `cargo xtask setup`) to count live"
     )
+}
+
+/// How a command that judges (`diff`, `check`) ends when not with success or a plain error.
+#[derive(Debug, thiserror::Error)]
+pub enum Outcome {
+    /// The command line asks what cannot be answered (a clause the inputs have no data for,
+    /// two inputs on one standard input): exit status 2, as clap's usage errors.
+    #[error("{0}")]
+    Usage(String),
+    /// A budget clause is broken, or (asked to fail on them) a regression was found: exit
+    /// status 1. One line each.
+    #[error("{}", .0.join("; "))]
+    Broken(Vec<String>),
+}
+
+impl Outcome {
+    /// The outcome an error carries, if any.
+    pub fn of(e: &anyhow::Error) -> Option<&Outcome> {
+        e.chain().find_map(|c| c.downcast_ref::<Outcome>())
+    }
+
+    /// The exit status it gives.
+    pub fn status(&self) -> u8 {
+        match self {
+            Outcome::Usage(_) => 2,
+            Outcome::Broken(_) => 1,
+        }
+    }
 }
 
 fn require_terminal(what: &str) -> anyhow::Result<()> {

@@ -103,6 +103,9 @@ impl Collector {
     /// Wraps an attached probe. With `bpf_stats`, kernel run-time statistics are enabled for as
     /// long as the collector lives (through a file descriptor: nothing to restore by hand).
     pub fn new(probe: Probe, opts: CollectorOptions) -> Self {
+        // The probe counts already: session time starts now, not after the symbolizer's
+        // warm-up (which takes a few hundred ms), or every rate would read that much high.
+        let started = Instant::now();
         let stats = opts
             .bpf_stats
             .then(|| aya::sys::enable_stats(aya::sys::Stats::RunTime).ok())
@@ -118,10 +121,10 @@ impl Collector {
             names_generation: 0,
             known_names: HashMap::new(),
             opts,
-            started: Instant::now(),
+            started,
             counts: CountReader::default(),
             last_totals: None,
-            last_read: (Instant::now(), 0),
+            last_read: (started, 0),
             last: Snapshot::default(),
             stack_ids: HashMap::new(),
             stack_base: HashMap::new(),

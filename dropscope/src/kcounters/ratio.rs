@@ -32,8 +32,7 @@ pub fn ratios(reading: &KernelReading, snap: &Snapshot) -> Vec<Ratio> {
     let by_netns = snap.drops.iter().all(|d| d.key.attr.netns.is_some());
     let mut out = Vec::new();
     if !by_netns {
-        let packets =
-            (reading.netns.keys()).fold(0u64, |t, &ns| t.saturating_add(reading.netns_packets(ns)));
+        let packets = reading.packets();
         out.push(Ratio {
             netns: 0,
             device: None,

@@ -252,3 +252,56 @@ fn gone_namespaces_keep_their_growth_or_are_forgotten() {
         k.errors
     );
 }
+
+#[test]
+fn a_reading_holds_every_counters_growth_packets_included() {
+    use super::{KernelCounters, netns::Reading};
+    use std::collections::BTreeSet;
+
+    let Ok(mut k) = KernelCounters::start() else {
+        panic!("the initial namespace");
+    };
+    let reading = |pairs: &[(u64, &str, u64)], first: &[u64]| {
+        let mut r = Reading {
+            first: first.iter().copied().collect(),
+            ..Reading::default()
+        };
+        for &(ns, name, v) in pairs {
+            r.counters.entry(ns).or_default().insert(name.into(), v);
+        }
+        r
+    };
+    let tracked: BTreeSet<u64> = [1, 2].into();
+    k.fold(
+        reading(
+            &[
+                (1, "Ip:InReceives", 100),
+                (1, "Udp:NoPorts", 3),
+                (2, "Ip6:InReceives", 7),
+            ],
+            &[1, 2],
+        ),
+        &tracked,
+    );
+    k.fold(
+        reading(
+            &[
+                (1, "Ip:InReceives", 150),
+                (1, "Udp:NoPorts", 3),
+                (2, "Ip6:InReceives", 17),
+            ],
+            &[],
+        ),
+        &tracked,
+    );
+    let r = k.reading();
+    assert_eq!(r.netns_packets(1), 50);
+    assert_eq!(r.netns_packets(2), 10);
+    assert_eq!(r.packets(), 60);
+    assert_eq!(
+        r.growth(1, "Udp:NoPorts"),
+        0,
+        "what did not grow is left out"
+    );
+    assert_eq!(r.initial_netns, k.initial_netns());
+}

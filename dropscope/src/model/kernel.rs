@@ -85,6 +85,11 @@ impl KernelReading {
             .saturating_add(self.growth(netns, "Ip6:InReceives"))
     }
 
+    /// Packets received in every namespace read: [`KernelReading::netns_packets`] summed.
+    pub fn packets(&self) -> u64 {
+        (self.netns.keys()).fold(0, |t: u64, &ns| t.saturating_add(self.netns_packets(ns)))
+    }
+
     /// Packets per (namespace, interface, direction), from `Dev:*:RxPackets` / `TxPackets`.
     pub fn device_packets(&self) -> impl Iterator<Item = (u64, &str, Direction, u64)> + '_ {
         self.netns.iter().flat_map(|(&ns, g)| {
@@ -172,6 +177,12 @@ mod tests {
             ],
         );
         assert_eq!(r.netns_packets(1), 15);
+        let mut two = r.clone();
+        two.netns
+            .entry(2)
+            .or_default()
+            .insert("Ip:InReceives".into(), 100);
+        assert_eq!(two.packets(), 115);
         let mut d: Vec<_> = r.device_packets().collect();
         d.sort();
         assert_eq!(

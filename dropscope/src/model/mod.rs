@@ -1,8 +1,11 @@
 //! The pure model: snapshots and the plain functions over them (rates, deltas, top-N, filter,
 //! stack tree). No aya, no terminal.
+pub mod budget;
+pub mod compare;
 pub mod group;
 pub mod kernel;
 pub mod packet;
+pub mod poisson;
 pub mod snapshot;
 pub mod stacks;
 pub mod table;

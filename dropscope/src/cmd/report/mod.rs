@@ -1,7 +1,7 @@
 //! `dropscope report`: counts, live or from a recording, printed as a table or JSON.
 use std::io::Write;
 
-mod output;
+pub(crate) mod output;
 
 use self::output as report;
 use super::recorded_window_kernel;

@@ -327,29 +327,29 @@ impl Column {
     }
 }
 
-/// The columns of the dimensions the counts have: the reason and location where they were not
+/// The columns of the dimensions the keys have: the reason and location where they were not
 /// merged away, the namespace (its name, else its inode), the interface, protocol and port.
-fn key_columns(rows: &[&DropCount], loc_chars: usize) -> Vec<Column> {
-    let has = |f: &dyn Fn(&DropCount) -> bool| rows.iter().any(|d| f(d));
-    let column = |title, f: &dyn Fn(&DropCount) -> String| Column {
+fn key_columns(rows: &[&DropKey], loc_chars: usize) -> Vec<Column> {
+    let has = |f: &dyn Fn(&DropKey) -> bool| rows.iter().any(|k| f(k));
+    let column = |title, f: &dyn Fn(&DropKey) -> String| Column {
         title,
-        cells: rows.iter().map(|d| f(d)).collect(),
+        cells: rows.iter().map(|k| f(k)).collect(),
         right: false,
     };
     let mut cols = Vec::new();
-    if rows.is_empty() || has(&|d| &*d.key.reason.name != "*") {
-        cols.push(column("REASON", &|d| {
-            sanitize::terminal_cell(&d.key.reason.name, MAX_REASON_CHARS)
+    if rows.is_empty() || has(&|k| &*k.reason.name != "*") {
+        cols.push(column("REASON", &|k| {
+            sanitize::terminal_cell(&k.reason.name, MAX_REASON_CHARS)
         }));
     }
-    if rows.is_empty() || has(&|d| &*d.key.location != "*") {
-        cols.push(column("LOCATION", &|d| {
-            sanitize::terminal_cell(&d.key.location, loc_chars)
+    if rows.is_empty() || has(&|k| &*k.location != "*") {
+        cols.push(column("LOCATION", &|k| {
+            sanitize::terminal_cell(&k.location, loc_chars)
         }));
     }
-    if has(&|d| d.key.attr.netns.is_some()) {
-        cols.push(column("NETNS", &|d| {
-            let a = &d.key.attr;
+    if has(&|k| k.attr.netns.is_some()) {
+        cols.push(column("NETNS", &|k| {
+            let a = &k.attr;
             match (&a.netns_name, a.netns) {
                 (Some(n), _) => sanitize::terminal_cell(n, MAX_NAME_CHARS),
                 (None, Some(i)) => i.to_string(),
@@ -357,32 +357,108 @@ fn key_columns(rows: &[&DropCount], loc_chars: usize) -> Vec<Column> {
             }
         }));
     }
-    if has(&|d| d.key.attr.device.is_some()) {
-        cols.push(column("DEVICE", &|d| {
-            d.key
-                .attr
+    if has(&|k| k.attr.device.is_some()) {
+        cols.push(column("DEVICE", &|k| {
+            k.attr
                 .device
                 .as_deref()
                 .map_or("-".into(), |n| sanitize::terminal_cell(n, MAX_NAME_CHARS))
         }));
     }
-    if has(&|d| d.key.attr.protocol.is_some()) {
-        cols.push(column("PROTO", &|d| {
-            d.key
-                .attr
+    if has(&|k| k.attr.protocol.is_some()) {
+        cols.push(column("PROTO", &|k| {
+            k.attr
                 .protocol
                 .as_deref()
                 .map_or("-".into(), |n| sanitize::terminal_cell(n, MAX_NAME_CHARS))
         }));
     }
-    if has(&|d| d.key.attr.port.is_some()) {
-        let mut c = column("PORT", &|d| {
-            d.key.attr.port.map_or("-".into(), |p| p.to_string())
+    if has(&|k| k.attr.port.is_some()) {
+        let mut c = column("PORT", &|k| {
+            k.attr.port.map_or("-".into(), |p| p.to_string())
         });
         c.right = true;
         cols.push(c);
     }
     cols
+}
+
+/// A column of numbers after the key columns: right-aligned, at least `min` wide.
+pub struct NumberColumn {
+    /// Its title.
+    pub title: &'static str,
+    /// Each row's cell.
+    pub cells: Vec<String>,
+    /// Its narrowest width.
+    pub min: usize,
+}
+
+/// Writes a header and one line per key: a column for each dimension the keys have (so no
+/// two rows look the same), then `numbers`, fitted to `width` display columns by cutting
+/// locations first. Names are escaped for the terminal and cut (see [`write_table`]).
+pub fn write_key_table(
+    keys: &[&DropKey],
+    numbers: &[NumberColumn],
+    width: usize,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
+    let mut cols = key_columns(keys, MAX_LOCATION_CHARS);
+    let number_widths: Vec<usize> = (numbers.iter())
+        .map(|n| {
+            (n.cells.iter().map(|c| UnicodeWidthStr::width(c.as_str())))
+                .chain([n.title.len(), n.min])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let fixed: usize = number_widths.iter().map(|w| w + 2).sum();
+    let total = |cols: &[Column]| cols.iter().map(|c| c.width() + 2).sum::<usize>() + fixed;
+    let over = total(&cols).saturating_sub(width);
+    if over > 0
+        && let Some(i) = cols.iter().position(|c| c.title == "LOCATION")
+    {
+        let chars = cols[i].width().saturating_sub(over).max(MIN_LOCATION_CHARS);
+        cols[i].cells = (keys.iter())
+            .map(|k| sanitize::terminal_cell(&k.location, chars))
+            .collect();
+    }
+    let widths: Vec<usize> = cols.iter().map(Column::width).collect();
+    let mut line = String::new();
+    let right = |line: &mut String, text: &str, w: usize| {
+        line.extend(std::iter::repeat_n(
+            ' ',
+            w.saturating_sub(UnicodeWidthStr::width(text)),
+        ));
+        line.push_str(text);
+    };
+    let mut write_row = |cell: &dyn Fn(&Column) -> &str,
+                         number: &dyn Fn(&NumberColumn) -> &str|
+     -> std::io::Result<()> {
+        line.clear();
+        for (c, &w) in cols.iter().zip(&widths) {
+            let text = cell(c);
+            if c.right {
+                right(&mut line, text, w);
+            } else {
+                pad(&mut line, text, w);
+            }
+            line.push_str("  ");
+        }
+        for (i, (n, &w)) in numbers.iter().zip(&number_widths).enumerate() {
+            if i > 0 {
+                line.push_str("  ");
+            }
+            right(&mut line, number(n), w);
+        }
+        writeln!(out, "{}", line.trim_end())
+    };
+    write_row(&|c| c.title, &|n| n.title)?;
+    for i in 0..keys.len() {
+        write_row(&|c| c.cells[i].as_str(), &|n| {
+            n.cells.get(i).map_or("", String::as_str)
+        })?;
+    }
+    Ok(())
 }
 
 /// Longest namespace, interface or protocol name shown in full in the table.
@@ -407,47 +483,27 @@ pub fn write_table_fitted(
     mut out: impl Write,
 ) -> std::io::Result<()> {
     let rows = sorted(s);
-    let mut cols = key_columns(&rows, MAX_LOCATION_CHARS);
-    let fixed = 2 + 12 + 2 + 6;
-    let total = |cols: &[Column]| cols.iter().map(|c| c.width() + 2).sum::<usize>() + fixed;
-    let over = total(&cols).saturating_sub(width);
-    if over > 0
-        && let Some(i) = cols.iter().position(|c| c.title == "LOCATION")
-    {
-        let chars = cols[i].width().saturating_sub(over).max(MIN_LOCATION_CHARS);
-        cols[i].cells = (rows.iter())
-            .map(|d| sanitize::terminal_cell(&d.key.location, chars))
-            .collect();
-    }
-    let widths: Vec<usize> = cols.iter().map(Column::width).collect();
-    let mut line = String::new();
-    let write_row = |line: &mut String, cell: &dyn Fn(&Column) -> &str| {
-        line.clear();
-        for (c, &w) in cols.iter().zip(&widths) {
-            let text = cell(c);
-            if c.right {
-                line.extend(std::iter::repeat_n(
-                    ' ',
-                    w.saturating_sub(UnicodeWidthStr::width(text)),
-                ));
-                line.push_str(text);
-            } else {
-                pad(line, text, w);
-            }
-            line.push_str("  ");
-        }
-    };
-    write_row(&mut line, &|c| c.title);
-    writeln!(out, "{line}{:>12}  {:>6}", "COUNT", "SHARE")?;
-    for (i, d) in rows.iter().enumerate() {
-        let share = if s.total > 0 {
+    let keys: Vec<&DropKey> = rows.iter().map(|d| &d.key).collect();
+    let share = |d: &DropCount| {
+        if s.total > 0 {
             100.0 * d.count as f64 / s.total as f64
         } else {
             0.0
-        };
-        write_row(&mut line, &|c| c.cells[i].as_str());
-        writeln!(out, "{line}{:>12}  {:>5.1}%", d.count, share)?;
-    }
+        }
+    };
+    let numbers = [
+        NumberColumn {
+            title: "COUNT",
+            cells: rows.iter().map(|d| d.count.to_string()).collect(),
+            min: 12,
+        },
+        NumberColumn {
+            title: "SHARE",
+            cells: rows.iter().map(|d| format!("{:.1}%", share(d))).collect(),
+            min: 6,
+        },
+    ];
+    write_key_table(&keys, &numbers, width, &mut out)?;
     if rows.is_empty() {
         writeln!(out, "(no drops)")?;
     }

@@ -1,0 +1,140 @@
+//! `dropscope diff BASE NEW`: two runs' drops compared key by key (rates, ratio, a Poisson rate
+//! test of each change), and NEW judged against drop budgets.
+mod input;
+pub mod output;
+
+#[cfg(test)]
+mod tests;
+
+use std::{collections::BTreeSet, io::Write as _};
+
+use self::{
+    input::Input,
+    output::{DiffOutput, Run},
+};
+use super::Outcome;
+use crate::{
+    cli::{DiffArgs, check_reason},
+    model::{
+        budget::{self, Clause, Verdict},
+        compare::{self, Comparison, Side},
+        group::{self, Dim, Filter},
+    },
+    record,
+};
+
+/// Runs `diff`.
+pub fn diff_cmd(args: DiffArgs) -> anyhow::Result<()> {
+    if record::is_stdio(&args.base) && record::is_stdio(&args.new) {
+        return Err(Outcome::Usage(
+            "BASE and NEW cannot both be read from standard input (`-`): give one as a file".into(),
+        )
+        .into());
+    }
+    let base = input::load(&args.base)?;
+    let new = input::load(&args.new)?;
+    let (filter, by) = args.select.recorded_all(&[&base.snapshot, &new.snapshot])?;
+    check_budget_reasons(&args.budget, &reasons(&[&base, &new]))?;
+    let sides = (side(&base, &filter, &by), side(&new, &filter, &by));
+    let judged = judge(&args, sides, &new.name)?;
+    let mut out = std::io::stdout().lock();
+    output::write_diff(
+        &judged.output(&base, &new, &args),
+        args.format,
+        crate::cmd::report::output::table_width(),
+        &mut out,
+    )?;
+    out.flush()?;
+    let mut broken = broken_lines(&judged.verdicts);
+    if args.fail_on_regression {
+        broken.extend(
+            (judged.comparison.regressions()).map(|r| output::regression_message(r, args.alpha)),
+        );
+    }
+    if broken.is_empty() {
+        Ok(())
+    } else {
+        Err(Outcome::Broken(broken).into())
+    }
+}
+
+/// The comparison of two runs and the verdicts on NEW.
+pub struct Judged {
+    /// Key by key.
+    pub comparison: Comparison,
+    /// One per budget clause.
+    pub verdicts: Vec<Verdict>,
+    /// The two sides compared.
+    pub sides: (Side, Side),
+}
+
+impl Judged {
+    fn output<'a>(&'a self, base: &'a Input, new: &'a Input, args: &DiffArgs) -> DiffOutput<'a> {
+        let run = |i: &'a Input, s: &Side| Run {
+            input: &i.name,
+            seconds: s.seconds,
+            total: s.total,
+            rate: s.rate(s.total),
+            packets: s.packets,
+        };
+        let regressions = self.comparison.regressions().count();
+        DiffOutput {
+            base: run(base, &self.sides.0),
+            new: run(new, &self.sides.1),
+            alpha: args.alpha,
+            total: &self.comparison.total,
+            keys: &self.comparison.rows,
+            budgets: &self.verdicts,
+            regressions,
+            ok: self.verdicts.iter().all(|v| v.ok) && !(args.fail_on_regression && regressions > 0),
+            fail_on_regression: args.fail_on_regression,
+        }
+    }
+}
+
+/// Compares the sides (BASE, NEW) and judges the budgets on NEW (`new`: its name); a clause
+/// the inputs cannot answer is a usage error.
+fn judge(args: &DiffArgs, sides: (Side, Side), new: &str) -> anyhow::Result<Judged> {
+    let comparison = compare::compare(&sides.0, &sides.1, args.alpha);
+    let verdicts = budget::judge(&args.budget, &sides.1, Some(&sides.0), new)
+        .map_err(|e| Outcome::Usage(e.to_string()))?;
+    Ok(Judged {
+        comparison,
+        verdicts,
+        sides,
+    })
+}
+
+/// An input's drops, filtered and grouped, as one side of the comparison.
+fn side(i: &Input, filter: &Filter, by: &[Dim]) -> Side {
+    let snap = group::apply(&i.snapshot, filter, by);
+    Side::of(&snap, i.seconds, compare::packets(&i.snapshot, filter))
+}
+
+/// The reason names the inputs have.
+fn reasons(inputs: &[&Input]) -> BTreeSet<String> {
+    (inputs.iter())
+        .flat_map(|i| i.snapshot.drops.iter())
+        .map(|d| d.key.reason.name.to_string())
+        .collect()
+}
+
+/// Refuses a clause naming a reason that neither `seen` (the names at hand) nor the reason
+/// guide has (a typo would hold silently): a usage error.
+pub(crate) fn check_budget_reasons(
+    clauses: &[Clause],
+    seen: &BTreeSet<String>,
+) -> anyhow::Result<()> {
+    for reason in clauses.iter().filter_map(Clause::reason) {
+        check_reason(reason, seen).map_err(|e| Outcome::Usage(format!("--budget: {e}")))?;
+    }
+    Ok(())
+}
+
+/// The sentences of the broken clauses.
+pub(crate) fn broken_lines(verdicts: &[Verdict]) -> Vec<String> {
+    (verdicts.iter())
+        .filter(|v| !v.ok)
+        .map(|v| v.message.clone())
+        .collect()
+}

@@ -1,0 +1,581 @@
+//! Drop budgets: clauses such as `total<5/s`, `NO_SOCKET<1/s`, `ratio<0.1%` and
+//! `new-reasons=0`, parsed from the command line and judged against a run's drops (and, for
+//! `new-reasons`, a baseline's).
+//!
+//! A rate is drops per second over the run's window (`/s`, `/m` or `/h` as written); a ratio is
+//! the drops over the packets the kernel received in the same window, in percent. A reason is
+//! named as everywhere else (any case, with or without `SKB_DROP_REASON_`).
+use std::fmt;
+
+use serde::Serialize;
+
+use super::{
+    compare::{DiffKey, Side},
+    group::reason_name,
+};
+
+/// What a clause limits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Subject {
+    /// Every drop, per second.
+    Total,
+    /// Drops of one reason (its canonical name), per second.
+    Reason(String),
+    /// Drops per packet received.
+    Ratio,
+    /// Reasons in the run that its baseline does not have.
+    NewReasons,
+}
+
+/// How the value compares with the limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Below.
+    Lt,
+    /// At most.
+    Le,
+    /// Exactly (only `new-reasons=0`).
+    Eq,
+}
+
+impl Op {
+    fn as_str(self) -> &'static str {
+        match self {
+            Op::Lt => "<",
+            Op::Le => "<=",
+            Op::Eq => "=",
+        }
+    }
+
+    fn holds(self, value: f64, limit: f64) -> bool {
+        match self {
+            Op::Lt => value < limit,
+            Op::Le => value <= limit,
+            Op::Eq => value == limit,
+        }
+    }
+}
+
+/// One budget clause.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Clause {
+    /// What it limits.
+    pub subject: Subject,
+    /// How.
+    pub op: Op,
+    /// The limit: drops per second, a fraction (0.001 for `0.1%`), or a number of reasons.
+    pub limit: f64,
+    /// The limit as written (`5/s`, `0.1%`, `0`), for messages.
+    written: String,
+}
+
+/// A clause that does not parse, and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// Nothing to parse.
+    #[error("an empty budget clause (examples: {EXAMPLES})")]
+    Empty,
+    /// No `<`, `<=` or `=`.
+    #[error("{0:?}: no limit; write SUBJECT<LIMIT (examples: {EXAMPLES})")]
+    NoOperator(String),
+    /// A lower bound.
+    #[error("{0:?}: a budget is an upper limit; write it with < or <=")]
+    LowerBound(String),
+    /// Not `total`, `ratio`, `new-reasons` or a reason's name.
+    #[error(
+        "{0:?}: not total, ratio, new-reasons or a drop reason's name (`dropscope reasons` lists \
+         them)"
+    )]
+    Subject(String),
+    /// The limit is not a number with the unit its subject takes.
+    #[error("{clause:?}: {why}")]
+    Limit {
+        /// The clause.
+        clause: String,
+        /// What is wrong with its limit.
+        why: String,
+    },
+}
+
+/// Clauses that show the grammar.
+const EXAMPLES: &str = "total<5/s, NO_SOCKET<1/s, ratio<0.1%, new-reasons=0";
+
+/// Parses one clause: `SUBJECT<LIMIT`, `SUBJECT<=LIMIT`, or `new-reasons=N`.
+pub fn parse(text: &str) -> Result<Clause, ParseError> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(ParseError::Empty);
+    }
+    if text.contains('>') {
+        return Err(ParseError::LowerBound(text.into()));
+    }
+    let (subject, op, limit) = if let Some((s, l)) = text.split_once("<=") {
+        (s, Op::Le, l)
+    } else if let Some((s, l)) = text.split_once('<') {
+        (s, Op::Lt, l)
+    } else if let Some((s, l)) = text.split_once('=') {
+        (s, Op::Eq, l)
+    } else {
+        return Err(ParseError::NoOperator(text.into()));
+    };
+    let (subject, limit) = (subject.trim(), limit.trim());
+    let bad = |why: String| ParseError::Limit {
+        clause: text.into(),
+        why,
+    };
+    let subject = match subject.to_ascii_lowercase().as_str() {
+        "total" => Subject::Total,
+        "ratio" => Subject::Ratio,
+        "new-reasons" | "new_reasons" => Subject::NewReasons,
+        _ if is_reason_name(subject) => Subject::Reason(reason_name(subject)),
+        _ => return Err(ParseError::Subject(subject.into())),
+    };
+    if op == Op::Eq && subject != Subject::NewReasons {
+        return Err(bad(
+            "= is only for new-reasons=0; limit a rate or ratio with < or <=".into(),
+        ));
+    }
+    let number = |s: &str| -> Result<f64, ParseError> {
+        match s.trim().parse::<f64>() {
+            Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+            _ => Err(bad(format!("{s:?} is not a number of 0 or more"))),
+        }
+    };
+    let value = match &subject {
+        Subject::Total | Subject::Reason(_) => {
+            let Some((n, unit)) = limit.split_once('/') else {
+                return Err(bad(format!(
+                    "give a rate with its unit, e.g. {limit}/s (or /m, /h)"
+                )));
+            };
+            let per_second = match unit.trim() {
+                "s" | "sec" => 1.0,
+                "m" | "min" => 60.0,
+                "h" => 3600.0,
+                u => return Err(bad(format!("{u:?} is not a unit of time: /s, /m or /h"))),
+            };
+            number(n)? / per_second
+        }
+        Subject::Ratio => {
+            let Some(n) = limit.strip_suffix('%') else {
+                return Err(bad(format!("give a percentage, e.g. {limit}%")));
+            };
+            let v = number(n)?;
+            if v > 100.0 {
+                return Err(bad("a ratio is at most 100%".into()));
+            }
+            v / 100.0
+        }
+        Subject::NewReasons => {
+            let v = number(limit)?;
+            if v.fract() != 0.0 {
+                return Err(bad(format!("{limit:?} is not a whole number of reasons")));
+            }
+            if op == Op::Eq && v != 0.0 {
+                return Err(bad(
+                    "= takes only 0 (new-reasons=0); write new-reasons<=N for at most N".into(),
+                ));
+            }
+            v
+        }
+    };
+    if op == Op::Lt && value == 0.0 {
+        return Err(bad(
+            "nothing is below 0; write <=0 (or new-reasons=0) for none".into(),
+        ));
+    }
+    Ok(Clause {
+        subject,
+        op,
+        limit: value,
+        written: limit.to_string(),
+    })
+}
+
+/// Letters, digits and `_` (and `UNKNOWN(n)`): what a reason's name is made of.
+fn is_reason_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '(' | ')'))
+        && s.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+}
+
+impl fmt::Display for Clause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let subject = match &self.subject {
+            Subject::Total => "total",
+            Subject::Reason(r) => r,
+            Subject::Ratio => "ratio",
+            Subject::NewReasons => "new-reasons",
+        };
+        write!(f, "{subject}{}{}", self.op.as_str(), self.written)
+    }
+}
+
+impl Clause {
+    /// Whether judging it needs a baseline (`new-reasons`).
+    pub fn needs_base(&self) -> bool {
+        self.subject == Subject::NewReasons
+    }
+
+    /// Whether judging it needs the packets received (`ratio`).
+    pub fn needs_packets(&self) -> bool {
+        self.subject == Subject::Ratio
+    }
+
+    /// The reason it names, if any.
+    pub fn reason(&self) -> Option<&str> {
+        match &self.subject {
+            Subject::Reason(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The limit as written with its unit.
+    pub fn limit_text(&self) -> &str {
+        &self.written
+    }
+}
+
+/// A clause the runs cannot answer (never passed silently).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unanswerable {
+    /// `ratio` without packet counters.
+    #[error(
+        "{clause}: {input} has no packet counters (the kernel's Ip:InReceives), so no drop ratio \
+         can be computed"
+    )]
+    NoPackets {
+        /// The clause.
+        clause: String,
+        /// Which run.
+        input: String,
+    },
+    /// `new-reasons` without a baseline.
+    #[error("{0}: new reasons are reasons the baseline does not have, and there is no baseline")]
+    NoBase(String),
+    /// A clause about reasons on counts grouped without them.
+    #[error(
+        "{0}: the drops were grouped without their reason (--by without reason), so no reason \
+         can be told"
+    )]
+    NoReasons(String),
+}
+
+/// A clause judged.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Verdict {
+    /// The clause, as written.
+    pub clause: String,
+    /// Whether it holds.
+    pub ok: bool,
+    /// Its value in the run: drops per second, a fraction, or a number of reasons.
+    pub value: f64,
+    /// Its limit, in the same unit.
+    pub limit: f64,
+    /// The key with the most drops of what the clause counts (for `new-reasons`, the new
+    /// reasons' largest keys, largest first).
+    pub keys: Vec<DiffKey>,
+    /// One sentence: the value against the limit, and what contributes most.
+    pub message: String,
+}
+
+/// Judges `clauses` on `new`'s drops (`base`: the baseline, for `new-reasons`); `input` names
+/// the run in errors.
+pub fn judge(
+    clauses: &[Clause],
+    new: &Side,
+    base: Option<&Side>,
+    input: &str,
+) -> Result<Vec<Verdict>, Unanswerable> {
+    clauses
+        .iter()
+        .map(|c| judge_one(c, new, base, input))
+        .collect()
+}
+
+fn judge_one(
+    c: &Clause,
+    new: &Side,
+    base: Option<&Side>,
+    input: &str,
+) -> Result<Verdict, Unanswerable> {
+    let by_reason = |s: &Side| s.counts.keys().all(|k| &*k.reason != "*");
+    let largest = |f: &dyn Fn(&DiffKey) -> bool| {
+        (new.counts.iter())
+            .filter(|(k, _)| f(k))
+            .max_by_key(|(k, n)| (**n, std::cmp::Reverse(*k)))
+            .map(|(k, &n)| (k.clone(), n))
+    };
+    let rate = |r: f64| format!("{}/s", crate::format::rate(r));
+    let (value, keys, shown, top) = match &c.subject {
+        Subject::Total => {
+            let top = largest(&|_| true);
+            (
+                new.rate(new.total),
+                top.clone(),
+                rate(new.rate(new.total)),
+                top,
+            )
+        }
+        Subject::Reason(r) => {
+            if !by_reason(new) {
+                return Err(Unanswerable::NoReasons(c.to_string()));
+            }
+            let sum: u64 = (new.counts.iter())
+                .filter(|(k, _)| *k.reason == **r)
+                .map(|(_, n)| n)
+                .sum();
+            let top = largest(&|k| *k.reason == **r);
+            (new.rate(sum), top.clone(), rate(new.rate(sum)), top)
+        }
+        Subject::Ratio => {
+            let packets = new.packets.ok_or_else(|| Unanswerable::NoPackets {
+                clause: c.to_string(),
+                input: input.to_string(),
+            })?;
+            let drops = new.total as f64;
+            let v = if packets == 0 {
+                if drops == 0.0 { 0.0 } else { f64::INFINITY }
+            } else {
+                drops / packets as f64
+            };
+            let top = largest(&|_| true);
+            let shown = format!(
+                "{} ({} drops / {} packets)",
+                percent(v),
+                crate::format::count(drops as u64),
+                crate::format::count(packets)
+            );
+            (v, top.clone(), shown, top)
+        }
+        Subject::NewReasons => {
+            let base = base.ok_or_else(|| Unanswerable::NoBase(c.to_string()))?;
+            if !by_reason(new) || !by_reason(base) {
+                return Err(Unanswerable::NoReasons(c.to_string()));
+            }
+            let old: std::collections::BTreeSet<&str> =
+                base.counts.keys().map(|k| &*k.reason).collect();
+            let mut fresh: Vec<(DiffKey, u64)> = Vec::new();
+            for (k, &n) in &new.counts {
+                if old.contains(&*k.reason) {
+                    continue;
+                }
+                match fresh.iter_mut().find(|(f, _)| f.reason == k.reason) {
+                    Some(f) if n > f.1 => *f = (k.clone(), n),
+                    Some(_) => {}
+                    None => fresh.push((k.clone(), n)),
+                }
+            }
+            fresh.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            let v = fresh.len() as f64;
+            let names: Vec<&str> = fresh.iter().map(|(k, _)| &*k.reason).collect();
+            let shown = if names.is_empty() {
+                "no new reason".to_string()
+            } else {
+                format!("{} new ({})", names.len(), names.join(", "))
+            };
+            let verdict = |ok: bool| Verdict {
+                clause: c.to_string(),
+                ok,
+                value: v,
+                limit: c.limit,
+                message: match (ok, fresh.first()) {
+                    (false, Some((k, n))) => format!(
+                        "{c} broken: {shown}; the largest: {} ({}/s)",
+                        k.describe(),
+                        crate::format::rate(new.rate(*n))
+                    ),
+                    _ => format!("{c} holds: {shown}"),
+                },
+                keys: fresh.iter().map(|(k, _)| k.clone()).collect(),
+            };
+            return Ok(verdict(c.op.holds(v, c.limit)));
+        }
+    };
+    let ok = c.op.holds(value, c.limit);
+    let message = match (&top, ok) {
+        (Some((k, n)), false) => format!(
+            "{c} broken: {shown}, limit {}; most from {} ({}/s)",
+            c.written,
+            k.describe(),
+            crate::format::rate(new.rate(*n))
+        ),
+        (None, false) => format!("{c} broken: {shown}, limit {}", c.written),
+        (_, true) => format!("{c} holds: {shown}, limit {}", c.written),
+    };
+    Ok(Verdict {
+        clause: c.to_string(),
+        ok,
+        value,
+        limit: c.limit,
+        keys: keys.map(|(k, _)| k).into_iter().collect(),
+        message,
+    })
+}
+
+/// A fraction as a percentage: `0.12%`, `0.0004%`, `2.5%`.
+pub fn percent(v: f64) -> String {
+    if !v.is_finite() {
+        return "∞%".into();
+    }
+    let p = v * 100.0;
+    if p == 0.0 || p >= 10.0 {
+        format!("{p:.1}%")
+    } else {
+        // Two significant digits.
+        let digits = (1 - p.log10().floor() as i32).max(0) as usize;
+        format!("{p:.digits$}%")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    #[test]
+    fn clauses_parse_with_their_units() {
+        let c = parse("total<5/s").expect("total");
+        assert_eq!(
+            (c.subject.clone(), c.op, c.limit),
+            (Subject::Total, Op::Lt, 5.0)
+        );
+        assert_eq!(c.to_string(), "total<5/s");
+        let c = parse(" skb_drop_reason_no_socket <= 120/m ").expect("reason");
+        assert_eq!(c.subject, Subject::Reason("NO_SOCKET".into()));
+        assert_eq!((c.op, c.limit), (Op::Le, 2.0));
+        assert_eq!(c.to_string(), "NO_SOCKET<=120/m");
+        assert_eq!(parse("NO_SOCKET<36/h").expect("per hour").limit, 0.01);
+        let c = parse("ratio<0.1%").expect("ratio");
+        assert_eq!((c.subject.clone(), c.limit), (Subject::Ratio, 0.001));
+        let c = parse("new-reasons=0").expect("new reasons");
+        assert_eq!(
+            (c.subject.clone(), c.op, c.limit),
+            (Subject::NewReasons, Op::Eq, 0.0)
+        );
+        assert_eq!(parse("New-Reasons<=2").expect("at most 2").limit, 2.0);
+        assert_eq!(parse("TOTAL<=0/s").expect("none").op, Op::Le);
+        assert!(parse("UNKNOWN(77)<1/s").is_ok());
+    }
+
+    #[test]
+    fn bad_clauses_say_what_is_wrong() {
+        let err = |s: &str| parse(s).expect_err(s).to_string();
+        assert!(err("").contains("empty"));
+        assert!(err("total").contains("no limit"), "{}", err("total"));
+        assert!(err("total>5/s").contains("upper limit"));
+        assert!(err("total<5").contains("5/s"), "{}", err("total<5"));
+        assert!(err("total<5/d").contains("not a unit"));
+        assert!(err("total<-1/s").contains("not a number"));
+        assert!(err("total<NaN/s").contains("not a number"));
+        assert!(err("total<inf/s").contains("not a number"));
+        assert!(err("total<0/s").contains("<=0"));
+        assert!(err("ratio<0.1").contains("0.1%"), "{}", err("ratio<0.1"));
+        assert!(err("ratio<101%").contains("at most 100%"));
+        assert!(err("total=5/s").contains("only for new-reasons"));
+        assert!(err("new-reasons=2").contains("new-reasons<=N"));
+        assert!(err("new-reasons<1.5").contains("whole number"));
+        assert!(err("no such<1/s").contains("not total, ratio"));
+        assert!(err("<1/s").contains("not total, ratio"));
+        assert!(err("9LIVES<1/s").contains("not total, ratio"));
+    }
+
+    fn key(reason: &str, netns: &str) -> DiffKey {
+        DiffKey {
+            reason: Arc::from(reason),
+            location: Arc::from("f+0x1"),
+            netns: Some(Arc::from(netns)),
+            device: None,
+            protocol: None,
+            port: None,
+        }
+    }
+
+    fn side(counts: &[(&str, &str, u64)], seconds: f64, packets: Option<u64>) -> Side {
+        let counts: std::collections::BTreeMap<DiffKey, u64> =
+            counts.iter().map(|&(r, n, c)| (key(r, n), c)).collect();
+        Side {
+            total: counts.values().sum(),
+            counts,
+            seconds,
+            packets,
+        }
+    }
+
+    #[test]
+    fn verdicts_name_the_value_the_limit_and_the_key() {
+        let new = side(
+            &[
+                ("NO_SOCKET", "web", 70),
+                ("NO_SOCKET", "db", 20),
+                ("OTHERHOST", "web", 10),
+            ],
+            10.0,
+            Some(50_000),
+        );
+        let base = side(&[("NO_SOCKET", "web", 5)], 10.0, None);
+        let clauses: Vec<Clause> = ["total<5/s", "no_socket<1/s", "OTHERHOST<2/s", "ratio<0.1%"]
+            .iter()
+            .chain(&["new-reasons=0", "IP_NOPROTO<=0/s"])
+            .map(|s| parse(s).expect(s))
+            .collect();
+        let v = judge(&clauses, &new, Some(&base), "NEW").expect("judged");
+        assert!(!v[0].ok && v[0].value == 10.0, "{:?}", v[0]);
+        assert!(
+            v[0].message.contains("10.0/s") && v[0].message.contains("limit 5/s"),
+            "{}",
+            v[0].message
+        );
+        assert!(!v[1].ok && v[1].value == 9.0);
+        assert!(
+            v[1].message
+                .contains("NO_SOCKET at f+0x1 in netns web (7.0/s)"),
+            "{}",
+            v[1].message
+        );
+        assert!(v[2].ok && v[2].value == 1.0, "{:?}", v[2]);
+        assert!(!v[3].ok && v[3].value == 0.002, "{:?}", v[3]);
+        assert!(v[3].message.contains("0.20%"), "{}", v[3].message);
+        assert!(!v[4].ok && v[4].value == 1.0);
+        assert_eq!(v[4].keys, [key("OTHERHOST", "web")]);
+        assert!(v[4].message.contains("OTHERHOST"), "{}", v[4].message);
+        assert!(v[5].ok && v[5].value == 0.0, "a reason absent is none");
+    }
+
+    #[test]
+    fn what_the_runs_cannot_answer_is_an_error_never_a_pass() {
+        let new = side(&[("NO_SOCKET", "web", 1)], 10.0, None);
+        let ratio = [parse("ratio<50%").expect("ratio")];
+        assert!(matches!(
+            judge(&ratio, &new, None, "NEW"),
+            Err(Unanswerable::NoPackets { .. })
+        ));
+        let fresh = [parse("new-reasons=0").expect("new-reasons")];
+        assert!(matches!(
+            judge(&fresh, &new, None, "NEW"),
+            Err(Unanswerable::NoBase(_))
+        ));
+        let merged = side(&[("*", "web", 1)], 10.0, None);
+        let reason = [parse("NO_SOCKET<1/s").expect("reason")];
+        assert!(matches!(
+            judge(&reason, &merged, None, "NEW"),
+            Err(Unanswerable::NoReasons(_))
+        ));
+        // No packets and no drops: a ratio of 0; drops without packets: over any limit.
+        let none = side(&[], 10.0, Some(0));
+        assert!(judge(&ratio, &none, None, "NEW").expect("judged")[0].ok);
+        let some = side(&[("NO_SOCKET", "web", 1)], 10.0, Some(0));
+        assert!(!judge(&ratio, &some, None, "NEW").expect("judged")[0].ok);
+    }
+
+    #[test]
+    fn percentages_keep_two_significant_digits() {
+        assert_eq!(percent(0.002), "0.20%");
+        assert_eq!(percent(0.000_012_34), "0.0012%");
+        assert_eq!(percent(0.025), "2.5%");
+        assert_eq!(percent(0.5), "50.0%");
+        assert_eq!(percent(0.0), "0.0%");
+    }
+}
