@@ -30,6 +30,7 @@ pub mod record;
 pub mod sanitize;
 #[cfg(feature = "live")]
 pub mod serve;
+pub mod signals;
 pub mod source;
 #[cfg(feature = "live")]
 pub mod symbolize;

@@ -3,7 +3,6 @@
 use std::{io::Write, path::Path, time::Duration};
 
 use anyhow::{Context as _, bail};
-use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use super::{require_terminal, shown};
 use crate::{
@@ -12,6 +11,7 @@ use crate::{
     model::{SessionInfo, Snapshot},
     outfile,
     probe::{Probe, ProbeOptions},
+    signals::Interrupt,
     source::{Feed, KernelPace},
     tui,
 };
@@ -42,43 +42,6 @@ pub fn start_live(
         kernel_counters: kernel_counters.map(KernelPace::new),
     };
     Ok(Collector::spawn(probe, copts)?)
-}
-
-/// SIGINT, SIGTERM, SIGHUP and SIGQUIT, caught from the moment this is made (so that one
-/// arriving right after the "counting" line still ends the command cleanly).
-struct Interrupt {
-    int: Signal,
-    term: Signal,
-    hup: Signal,
-    quit: Signal,
-}
-
-impl Interrupt {
-    fn new() -> anyhow::Result<Self> {
-        Ok(Self {
-            int: signal(SignalKind::interrupt()).context("installing a SIGINT handler")?,
-            term: signal(SignalKind::terminate()).context("installing a SIGTERM handler")?,
-            hup: signal(SignalKind::hangup()).context("installing a SIGHUP handler")?,
-            quit: signal(SignalKind::quit()).context("installing a SIGQUIT handler")?,
-        })
-    }
-
-    /// Resolves after `duration` (never without one) or on SIGINT/SIGTERM/SIGHUP/SIGQUIT.
-    async fn until(mut self, duration: Option<Duration>) {
-        let timer = async {
-            match duration {
-                Some(d) => tokio::time::sleep(d).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            _ = timer => {}
-            _ = self.int.recv() => {}
-            _ = self.term.recv() => {}
-            _ = self.hup.recv() => {}
-            _ = self.quit.recv() => {}
-        }
-    }
 }
 
 /// The live view: the probe feeding the TUI until `q` or a signal.

@@ -17,10 +17,7 @@ pub mod webconfig;
 use std::{net::SocketAddr, path::PathBuf, sync::Arc};
 
 use anyhow::{Context as _, bail};
-use tokio::{
-    signal::unix::{SignalKind, signal},
-    sync::watch,
-};
+use tokio::sync::watch;
 
 use crate::{collector::Stopper, source::Feed};
 
@@ -78,16 +75,7 @@ pub async fn run(
     opts: ServeOptions,
     start: impl FnOnce() -> anyhow::Result<(Feed, Stopper)>,
 ) -> anyhow::Result<()> {
-    let mut signals = Vec::new();
-    for (kind, name) in [
-        (SignalKind::interrupt(), "SIGINT"),
-        (SignalKind::terminate(), "SIGTERM"),
-        (SignalKind::hangup(), "SIGHUP"),
-        (SignalKind::quit(), "SIGQUIT"),
-    ] {
-        signals.push(signal(kind).with_context(|| format!("installing a {name} handler"))?);
-    }
-    let any_signal = futures::future::select_all(signals.iter_mut().map(|s| Box::pin(s.recv())));
+    let mut interrupt = crate::signals::Interrupt::new()?;
     // The web config and the port come before the probe is attached, so that a mistake in
     // either costs nothing.
     let web = match &opts.web_config {
@@ -118,7 +106,7 @@ pub async fn run(
     let collector_died = tokio::select! {
         () = publisher => true,
         () = server => false,
-        _ = any_signal => false,
+        () = interrupt.recv() => false,
     };
     // The server and its connections end with this function; the probe is detached here.
     stopper.finish()?;

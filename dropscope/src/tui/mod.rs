@@ -182,10 +182,7 @@ fn toggle_recording(
 /// detaches the probe. SIGTSTP (and Ctrl-Z, a key in raw mode) restores the terminal before
 /// stopping; SIGCONT puts it back and redraws.
 struct Signals {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
-    quit: tokio::signal::unix::Signal,
+    end: crate::signals::Interrupt,
     tstp: tokio::signal::unix::Signal,
     cont: tokio::signal::unix::Signal,
 }
@@ -202,10 +199,7 @@ impl Signals {
         let signal =
             |kind| tokio::signal::unix::signal(kind).context("installing a signal handler");
         Ok(Self {
-            term: signal(SignalKind::terminate())?,
-            int: signal(SignalKind::interrupt())?,
-            hup: signal(SignalKind::hangup())?,
-            quit: signal(SignalKind::quit())?,
+            end: crate::signals::Interrupt::new()?,
             tstp: signal(SignalKind::from_raw(libc::SIGTSTP))?,
             cont: signal(SignalKind::from_raw(libc::SIGCONT))?,
         })
@@ -213,10 +207,7 @@ impl Signals {
 
     async fn next(&mut self) -> Sig {
         tokio::select! {
-            _ = self.term.recv() => Sig::End,
-            _ = self.int.recv() => Sig::End,
-            _ = self.hup.recv() => Sig::End,
-            _ = self.quit.recv() => Sig::End,
+            () = self.end.recv() => Sig::End,
             _ = self.tstp.recv() => Sig::Suspend,
             _ = self.cont.recv() => Sig::Resume,
         }
