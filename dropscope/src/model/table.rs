@@ -4,11 +4,12 @@ use std::{
     borrow::Cow,
     cmp::Ordering,
     collections::{HashMap, VecDeque},
+    sync::Arc,
     time::Duration,
 };
 
 use super::group::{self, Dim};
-use super::{DropKey, Health, Snapshot};
+use super::{DropKey, Health, KernelReading, Snapshot};
 
 /// How many intervals of history a trend keeps.
 pub const TREND_LEN: usize = 64;
@@ -108,6 +109,30 @@ pub struct Row<'a> {
     pub share: f64,
     /// Recent rates, oldest first.
     pub trend: Cow<'a, VecDeque<u64>>,
+    /// Drops per packet its namespace (or device) received, over the window between the last
+    /// two readings of the kernel's counters (see [`Tracker::ratio_window`]); `None` where the
+    /// row's key has no namespace, or no packets were counted there.
+    pub ratio: Option<f64>,
+}
+
+/// The window drop ratios are computed over: between two readings of the kernel's counters.
+#[derive(Clone, Debug, Default)]
+struct RatioWindow {
+    /// Its length.
+    length: Duration,
+    /// Drops per key over it.
+    drops: HashMap<DropKey, u64>,
+    /// The counters' growth over it.
+    packets: Arc<KernelReading>,
+}
+
+/// The packets a key's namespace (or device, where the key has one) received in `r`.
+fn packets_of(r: &KernelReading, key: &DropKey) -> Option<u64> {
+    let netns = key.attr.netns?;
+    Some(match key.attr.device.as_deref() {
+        Some(dev) if dev != "*" => r.growth(netns, &format!("Dev:{dev}:RxPackets")),
+        _ => r.netns_packets(netns),
+    })
 }
 
 /// Turns a stream of cumulative snapshots into per-key rates and trends.
@@ -121,6 +146,10 @@ pub struct Tracker {
     total_rate: Option<f64>,
     total_trend: VecDeque<u64>,
     cost: Cost,
+    /// The latest reading of the kernel's counters and the counts of the first snapshot that
+    /// carried it: where the next ratio window starts.
+    ratio_base: Option<(Arc<KernelReading>, HashMap<DropKey, u64>)>,
+    ratio: Option<RatioWindow>,
 }
 
 /// Adds `t` to `sum` element-wise, aligned on the latest interval.
@@ -174,8 +203,58 @@ impl Tracker {
                 }
             }
         }
+        self.next_ratio_window(&snap);
         self.latest = Some(snap);
         reset
+    }
+
+    /// With a new reading of the kernel's counters, the window since the one before.
+    fn next_ratio_window(&mut self, snap: &Snapshot) {
+        let Some(r) = &snap.kernel else { return };
+        if self
+            .ratio_base
+            .as_ref()
+            .is_some_and(|(b, _)| b.unix_ms == r.unix_ms)
+        {
+            return;
+        }
+        let counts: HashMap<DropKey, u64> = snap
+            .drops
+            .iter()
+            .map(|d| (d.key.clone(), d.count))
+            .collect();
+        if let Some((base, before)) = self.ratio_base.take()
+            && r.unix_ms > base.unix_ms
+        {
+            let drops = (counts.iter())
+                .map(|(k, &n)| {
+                    (
+                        k.clone(),
+                        n.saturating_sub(before.get(k).copied().unwrap_or(0)),
+                    )
+                })
+                .filter(|(_, n)| *n > 0)
+                .collect();
+            self.ratio = Some(RatioWindow {
+                length: Duration::from_millis(r.unix_ms - base.unix_ms),
+                drops,
+                packets: Arc::new(r.since(&base)),
+            });
+        }
+        self.ratio_base = Some((r.clone(), counts));
+    }
+
+    /// The length of the window drop ratios are over, once two readings were seen.
+    pub fn ratio_window(&self) -> Option<Duration> {
+        self.ratio.as_ref().map(|w| w.length)
+    }
+
+    /// A row's drop ratio: its drops over the window (`drops`) per packet its key's namespace
+    /// or device received then.
+    fn ratio(&self, key: &DropKey, drops: u64) -> Option<f64> {
+        let w = self.ratio.as_ref()?;
+        let packets = packets_of(&w.packets, key)?;
+        (packets > 0).then(|| drops as f64 / packets as f64)
     }
 
     fn advance(&mut self, prev: &Snapshot, snap: &Snapshot) {
@@ -238,6 +317,14 @@ impl Tracker {
         self.keys.len()
     }
 
+    /// Drops of `key` over the ratio window.
+    fn window_drops(&self, key: &DropKey) -> u64 {
+        (self.ratio.as_ref())
+            .and_then(|w| w.drops.get(key))
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// The rows whose key matches `filter` (see [`matches()`]), sorted by `sort`.
     pub fn rows(&self, sort: SortKey, filter: &str) -> Vec<Row<'_>> {
         self.grouped_rows(sort, filter, None)
@@ -266,12 +353,16 @@ impl Tracker {
                     rate: s.rate,
                     share: share(s.count),
                     trend: Cow::Borrowed(&s.trend),
+                    ratio: self.ratio(key, self.window_drops(key)),
                 })
                 .collect(),
             Some(by) => {
                 let mut merged: HashMap<DropKey, KeyStats> = HashMap::new();
+                let mut window: HashMap<DropKey, u64> = HashMap::new();
                 for (k, s) in &self.keys {
-                    let m = merged.entry(group::coarser(k, by)).or_default();
+                    let coarser = group::coarser(k, by);
+                    *window.entry(coarser.clone()).or_default() += self.window_drops(k);
+                    let m = merged.entry(coarser).or_default();
                     m.count = m.count.saturating_add(s.count);
                     m.rate = match (m.rate, s.rate) {
                         (Some(a), Some(b)) => Some(a + b),
@@ -283,6 +374,7 @@ impl Tracker {
                     .into_iter()
                     .filter(|(k, _)| matches_terms(k, &terms))
                     .map(|(key, s)| Row {
+                        ratio: self.ratio(&key, window.get(&key).copied().unwrap_or(0)),
                         key: Cow::Owned(key),
                         count: s.count,
                         rate: s.rate,

@@ -250,3 +250,57 @@ fn the_footer_fits_narrow_terminals_and_keeps_the_keys_a_newcomer_needs() {
         "{footer}"
     );
 }
+
+#[test]
+fn a_ratio_column_shows_drops_per_packet_between_two_readings() {
+    use std::{sync::Arc, time::Duration};
+
+    use crate::model::{Attribution, DropCount, DropKey, KernelReading, Reason, Snapshot};
+    let key = DropKey {
+        reason: Reason {
+            code: 2,
+            name: "NO_SOCKET".into(),
+        },
+        location: "__udp4_lib_rcv+0x1".into(),
+        attr: Attribution {
+            netns: Some(7),
+            netns_name: Some("web".into()),
+            ifindex: Some(2),
+            device: Some("eth0".into()),
+            ..Default::default()
+        },
+    };
+    let snap = |secs: u64, count: u64, rx: u64| {
+        let mut r = KernelReading {
+            unix_ms: secs * 1000,
+            initial_netns: 1,
+            ..Default::default()
+        };
+        let g = r.netns.entry(7).or_default();
+        g.insert("Dev:eth0:RxPackets".into(), rx);
+        g.insert("Ip:InReceives".into(), rx);
+        Snapshot {
+            elapsed: Duration::from_secs(secs),
+            unix_ms: secs * 1000 + 1,
+            total: count,
+            drops: vec![DropCount {
+                key: key.clone(),
+                count,
+            }],
+            kernel: Some(Arc::new(r)),
+            ..Default::default()
+        }
+    };
+    let mut s = state((120, 30));
+    let now = std::time::Instant::now();
+    update(&mut s, Msg::Snapshot(Box::new(snap(1, 100, 1000)), now));
+    assert!(!screen(&s).contains("RATIO%"), "no window yet");
+    // 50 more drops while eth0 received 2,000 more packets: 2.5%.
+    update(&mut s, Msg::Snapshot(Box::new(snap(6, 150, 3000)), now));
+    let out = screen(&s);
+    assert!(
+        out.contains("RATIO%") && out.contains("ratio over 5s"),
+        "{out}"
+    );
+    assert!(line_with(&out, "NO_SOCKET").contains(" 2.5 "), "{out}");
+}

@@ -144,6 +144,13 @@ fn title(state: &State, shown: usize) -> Line<'static> {
             format::millis(w.as_millis() as u64)
         )));
     }
+    // RATIO% is over the interval between the last two readings of the kernel's counters.
+    if let Some(w) = state.shown().ratio_window() {
+        spans.push(Span::raw(format!(
+            " ratio over {} ",
+            format::millis(w.as_millis() as u64)
+        )));
+    }
     Line::from(spans)
 }
 
@@ -167,6 +174,15 @@ fn headings(state: &State) -> [String; 4] {
         mark("COUNT", SortKey::Count),
         mark("RATE/S", SortKey::Rate),
     ]
+}
+
+/// A drop ratio as a percentage: one decimal from 1%, three below; `-` when unknown.
+fn ratio_percent(ratio: Option<f64>) -> String {
+    match ratio.map(|r| r * 100.0) {
+        Some(p) if p >= 1.0 => format!("{p:.1}"),
+        Some(p) => format!("{p:.3}"),
+        None => "-".into(),
+    }
 }
 
 /// Draws the table into `area`.
@@ -224,6 +240,8 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
         .unwrap_or(0)
         .max(head_width(&rate_head)) as u16;
     let shown: Vec<&TableRow<'_>> = visible.iter().map(|v| v.1).collect();
+    // Drops per packet received, where the kernel's counters give the packets.
+    let with_ratio = shown.iter().any(|r| r.ratio.is_some());
     let attrs = attr_columns(&rows, &shown);
     let right = |s: String| Cell::from(Line::from(s).right_aligned());
     // A name the grouping merged away is `*` in every row: its column is left out.
@@ -247,15 +265,14 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
             let text = (c.text)(&r.key).unwrap_or_else(|| "-".into());
             cells.push(Cell::from(sanitize::terminal_cell(&text, MAX_NAME_CHARS)));
         }
-        cells.extend([
-            right(count),
-            right(rate),
-            right(format!("{:.1}", r.share)),
-            Cell::from(Span::styled(
-                format::sparkline(r.trend.iter(), usize::from(trend_width)),
-                Style::new().fg(Color::Cyan),
-            )),
-        ]);
+        cells.extend([right(count), right(rate), right(format!("{:.1}", r.share))]);
+        if with_ratio {
+            cells.push(right(ratio_percent(r.ratio)));
+        }
+        cells.extend([Cell::from(Span::styled(
+            format::sparkline(r.trend.iter(), usize::from(trend_width)),
+            Style::new().fg(Color::Cyan),
+        ))]);
         let row = Row::new(cells);
         if Some(i) == selected {
             row.style(Style::new().add_modifier(Modifier::REVERSED))
@@ -274,12 +291,11 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
         widths.push(Constraint::Fill(1));
     }
     head.extend(attrs.iter().map(|(c, _)| Cell::from(c.head)));
-    head.extend([
-        right(count_head),
-        right(rate_head),
-        right("SHARE%".into()),
-        Cell::from("TREND"),
-    ]);
+    head.extend([right(count_head), right(rate_head), right("SHARE%".into())]);
+    if with_ratio {
+        head.push(right("RATIO%".into()));
+    }
+    head.push(Cell::from("TREND"));
     let head =
         Row::new(head).style(Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED));
     widths.extend(attrs.iter().map(|(_, w)| Constraint::Length(*w)));
@@ -287,8 +303,11 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
         Constraint::Length(count_width),
         Constraint::Length(rate_width),
         Constraint::Length(6),
-        Constraint::Length(trend_width),
     ]);
+    if with_ratio {
+        widths.push(Constraint::Length(7));
+    }
+    widths.push(Constraint::Length(trend_width));
     frame.render_widget(
         Table::new(body, widths).header(head).column_spacing(1),
         inner,
