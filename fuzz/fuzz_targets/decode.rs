@@ -30,8 +30,8 @@ use dropscope::{
     cmd::report::write_report,
     flamegraph::{self, GraphMeta, MAX_RECTANGLES},
     model::{
-        Attribution, DropCount, DropKey, Health, KeySamples, Reason, Sample, SessionInfo, Snapshot,
-        StackCount,
+        Attribution, DropCount, DropKey, Health, KernelReading, KeySamples, Reason, Sample,
+        SessionInfo, Snapshot, StackCount,
     },
     record::{
         Recording,
@@ -301,6 +301,8 @@ fn generated(data: &[u8]) -> Option<()> {
     let n = src.byte() % 40;
     let mut elapsed = Duration::ZERO;
     let mut snaps = Vec::new();
+    let mut reading: Option<Arc<KernelReading>> = None;
+    let mut readings = 0u64;
     for frame in 0..n {
         elapsed += Duration::from_nanos(src.u64()).min(Duration::from_secs(100));
         let mask = src.byte();
@@ -330,6 +332,27 @@ fn generated(data: &[u8]) -> Option<()> {
             })
             .collect();
         let b = src.byte();
+        // Now and then a new reading of the kernel's counters (its time new, as live), carried
+        // by the snapshots after it.
+        if b & 8 != 0 {
+            readings += 1;
+            let mut r = KernelReading {
+                unix_ms: readings,
+                initial_netns: src.u64(),
+                ..Default::default()
+            };
+            for _ in 0..src.byte() % 4 {
+                let ns = src.u64();
+                for j in 0..src.byte() % 4 {
+                    r.netns
+                        .entry(ns)
+                        .or_default()
+                        .insert(format!("Dev:if{j}:RxPackets").into(), src.u64());
+                }
+            }
+            r.netns.retain(|_, g| !g.is_empty());
+            reading = Some(Arc::new(r));
+        }
         snaps.push(Snapshot {
             elapsed,
             unix_ms: src.u64(),
@@ -346,7 +369,7 @@ fn generated(data: &[u8]) -> Option<()> {
                 stack_lost: src.u64(),
                 ..Default::default()
             },
-            kernel: None,
+            kernel: reading.clone(),
         });
     }
     let info = SessionInfo {

@@ -25,9 +25,9 @@ pub fn encode(r: &KernelReading) -> Vec<u8> {
     put_uvarint(&mut p, netns.len() as u64);
     for (ns, g) in netns {
         put_uvarint(&mut p, *ns);
-        let kept: Vec<_> = g
-            .iter()
-            .filter(|(n, _)| n.len() <= MAX_COUNTER_NAME)
+        // What the reader would refuse is never written (a reading's names are escaped).
+        let kept: Vec<_> = (g.iter())
+            .filter(|(n, _)| n.len() <= MAX_COUNTER_NAME && plain(n))
             .collect();
         put_uvarint(&mut p, kept.len() as u64);
         for (name, v) in kept {
@@ -130,12 +130,22 @@ mod tests {
 
     #[test]
     fn refuses_what_the_writer_never_writes() {
+        // A name with a control character: never written, and refused where written.
         let mut r = reading();
         r.netns
             .entry(1)
             .or_default()
             .insert("Dev:\u{1b}[2J:RxDrop".into(), 1);
-        assert!(decode(&encode(&r)).is_err());
+        let back = decode(&encode(&r)).expect("decodes");
+        assert_eq!(back.growth(1, "Dev:\u{1b}[2J:RxDrop"), 0);
+        let mut p = Vec::new();
+        for v in [1, 1, 1, 5, 1] {
+            put_uvarint(&mut p, v);
+        }
+        put_str(&mut p, "Dev:\u{1b}[2J:RxDrop");
+        put_uvarint(&mut p, 1);
+        put_uvarint(&mut p, 0);
+        assert!(decode(&p).is_err());
         // Truncated anywhere: an error, never a panic.
         let p = encode(&reading());
         for n in 0..p.len() {
