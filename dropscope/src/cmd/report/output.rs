@@ -643,6 +643,7 @@ mod tests {
             errors: Vec::new(),
             names: [(9, "web1".to_string())].into(),
             ratios: Vec::new(),
+            ledger: None,
         }
     }
 

@@ -279,6 +279,7 @@ mod tests {
             errors: Vec::new(),
             names: Default::default(),
             ratios: Vec::new(),
+            ledger: None,
         };
         s.kernel = Some(k);
         let out = screen(&s);
