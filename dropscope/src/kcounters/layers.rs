@@ -61,6 +61,18 @@ pub enum Role {
     Context,
 }
 
+impl Role {
+    /// What the role means, in a word or two (reports and the TUI).
+    pub fn word(self) -> &'static str {
+        match self {
+            Role::Primary | Role::Fallback => "drops",
+            Role::Layer => "drops, also another layer's",
+            Role::Detail => "part of another counter",
+            Role::Context => "not drops",
+        }
+    }
+}
+
 /// A counter of the ledger: its layer, device and what it counts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Class<'a> {
