@@ -480,18 +480,20 @@ impl Collector {
     }
 
     /// Runs a collector on a thread of its own (the symbolizer is not `Send`), feeding a
-    /// [`Feed`]. It stops when the [`Stopper`] is used or dropped, sending one last snapshot
+    /// [`Feed`]; returns once it is set up (the kernel counters' baseline read). It stops when the [`Stopper`] is used or dropped, sending one last snapshot
     /// read right then, or when the feed's receiver is dropped.
     pub fn spawn(probe: Probe, opts: CollectorOptions) -> std::io::Result<(Feed, Stopper)> {
         let (tx, rx) = mpsc::channel(64);
         let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
         let info = session_info(&probe);
         let kernel_pace = opts.kernel_counters.clone();
+        let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<()>(1);
         let handle = std::thread::Builder::new().name("collector".into()).spawn(
             move || -> std::io::Result<()> {
                 // The symbolizer is not `Send`: it is created here, on the collector's thread.
                 let base = opts.interval;
                 let c = &mut Collector::new(probe, opts);
+                let _ = ready_tx.send(());
                 let mut sent = Instant::now();
                 let mut first = true;
                 loop {
@@ -519,6 +521,9 @@ impl Collector {
                 Ok(())
             },
         )?;
+        // Returns once the collector is set up: the kernel's counters (when read) have their
+        // baseline, so a drop after this is in the counts and in the counters alike.
+        let _ = ready_rx.recv();
         let feed = Feed {
             info,
             snapshots: rx,

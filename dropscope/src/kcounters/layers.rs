@@ -151,6 +151,7 @@ const LINK: &[LinkStat] = &[
             "TAP_TXFILTER",
             "NOT_SPECIFIED@veth_xmit",
             "NOT_SPECIFIED@__dev_queue_xmit",
+            "QDISC_DROP@__dev_queue_xmit",
             "~CPU_BACKLOG",
         ],
         false,
