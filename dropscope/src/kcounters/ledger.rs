@@ -156,6 +156,10 @@ pub fn ledger(reading: &KernelReading, snap: &Snapshot) -> Ledger {
 
     let mut rows = Vec::new();
     for (&ns, growth) in &reading.netns {
+        // Devices with stats64 counters: their /proc/net/dev columns are details.
+        let linked: std::collections::BTreeSet<&str> = (growth.keys())
+            .filter_map(|k| Some(k.strip_prefix("Link:")?.rsplit_once(':')?.0))
+            .collect();
         for (name, &delta) in growth {
             let Some(class) = layers::classify(name) else {
                 continue;
@@ -164,15 +168,8 @@ pub fn ledger(reading: &KernelReading, snap: &Snapshot) -> Ledger {
                 continue;
             }
             let role = match class.role {
-                Role::Fallback => {
-                    let dev = class.device.unwrap_or_default();
-                    let linked = growth.keys().any(|k| {
-                        k.strip_prefix("Link:")
-                            .and_then(|r| r.rsplit_once(':'))
-                            .is_some_and(|(d, _)| d == dev)
-                    });
-                    if linked { Role::Detail } else { Role::Primary }
-                }
+                Role::Fallback if linked.contains(class.device.unwrap_or_default()) => Role::Detail,
+                Role::Fallback => Role::Primary,
                 r => r,
             };
             let matched = if role == Role::Context {
