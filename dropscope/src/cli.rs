@@ -51,10 +51,11 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         btf: Option<PathBuf>,
     },
-    /// Explain a drop reason: what it means, its usual causes, what to check, and the kernel
-    /// counters that count it (no root needed).
+    /// Explain a drop reason or a layer counter of the drop ledger: what it means, its usual
+    /// causes, what to check, and the kernel counters that count it (no root needed).
     Explain {
-        /// The reason, e.g. SOCKET_RCVBUFF (the SKB_DROP_REASON_ prefix and case do not matter).
+        /// The reason, e.g. SOCKET_RCVBUFF (the SKB_DROP_REASON_ prefix and case do not
+        /// matter), or a layer counter, e.g. Link:eth0:rx_missed_errors or Qdisc:*:drops.
         name: String,
     },
     /// Record the live snapshot stream to a file, headless, until Ctrl-C or --duration.

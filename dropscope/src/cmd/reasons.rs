@@ -54,6 +54,16 @@ pub fn reasons_cmd(format: Format, btf: Option<&Path>) -> anyhow::Result<()> {
 /// kernel is an error that names the closest known ones.
 pub fn explain_cmd(name: &str) -> anyhow::Result<()> {
     let guide = Guide::builtin();
+    // A layer counter (`Link:eth0:rx_missed_errors`, `Qdisc:*:drops`) has an entry of its own.
+    if let Some(entry) = guide.counter(name) {
+        let mut out = std::io::stdout().lock();
+        write!(
+            out,
+            "{}",
+            explain::render_counter(&sanitize::terminal(name), entry)
+        )?;
+        return Ok(());
+    }
     let e = guide.explain(name);
     let table = ReasonTable::from_running_kernel().ok();
     let in_kernel = table.as_ref().map(|t| t.value_of(&e.name).is_some());

@@ -32,6 +32,8 @@ struct GuideFile {
     reason: Vec<Entry>,
     #[serde(default)]
     family: Vec<Entry>,
+    #[serde(default)]
+    counter: Vec<Entry>,
 }
 
 /// The reason guide.
@@ -39,6 +41,7 @@ struct GuideFile {
 pub struct Guide {
     reasons: Vec<Entry>,
     families: Vec<Entry>,
+    counters: Vec<Entry>,
 }
 
 /// How a name was found in the guide.
@@ -82,6 +85,7 @@ impl Guide {
         Ok(Self {
             reasons: f.reason,
             families: f.family,
+            counters: f.counter,
         })
     }
 
@@ -102,6 +106,18 @@ impl Guide {
     /// Every family entry, in file order.
     pub fn families(&self) -> &[Entry] {
         &self.families
+    }
+
+    /// Every layer counter entry, in file order.
+    pub fn counters(&self) -> &[Entry] {
+        &self.counters
+    }
+
+    /// The entry of a layer counter: by its name in a reading (`Link:eth0:rx_dropped`,
+    /// `Qdisc:eth0:tbf 1::drops`) or its pattern (`Link:*:rx_dropped`).
+    pub fn counter(&self, name: &str) -> Option<&Entry> {
+        let key = crate::kcounters::layers::classify(name).map_or(name, |c| c.guide);
+        self.counters.iter().find(|e| e.name == key)
     }
 
     /// What the guide says about `name` (with or without the `SKB_DROP_REASON_` prefix, any case).
@@ -234,6 +250,23 @@ pub fn render(e: &Explanation<'_>, counters: &[&str]) -> String {
             "\nKernel counters that count these drops: {}",
             counters.join(", ")
         );
+    }
+    out
+}
+
+/// A layer counter's entry as text, for `dropscope explain COUNTER`.
+pub fn render_counter(name: &str, e: &Entry) -> String {
+    let mut out = format!("{name}: {}\n\n", e.summary);
+    out.push_str(&wrap(&e.text, 78));
+    out.push('\n');
+    if e.name != name {
+        let _ = writeln!(out, "\n(the guide's entry for {})", e.name);
+    }
+    if !e.check.is_empty() {
+        out.push_str("\nWhat to check:\n");
+        for c in &e.check {
+            let _ = writeln!(out, "  - {c}");
+        }
     }
     out
 }

@@ -129,3 +129,42 @@ fn unknown_names_get_the_closest_known_ones() {
         "; did you mean ABCD or ABCE?"
     );
 }
+
+#[test]
+fn every_layer_counter_has_an_entry_with_the_command_that_shows_it() {
+    let g = Guide::builtin();
+    for key in crate::kcounters::layers::guide_keys() {
+        let e = g
+            .counter(key)
+            .unwrap_or_else(|| panic!("no guide entry for {key}"));
+        assert!(!e.summary.contains('\n') && !e.text.contains('\n'), "{key}");
+        assert!(
+            e.check.iter().any(|c| c.contains('`')),
+            "{key}: no command to run in {:?}",
+            e.check
+        );
+    }
+    assert_eq!(
+        g.counters().len(),
+        crate::kcounters::layers::guide_keys().count()
+    );
+    let e = g
+        .counter("Qdisc:eth0:fq_codel 0: parent :1:drops")
+        .expect("by name");
+    assert_eq!(e.name, "Qdisc:*:drops");
+    assert!(e.check.iter().any(|c| c.contains("tc -s qdisc")));
+    let e = g.counter("Softnet:cpu3:dropped").expect("softnet");
+    assert!(e.check.iter().any(|c| c.contains("netdev_max_backlog")));
+    let e = g.counter("Link:eth0:rx_missed_errors").expect("link");
+    assert!(e.check.iter().any(|c| c.contains("ethtool")));
+    assert!(g.counter("NO_SOCKET").is_none());
+    let text = render_counter("Link:eth0:rx_missed_errors", e);
+    assert!(
+        text.starts_with("Link:eth0:rx_missed_errors: frames the NIC dropped"),
+        "{text}"
+    );
+    assert!(
+        text.contains("(the guide's entry for Link:*:rx_missed_errors)"),
+        "{text}"
+    );
+}

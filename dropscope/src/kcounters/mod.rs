@@ -1,7 +1,8 @@
 //! The kernel's own drop counters beside the probe's counts: `/proc/net/snmp`,
-//! `/proc/net/snmp6`, `/proc/net/netstat`, `/proc/net/softnet_stat` and the per-interface drop
-//! columns of `/proc/net/dev`, read per network namespace, as deltas over the same window as
-//! the drops.
+//! `/proc/net/snmp6`, `/proc/net/netstat`, `/proc/net/softnet_stat` (machine-wide and per CPU),
+//! the per-interface drop columns of `/proc/net/dev`, and through rtnetlink each device's
+//! stats64 drop and error counters and each qdisc's drops ([`rtnl`]), read per network
+//! namespace, as deltas over the same window as the drops; the [`ledger`] reconciles them.
 //!
 //! Which namespaces: the initial one, every namespace named under `/run/netns` (`ip netns`),
 //! and every namespace where drops are seen (by the inode on their keys, entered through a
@@ -11,10 +12,13 @@
 //! short-lived thread (see [`netns`]), in at most [`netns::MAX_READ_PER_POLL`] namespaces per
 //! call (the rest in turn on later calls, and a note says how many waited). No namespace but
 //! the initial one is held open between calls, so none is kept alive.
+pub mod layers;
+pub mod ledger;
 pub mod map;
 pub mod netns;
 pub mod parse;
 pub mod ratio;
+pub mod rtnl;
 pub mod unseen;
 
 #[cfg(test)]
@@ -25,13 +29,14 @@ use std::{
     sync::Arc,
 };
 
+pub use self::{
+    ledger::Ledger,
+    ratio::Ratio,
+    unseen::{CounterDelta, SeenDrop, Unseen},
+};
 use self::{
     netns::{MAX_READ_PER_POLL, Namespaces, Reading},
     parse::Counters,
-};
-pub use self::{
-    ratio::Ratio,
-    unseen::{CounterDelta, SeenDrop, Unseen},
 };
 use crate::model::{
     KernelReading, Snapshot,
@@ -56,6 +61,9 @@ pub struct KernelView {
     pub names: BTreeMap<u64, String>,
     /// Drops per packet handled, per namespace and per device (see [`ratio::ratios`]).
     pub ratios: Vec<Ratio>,
+    /// Every layer's drops reconciled with the probe's (see [`ledger`]); `None` when unseen
+    /// is (filtered counts, or counts grouped without the reason).
+    pub ledger: Option<Ledger>,
 }
 
 impl KernelView {
@@ -171,9 +179,10 @@ impl KernelCounters {
     }
 }
 
-/// Whether a counter travels in a reading: a drop counter or a packet counter.
+/// Whether a counter travels in a reading: a drop counter, a layer counter or a packet counter.
 pub(crate) fn is_kept(name: &str) -> bool {
     map::lookup(name).is_some()
+        || layers::is_layer_counter(name)
         || PACKET_COUNTERS.contains(&name)
         || crate::model::kernel::device_packets(name).is_some()
 }
@@ -188,9 +197,12 @@ pub fn view(reading: &KernelReading, snap: &Snapshot, filter: Option<String>) ->
     let counters = unseen::growth_deltas(reading);
     let initial = reading.initial_netns;
     let by_reason = snap.drops.iter().all(|d| &*d.key.reason.name != "*");
-    let unseen = match filter {
-        None if by_reason => Some(unseen::unseen(&counters, seen_drops(snap), initial)),
-        _ => None,
+    let (unseen, ledger) = match filter {
+        None if by_reason => (
+            Some(unseen::unseen(&counters, seen_drops(snap), initial)),
+            Some(ledger::ledger(reading, snap)),
+        ),
+        _ => (None, None),
     };
     KernelView {
         initial_netns: initial,
@@ -198,6 +210,7 @@ pub fn view(reading: &KernelReading, snap: &Snapshot, filter: Option<String>) ->
         unseen,
         filter,
         ratios: ratio::ratios(reading, snap),
+        ledger,
         errors: reading.errors.clone(),
         names: snap
             .drops

@@ -193,8 +193,10 @@ impl Namespaces {
             s.spawn(|| {
                 let mut r = Reading::default();
                 match read_in(file, path, true) {
-                    Ok(c) => {
+                    Ok((c, notes)) => {
                         r.counters.insert(initial, c);
+                        r.errors
+                            .extend(notes.into_iter().map(|n| format!("netns {initial}: {n}")));
                     }
                     Err(e) => r.errors.push(format!("netns {initial}: {e:#}")),
                 }
@@ -207,8 +209,10 @@ impl Namespaces {
                         continue;
                     }
                     match read_in(&file, path, false) {
-                        Ok(c) => {
+                        Ok((c, notes)) => {
                             r.counters.insert(ino, c);
+                            r.errors
+                                .extend(notes.into_iter().map(|n| format!("netns {ino}: {n}")));
                         }
                         Err(e) => r.errors.push(format!("netns {ino}: {e:#}")),
                     }
@@ -246,8 +250,10 @@ fn pick<V>(all: &BTreeMap<u64, V>, cursor: u64, max: usize) -> Vec<u64> {
 }
 
 /// Enters namespace `ns` (opened from `path`) on the calling thread and reads its counters;
-/// the machine-wide softnet counter only in the initial namespace.
-fn read_in(ns: &File, path: &Path, initial: bool) -> anyhow::Result<Counters> {
+/// the machine-wide softnet counters only in the initial namespace. Device and qdisc counters
+/// are read through netlink sockets opened on this thread after it entered the namespace (so
+/// in it); what of them could not be read is returned as notes beside the counters.
+fn read_in(ns: &File, path: &Path, initial: bool) -> anyhow::Result<(Counters, Vec<String>)> {
     // SAFETY: setns(2) with a namespace file descriptor we own; CLONE_NEWNET changes only the
     // calling thread's network namespace, and this thread is ours and ends after reading.
     let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
@@ -270,9 +276,10 @@ fn read_in(ns: &File, path: &Path, initial: bool) -> anyhow::Result<Counters> {
     if initial {
         parse::softnet(&read("softnet_stat")?, &mut all);
     }
+    let notes = super::rtnl::read(&mut all);
     // Only counters that count drops, and packets (the denominators of ratios), are kept.
     all.retain(|name, _| super::is_kept(name));
-    Ok(all)
+    Ok((all, notes))
 }
 
 #[cfg(test)]

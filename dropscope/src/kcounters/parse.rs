@@ -1,5 +1,6 @@
 //! Parsers of the kernel's counter files: `/proc/net/snmp` and `/proc/net/netstat` (pairs of
-//! header and value lines), `/proc/net/snmp6` (a name and a value per line), `/proc/net/softnet_stat` (hex columns per CPU) and `/proc/net/dev`.
+//! header and value lines), `/proc/net/snmp6` (a name and a value per line),
+//! `/proc/net/softnet_stat` (hex columns per CPU) and `/proc/net/dev`.
 use std::collections::BTreeMap;
 
 /// Counters by `Group:Name` (`nstat` names them `GroupName`).
@@ -42,13 +43,32 @@ pub fn snmp6(text: &str, out: &mut Counters) {
     }
 }
 
-/// Adds `Softnet:Dropped`: the sum over CPUs of the second column of `/proc/net/softnet_stat`.
+/// The most CPUs whose softnet columns are kept one by one.
+pub const MAX_SOFTNET_CPUS: usize = 1024;
+
+/// Adds `Softnet:Dropped` (the sum over CPUs of the second column of `/proc/net/softnet_stat`)
+/// and, per CPU, `Softnet:cpu<N>:dropped`, `time_squeeze` and `flow_limit` (columns 2, 3 and
+/// 11; the CPU is the 13th column where the kernel writes it, else the line's place). Per-CPU
+/// counters at zero are left out (a missing counter reads as zero).
 pub fn softnet(text: &str, out: &mut Counters) {
-    let dropped = text
-        .lines()
-        .filter_map(|l| l.split_whitespace().nth(1))
-        .filter_map(|v| u64::from_str_radix(v, 16).ok())
-        .fold(0u64, u64::wrapping_add);
+    let mut dropped = 0u64;
+    for (i, line) in text.lines().enumerate() {
+        let cols: Vec<u64> = line
+            .split_whitespace()
+            .map_while(|v| u64::from_str_radix(v, 16).ok())
+            .collect();
+        let Some(&d) = cols.get(1) else { continue };
+        dropped = dropped.wrapping_add(d);
+        if i >= MAX_SOFTNET_CPUS {
+            continue;
+        }
+        let cpu = cols.get(12).copied().unwrap_or(i as u64);
+        for (stat, col) in [("dropped", 1), ("time_squeeze", 2), ("flow_limit", 10)] {
+            if let Some(&v) = cols.get(col).filter(|v| **v > 0) {
+                out.insert(format!("Softnet:cpu{cpu}:{stat}"), v);
+            }
+        }
+    }
     out.insert("Softnet:Dropped".into(), dropped);
 }
 
@@ -124,6 +144,20 @@ mod tests {
             &mut c,
         );
         assert_eq!(c["Softnet:Dropped"], 18);
+        assert_eq!(c["Softnet:cpu0:dropped"], 2);
+        assert_eq!(c["Softnet:cpu1:dropped"], 16);
+        assert_eq!(c["Softnet:cpu1:time_squeeze"], 1);
+        assert_eq!(c.len(), 4, "{c:?}");
+        // The kernel's own CPU column (offline CPUs leave no line).
+        let mut c = Counters::new();
+        let line = |cpu: u32| {
+            format!("00000001 00000003 00000004 0 0 0 0 0 0 0 00000005 0 {cpu:08x} 0 0\n")
+        };
+        softnet(&(line(0) + &line(3)), &mut c);
+        assert_eq!(c["Softnet:cpu3:dropped"], 3);
+        assert_eq!(c["Softnet:cpu3:time_squeeze"], 4);
+        assert_eq!(c["Softnet:cpu3:flow_limit"], 5);
+        assert_eq!(c["Softnet:Dropped"], 6);
     }
 
     #[test]

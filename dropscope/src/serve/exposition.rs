@@ -69,7 +69,13 @@ pub struct Exposition {
     pub packets: Vec<(Arc<str>, Arc<str>, &'static str, u64)>,
     /// Packets per namespace name received at the IP layer.
     pub netns_packets: Vec<(Arc<str>, u64)>,
+    /// Drops each layer counter counted: (layer, counter, namespace name, device, growth).
+    pub layer_drops: Vec<LayerDrops>,
 }
+
+/// One series of `dropscope_layer_drops_total`: layer, counter, namespace name, device (empty
+/// for none) and the counter's growth since dropscope started.
+pub type LayerDrops = (&'static str, Arc<str>, Arc<str>, Arc<str>, u64);
 
 impl Exposition {
     /// The exposition of a snapshot whose cap was applied as `selected`.
@@ -82,6 +88,7 @@ impl Exposition {
             max_series,
             packets: Vec::new(),
             netns_packets: Vec::new(),
+            layer_drops: Vec::new(),
         }
         .with_packets(snap)
     }
@@ -114,6 +121,23 @@ impl Exposition {
         self.netns_packets = (r.netns.keys())
             .take(self.max_series)
             .map(|&ns| (name(ns), r.netns_packets(ns)))
+            .collect();
+        let sanitize = super::series::sanitize;
+        self.layer_drops = (r.netns.iter())
+            .flat_map(|(&ns, g)| g.iter().map(move |(c, &v)| (ns, c, v)))
+            .filter_map(|(ns, counter, v)| {
+                let class = crate::kcounters::layers::classify(counter)?;
+                (class.role != crate::kcounters::layers::Role::Context).then(|| {
+                    (
+                        class.layer.as_str(),
+                        sanitize(counter),
+                        name(ns),
+                        sanitize(class.device.unwrap_or_default()),
+                        v,
+                    )
+                })
+            })
+            .take(self.max_series)
             .collect();
         self
     }
@@ -343,6 +367,30 @@ pub fn render(e: &Exposition, format: Format) -> String {
         for (ns, v) in &e.netns_packets {
             w.out.push_str("dropscope_netns_packets_total");
             labels(&mut w.out, [("netns_name", &**ns)]);
+            let _ = writeln!(w.out, " {v}");
+        }
+    }
+    if !e.layer_drops.is_empty() {
+        w.family(
+            "dropscope_layer_drops_total",
+            "counter",
+            "Drops a layer counter of the kernel counted since dropscope started (layer=nic: \
+             ip -s link, qdisc: tc -s qdisc, softnet: the per-CPU backlog, protocol: nstat), per \
+             network namespace and device; the drop ledger matches them with \
+             dropscope_drops_total. Some count the same drops (a backlog drop is also its \
+             device's rx_dropped): do not sum across layers.",
+        );
+        for (layer, counter, ns, dev, v) in &e.layer_drops {
+            w.out.push_str("dropscope_layer_drops_total");
+            labels(
+                &mut w.out,
+                [
+                    ("layer", *layer),
+                    ("counter", &**counter),
+                    ("netns_name", &**ns),
+                    ("device", &**dev),
+                ],
+            );
             let _ = writeln!(w.out, " {v}");
         }
     }

@@ -349,3 +349,58 @@ fn packets_per_device_and_namespace_are_exported_as_denominators() {
     let body = render(&exposition(100), Format::Text);
     assert!(!body.contains("dropscope_packets_total"), "{body}");
 }
+
+#[test]
+fn layer_counters_are_exported_per_layer_namespace_and_device_capped() {
+    let mut s = snapshot();
+    let mut r = crate::model::KernelReading {
+        initial_netns: 1,
+        ..Default::default()
+    };
+    let g = r.netns.entry(1).or_default();
+    g.insert("Softnet:Dropped".into(), 7);
+    g.insert("Softnet:cpu1:time_squeeze".into(), 3);
+    g.insert("Udp:NoPorts".into(), 4);
+    g.insert("Dev:eth0:RxPackets".into(), 1000);
+    let g = r.netns.entry(77).or_default();
+    g.insert("Qdisc:va:tbf 1::drops".into(), 40);
+    g.insert("Qdisc:va:tbf 1::overlimits".into(), 90);
+    g.insert("Link:va:tx_dropped".into(), 2);
+    s.kernel = Some(std::sync::Arc::new(r));
+    let sel = Selection::new(100).select(&s);
+    for format in [Format::Text, Format::OpenMetrics] {
+        let body = render(&Exposition::new(&info(), &s, sel.clone(), 100), format);
+        check_families(&body, format);
+        let l = samples(&body, "dropscope_layer_drops_total");
+        assert_eq!(
+            l,
+            [
+                (
+                    r#"layer="softnet",counter="Softnet:Dropped",netns_name="host""#,
+                    7.0
+                ),
+                (
+                    r#"layer="protocol",counter="Udp:NoPorts",netns_name="host""#,
+                    4.0
+                ),
+                (
+                    r#"layer="nic",counter="Link:va:tx_dropped",netns_name="77",device="va""#,
+                    2.0
+                ),
+                (
+                    r#"layer="qdisc",counter="Qdisc:va:tbf 1::drops",netns_name="77",device="va""#,
+                    40.0
+                ),
+            ],
+            "{body}"
+        );
+    }
+    // Capped at --max-series like the other families.
+    let sel = Selection::new(2).select(&s);
+    let body = render(&Exposition::new(&info(), &s, sel, 2), Format::Text);
+    assert_eq!(
+        samples(&body, "dropscope_layer_drops_total").len(),
+        2,
+        "{body}"
+    );
+}

@@ -42,6 +42,8 @@ pub enum Action {
     Explain,
     /// The kernel counters panel.
     Counters,
+    /// The drop ledger panel.
+    Ledger,
     /// Write a flamegraph.
     Flamegraph,
     /// Start or stop recording.
@@ -280,6 +282,17 @@ pub const GENERAL: &[Key] = &[
         ),
         "c",
         Some("counters"),
+        None,
+    ),
+    hint(
+        key(
+            "L",
+            "the drop ledger: every layer's drops, reconciled",
+            &[(C::Char('L'), A::Ledger)],
+            Both,
+        ),
+        "L",
+        Some("ledger"),
         None,
     ),
     hint(

@@ -62,7 +62,8 @@ pub struct TuiOptions {
 const DATA_REDRAW: Duration = Duration::from_millis(500);
 /// How often the header clock advances between snapshots.
 const CLOCK: Duration = Duration::from_secs(1);
-/// How often a live source reads the kernel's counters while their panel is open.
+/// How often a live source reads the kernel's counters while their panel (or the ledger's) is
+/// open.
 pub const KERNEL_READ: Duration = Duration::from_secs(1);
 /// How often while their panel is closed (for the header's UNSEEN badge): the idle and flood
 /// syscall rates stay as they are while nobody looks at them.
@@ -269,11 +270,13 @@ impl Session {
         urgent |= self.state.selected != selected;
         if let Some(pace) = &self.kernel_pace {
             // The counters travel in the snapshots; they are read more often while shown.
-            pace.set(if self.state.panel == Some(Panel::Counters) {
-                KERNEL_READ
-            } else {
-                KERNEL_READ_CLOSED
-            });
+            pace.set(
+                if matches!(self.state.panel, Some(Panel::Counters | Panel::Ledger)) {
+                    KERNEL_READ
+                } else {
+                    KERNEL_READ_CLOSED
+                },
+            );
         }
         match effect {
             Some(Effect::Quit) => return Ok(true),

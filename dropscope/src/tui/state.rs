@@ -66,6 +66,8 @@ pub enum Panel {
     Explain,
     /// The kernel's drop counters and the drops the probe did not see.
     Counters,
+    /// The drop ledger: every layer's drops reconciled with the probe's.
+    Ledger,
 }
 
 /// Whose stacks the stack view shows.

@@ -328,6 +328,7 @@ fn on_key(state: &mut State, key: KeyEvent) -> Option<Effect> {
         Action::Flamegraph => return flamegraph(state),
         Action::Explain => toggle_panel(state, Panel::Explain),
         Action::Counters => toggle_panel(state, Panel::Counters),
+        Action::Ledger => toggle_panel(state, Panel::Ledger),
         Action::Record if state.is_replay() => {
             state.status = Some("recording works live only: this is already a recording".into());
         }

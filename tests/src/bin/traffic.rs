@@ -2,6 +2,9 @@
 //!
 //! `traffic udp PORT N`: N datagrams to a closed UDP port (NO_SOCKET).
 //! `traffic udp-to ADDR PORT N`: N datagrams to ADDR:PORT (e.g. over a veth pair).
+//! `traffic udp-gso ADDR PORT SEGMENTS N`: N sends to ADDR:PORT of SEGMENTS datagrams each in
+//! one UDP GSO buffer (UDP_SEGMENT, 1,000 bytes a datagram): on a device that cannot take them
+//! whole (`gso_max_segs 1`) the kernel cuts each into SEGMENTS packets sent back to back.
 //! `traffic udp-sink PORT SECONDS`: receives datagrams on UDP PORT (every address) for
 //! SECONDS, reading each at once; prints how many arrived.
 //! `traffic tcp PORT N`: N connection attempts to a closed TCP port (NO_SOCKET).
@@ -23,6 +26,10 @@ use std::{
 };
 
 use dropscope_tests::traffic::{Generator, Pattern, RawSender, Sent};
+
+/// `UDP_SEGMENT` of include/uapi/linux/udp.h (the GSO segment size of a UDP socket; not in
+/// the libc crate for every target).
+const UDP_SEGMENT: libc::c_int = 103;
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -48,6 +55,30 @@ fn main() -> anyhow::Result<()> {
             let s = UdpSocket::bind("0.0.0.0:0")?;
             for _ in 0..n {
                 s.send_to(b"dropscope", (addr, port))?;
+            }
+        }
+        Some("udp-gso") => {
+            let addr: std::net::IpAddr = args
+                .get(1)
+                .ok_or_else(|| anyhow::anyhow!("usage: traffic udp-gso ADDR PORT SEGMENTS N"))?
+                .parse()?;
+            let (port, segments, n) = (arg(2)? as u16, arg(3)?.clamp(1, 64), arg(4)?);
+            let s = UdpSocket::bind("0.0.0.0:0")?;
+            let size: libc::c_int = 1000;
+            // SAFETY: setsockopt reads `size` (a valid c_int) for the given length.
+            let rc = unsafe {
+                libc::setsockopt(
+                    s.as_raw_fd(),
+                    libc::SOL_UDP,
+                    UDP_SEGMENT,
+                    (&size as *const libc::c_int).cast(),
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            anyhow::ensure!(rc == 0, "UDP_SEGMENT: {}", std::io::Error::last_os_error());
+            let buf = vec![0u8; 1000 * segments as usize];
+            for _ in 0..n {
+                s.send_to(&buf, (addr, port))?;
             }
         }
         Some("udp-sink") => {
@@ -121,7 +152,7 @@ fn main() -> anyhow::Result<()> {
             mix(run, Duration::from_secs(seconds))?;
         }
         _ => anyhow::bail!(
-            "usage: traffic udp PORT N | udp-to ADDR PORT N | udp-sink PORT SECONDS | tcp PORT N | tcp-payload PORT N | raw PROTO N | rcvbuf N | mix RUN SECONDS"
+            "usage: traffic udp PORT N | udp-to ADDR PORT N | udp-gso ADDR PORT SEGMENTS N | udp-sink PORT SECONDS | tcp PORT N | tcp-payload PORT N | raw PROTO N | rcvbuf N | mix RUN SECONDS"
         ),
     }
     Ok(())

@@ -6,7 +6,10 @@ use unicode_width::UnicodeWidthStr;
 
 use crate::{
     explain::Guide,
-    kcounters::{CounterDelta, KernelView, Ratio, Unseen},
+    kcounters::{
+        CounterDelta, KernelView, Ratio, Unseen,
+        ledger::{Headline, LayerTotal, Ledger, Row},
+    },
     model::{DropCount, DropKey, Sample, Snapshot},
     sanitize,
 };
@@ -111,6 +114,24 @@ pub struct JsonReport<'a> {
     /// Drops per packet the kernel handled, per namespace and device over the same window
     /// (`null` without the kernel's counters; see `kcounters::ratio`).
     pub ratio: Option<Vec<WithName<Ratio>>>,
+    /// Every layer's drops reconciled with the probe's (`null` without the kernel's counters,
+    /// or where unseen is `null`).
+    pub ledger: Option<JsonLedger>,
+}
+
+/// The drop ledger in the JSON report.
+#[derive(Debug, Serialize)]
+pub struct JsonLedger {
+    /// Every drop once: `total = with_reason + counter_only + unexplained`.
+    pub headline: Headline,
+    /// The headline as a sentence.
+    pub summary: String,
+    /// Per layer and (namespace, device).
+    pub layers: Vec<WithName<LayerTotal>>,
+    /// Every layer counter that grew.
+    pub counters: Vec<WithName<Row>>,
+    /// How the matching was limited.
+    pub notes: Vec<String>,
 }
 
 /// A kernel counter's entry with the name of its namespace beside the inode.
@@ -153,6 +174,23 @@ impl JsonReport<'_> {
                 })
                 .collect(),
         );
+        self.ledger = k.ledger.as_ref().map(|l| JsonLedger {
+            headline: l.headline,
+            summary: l.headline.sentence(),
+            layers: (l.layers.iter())
+                .map(|t| WithName {
+                    netns_name: name(t.netns),
+                    item: t.clone(),
+                })
+                .collect(),
+            counters: (l.counters.iter())
+                .map(|r| WithName {
+                    netns_name: name(r.netns),
+                    item: r.clone(),
+                })
+                .collect(),
+            notes: l.notes.clone(),
+        });
         self.unseen = k.unseen.as_ref().map(|u| {
             u.iter()
                 .map(|c| WithName {
@@ -278,6 +316,7 @@ pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
         kernel_counters: None,
         unseen: None,
         ratio: None,
+        ledger: None,
     }
 }
 
@@ -622,8 +661,83 @@ pub fn write_kernel(k: &KernelView, mut out: impl Write) -> std::io::Result<()> 
             )?;
         }
     }
+    match &k.ledger {
+        Some(l) => write_ledger(k, l, &mut out)?,
+        None if k.filter.is_some() => {}
+        None => writeln!(
+            out,
+            "\n(no drop ledger: the counts are grouped without the reason)"
+        )?,
+    }
     for e in &k.errors {
         writeln!(out, "(kernel counters not read: {e})")?;
+    }
+    Ok(())
+}
+
+/// Writes the ledger: its headline, each layer per namespace and device, and the layer
+/// counters that grew.
+fn write_ledger(k: &KernelView, l: &Ledger, mut out: impl Write) -> std::io::Result<()> {
+    writeln!(out)?;
+    writeln!(out, "DROP LEDGER: {}", l.headline.sentence())?;
+    let where_ = |netns: u64, device: &Option<String>| {
+        let n = k.netns_label(netns);
+        match device {
+            Some(d) => format!("{n} {}", crate::sanitize::terminal(d)),
+            None => n,
+        }
+    };
+    let ww = (l.layers.iter().map(|t| where_(t.netns, &t.device).len()))
+        .chain(l.counters.iter().map(|r| where_(r.netns, &r.device).len()))
+        .max()
+        .unwrap_or(5)
+        .max(5);
+    if !l.layers.is_empty() {
+        writeln!(
+            out,
+            "{:<9}  {:<ww$}  {:>12}  {:>12}  {:>12}",
+            "LAYER", "WHERE", "COUNTED", "ALSO_OTHER", "ONLY_HERE"
+        )?;
+    }
+    for t in &l.layers {
+        writeln!(
+            out,
+            "{:<9}  {:<ww$}  {:>12}  {:>12}  {:>12}",
+            t.layer.as_str(),
+            where_(t.netns, &t.device),
+            t.counted,
+            t.matched,
+            t.counter_only
+        )?;
+    }
+    if !l.counters.is_empty() {
+        let cw = l
+            .counters
+            .iter()
+            .map(|r| r.counter.len())
+            .max()
+            .unwrap_or(7);
+        writeln!(out)?;
+        writeln!(
+            out,
+            "{:<cw$}  {:<ww$}  {:>12}  {:>12}  {:>12}  ROLE",
+            "LAYER COUNTER", "WHERE", "DELTA", "KFREE_SKB", "ONLY_COUNTER"
+        )?;
+        for r in &l.counters {
+            writeln!(
+                out,
+                "{:<cw$}  {:<ww$}  {:>12}  {:>12}  {:>12}  {}",
+                crate::sanitize::terminal(&r.counter),
+                where_(r.netns, &r.device),
+                r.delta,
+                r.matched,
+                r.counter_only,
+                r.role.word()
+            )?;
+        }
+    }
+    for n in &l.notes {
+        writeln!(out, "(ledger: {n})")?;
     }
     Ok(())
 }
@@ -699,6 +813,7 @@ mod tests {
             errors: Vec::new(),
             names: [(9, "web1".to_string())].into(),
             ratios: Vec::new(),
+            ledger: None,
         }
     }
 
@@ -757,6 +872,64 @@ mod tests {
             v["unseen"].is_null() && v["kernel_counters"].is_array(),
             "{v:#}"
         );
+    }
+
+    #[test]
+    fn the_ledger_is_a_json_object_and_a_text_section() {
+        let mut reading = crate::model::KernelReading {
+            initial_netns: 1,
+            ..Default::default()
+        };
+        let g = reading.netns.entry(9).or_default();
+        g.insert("Qdisc:va:tbf 1::drops".into(), 40);
+        g.insert("Link:va:rx_missed_errors".into(), 10);
+        let mut s = one("QDISC_DROP", "__dev_xmit_skb+0x1");
+        s.drops[0].count = 40;
+        s.drops[0].key.attr.netns = Some(9);
+        s.drops[0].key.attr.netns_name = Some("web1".into());
+        s.drops[0].key.attr.device = Some("va".into());
+        s.total = 40;
+        let k = crate::kcounters::view(&reading, &s, None);
+        let v = serde_json::to_value(json(&s, 1.0).with_kernel(&k)).expect("json");
+        let l = &v["ledger"];
+        assert_eq!(l["headline"]["total"], 50, "{l:#}");
+        assert_eq!(l["headline"]["with_reason"], 40);
+        assert_eq!(l["headline"]["counter_only"], 10);
+        assert_eq!(l["headline"]["unexplained"], 0);
+        assert_eq!(
+            l["summary"],
+            "50 drops: 80.0% with reason and location, 20.0% counted by a layer counter only, \
+             0 unexplained"
+        );
+        let q = (l["counters"].as_array().expect("counters").iter())
+            .find(|r| r["layer"] == "qdisc")
+            .expect("the qdisc row");
+        assert_eq!(
+            (
+                &q["delta"],
+                &q["matched"],
+                &q["counter_only"],
+                &q["netns_name"]
+            ),
+            (&40.into(), &40.into(), &0.into(), &"web1".into())
+        );
+        let mut out = Vec::new();
+        write_kernel(&k, &mut out).expect("write");
+        let text = String::from_utf8(out).expect("utf8");
+        assert!(
+            text.contains("DROP LEDGER: 50 drops: 80.0% with reason"),
+            "{text}"
+        );
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("qdisc") && l.contains("9 (web1) va") && l.contains("40")),
+            "{text}"
+        );
+        // Filtered counts: no ledger, said once in the counters' section.
+        let k = crate::kcounters::view(&reading, &s, Some("netns web1".into()));
+        assert!(k.ledger.is_none());
+        let v = serde_json::to_value(json(&s, 1.0).with_kernel(&k)).expect("json");
+        assert!(v["ledger"].is_null());
     }
 
     fn one(name: &str, location: &str) -> Snapshot {

@@ -47,6 +47,7 @@ fn counter_panel_rows_are_in_columns_whatever_the_name_lengths() {
         errors: Vec::new(),
         names: Default::default(),
         ratios: Vec::new(),
+        ledger: None,
     };
     s.kernel = Some(k);
     let out = screen(&s);

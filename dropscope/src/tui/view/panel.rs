@@ -118,6 +118,94 @@ pub fn counter_lines(kernel: Option<&KernelView>, replay: bool) -> Vec<Line<'sta
     lines
 }
 
+/// The ledger panel's lines: the headline, then each layer per namespace and device (where
+/// only a counter saw drops first), then the layer counters that grew.
+pub fn ledger_lines(kernel: Option<&KernelView>, replay: bool) -> Vec<Line<'static>> {
+    let dim = Style::new().fg(Color::DarkGray);
+    let Some(k) = kernel else {
+        return counter_lines(None, replay);
+    };
+    let Some(l) = &k.ledger else {
+        let why = match &k.filter {
+            Some(f) => format!("no ledger: only drops of {f} are counted"),
+            None => "no ledger: the counts are grouped without the reason".into(),
+        };
+        return vec![Line::styled(why, dim)];
+    };
+    let bold = Style::new().add_modifier(Modifier::BOLD);
+    let mut lines = vec![Line::styled(l.headline.sentence(), bold)];
+    let place = |netns: u64, device: &Option<String>| {
+        let n = k.netns_label(netns);
+        match device {
+            Some(d) => format!("{} netns {n}", crate::sanitize::terminal_cell(d, 32)),
+            None => format!("netns {n}"),
+        }
+    };
+    let mut totals: Vec<_> = l.layers.iter().collect();
+    totals.sort_by_key(|t| {
+        (
+            std::cmp::Reverse(t.counter_only),
+            std::cmp::Reverse(t.counted),
+        )
+    });
+    let places: Vec<String> = totals.iter().map(|t| place(t.netns, &t.device)).collect();
+    let pw = places.iter().map(|p| p.chars().count()).max().unwrap_or(0);
+    for (t, p) in totals.iter().zip(&places) {
+        let only = if t.layer == crate::kcounters::layers::Layer::KfreeSkb {
+            Span::styled(
+                format!(
+                    "{} also counted by a layer counter",
+                    format::count(t.matched)
+                ),
+                dim,
+            )
+        } else if t.counter_only > 0 {
+            Span::styled(
+                format!(
+                    "{} counted by this layer only",
+                    format::count(t.counter_only)
+                ),
+                Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
+            )
+        } else {
+            Span::styled(
+                format!("{} also seen by kfree_skb", format::count(t.matched)),
+                dim,
+            )
+        };
+        lines.push(Line::from(vec![
+            Span::styled(
+                format!("{:<9} ", t.layer.as_str()),
+                Style::new().fg(Color::Cyan),
+            ),
+            Span::raw(format!("{p:<pw$} {:>10} ", format::count(t.counted))),
+            only,
+        ]));
+    }
+    for r in &l.counters {
+        lines.push(Line::from(vec![
+            Span::raw(format!(
+                "  {:>10} {} ",
+                format::count(r.delta),
+                crate::sanitize::terminal_cell(&r.counter, 64)
+            )),
+            Span::styled(
+                format!(
+                    "kfree_skb {} only {}  {}",
+                    format::count(r.matched),
+                    format::count(r.counter_only),
+                    r.role.word()
+                ),
+                dim,
+            ),
+        ]));
+    }
+    for n in &l.notes {
+        lines.push(Line::styled(format!("ledger: {n}"), dim));
+    }
+    lines
+}
+
 /// Draws the guide entry of `reason` into `area` (under one row's stacks).
 pub fn render_guide(frame: &mut Frame<'_>, area: Rect, reason: &str) {
     if area.height == 0 {
@@ -153,6 +241,10 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
         Some(Panel::Counters) => (
             " kernel counters since the start (c closes) ",
             counter_lines(state.kernel.as_ref(), state.is_replay()),
+        ),
+        Some(Panel::Ledger) => (
+            " drop ledger since the start (L closes) ",
+            ledger_lines(state.kernel.as_ref(), state.is_replay()),
         ),
     };
     let block = Block::new().borders(Borders::TOP).title(Line::styled(
@@ -279,6 +371,7 @@ mod tests {
             errors: Vec::new(),
             names: Default::default(),
             ratios: Vec::new(),
+            ledger: None,
         };
         s.kernel = Some(k);
         let out = screen(&s);
@@ -296,6 +389,49 @@ mod tests {
             out.contains("total 7"),
             "unseen drops stay out of the exact total: {out}"
         );
+    }
+
+    #[test]
+    fn capital_l_shows_the_ledger_headline_and_the_layer_only_a_counter_saw() {
+        let mut s = state();
+        press(&mut s, 'L');
+        assert_eq!(s.panel, Some(Panel::Ledger));
+        assert!(screen(&s).contains("waiting for the first reading"));
+        let mut reading = crate::model::KernelReading {
+            initial_netns: 1,
+            ..Default::default()
+        };
+        let g = reading.netns.entry(4026532500).or_default();
+        g.insert("Link:tun0:tx_dropped".into(), 9);
+        g.insert("Qdisc:tun0:pfifo_fast 0::overlimits".into(), 3);
+        let snap = s.tracker.latest().expect("a snapshot").clone();
+        s.kernel = Some(crate::kcounters::view(&reading, &snap, None));
+        let out = screen(&s);
+        assert!(
+            out.contains("drop ledger since the start (L closes)"),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "16 drops: 43.8% with reason and location, 56.2% counted by a layer counter \
+                 only, 0 unexplained"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.lines().any(|l| l.starts_with("nic")
+                && l.contains("tun0 netns 4026532500")
+                && l.contains("9 counted by this layer only")),
+            "{out}"
+        );
+        assert!(out.contains("Qdisc:tun0:pfifo_fast 0::overlimits"), "{out}");
+        assert!(out.contains("not drops"), "{out}");
+        press(&mut s, 'L');
+        assert_eq!(s.panel, None);
+        // Filtered counts have no ledger, and the panel says why.
+        let k = crate::kcounters::view(&reading, &snap, Some("netns x".into()));
+        let lines = super::ledger_lines(Some(&k), false);
+        assert!(lines[0].to_string().contains("only drops of netns x"));
     }
 
     #[test]

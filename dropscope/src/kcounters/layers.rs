@@ -1,0 +1,451 @@
+//! Which layer each counter of a reading belongs to (the NIC and driver, the qdisc, the
+//! per-CPU backlog, the protocols), whether it counts dropped packets, whether its drops are
+//! counted elsewhere too, and the `kfree_skb` drops it also counts (read from the kernel
+//! source, 6.x; see each entry's `source`).
+//!
+//! A reason spec is `REASON`, `REASON@function` (only drops at that function), `PREFIX_*` (a
+//! family: `QDISC_*`), each on the counter's own device (or namespace, for counters of no
+//! device); a leading `~` looks for the drop on any device of any namespace (the counter
+//! counts a drop that the kernel frees on another device: a veth counts its peer's backlog
+//! drops as its own `tx_dropped`).
+use serde::Serialize;
+
+use super::map;
+
+/// A layer that drops packets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layer {
+    /// The NIC and its driver: `ip -s link`, stats64.
+    Nic,
+    /// Queueing disciplines: `tc -s qdisc`.
+    Qdisc,
+    /// The per-CPU input backlog: `/proc/net/softnet_stat`.
+    Softnet,
+    /// `kfree_skb`: the probe's own counts, with reason and location.
+    KfreeSkb,
+    /// Socket and protocol counters: `/proc/net/snmp`, `netstat`, `snmp6`.
+    Protocol,
+}
+
+impl Layer {
+    /// The name reports and metrics use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layer::Nic => "nic",
+            Layer::Qdisc => "qdisc",
+            Layer::Softnet => "softnet",
+            Layer::KfreeSkb => "kfree_skb",
+            Layer::Protocol => "protocol",
+        }
+    }
+}
+
+/// What a counter's growth stands for in the ledger.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Drops of its own: in its layer's total, and what no `kfree_skb` drop matches is
+    /// counted once in the headline.
+    Primary,
+    /// Drops of its layer that a primary counter of another layer counts too (every backlog
+    /// drop is also its device's `rx_dropped`): in its layer's total, not in the headline.
+    Layer,
+    /// Drops that another counter of the same layer also counts (a qdisc inside a hierarchy,
+    /// one CPU's backlog drops, `ListenOverflows` within `ListenDrops`): shown, never summed.
+    Detail,
+    /// `/proc/net/dev`'s drop columns: primary for a device without `Link:` counters (older
+    /// recordings), a detail beside them (they are `rx_dropped + rx_missed_errors`).
+    Fallback,
+    /// Not packets dropped (qdisc `overlimits` and `requeues`, softnet `time_squeeze`).
+    Context,
+}
+
+impl Role {
+    /// What the role means, in a word or two (reports and the TUI).
+    pub fn word(self) -> &'static str {
+        match self {
+            Role::Primary | Role::Fallback => "drops",
+            Role::Layer => "drops, also another layer's",
+            Role::Detail => "part of another counter",
+            Role::Context => "not drops",
+        }
+    }
+}
+
+/// A counter of the ledger: its layer, device and what it counts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Class<'a> {
+    /// Its layer.
+    pub layer: Layer,
+    /// Its device (`None`: the whole namespace, or the machine).
+    pub device: Option<&'a str>,
+    /// What its growth stands for.
+    pub role: Role,
+    /// Counters of one device and group count the same events in different ways: the
+    /// headline takes the largest of them (`rx_fifo_errors`, `rx_over_errors`).
+    pub group: Option<&'static str>,
+    /// The `kfree_skb` drops it also counts (see the module's doc).
+    pub reasons: &'static [&'static str],
+    /// Whether every drop it counts is freed with one of `reasons` on this kernel line (then
+    /// its growth and the matched drops agree exactly); `false`: a part only, or none.
+    pub exact: bool,
+    /// Its entry in the guide (`dropscope explain`).
+    pub guide: &'static str,
+}
+
+/// One kind of stats64 counter.
+struct LinkStat {
+    stat: &'static str,
+    group: Option<&'static str>,
+    reasons: &'static [&'static str],
+    exact: bool,
+}
+
+const fn stat(
+    stat: &'static str,
+    reasons: &'static [&'static str],
+    exact: bool,
+    group: Option<&'static str>,
+) -> LinkStat {
+    LinkStat {
+        stat,
+        group,
+        reasons,
+        exact,
+    }
+}
+
+/// The stats64 counters read (see `rtnl::LINK_STATS`), with the drops they also count:
+/// core/dev.c enqueue_to_backlog counts `rx_dropped` of `skb->dev` and frees with
+/// `CPU_BACKLOG` (or `DEV_READY` for a device that is down), `__netif_receive_skb_core` with
+/// `UNHANDLED_PROTO` (`rx_nohandler` for a bond's inactive port); tun's transmit counts
+/// `tx_dropped` and frees with `FULL_RING`, `DEV_READY`, `TAP_FILTER` or `TAP_TXFILTER`; a veth
+/// counts `tx_dropped` when its peer refused the packet (freed there, `CPU_BACKLOG` on the
+/// peer, or `NOT_SPECIFIED` in `veth_xmit`). Hardware counters (missed, FIFO, CRC, frame,
+/// length, aborted, carrier) count frames that never became a packet the kernel frees.
+const LINK: &[LinkStat] = &[
+    stat(
+        "rx_dropped",
+        &[
+            "CPU_BACKLOG",
+            "DEV_READY@enqueue_to_backlog",
+            "UNHANDLED_PROTO",
+        ],
+        false,
+        None,
+    ),
+    stat("rx_missed_errors", &[], true, None),
+    stat("rx_fifo_errors", &[], false, Some("rx_fifo")),
+    stat("rx_over_errors", &[], false, Some("rx_fifo")),
+    stat("rx_crc_errors", &[], false, None),
+    stat("rx_frame_errors", &[], false, None),
+    stat("rx_length_errors", &[], false, None),
+    stat("rx_nohandler", &["UNHANDLED_PROTO"], false, None),
+    stat(
+        "tx_dropped",
+        &[
+            "FULL_RING",
+            "DEV_READY",
+            "TAP_FILTER",
+            "TAP_TXFILTER",
+            "NOT_SPECIFIED@veth_xmit",
+            "NOT_SPECIFIED@__dev_queue_xmit",
+            "QDISC_DROP@__dev_queue_xmit",
+            "~CPU_BACKLOG",
+        ],
+        false,
+        None,
+    ),
+    stat("tx_aborted_errors", &[], false, None),
+    stat("tx_fifo_errors", &[], false, None),
+    stat("tx_carrier_errors", &[], false, None),
+];
+
+/// What qdisc drops are freed with (net/sched: `qdisc_drop` and `qdisc_drop_reason` put the
+/// packet on the `to_free` list that `__dev_xmit_skb` frees with its reason; fq, CAKE and
+/// DualPI2 name their own).
+pub const QDISC_REASONS: &[&str] = &["QDISC_*", "CAKE_*", "FQ_*", "DUALPI2_*"];
+/// What the ingress and clsact qdiscs count as drops: packets a tc filter shot
+/// (`sch_handle_ingress` / `sch_handle_egress`: `mini_qdisc_qstats_cpu_drop`, then
+/// `kfree_skb_reason(TC_INGRESS / TC_EGRESS)`).
+pub const TC_REASONS: &[&str] = &["TC_INGRESS", "TC_EGRESS"];
+/// What the backlog's dropped count is freed with (core/dev.c enqueue_to_backlog; before 6.0
+/// with no reason there).
+pub const BACKLOG_REASONS: &[&str] = &["~CPU_BACKLOG", "~NOT_SPECIFIED@enqueue_to_backlog"];
+
+fn class<'a>(
+    layer: Layer,
+    device: Option<&'a str>,
+    role: Role,
+    reasons: &'static [&'static str],
+    exact: bool,
+    guide: &'static str,
+) -> Class<'a> {
+    Class {
+        layer,
+        device,
+        role,
+        group: None,
+        reasons,
+        exact,
+        guide,
+    }
+}
+
+/// The class of a counter name of a reading; `None` for packet counters and names of no
+/// layer.
+pub fn classify(name: &str) -> Option<Class<'_>> {
+    if let Some(rest) = name.strip_prefix("Link:") {
+        let (dev, stat) = rest.rsplit_once(':')?;
+        let s = LINK.iter().find(|s| s.stat == stat)?;
+        let mut c = class(Layer::Nic, Some(dev), Role::Primary, s.reasons, s.exact, "");
+        c.group = s.group;
+        c.guide = link_guide(stat);
+        return Some(c);
+    }
+    if let Some(rest) = name.strip_prefix("Qdisc:") {
+        let (dev, rest) = rest.split_once(':')?;
+        let (label, stat) = rest.rsplit_once(':')?;
+        let kind = label.split(' ').next().unwrap_or_default();
+        let child = label.contains(" parent ");
+        return Some(match stat {
+            "drops" if child => class(
+                Layer::Qdisc,
+                Some(dev),
+                Role::Detail,
+                QDISC_REASONS,
+                true,
+                "Qdisc:*:drops",
+            ),
+            "drops" if matches!(kind, "ingress" | "clsact") => class(
+                Layer::Qdisc,
+                Some(dev),
+                Role::Primary,
+                TC_REASONS,
+                true,
+                "Qdisc:*:drops",
+            ),
+            "drops" => class(
+                Layer::Qdisc,
+                Some(dev),
+                Role::Primary,
+                QDISC_REASONS,
+                true,
+                "Qdisc:*:drops",
+            ),
+            "overlimits" => class(
+                Layer::Qdisc,
+                Some(dev),
+                Role::Context,
+                &[],
+                false,
+                "Qdisc:*:overlimits",
+            ),
+            "requeues" => class(
+                Layer::Qdisc,
+                Some(dev),
+                Role::Context,
+                &[],
+                false,
+                "Qdisc:*:requeues",
+            ),
+            _ => return None,
+        });
+    }
+    if name == "Softnet:Dropped" {
+        return Some(class(
+            Layer::Softnet,
+            None,
+            Role::Layer,
+            BACKLOG_REASONS,
+            true,
+            "Softnet:*:dropped",
+        ));
+    }
+    if let Some(rest) = name.strip_prefix("Softnet:cpu") {
+        let (_, stat) = rest.split_once(':')?;
+        return Some(match stat {
+            "dropped" => class(
+                Layer::Softnet,
+                None,
+                Role::Detail,
+                BACKLOG_REASONS,
+                true,
+                "Softnet:*:dropped",
+            ),
+            "flow_limit" => class(
+                Layer::Softnet,
+                None,
+                Role::Detail,
+                BACKLOG_REASONS,
+                true,
+                "Softnet:*:flow_limit",
+            ),
+            "time_squeeze" => class(
+                Layer::Softnet,
+                None,
+                Role::Context,
+                &[],
+                false,
+                "Softnet:*:time_squeeze",
+            ),
+            _ => return None,
+        });
+    }
+    if let Some(rest) = name.strip_prefix("Dev:") {
+        let (dev, stat) = rest.rsplit_once(':')?;
+        let m = map::lookup(name)?;
+        let guide = if stat == "RxDrop" {
+            "Dev:*:RxDrop"
+        } else {
+            "Dev:*:TxDrop"
+        };
+        return Some(class(
+            Layer::Nic,
+            Some(dev),
+            Role::Fallback,
+            m.reasons,
+            false,
+            guide,
+        ));
+    }
+    let m = map::lookup(name)?;
+    // Every ListenOverflows event is a ListenDrops event too.
+    let role = if name == "TcpExt:ListenOverflows" {
+        Role::Detail
+    } else {
+        Role::Primary
+    };
+    Some(class(Layer::Protocol, None, role, m.reasons, false, ""))
+}
+
+fn link_guide(stat: &str) -> &'static str {
+    const GUIDES: &[&str] = &[
+        "Link:*:rx_dropped",
+        "Link:*:rx_missed_errors",
+        "Link:*:rx_fifo_errors",
+        "Link:*:rx_over_errors",
+        "Link:*:rx_crc_errors",
+        "Link:*:rx_frame_errors",
+        "Link:*:rx_length_errors",
+        "Link:*:rx_nohandler",
+        "Link:*:tx_dropped",
+        "Link:*:tx_aborted_errors",
+        "Link:*:tx_fifo_errors",
+        "Link:*:tx_carrier_errors",
+    ];
+    GUIDES
+        .iter()
+        .find(|g| g.strip_prefix("Link:*:") == Some(stat))
+        .copied()
+        .unwrap_or("")
+}
+
+/// Whether a counter is one of the layer counters read through rtnetlink or per CPU (kept in
+/// a reading beside [`map`]'s).
+pub fn is_layer_counter(name: &str) -> bool {
+    (name.starts_with("Link:") || name.starts_with("Qdisc:") || name.starts_with("Softnet:cpu"))
+        && classify(name).is_some()
+}
+
+/// Whether a drop of `reason` at `location` matches a spec (`REASON`, `REASON@function`,
+/// `PREFIX_*`; a leading `~` is the caller's business).
+pub fn matches(spec: &str, reason: &str, location: &str) -> bool {
+    let spec = spec.trim_start_matches('~');
+    match spec.strip_suffix('*') {
+        Some(prefix) => reason.starts_with(prefix),
+        None => map::matches(spec, reason, location),
+    }
+}
+
+/// Every guide key of the layer counters (for the guide's test).
+pub fn guide_keys() -> impl Iterator<Item = &'static str> {
+    [
+        "Qdisc:*:drops",
+        "Qdisc:*:overlimits",
+        "Qdisc:*:requeues",
+        "Softnet:*:dropped",
+        "Softnet:*:flow_limit",
+        "Softnet:*:time_squeeze",
+        "Dev:*:RxDrop",
+        "Dev:*:TxDrop",
+    ]
+    .into_iter()
+    .chain(LINK.iter().map(|s| link_guide(s.stat)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_find_their_layer_device_and_role() {
+        let c = classify("Link:veth0:rx_dropped").expect("link");
+        assert_eq!(
+            (c.layer, c.device, c.role),
+            (Layer::Nic, Some("veth0"), Role::Primary)
+        );
+        let c = classify("Qdisc:eth0:tbf 1::drops").expect("root qdisc");
+        assert_eq!(
+            (c.layer, c.device, c.role),
+            (Layer::Qdisc, Some("eth0"), Role::Primary)
+        );
+        assert_eq!(c.reasons, QDISC_REASONS);
+        let c = classify("Qdisc:eth0:pfifo_fast 0: parent :1:drops").expect("child");
+        assert_eq!(c.role, Role::Detail);
+        let c = classify("Qdisc:eth0:clsact ffff::drops").expect("clsact");
+        assert_eq!((c.role, c.reasons), (Role::Primary, TC_REASONS));
+        assert_eq!(
+            classify("Qdisc:eth0:tbf 1::overlimits").map(|c| c.role),
+            Some(Role::Context)
+        );
+        assert_eq!(
+            classify("Softnet:cpu3:dropped").map(|c| (c.layer, c.role)),
+            Some((Layer::Softnet, Role::Detail))
+        );
+        assert_eq!(
+            classify("Softnet:Dropped").map(|c| c.role),
+            Some(Role::Layer)
+        );
+        assert_eq!(
+            classify("Dev:eth0:RxDrop").map(|c| (c.device, c.role)),
+            Some((Some("eth0"), Role::Fallback))
+        );
+        assert_eq!(
+            classify("Udp:NoPorts").map(|c| (c.layer, c.role)),
+            Some((Layer::Protocol, Role::Primary))
+        );
+        assert_eq!(
+            classify("TcpExt:ListenOverflows").map(|c| c.role),
+            Some(Role::Detail)
+        );
+        assert!(classify("Dev:eth0:RxPackets").is_none());
+        assert!(classify("Link:eth0:rx_packets").is_none());
+        assert!(classify("Ip:InReceives").is_none());
+        assert!(is_layer_counter("Link:lo:tx_dropped"));
+        assert!(!is_layer_counter("Udp:NoPorts"));
+    }
+
+    #[test]
+    fn specs_match_families_and_functions() {
+        assert!(matches("QDISC_*", "QDISC_DROP", "x"));
+        assert!(matches("QDISC_*", "QDISC_OVERLIMIT", "x"));
+        assert!(!matches("QDISC_*", "CPU_BACKLOG", "x"));
+        assert!(matches(
+            "~CPU_BACKLOG",
+            "CPU_BACKLOG",
+            "enqueue_to_backlog+0x1"
+        ));
+        assert!(matches(
+            "~NOT_SPECIFIED@enqueue_to_backlog",
+            "NOT_SPECIFIED",
+            "enqueue_to_backlog+0x1"
+        ));
+        assert!(!matches(
+            "NOT_SPECIFIED@veth_xmit",
+            "NOT_SPECIFIED",
+            "veth_xdp_rcv+0x1"
+        ));
+    }
+}

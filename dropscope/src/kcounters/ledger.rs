@@ -1,0 +1,565 @@
+//! The drop ledger: every layer that drops packets (NIC and driver, qdisc, per-CPU backlog,
+//! `kfree_skb`, protocol counters), per namespace and device, reconciled over one window.
+//!
+//! For each layer counter that grew: which `kfree_skb` drops it also counted (those of its
+//! reasons, on its device and namespace: see [`layers`]), and what only the counter saw. A
+//! counter's matched drops are at most its growth and at most the probe's drops of its
+//! reasons; several counters may match the same drops (a backlog drop is the device's
+//! `rx_dropped` and the softnet `dropped`), so what a counter alone saw is a lower bound, and a
+//! drop the probe counted is never counted again. The headline counts each drop once:
+//! `N = X + Y + Z`, where X are the probe's drops with a reason (and those without one that a
+//! layer counter also counted: the counter says where), Y what only layer counters counted
+//! (their primary counters only: see [`Role`]), and Z the rest (the probe's drops without a
+//! reason that no counter explains, and drops it counted without a key).
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::layers::{self, Class, Layer, Role};
+use crate::model::{KernelReading, Snapshot};
+
+/// One layer counter over the window.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Row {
+    /// Its layer.
+    pub layer: Layer,
+    /// Its namespace's inode number.
+    pub netns: u64,
+    /// Its device, if it has one.
+    pub device: Option<String>,
+    /// The counter's name in the reading.
+    pub counter: String,
+    /// What its growth stands for here (a fallback is resolved to primary or detail).
+    pub role: Role,
+    /// Its growth.
+    pub delta: u64,
+    /// `kfree_skb` drops of its reasons that it also counted.
+    pub matched: u64,
+    /// What the counter alone counted: `delta - matched` (0 for context counters).
+    pub counter_only: u64,
+    /// Whether its growth and its matched drops should agree exactly (see [`Class::exact`]).
+    pub exact: bool,
+    /// The `kfree_skb` reasons it also counts.
+    pub reasons: Vec<&'static str>,
+}
+
+/// One layer's drops in one namespace and device (or the machine, for softnet).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LayerTotal {
+    /// The layer.
+    pub layer: Layer,
+    /// The namespace (softnet: the initial one; it is machine-wide).
+    pub netns: u64,
+    /// The device, if the layer has one.
+    pub device: Option<String>,
+    /// Drops the layer counted.
+    pub counted: u64,
+    /// Of those, drops `kfree_skb` saw too (for `kfree_skb` itself: drops a layer counter also
+    /// counted).
+    pub matched: u64,
+    /// Drops only the layer's counters saw.
+    pub counter_only: u64,
+}
+
+/// The headline: every drop of the window once.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Headline {
+    /// Every drop: `with_reason + counter_only + unexplained`.
+    pub total: u64,
+    /// Drops `kfree_skb` counted with a reason and location (or without a reason, where a
+    /// layer counter also counted them).
+    pub with_reason: u64,
+    /// Drops only a layer counter counted.
+    pub counter_only: u64,
+    /// The rest: drops without a reason that no counter explains, and drops counted without
+    /// a key (overflow).
+    pub unexplained: u64,
+}
+
+impl Headline {
+    /// `with_reason` and `counter_only` as percentages of `total`.
+    pub fn percents(&self) -> (f64, f64) {
+        let pct = |n: u64| {
+            if self.total == 0 {
+                0.0
+            } else {
+                100.0 * n as f64 / self.total as f64
+            }
+        };
+        (pct(self.with_reason), pct(self.counter_only))
+    }
+
+    /// `N drops: X% with reason and location, Y% counted by a layer counter only, Z
+    /// unexplained`.
+    pub fn sentence(&self) -> String {
+        let (x, y) = self.percents();
+        format!(
+            "{} drops: {x:.1}% with reason and location, {y:.1}% counted by a layer counter \
+             only, {} unexplained",
+            self.total, self.unexplained
+        )
+    }
+}
+
+/// The ledger of one window.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Ledger {
+    /// Every drop once.
+    pub headline: Headline,
+    /// Per layer and (namespace, device): counted, matched, counter only.
+    pub layers: Vec<LayerTotal>,
+    /// Every layer counter that grew.
+    pub counters: Vec<Row>,
+    /// How the matching was limited (counts not keyed by device or namespace).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// One keyed drop count of the probe, as the ledger matches it.
+struct Seen<'a> {
+    netns: u64,
+    device: Option<&'a str>,
+    reason: &'a str,
+    location: &'a str,
+    count: u64,
+    /// Drops of this key that some layer counter also counted.
+    also: u64,
+}
+
+/// The reason of a drop the kernel freed without one.
+const NOT_SPECIFIED: &str = "NOT_SPECIFIED";
+
+/// The ledger of a window: `reading` (counter growth) and `snap` (the probe's counts over the
+/// same window or one that holds it, grouped by reason; unfiltered).
+pub fn ledger(reading: &KernelReading, snap: &Snapshot) -> Ledger {
+    let initial = reading.initial_netns;
+    let by_netns = snap.drops.iter().any(|d| d.key.attr.netns.is_some());
+    let by_device = snap.drops.iter().any(|d| d.key.attr.device.is_some());
+    let mut notes = Vec::new();
+    if !snap.drops.is_empty() && !by_netns {
+        notes.push("counts not keyed by namespace: matched across namespaces".to_string());
+    }
+    if !snap.drops.is_empty() && !by_device {
+        notes.push("counts not keyed by device: matched per namespace".to_string());
+    }
+    let mut seen: Vec<Seen<'_>> = (snap.drops.iter())
+        .filter(|d| d.count > 0)
+        .map(|d| Seen {
+            netns: d.key.attr.netns.unwrap_or(initial),
+            device: d.key.attr.device.as_deref(),
+            reason: &d.key.reason.name,
+            location: &d.key.location,
+            count: d.count,
+            also: 0,
+        })
+        .collect();
+
+    let mut rows = Vec::new();
+    for (&ns, growth) in &reading.netns {
+        // Devices with stats64 counters: their /proc/net/dev columns are details.
+        let linked: std::collections::BTreeSet<&str> = (growth.keys())
+            .filter_map(|k| Some(k.strip_prefix("Link:")?.rsplit_once(':')?.0))
+            .collect();
+        for (name, &delta) in growth {
+            let Some(class) = layers::classify(name) else {
+                continue;
+            };
+            if delta == 0 {
+                continue;
+            }
+            let role = match class.role {
+                Role::Fallback if linked.contains(class.device.unwrap_or_default()) => Role::Detail,
+                Role::Fallback => Role::Primary,
+                r => r,
+            };
+            let matched = if role == Role::Context {
+                0
+            } else {
+                allocate(&class, ns, delta, &mut seen, by_netns, by_device)
+            };
+            rows.push((
+                class.group,
+                Row {
+                    layer: class.layer,
+                    netns: ns,
+                    device: class.device.map(str::to_string),
+                    counter: name.to_string(),
+                    role,
+                    delta,
+                    matched,
+                    counter_only: if role == Role::Context {
+                        0
+                    } else {
+                        delta - matched
+                    },
+                    exact: class.exact,
+                    reasons: class
+                        .reasons
+                        .iter()
+                        .map(|s| s.trim_start_matches('~'))
+                        .collect(),
+                },
+            ));
+        }
+    }
+
+    // Layer totals and the headline's counter-only drops: a group counts as its largest member.
+    let mut totals: BTreeMap<(Layer, u64, Option<String>), LayerTotal> = BTreeMap::new();
+    let mut groups: BTreeMap<(u64, Option<String>, &'static str), &Row> = BTreeMap::new();
+    let mut counter_only = 0u64;
+    for (group, r) in &rows {
+        if !matches!(r.role, Role::Primary | Role::Layer) {
+            continue;
+        }
+        if let Some(g) = group {
+            let slot = groups.entry((r.netns, r.device.clone(), g)).or_insert(r);
+            if r.delta > slot.delta {
+                *slot = r;
+            }
+            continue;
+        }
+        add(&mut totals, r);
+        if r.role == Role::Primary {
+            counter_only = counter_only.saturating_add(r.counter_only);
+        }
+    }
+    for r in groups.into_values() {
+        add(&mut totals, r);
+        if r.role == Role::Primary {
+            counter_only = counter_only.saturating_add(r.counter_only);
+        }
+    }
+    let mut kfree: BTreeMap<(u64, Option<&str>), (u64, u64)> = BTreeMap::new();
+    for s in &seen {
+        let e = kfree.entry((s.netns, s.device)).or_default();
+        e.0 += s.count;
+        e.1 += s.also;
+    }
+    for ((ns, dev), (drops, also)) in kfree {
+        totals.insert(
+            (Layer::KfreeSkb, ns, dev.map(str::to_string)),
+            LayerTotal {
+                layer: Layer::KfreeSkb,
+                netns: ns,
+                device: dev.map(str::to_string),
+                counted: drops,
+                matched: also,
+                counter_only: 0,
+            },
+        );
+    }
+
+    let with_reason: u64 = (seen.iter())
+        .map(|s| {
+            if s.reason == NOT_SPECIFIED {
+                s.also
+            } else {
+                s.count
+            }
+        })
+        .sum();
+    let total = snap
+        .total
+        .max(seen.iter().map(|s| s.count).sum())
+        .saturating_add(counter_only);
+    let mut counters: Vec<Row> = rows.into_iter().map(|(_, r)| r).collect();
+    counters.sort_by(|a, b| {
+        (a.layer, a.netns, &a.device, &a.counter).cmp(&(b.layer, b.netns, &b.device, &b.counter))
+    });
+    Ledger {
+        headline: Headline {
+            total,
+            with_reason,
+            counter_only,
+            unexplained: total - with_reason - counter_only,
+        },
+        layers: totals.into_values().collect(),
+        counters,
+        notes,
+    }
+}
+
+fn add(totals: &mut BTreeMap<(Layer, u64, Option<String>), LayerTotal>, r: &Row) {
+    let t = totals
+        .entry((r.layer, r.netns, r.device.clone()))
+        .or_insert_with(|| LayerTotal {
+            layer: r.layer,
+            netns: r.netns,
+            device: r.device.clone(),
+            counted: 0,
+            matched: 0,
+            counter_only: 0,
+        });
+    t.counted = t.counted.saturating_add(r.delta);
+    t.matched = t.matched.saturating_add(r.matched);
+    t.counter_only = t.counter_only.saturating_add(r.counter_only);
+}
+
+/// How many of the probe's drops a counter (`class`, in namespace `ns`, grown by `delta`) also
+/// counted: at most `delta`, given out to the matching keys in order; each key remembers the
+/// most any one counter matched of it.
+fn allocate(
+    class: &Class<'_>,
+    ns: u64,
+    delta: u64,
+    seen: &mut [Seen<'_>],
+    by_netns: bool,
+    by_device: bool,
+) -> u64 {
+    let mut left = delta;
+    for s in seen.iter_mut() {
+        if left == 0 {
+            break;
+        }
+        let hit = class.reasons.iter().any(|spec| {
+            let anywhere = spec.starts_with('~');
+            let here = anywhere
+                || ((!by_netns || s.netns == ns)
+                    && match class.device {
+                        None => true,
+                        Some(dev) => !by_device || s.device == Some(dev),
+                    });
+            here && layers::matches(spec, s.reason, s.location)
+        });
+        if hit {
+            let take = left.min(s.count);
+            left -= take;
+            s.also = s.also.max(take);
+        }
+    }
+    delta - left
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::model::{Attribution, DropCount, DropKey, Reason};
+
+    const INIT: u64 = 1;
+    const NS: u64 = 7;
+
+    fn drop(netns: u64, device: &str, reason: &str, location: &str, count: u64) -> DropCount {
+        DropCount {
+            key: DropKey {
+                reason: Reason {
+                    code: 1,
+                    name: reason.into(),
+                },
+                location: location.into(),
+                attr: Attribution {
+                    netns: Some(netns),
+                    device: (!device.is_empty()).then(|| Arc::from(device)),
+                    ..Default::default()
+                },
+            },
+            count,
+        }
+    }
+
+    fn reading(counters: &[(u64, &str, u64)]) -> KernelReading {
+        let mut r = KernelReading {
+            initial_netns: INIT,
+            ..Default::default()
+        };
+        for &(ns, name, v) in counters {
+            r.netns.entry(ns).or_default().insert(name.into(), v);
+        }
+        r
+    }
+
+    fn snap(drops: Vec<DropCount>) -> Snapshot {
+        Snapshot {
+            total: drops.iter().map(|d| d.count).sum(),
+            drops,
+            ..Default::default()
+        }
+    }
+
+    fn row<'a>(l: &'a Ledger, counter: &str) -> &'a Row {
+        l.counters
+            .iter()
+            .find(|r| r.counter == counter)
+            .unwrap_or_else(|| panic!("no {counter}: {l:#?}"))
+    }
+
+    #[test]
+    fn qdisc_drops_match_the_qdisc_reasons_on_their_device_once() {
+        let r = reading(&[
+            (NS, "Qdisc:va:tbf 1::drops", 40),
+            (NS, "Qdisc:va:tbf 1::overlimits", 90),
+            (NS, "Qdisc:va:bfifo 0: parent 1:1:drops", 40),
+        ]);
+        let s = snap(vec![
+            drop(NS, "va", "QDISC_DROP", "__dev_xmit_skb+0x1", 40),
+            drop(NS, "vb", "QDISC_DROP", "__dev_xmit_skb+0x1", 5),
+            drop(NS, "lo", "NO_SOCKET", "__udp4_lib_rcv+0x1", 10),
+        ]);
+        let l = ledger(&r, &s);
+        let q = row(&l, "Qdisc:va:tbf 1::drops");
+        assert_eq!((q.delta, q.matched, q.counter_only), (40, 40, 0));
+        assert_eq!(row(&l, "Qdisc:va:tbf 1::overlimits").matched, 0);
+        assert_eq!(
+            row(&l, "Qdisc:va:bfifo 0: parent 1:1:drops").role,
+            Role::Detail
+        );
+        let t = (l.layers.iter())
+            .find(|t| t.layer == Layer::Qdisc)
+            .expect("qdisc layer");
+        assert_eq!(
+            (t.device.as_deref(), t.counted, t.matched, t.counter_only),
+            (Some("va"), 40, 40, 0),
+            "the child's drops are the root's: counted once"
+        );
+        let k = (l.layers.iter())
+            .find(|t| t.layer == Layer::KfreeSkb && t.device.as_deref() == Some("va"))
+            .expect("kfree_skb on va");
+        assert_eq!((k.counted, k.matched), (40, 40));
+        assert_eq!(
+            l.headline,
+            Headline {
+                total: 55,
+                with_reason: 55,
+                counter_only: 0,
+                unexplained: 0
+            }
+        );
+    }
+
+    #[test]
+    fn a_backlog_drop_is_counted_once_though_three_counters_count_it() {
+        // 30 backlog drops on vb (namespace NS), sent by va (initial namespace).
+        let r = reading(&[
+            (INIT, "Softnet:Dropped", 30),
+            (INIT, "Softnet:cpu0:dropped", 18),
+            (INIT, "Softnet:cpu1:dropped", 12),
+            (INIT, "Link:va:tx_dropped", 30),
+            (NS, "Link:vb:rx_dropped", 30),
+            (NS, "Dev:vb:RxDrop", 30),
+        ]);
+        let s = snap(vec![drop(
+            NS,
+            "vb",
+            "CPU_BACKLOG",
+            "enqueue_to_backlog+0x9",
+            30,
+        )]);
+        let l = ledger(&r, &s);
+        for c in [
+            "Softnet:Dropped",
+            "Link:va:tx_dropped",
+            "Link:vb:rx_dropped",
+            "Dev:vb:RxDrop",
+        ] {
+            assert_eq!(row(&l, c).matched, 30, "{c}");
+            assert_eq!(row(&l, c).counter_only, 0, "{c}");
+        }
+        assert_eq!(row(&l, "Softnet:cpu0:dropped").matched, 18);
+        assert_eq!(row(&l, "Dev:vb:RxDrop").role, Role::Detail);
+        let softnet = (l.layers.iter())
+            .find(|t| t.layer == Layer::Softnet)
+            .expect("softnet");
+        assert_eq!(
+            (softnet.counted, softnet.matched),
+            (30, 30),
+            "Dropped, not + per CPU"
+        );
+        assert_eq!(
+            l.headline,
+            Headline {
+                total: 30,
+                with_reason: 30,
+                counter_only: 0,
+                unexplained: 0
+            }
+        );
+    }
+
+    #[test]
+    fn what_only_a_counter_saw_is_counted_on_its_device_and_namespace() {
+        let r = reading(&[
+            (NS, "Link:eth1:rx_missed_errors", 12),
+            (NS, "Link:eth1:rx_fifo_errors", 5),
+            (NS, "Link:eth1:rx_over_errors", 7),
+            (NS, "Link:tun0:tx_dropped", 9),
+            (INIT, "TcpExt:ListenDrops", 4),
+            (INIT, "TcpExt:ListenOverflows", 4),
+        ]);
+        let s = snap(vec![
+            drop(NS, "tun0", "FULL_RING", "tun_net_xmit+0x1", 6),
+            drop(NS, "eth1", "NOT_SPECIFIED", "foo_rx+0x1", 3),
+            drop(INIT, "lo", "NO_SOCKET", "__udp4_lib_rcv+0x1", 10),
+        ]);
+        let l = ledger(&r, &s);
+        let tun = row(&l, "Link:tun0:tx_dropped");
+        assert_eq!((tun.matched, tun.counter_only), (6, 3));
+        assert_eq!(row(&l, "Link:eth1:rx_missed_errors").counter_only, 12);
+        let nic = (l.layers.iter())
+            .find(|t| t.layer == Layer::Nic && t.device.as_deref() == Some("eth1"))
+            .expect("eth1");
+        assert_eq!(
+            (nic.netns, nic.counted, nic.counter_only),
+            (NS, 12 + 7, 12 + 7),
+            "FIFO and overrun are one event counted twice: the larger"
+        );
+        // 12 missed + 7 overrun + 3 tun + 4 listen drops (not 8: overflows are within).
+        let y = 12 + 7 + 3 + 4;
+        assert_eq!(
+            l.headline,
+            Headline {
+                total: 19 + y,
+                with_reason: 16,
+                counter_only: y,
+                unexplained: 3
+            }
+        );
+        assert_eq!(
+            l.headline.sentence(),
+            "45 drops: 35.6% with reason and location, 57.8% counted by a layer counter only, \
+             3 unexplained"
+        );
+    }
+
+    #[test]
+    fn a_drop_without_a_reason_that_a_counter_counted_is_explained() {
+        let r = reading(&[(INIT, "Softnet:Dropped", 8)]);
+        let s = snap(vec![drop(
+            NS,
+            "vb",
+            "NOT_SPECIFIED",
+            "enqueue_to_backlog+0x5",
+            8,
+        )]);
+        let mut s2 = s.clone();
+        s2.total += 2; // two drops counted without a key
+        let l = ledger(&r, &s2);
+        assert_eq!(
+            l.headline,
+            Headline {
+                total: 10,
+                with_reason: 8,
+                counter_only: 0,
+                unexplained: 2
+            }
+        );
+    }
+
+    #[test]
+    fn older_readings_fall_back_to_the_proc_columns_and_unkeyed_counts_match_per_namespace() {
+        let r = reading(&[(NS, "Dev:eth0:RxDrop", 5)]);
+        let mut d = drop(NS, "", "CPU_BACKLOG", "enqueue_to_backlog+0x1", 2);
+        d.key.attr.device = None;
+        let l = ledger(&r, &snap(vec![d]));
+        let dev = row(&l, "Dev:eth0:RxDrop");
+        assert_eq!(
+            (dev.role, dev.matched, dev.counter_only),
+            (Role::Primary, 2, 3)
+        );
+        assert_eq!(l.headline.counter_only, 3);
+        assert_eq!(
+            l.notes,
+            ["counts not keyed by device: matched per namespace"]
+        );
+    }
+}

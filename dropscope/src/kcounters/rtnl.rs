@@ -1,0 +1,363 @@
+//! The device and qdisc counters of the namespace the calling thread is in, through rtnetlink:
+//! an `RTM_GETLINK` dump (each link's `IFLA_STATS64`) and an `RTM_GETQDISC` dump (each qdisc's
+//! `drops`, `overlimits` and `requeues`), decoded by `netlink-packet-route`.
+//!
+//! Counters are named `Link:<dev>:<stat>` (the stats64 field names, as `ip -s -s link` shows
+//! them) and `Qdisc:<dev>:<kind> <handle>:<stat>` for a root or ingress/clsact qdisc, or
+//! `Qdisc:<dev>:<kind> <handle> parent <parent>:<stat>` for one inside a hierarchy (handles
+//! written as `tc` writes them: `1:`, `ffff:`, `:1`). Names are escaped as `/proc/net/dev`'s
+//! are; counters at zero are left out (a missing counter reads as zero).
+//!
+//! Bounded: a dump is cut after [`MAX_ENTRIES`] entries or [`DUMP_TIME`], and a receive that
+//! waits longer than [`RECV_TIMEOUT`] ends it; each cut is a note, never a hang.
+use std::time::{Duration, Instant};
+
+use netlink_packet_core::{
+    NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST, NetlinkHeader, NetlinkMessage, NetlinkPayload,
+};
+use netlink_packet_route::{
+    RouteNetlinkMessage,
+    link::{LinkAttribute, LinkMessage},
+    tc::{TcAttribute, TcHandle, TcMessage, TcStats2},
+};
+use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
+
+use super::parse::Counters;
+
+/// The most links, or qdiscs, one dump reads in one namespace.
+pub const MAX_ENTRIES: usize = 2048;
+/// The longest one dump may take.
+pub const DUMP_TIME: Duration = Duration::from_secs(2);
+/// The longest one receive waits for the kernel.
+pub const RECV_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// The stats64 fields read, by name: the drop and error counters of the device.
+pub const LINK_STATS: &[&str] = &[
+    "rx_dropped",
+    "rx_missed_errors",
+    "rx_fifo_errors",
+    "rx_over_errors",
+    "rx_crc_errors",
+    "rx_frame_errors",
+    "rx_length_errors",
+    "rx_nohandler",
+    "tx_dropped",
+    "tx_aborted_errors",
+    "tx_fifo_errors",
+    "tx_carrier_errors",
+];
+
+/// `TC_H_ROOT`: the parent of a root qdisc.
+const TC_H_ROOT: u32 = 0xffff_ffff;
+/// `TC_H_INGRESS`: the parent of the ingress and clsact qdiscs.
+const TC_H_INGRESS: u32 = 0xffff_fff1;
+
+/// Adds the link and qdisc counters of the calling thread's namespace to `out`; what could not
+/// be read (or was cut) is returned as notes.
+pub fn read(out: &mut Counters) -> Vec<String> {
+    let mut notes = Vec::new();
+    let names = match dump(
+        RouteNetlinkMessage::GetLink(LinkMessage::default()),
+        "links",
+    ) {
+        Ok((msgs, note)) => {
+            notes.extend(note);
+            links(&msgs, out)
+        }
+        Err(e) => {
+            notes.push(format!("links not read: {e}"));
+            return notes;
+        }
+    };
+    match dump(
+        RouteNetlinkMessage::GetQueueDiscipline(TcMessage::default()),
+        "qdiscs",
+    ) {
+        Ok((msgs, note)) => {
+            notes.extend(note);
+            qdiscs(&msgs, &names, out);
+        }
+        Err(e) => notes.push(format!("qdiscs not read: {e}")),
+    }
+    notes
+}
+
+/// Sends one dump request and collects its answers, bounded; a note when it was cut.
+fn dump(
+    request: RouteNetlinkMessage,
+    what: &str,
+) -> std::io::Result<(Vec<RouteNetlinkMessage>, Option<String>)> {
+    let mut socket = Socket::new(NETLINK_ROUTE)?;
+    socket2::SockRef::from(&socket).set_read_timeout(Some(RECV_TIMEOUT))?;
+    socket.bind_auto()?;
+    socket.connect(&SocketAddr::new(0, 0))?;
+    let mut packet = NetlinkMessage::new(NetlinkHeader::default(), NetlinkPayload::from(request));
+    packet.header.flags = NLM_F_DUMP | NLM_F_REQUEST;
+    packet.header.sequence_number = 1;
+    packet.finalize();
+    let mut buf = vec![0u8; packet.buffer_len()];
+    packet.serialize(&mut buf);
+    socket.send(&buf, 0)?;
+
+    let start = Instant::now();
+    let mut out = Vec::new();
+    let mut note = None;
+    let mut undecoded = 0usize;
+    let mut recv = vec![0u8; 64 << 10];
+    'dump: loop {
+        if out.len() >= MAX_ENTRIES || start.elapsed() > DUMP_TIME {
+            note = Some(format!(
+                "{what}: dump cut after {} entries in {:.1}s (at most {MAX_ENTRIES} in {}s)",
+                out.len(),
+                start.elapsed().as_secs_f64(),
+                DUMP_TIME.as_secs()
+            ));
+            break;
+        }
+        let n = match socket.recv(&mut &mut recv[..], 0) {
+            Ok(n) => n.min(recv.len()),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock) => {
+                note = Some(format!(
+                    "{what}: the kernel stopped answering after {} entries",
+                    out.len()
+                ));
+                break;
+            }
+            Err(e) => return Err(e),
+        };
+        let mut at = 0;
+        while at < n {
+            let Ok(msg) = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&recv[at..n]) else {
+                // Nothing more can be framed in this datagram.
+                undecoded += 1;
+                break;
+            };
+            let len = msg.header.length as usize;
+            if msg.header.flags & NLM_F_DUMP_INTR != 0 && note.is_none() {
+                note = Some(format!(
+                    "{what}: changed while dumped (some entries may be missing)"
+                ));
+            }
+            match msg.payload {
+                NetlinkPayload::Done(_) => break 'dump,
+                NetlinkPayload::Error(e) => {
+                    return Err(e.to_io());
+                }
+                NetlinkPayload::InnerMessage(m) => out.push(m),
+                _ => {}
+            }
+            if len == 0 {
+                break;
+            }
+            at += len;
+        }
+        if n == 0 {
+            break;
+        }
+    }
+    if undecoded > 0 && note.is_none() {
+        note = Some(format!("{what}: {undecoded} answers could not be decoded"));
+    }
+    Ok((out, note))
+}
+
+/// Escapes a kernel name as `/proc/net/dev`'s names are (control characters as `\u{..}`).
+fn escaped(name: &str) -> String {
+    name.escape_debug().to_string()
+}
+
+/// Adds each link's drop counters; returns the names by interface index.
+fn links(
+    msgs: &[RouteNetlinkMessage],
+    out: &mut Counters,
+) -> std::collections::HashMap<u32, String> {
+    let mut names = std::collections::HashMap::new();
+    for m in msgs {
+        let RouteNetlinkMessage::NewLink(link) = m else {
+            continue;
+        };
+        let mut name = None;
+        let mut stats = None;
+        for a in &link.attributes {
+            match a {
+                LinkAttribute::IfName(n) => name = Some(escaped(n)),
+                LinkAttribute::Stats64(s) => stats = Some(s),
+                _ => {}
+            }
+        }
+        let Some(name) = name.filter(|n| !n.is_empty()) else {
+            continue;
+        };
+        names.insert(link.header.index, name.clone());
+        let Some(s) = stats else { continue };
+        let values = [
+            s.rx_dropped,
+            s.rx_missed_errors,
+            s.rx_fifo_errors,
+            s.rx_over_errors,
+            s.rx_crc_errors,
+            s.rx_frame_errors,
+            s.rx_length_errors,
+            s.rx_nohandler,
+            s.tx_dropped,
+            s.tx_aborted_errors,
+            s.tx_fifo_errors,
+            s.tx_carrier_errors,
+        ];
+        for (stat, v) in LINK_STATS.iter().zip(values) {
+            if v > 0 {
+                out.insert(format!("Link:{name}:{stat}"), v);
+            }
+        }
+    }
+    names
+}
+
+/// A handle as `tc` writes it: `1:`, `:1`, `1:2`, `root`, `none`.
+pub fn handle(h: u32) -> String {
+    let (major, minor) = (h >> 16, h & 0xffff);
+    match h {
+        TC_H_ROOT => "root".into(),
+        0 => "none".into(),
+        _ if major == 0 => format!(":{minor:x}"),
+        _ if minor == 0 => format!("{major:x}:"),
+        _ => format!("{major:x}:{minor:x}"),
+    }
+}
+
+fn raw(h: TcHandle) -> u32 {
+    (u32::from(h.major) << 16) | u32::from(h.minor)
+}
+
+/// The middle of a qdisc's counter names: `<kind> <handle>` for a root or ingress qdisc,
+/// `<kind> <handle> parent <parent>` for one inside a hierarchy.
+pub fn qdisc_label(kind: &str, handle_raw: u32, parent_raw: u32) -> String {
+    let kind = escaped(kind).replace(':', "_");
+    let h = match handle_raw {
+        0 => "0:".to_string(),
+        h => handle(h),
+    };
+    match parent_raw {
+        TC_H_ROOT | TC_H_INGRESS => format!("{kind} {h}"),
+        p => format!("{kind} {h} parent {}", handle(p)),
+    }
+}
+
+/// Adds each qdisc's drops, overlimits and requeues (from `TCA_STATS2`, else `TCA_STATS`).
+fn qdiscs(
+    msgs: &[RouteNetlinkMessage],
+    names: &std::collections::HashMap<u32, String>,
+    out: &mut Counters,
+) {
+    for m in msgs {
+        let RouteNetlinkMessage::NewQueueDiscipline(q) = m else {
+            continue;
+        };
+        let Some(dev) = u32::try_from(q.header.index)
+            .ok()
+            .and_then(|i| names.get(&i))
+        else {
+            continue;
+        };
+        let mut kind = None;
+        let mut queue = None;
+        let mut compat = None;
+        for a in &q.attributes {
+            match a {
+                TcAttribute::Kind(k) => kind = Some(k.as_str()),
+                TcAttribute::Stats2(s) => {
+                    for s in s {
+                        if let TcStats2::Queue(q) = s {
+                            queue = Some((q.drops, q.overlimits, q.requeues));
+                        }
+                    }
+                }
+                TcAttribute::Stats(s) => compat = Some((s.drops, s.overlimits, 0)),
+                _ => {}
+            }
+        }
+        let (Some(kind), Some((drops, overlimits, requeues))) = (kind, queue.or(compat)) else {
+            continue;
+        };
+        let label = qdisc_label(kind, raw(q.header.handle), raw(q.header.parent));
+        for (stat, v) in [
+            ("drops", drops),
+            ("overlimits", overlimits),
+            ("requeues", requeues),
+        ] {
+            if v > 0 {
+                out.insert(format!("Qdisc:{dev}:{label}:{stat}"), u64::from(v));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_are_written_as_tc_writes_them() {
+        assert_eq!(handle(0x0001_0000), "1:");
+        assert_eq!(handle(0xffff_0000), "ffff:");
+        assert_eq!(handle(0x0000_0001), ":1");
+        assert_eq!(handle(0x0001_0002), "1:2");
+        assert_eq!(handle(TC_H_ROOT), "root");
+        assert_eq!(qdisc_label("pfifo", 0x0001_0000, TC_H_ROOT), "pfifo 1:");
+        assert_eq!(
+            qdisc_label("clsact", 0xffff_0000, TC_H_INGRESS),
+            "clsact ffff:"
+        );
+        assert_eq!(qdisc_label("mq", 0, TC_H_ROOT), "mq 0:");
+        assert_eq!(
+            qdisc_label("pfifo_fast", 0, 0x0000_0001),
+            "pfifo_fast 0: parent :1"
+        );
+        assert_eq!(qdisc_label("a:b\n", 0x0002_0000, TC_H_ROOT), "a_b\\n 2:");
+    }
+
+    #[test]
+    fn links_and_qdiscs_become_named_counters() {
+        use netlink_packet_route::link::Stats64;
+        let mut link = LinkMessage::default();
+        link.header.index = 7;
+        link.attributes
+            .push(LinkAttribute::IfName("veth\u{1b}0".into()));
+        let mut stats = Stats64::default();
+        stats.rx_dropped = 3;
+        stats.tx_carrier_errors = 2;
+        link.attributes.push(LinkAttribute::Stats64(stats));
+        let mut out = Counters::new();
+        let names = links(&[RouteNetlinkMessage::NewLink(link)], &mut out);
+        assert_eq!(out["Link:veth\\u{1b}0:rx_dropped"], 3);
+        assert_eq!(out["Link:veth\\u{1b}0:tx_carrier_errors"], 2);
+        assert_eq!(out.len(), 2, "zeros are left out: {out:?}");
+
+        let mut q = TcMessage::default();
+        q.header.index = 7;
+        q.header.handle = TcHandle { major: 1, minor: 0 };
+        q.header.parent = TcHandle::ROOT;
+        q.attributes.push(TcAttribute::Kind("pfifo".into()));
+        let mut queue = netlink_packet_route::tc::TcStatsQueue::default();
+        queue.drops = 5;
+        queue.requeues = 1;
+        q.attributes
+            .push(TcAttribute::Stats2(vec![TcStats2::Queue(queue)]));
+        let mut out = Counters::new();
+        qdiscs(
+            &[RouteNetlinkMessage::NewQueueDiscipline(q)],
+            &names,
+            &mut out,
+        );
+        assert_eq!(out["Qdisc:veth\\u{1b}0:pfifo 1::drops"], 5);
+        assert_eq!(out["Qdisc:veth\\u{1b}0:pfifo 1::requeues"], 1);
+        assert_eq!(out.len(), 2, "{out:?}");
+    }
+
+    #[test]
+    fn this_namespace_dumps_without_error() {
+        let mut out = Counters::new();
+        let notes = read(&mut out);
+        assert!(notes.is_empty(), "{notes:?}");
+    }
+}

@@ -1,0 +1,317 @@
+//! The drop ledger against the real kernel: each layer's counters read by dropscope equal what
+//! the kernel's own tools show (`tc -s qdisc`, `ip -s link`, `/proc/net/softnet_stat`), and the
+//! probe's drops they also counted match them exactly, on the right device and namespace.
+//! Needs root.
+use std::{os::unix::fs::MetadataExt as _, process::Command, time::Duration};
+
+use dropscope_tests::{Counting, Netns, json_output, root_test, run, veth_pair};
+use serde_json::Value;
+
+/// The grouping every report here counts by: the ledger matches drops per namespace and device.
+const BY: &str = "reason,location,netns,device";
+
+/// A sysctl set for the test and restored when dropped, on every path (a failed assertion
+/// unwinds through it).
+struct Sysctl {
+    path: String,
+    old: String,
+}
+
+impl Sysctl {
+    fn set(name: &str, value: &str) -> Self {
+        let path = format!("/proc/sys/{}", name.replace('.', "/"));
+        let old = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        std::fs::write(&path, value).unwrap_or_else(|e| panic!("{path}: {e}"));
+        Self { path, old }
+    }
+}
+
+impl Drop for Sysctl {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::write(&self.path, self.old.trim()) {
+            eprintln!("could not restore {}: {e}", self.path);
+        }
+    }
+}
+
+/// The namespace's inode (how the ledger names a namespace whose drops named none).
+fn inode(ns: &Netns) -> u64 {
+    std::fs::metadata(ns.path()).expect("netns file").ino()
+}
+
+/// The machine's backlog drops: the 2nd column of `/proc/net/softnet_stat`, summed over CPUs.
+fn softnet_dropped() -> u64 {
+    std::fs::read_to_string("/proc/net/softnet_stat")
+        .expect("softnet_stat")
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .map(|v| u64::from_str_radix(v, 16).expect("hex"))
+        .sum()
+}
+
+/// A stats64 counter of a device as `ip -s -j link` shows it (`rx`/`tx`, then its field).
+fn link_stat(ns: &Netns, dev: &str, dir: &str, field: &str) -> u64 {
+    let out =
+        run(Command::new("ip").args(["-n", &ns.name, "-s", "-j", "link", "show", "dev", dev]));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("ip -j output");
+    v[0]["stats64"][dir][field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no {dir}.{field} in {v}"))
+}
+
+/// The drops `tc -s qdisc` shows for the root qdisc of `dev`.
+fn tc_drops(ns: &Netns, dev: &str) -> u64 {
+    let out = ns.exec(&["tc", "-s", "-j", "qdisc", "show", "dev", dev, "root"]);
+    let v: Value = serde_json::from_slice(&out.stdout).expect("tc -j output");
+    v[0]["drops"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no drops in {v}"))
+}
+
+/// Counts while `traffic` runs, then reads the JSON report (its end reads the counters again).
+fn report_around(traffic: impl FnOnce()) -> Value {
+    let report = Counting::start(&["report", "--format", "json", "--by", BY]);
+    traffic();
+    // The last packets are through their queues and freed.
+    std::thread::sleep(Duration::from_millis(500));
+    serde_json::from_str(&report.interrupt()).expect("JSON report")
+}
+
+/// The ledger's row of `counter` in namespace `netns`.
+fn row<'a>(report: &'a Value, netns: u64, counter: &str) -> &'a Value {
+    report["ledger"]["counters"]
+        .as_array()
+        .expect("ledger counters")
+        .iter()
+        .find(|r| r["netns"] == netns && r["counter"] == counter)
+        .unwrap_or_else(|| panic!("no ledger row {counter} in {netns}: {:#}", report["ledger"]))
+}
+
+/// The ledger's total of `layer` on (`netns`, `device`).
+fn layer<'a>(report: &'a Value, layer: &str, netns: u64, device: Option<&str>) -> &'a Value {
+    report["ledger"]["layers"]
+        .as_array()
+        .expect("ledger layers")
+        .iter()
+        .find(|t| t["layer"] == layer && t["netns"] == netns && t["device"].as_str() == device)
+        .unwrap_or_else(|| {
+            panic!(
+                "no {layer} total on {device:?} in {netns}: {:#}",
+                report["ledger"]
+            )
+        })
+}
+
+/// The probe's drops on `device` in `netns` (any device: `None`) whose reason passes `reason`.
+fn drops(
+    report: &Value,
+    netns: Option<u64>,
+    device: Option<&str>,
+    reason: impl Fn(&str) -> bool,
+) -> u64 {
+    report["drops"]
+        .as_array()
+        .expect("drops")
+        .iter()
+        .filter(|d| netns.is_none_or(|n| d["netns"] == n))
+        .filter(|d| device.is_none_or(|dev| d["device"] == dev))
+        .filter(|d| reason(d["reason"].as_str().unwrap_or_default()))
+        .map(|d| d["count"].as_u64().expect("count"))
+        .sum()
+}
+
+fn n(v: &Value, field: &str) -> u64 {
+    v[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no {field} in {v}"))
+}
+
+#[test]
+fn qdisc_drops_equal_tc_and_the_matched_kfree_skb_drops_live_and_recorded() {
+    let _serial = root_test();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (a, b) = (Netns::new("lq-a"), Netns::new("lq-b"));
+    let (va, _) = veth_pair(&a, &b, "10.81.0");
+    // A shaper that holds about two datagrams: a burst overflows it.
+    a.exec(&[
+        "tc", "qdisc", "add", "dev", &va, "root", "handle", "1:", "tbf", "rate", "1mbit", "burst",
+        "1600", "limit", "3000",
+    ]);
+    // The neighbour is resolved before counting (its ARP request is not in the burst).
+    a.traffic(&["udp-to", "10.81.0.2", "9", "1"]);
+    std::thread::sleep(Duration::from_millis(200));
+    let before = tc_drops(&a, &va);
+    let rec = dir.path().join("ledger.dsrec");
+    let recorder = Counting::start(&["record", "-o", rec.to_str().expect("utf-8"), "--by", BY]);
+    let live = report_around(|| {
+        a.traffic(&["udp-to", "10.81.0.2", "9", "400"]);
+    });
+    let dropped = tc_drops(&a, &va) - before;
+    recorder.interrupt();
+    assert!(dropped > 100, "tbf dropped only {dropped} of 400");
+    let recorded = json_output(
+        Command::new(dropscope_tests::dropscope_bin())
+            .args(["report", "--format", "json", "--input"])
+            .arg(&rec),
+    );
+    let ns = inode(&a);
+    let counter = format!("Qdisc:{va}:tbf 1::drops");
+    for (report, how) in [(&live, "live"), (&recorded, "recorded")] {
+        let q = row(report, ns, &counter);
+        assert_eq!(
+            n(q, "delta"),
+            dropped,
+            "{how}: the ledger's qdisc drops are tc's: {q}"
+        );
+        assert_eq!(
+            n(q, "matched"),
+            dropped,
+            "{how}: each one also a kfree_skb drop: {q}"
+        );
+        assert_eq!(n(q, "counter_only"), 0, "{how}: {q}");
+        let kfree = drops(report, Some(ns), Some(&va), |r| r.starts_with("QDISC_"));
+        assert_eq!(kfree, dropped, "{how}: kfree_skb's qdisc drops on {va}");
+        let t = layer(report, "qdisc", ns, Some(&va));
+        assert_eq!(
+            (n(t, "counted"), n(t, "matched"), n(t, "counter_only")),
+            (dropped, dropped, 0),
+            "{how}"
+        );
+        let k = layer(report, "kfree_skb", ns, Some(&va));
+        assert_eq!(n(k, "matched"), dropped, "{how}: {k}");
+        let h = &report["ledger"]["headline"];
+        assert_eq!(
+            n(h, "total"),
+            n(h, "with_reason") + n(h, "counter_only") + n(h, "unexplained"),
+            "{how}: {h}"
+        );
+        assert!(n(h, "with_reason") >= dropped, "{how}: {h}");
+    }
+}
+
+#[test]
+fn backlog_drops_equal_softnet_stat_and_the_matched_cpu_backlog_drops() {
+    let _serial = root_test();
+    let (a, b) = (Netns::new("lb-a"), Netns::new("lb-b"));
+    let (va, vb) = veth_pair(&a, &b, "10.82.0");
+    // The sender's device takes no GSO packet whole: each send of 64 datagrams is cut into 64
+    // packets that veth hands to the backlog back to back, faster than it drains.
+    a.exec(&["ip", "link", "set", "dev", &va, "gso_max_segs", "1"]);
+    a.traffic(&["udp-to", "10.82.0.2", "9", "1"]);
+    std::thread::sleep(Duration::from_millis(200));
+    let backlog_before =
+        std::fs::read_to_string("/proc/sys/net/core/netdev_max_backlog").expect("sysctl");
+    let (softnet0, rx0, tx0) = (
+        softnet_dropped(),
+        link_stat(&b, &vb, "rx", "dropped"),
+        link_stat(&a, &va, "tx", "dropped"),
+    );
+    let report = report_around(|| {
+        let _backlog = Sysctl::set("net.core.netdev_max_backlog", "8");
+        a.traffic(&["udp-gso", "10.82.0.2", "9", "64", "20"]);
+    });
+    let dropped = softnet_dropped() - softnet0;
+    let rx_dropped = link_stat(&b, &vb, "rx", "dropped") - rx0;
+    let tx_dropped = link_stat(&a, &va, "tx", "dropped") - tx0;
+    assert!(
+        dropped > 100,
+        "only {dropped} backlog drops of 1,280 packets"
+    );
+    // Every backlog drop is the receiving device's rx_dropped, and the veth sender's tx_dropped.
+    assert_eq!((rx_dropped, tx_dropped), (dropped, dropped));
+
+    let (ns_a, ns_b) = (inode(&a), inode(&b));
+    let initial = report["ledger"]["layers"]
+        .as_array()
+        .expect("layers")
+        .iter()
+        .find(|t| t["layer"] == "softnet")
+        .map(|t| n(t, "netns"))
+        .expect("a softnet total");
+    let softnet = layer(&report, "softnet", initial, None);
+    assert_eq!(
+        (
+            n(softnet, "counted"),
+            n(softnet, "matched"),
+            n(softnet, "counter_only")
+        ),
+        (dropped, dropped, 0),
+        "softnet drops = /proc/net/softnet_stat's = CPU_BACKLOG drops: {softnet}"
+    );
+    assert_eq!(
+        drops(&report, None, None, |r| r == "CPU_BACKLOG"),
+        dropped,
+        "kfree_skb's backlog drops, machine-wide"
+    );
+    assert_eq!(
+        drops(&report, Some(ns_b), Some(&vb), |r| r == "CPU_BACKLOG"),
+        dropped,
+        "freed on the receiving device, in its namespace"
+    );
+    let rx = row(&report, ns_b, &format!("Link:{vb}:rx_dropped"));
+    assert_eq!(
+        (n(rx, "delta"), n(rx, "matched"), n(rx, "counter_only")),
+        (dropped, dropped, 0),
+        "{rx}"
+    );
+    let tx = row(&report, ns_a, &format!("Link:{va}:tx_dropped"));
+    assert_eq!(
+        (n(tx, "delta"), n(tx, "matched"), n(tx, "counter_only")),
+        (dropped, dropped, 0),
+        "{tx}"
+    );
+    // Counted by three counters, each drop is in the headline once, with its reason.
+    let h = &report["ledger"]["headline"];
+    assert_eq!(n(h, "counter_only"), 0, "{h}");
+    assert!(
+        n(h, "total") >= dropped && n(h, "total") < 2 * dropped,
+        "{h}"
+    );
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/net/core/netdev_max_backlog").expect("sysctl"),
+        backlog_before,
+        "the backlog limit is restored"
+    );
+}
+
+#[test]
+fn a_device_drop_no_kfree_skb_sees_is_counted_by_the_layer_only_on_its_device() {
+    let _serial = root_test();
+    let c = Netns::new("lifb");
+    c.exec(&[
+        "sysctl",
+        "-qw",
+        "net.ipv6.conf.all.disable_ipv6=1",
+        "net.ipv6.conf.default.disable_ipv6=1",
+    ]);
+    // An ifb device takes packets redirected to it by tc; one sent to it directly it counts as
+    // rx_dropped and frees as consumed, not as a drop: no kfree_skb tool sees it.
+    c.exec(&["ip", "link", "add", "ifb0", "type", "ifb"]);
+    c.exec(&["ip", "addr", "add", "10.83.0.1/24", "dev", "ifb0"]);
+    c.exec(&["ip", "link", "set", "ifb0", "up"]);
+    let before = link_stat(&c, "ifb0", "rx", "dropped");
+    let report = report_around(|| {
+        c.traffic(&["udp-to", "10.83.0.2", "9", "25"]);
+    });
+    let dropped = link_stat(&c, "ifb0", "rx", "dropped") - before;
+    assert_eq!(dropped, 25, "ip -s link: every datagram dropped by the ifb");
+    let ns = inode(&c);
+    let r = row(&report, ns, "Link:ifb0:rx_dropped");
+    assert_eq!(
+        (n(r, "delta"), n(r, "matched"), n(r, "counter_only")),
+        (25, 0, 25),
+        "{r}"
+    );
+    let t = layer(&report, "nic", ns, Some("ifb0"));
+    assert_eq!((n(t, "counted"), n(t, "counter_only")), (25, 25), "{t}");
+    assert_eq!(
+        drops(&report, Some(ns), Some("ifb0"), |_| true),
+        0,
+        "kfree_skb saw none"
+    );
+    assert!(
+        n(&report["ledger"]["headline"], "counter_only") >= 25,
+        "{}",
+        report["ledger"]
+    );
+}
