@@ -53,6 +53,20 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
             "-D",
             "warnings",
         ])?;
+        step("clippy for aarch64 (the cross-built dist binary: c_char, libc's musl types)");
+        setup::dist_targets(&crate::dist::Arch::ALL)?;
+        cargo(&[
+            "clippy",
+            "--target",
+            crate::dist::Arch::Aarch64.target(),
+            "--workspace",
+            "--exclude",
+            "dropscope-ebpf",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ])?;
         step("clippy (eBPF crate, BPF target)");
         setup::clippy_ebpf()?;
     }
@@ -77,9 +91,11 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
         step("fuzzing the recording decoder");
         setup::fuzz(fuzz_seconds)?;
     }
-    step("dist: the static binary and the .deb, checked by lintian, man and bash");
-    let dist = crate::dist::build()?;
-    crate::dist_check::check(&dist.deb)?;
+    step(
+        "dist: the static binaries and the .debs, checked by lintian, man and bash; the aarch64 \
+         binary against this machine's under qemu",
+    );
+    crate::dist_check::check_all(&crate::dist::build(&crate::dist::Arch::ALL)?)?;
     if !no_vmtest {
         step("vmtest: the suite on Debian's 6.1 and 6.12 kernels and the running one");
         if as_root {
@@ -87,7 +103,7 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
         } else {
             // Tools and builds as the user first, so that the root run below finds them all.
             setup::vmtest_tools()?;
-            crate::dist::build()?;
+            crate::dist::build(&[crate::dist::Arch::X86_64])?;
             cargo(&["build", "--package", "dropscope-tests", "--bin", "traffic"])?;
             let xtask = std::env::current_exe().context("path of xtask")?;
             // sudo resets PATH: handed over explicitly (vng may be in ~/.local/bin).

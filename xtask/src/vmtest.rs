@@ -70,7 +70,9 @@ struct Row {
 pub fn run(args: &VmtestArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     crate::setup::vmtest_tools()?;
-    let dist = crate::dist::build()?;
+    let dist = crate::dist::build(&[crate::dist::Arch::X86_64])?
+        .pop()
+        .context("dist built nothing")?;
     eprintln!(
         "vmtest: testing {} (packaged in {})",
         dist.binary.display(),
@@ -78,9 +80,9 @@ pub fn run(args: &VmtestArgs) -> anyhow::Result<()> {
     );
     crate::step("traffic generator");
     crate::cargo(&["build", "--package", "dropscope-tests", "--bin", "traffic"])?;
-    let traffic = crate::root().join("target/debug/traffic");
+    let traffic = crate::target_dir().join("debug/traffic");
     let xtask = std::env::current_exe().context("path of xtask")?;
-    let work = crate::root().join("target/vmtest");
+    let work = crate::target_dir().join("vmtest");
     let mut accel = args.accel;
     let mut rows = Vec::new();
     for name in &args.kernels {
