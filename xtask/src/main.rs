@@ -7,7 +7,9 @@ mod dist_deb;
 mod setup;
 mod test;
 mod vmtest;
+mod vmtest_foreign;
 mod vmtest_guest;
+mod vmtest_initramfs;
 mod vmtest_kernels;
 
 use std::{path::PathBuf, process::Command};

@@ -262,9 +262,44 @@ pub fn dist_targets(arches: &[crate::dist::Arch]) -> anyhow::Result<()> {
 }
 
 /// What `cargo xtask vmtest` needs: qemu, busybox (virtme-ng's guest init), kmod (depmod),
-/// xz/zstd/objcopy (BTF extraction), iproute2, and virtme-ng itself (pip).
-pub fn vmtest_tools() -> anyhow::Result<()> {
+/// xz/zstd/objcopy (BTF extraction), iproute2, and virtme-ng itself (pip); for arm64 guests,
+/// qemu-system-aarch64 and apt knowing Debian's arm64 packages (`dpkg --add-architecture`:
+/// the kernels and busybox are downloaded with `apt-get download`, never installed).
+pub fn vmtest_tools(arches: &[crate::dist::Arch]) -> anyhow::Result<()> {
     let mut missing = Vec::new();
+    if arches.contains(&crate::dist::Arch::Aarch64) {
+        if !have("qemu-system-aarch64") {
+            missing.push("qemu-system-arm");
+        }
+        let foreign = Command::new("dpkg")
+            .arg("--print-foreign-architectures")
+            .output()
+            .context("running dpkg")?;
+        let native = Command::new("dpkg")
+            .arg("--print-architecture")
+            .output()
+            .context("running dpkg")?;
+        let known = String::from_utf8_lossy(&foreign.stdout)
+            .lines()
+            .chain(String::from_utf8_lossy(&native.stdout).lines())
+            .any(|a| a.trim() == "arm64");
+        if !known {
+            eprintln!("setup: letting apt fetch arm64 packages (dpkg --add-architecture arm64)");
+            if is_root() {
+                run(Command::new("dpkg").args(["--add-architecture", "arm64"]))?;
+            } else {
+                run(Command::new("sudo").args(["dpkg", "--add-architecture", "arm64"]))?;
+            }
+            // apt_install below (or the kernels' search) updates the package lists.
+            if missing.is_empty() {
+                if is_root() {
+                    run(Command::new("apt-get").args(["update", "-qq"]))?;
+                } else {
+                    run(Command::new("sudo").args(["apt-get", "update", "-qq"]))?;
+                }
+            }
+        }
+    }
     for (present, pkg) in [
         (have("qemu-system-x86_64"), "qemu-system-x86"),
         (PathBuf::from("/bin/busybox").exists(), "busybox-static"),

@@ -102,8 +102,14 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
             crate::vmtest::run(&crate::vmtest::VmtestArgs::default())?;
         } else {
             // Tools and builds as the user first, so that the root run below finds them all.
-            setup::vmtest_tools()?;
-            crate::dist::build(&[crate::dist::Arch::X86_64])?;
+            setup::vmtest_tools(&crate::vmtest::DEFAULT_ARCHES)?;
+            crate::dist::build(&crate::vmtest::DEFAULT_ARCHES)?;
+            for arch in crate::vmtest::DEFAULT_ARCHES
+                .iter()
+                .filter(|a| !a.is_host())
+            {
+                crate::vmtest_foreign::tools(*arch)?;
+            }
             cargo(&["build", "--package", "dropscope-tests", "--bin", "traffic"])?;
             let xtask = std::env::current_exe().context("path of xtask")?;
             // sudo resets PATH: handed over explicitly (vng may be in ~/.local/bin).
