@@ -206,8 +206,12 @@ pub fn run(args: &VmtestArgs) -> anyhow::Result<()> {
                         eprintln!("vmtest: using {accel:?}");
                     }
                     let err = boot(&kernel.vmlinuz, accel, &out, &guest.join(" ")).err();
+                    let how = match accel {
+                        Accel::Kvm => "KVM, 2 CPUs",
+                        Accel::Tcg | Accel::Auto => "TCG, 1 CPU",
+                    };
                     (
-                        format!("{} ({accel:?})", kernel.release),
+                        format!("{} ({how})", kernel.release),
                         kernel.btf,
                         err.map(|e| format!("{e:#}")),
                     )
