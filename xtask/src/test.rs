@@ -97,7 +97,9 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
     );
     crate::dist_check::check_all(&crate::dist::build(&crate::dist::Arch::ALL)?)?;
     if !no_vmtest {
-        step("vmtest: the suite on Debian's 6.1 and 6.12 kernels and the running one");
+        step(
+            "vmtest: the suite on Debian's 6.1 and 6.12 kernels (amd64, arm64) and the running one",
+        );
         if as_root {
             crate::vmtest::run(&crate::vmtest::VmtestArgs::default())?;
         } else {
