@@ -352,15 +352,22 @@ impl Counting {
         self.wait()
     }
 
-    /// Sends SIGINT and waits at most `limit`; returns stdout, or an error on a non-zero exit
-    /// or a timeout (the process killed).
+    /// Sends SIGINT and waits at most `limit`; returns stdout (all of it, also what
+    /// [`Counting::read_stdout`] read meanwhile), or an error on a non-zero exit or a timeout
+    /// (the process killed).
     pub fn try_interrupt(mut self, limit: Duration) -> anyhow::Result<String> {
         // SAFETY: kill(2) with a pid we own and a valid signal.
         unsafe { libc::kill(self.pid() as i32, libc::SIGINT) };
         let child = self.child.take().context("a running dropscope")?;
         let out = wait_timeout(child, limit)?;
         anyhow::ensure!(out.status.success(), "dropscope exited with {}", out.status);
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        match self.stdout.take() {
+            Some(reader) => reader
+                .join()
+                .map_err(|_| anyhow::anyhow!("the stdout reader panicked"))?
+                .context("reading dropscope's stdout"),
+            None => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
+        }
     }
 
     /// Waits at most `limit` for the process to end by itself and returns its stdout; panics

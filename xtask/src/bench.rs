@@ -22,7 +22,7 @@ mod syscount;
 mod tui;
 
 use std::{
-    path::{Path, PathBuf},
+    path::Path,
     process::Command,
     time::{Duration, Instant},
 };
@@ -98,7 +98,7 @@ fn run_all(args: BenchArgs) -> anyhow::Result<()> {
         ])?;
         build_errors = examples::EXAMPLES.map(|name| examples::build(&root, name));
     }
-    let target_dir = target_dir(&root);
+    let target_dir = crate::target_dir();
     let dropscope = target_dir.join("release/dropscope");
     loss::check_binary(&dropscope)?;
     let scratch = ScratchDir::create("dsbench")?;
@@ -348,11 +348,4 @@ fn header(
             busy.describe()
         ),
     ]
-}
-
-/// Where cargo puts build output.
-fn target_dir(root: &Path) -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"))
 }

@@ -28,6 +28,62 @@ fn have(cmd: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// Every check of what `dist` built: each `.deb` (`check`), and each binary for another
+/// machine against the host's own (`same_as_host`).
+pub fn check_all(dists: &[crate::dist::Artifacts]) -> anyhow::Result<()> {
+    for d in dists {
+        check(&d.deb)?;
+    }
+    if let Some(host) = dists.iter().find(|d| d.arch.is_host()) {
+        for other in dists.iter().filter(|d| !d.arch.is_host()) {
+            same_as_host(&host.binary, other)?;
+        }
+    }
+    Ok(())
+}
+
+/// The binary for another machine, run under qemu's user-mode emulation, says exactly what the
+/// host's own says where no kernel is involved: its version, the report and folded stacks of the
+/// sample recording, and the reasons in the running kernel's BTF file (when it has one).
+pub fn same_as_host(host: &Path, other: &crate::dist::Artifacts) -> anyhow::Result<()> {
+    let sample = crate::root().join("assets/sample.dsrec");
+    let sample = sample.to_str().context("non-UTF-8 path")?;
+    let mut runs = vec![
+        vec!["--version"],
+        vec!["report", "--format", "json", "--input", sample],
+        vec![
+            "flamegraph",
+            "--format",
+            "folded",
+            "-o",
+            "-",
+            "--input",
+            sample,
+        ],
+    ];
+    let btf = "/sys/kernel/btf/vmlinux";
+    if Path::new(btf).exists() {
+        runs.push(vec!["reasons", "--format", "json", "--btf", btf]);
+    }
+    for args in &runs {
+        let (want, _) = output(Command::new(host).args(args))?;
+        let (got, _) = output(other.arch.command(&other.binary).args(args))?;
+        if got != want {
+            bail!(
+                "`dropscope {}` on {} says otherwise than on this machine:\n{got}\nversus\n{want}",
+                args.join(" "),
+                other.arch.name()
+            );
+        }
+    }
+    eprintln!(
+        "dist: the {} binary (under qemu) matches this machine's on {} runs",
+        other.arch.name(),
+        runs.len()
+    );
+    Ok(())
+}
+
 /// Every check on `deb`.
 pub fn check(deb: &Path) -> anyhow::Result<()> {
     lintian(deb)?;
@@ -60,14 +116,20 @@ fn lintian(deb: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The binary of the package checked last by [`check`], as installed (unpacked).
-pub fn unpacked_binary() -> PathBuf {
-    crate::root().join("target/dist/deb-check/usr/bin/dropscope")
+/// The binary of `deb` as the package installs it: its files unpacked under
+/// target/dist/deb-run.
+pub fn installed_binary(deb: &Path) -> anyhow::Result<PathBuf> {
+    let dir = crate::target_dir().join("dist/deb-run");
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("clearing {}", dir.display()))?;
+    }
+    output(Command::new("dpkg-deb").arg("-x").arg(deb).arg(&dir))?;
+    Ok(dir.join("usr/bin/dropscope"))
 }
 
 /// The package's files, unpacked under target/dist/deb-check.
 fn unpack(deb: &Path) -> anyhow::Result<PathBuf> {
-    let dir = crate::root().join("target/dist/deb-check");
+    let dir = crate::target_dir().join("dist/deb-check");
     if dir.exists() {
         std::fs::remove_dir_all(&dir).with_context(|| format!("clearing {}", dir.display()))?;
     }

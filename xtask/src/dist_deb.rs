@@ -12,6 +12,8 @@ use std::{
 
 use anyhow::{Context as _, bail};
 
+use crate::dist::Arch;
+
 /// The package's maintainer (Debian's `Maintainer:` field and the changelog's signature);
 /// `DEBFULLNAME` and `DEBEMAIL` override it, as they do for Debian's own tools.
 const MAINTAINER_NAME: &str = "dropscope maintainers";
@@ -32,6 +34,15 @@ const LINTIAN_OVERRIDES: &str = "\
 # The YAML parser of --web-config is unsafe-libyaml, a Rust translation of libyaml compiled into
 # the static binary (as every Rust dependency is), not a copy of the C library.
 dropscope: embedded-library libyaml [usr/bin/dropscope]
+";
+
+/// The override of machines whose Rust musl target links a plain static executable (x86_64's
+/// links a static PIE, which lintian takes for a shared library and does not flag).
+const LINTIAN_STATIC: &str = "\
+# One static binary (musl) is the point of the package: the same file runs on every distribution
+# and supported kernel, with the eBPF program inside. Rust's aarch64 musl target has no static
+# PIE, so this one is a plain static executable.
+dropscope: statically-linked-binary [usr/bin/dropscope]
 ";
 
 /// Runs a command, failing with its stderr unless it succeeds.
@@ -121,9 +132,11 @@ fn write(path: &Path, data: &[u8], mode: u32) -> anyhow::Result<()> {
         .with_context(|| format!("setting the mode of {}", path.display()))
 }
 
-/// Runs the packaged binary (`dropscope generate ...`) and returns its stdout.
-fn generated(binary: &Path, args: &[&str]) -> anyhow::Result<Vec<u8>> {
-    let out = Command::new(binary)
+/// Runs the packaged binary (`dropscope generate ...`; under qemu's user-mode emulation when
+/// it was built for another machine) and returns its stdout.
+fn generated(arch: Arch, binary: &Path, args: &[&str]) -> anyhow::Result<Vec<u8>> {
+    let out = arch
+        .command(binary)
         .args(args)
         .output()
         .with_context(|| format!("running {} {}", binary.display(), args.join(" ")))?;
@@ -187,9 +200,15 @@ fn copyright(year: &str) -> String {
     )
 }
 
-/// Writes a `.deb` of `binary` (installed as /usr/bin/dropscope) to `deb`.
-pub fn build(root: &Path, binary: &Path, upstream: &str, deb: &Path) -> anyhow::Result<()> {
-    let stage = root.join("target/dist/deb-root");
+/// Writes a `.deb` of `binary`, built for `arch` (installed as /usr/bin/dropscope), to `deb`.
+pub fn build(
+    root: &Path,
+    arch: Arch,
+    binary: &Path,
+    upstream: &str,
+    deb: &Path,
+) -> anyhow::Result<()> {
+    let stage = crate::target_dir().join("dist/deb-root");
     if stage.exists() {
         fs::remove_dir_all(&stage).with_context(|| format!("clearing {}", stage.display()))?;
     }
@@ -203,14 +222,18 @@ pub fn build(root: &Path, binary: &Path, upstream: &str, deb: &Path) -> anyhow::
     )?;
     // Stripped as dh_strip does (the eBPF object is data, kept); it still runs.
     output(
-        Command::new("strip")
+        Command::new(arch.strip())
             .args(["--remove-section=.comment", "--remove-section=.note"])
             .arg(&installed),
     )?;
-    output(Command::new(&installed).arg("--version"))?;
+    output(arch.command(&installed).arg("--version"))?;
     write(
         &stage.join("usr/share/lintian/overrides/dropscope"),
-        LINTIAN_OVERRIDES.as_bytes(),
+        match arch {
+            Arch::X86_64 => LINTIAN_OVERRIDES.to_string(),
+            Arch::Aarch64 => format!("{LINTIAN_OVERRIDES}{LINTIAN_STATIC}"),
+        }
+        .as_bytes(),
         0o644,
     )?;
 
@@ -219,7 +242,7 @@ pub fn build(root: &Path, binary: &Path, upstream: &str, deb: &Path) -> anyhow::
     if pages.exists() {
         fs::remove_dir_all(&pages)?;
     }
-    generated(binary, &["generate", "man", &pages.to_string_lossy()])?;
+    generated(arch, binary, &["generate", "man", &pages.to_string_lossy()])?;
     let mut names: Vec<_> = fs::read_dir(&pages)?
         .map(|e| e.map(|e| e.file_name()))
         .collect::<Result<_, _>>()?;
@@ -237,7 +260,7 @@ pub fn build(root: &Path, binary: &Path, upstream: &str, deb: &Path) -> anyhow::
     fs::remove_dir_all(&pages)?;
 
     for (shell, path) in COMPLETIONS {
-        let script = generated(binary, &["generate", "completion", shell])?;
+        let script = generated(arch, binary, &["generate", "completion", shell])?;
         write(&stage.join(path), &script, 0o644)?;
     }
 
@@ -283,7 +306,7 @@ pub fn build(root: &Path, binary: &Path, upstream: &str, deb: &Path) -> anyhow::
     let control = format!(
         "Package: dropscope\n\
          Version: {version}\n\
-         Architecture: amd64\n\
+         Architecture: {}\n\
          Maintainer: {}\n\
          Installed-Size: {}\n\
          Section: net\n\
@@ -294,6 +317,7 @@ pub fn build(root: &Path, binary: &Path, upstream: &str, deb: &Path) -> anyhow::
          eBPF maps: a live terminal UI, reports, flamegraphs, recordings and\n \
          Prometheus metrics. One static binary; needs Linux 5.17 or later with\n \
          BTF or tracefs, and root to attach its probe.\n",
+        arch.deb(),
         maintainer(),
         size.div_ceil(1024),
     );

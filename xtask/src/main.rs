@@ -7,7 +7,9 @@ mod dist_deb;
 mod setup;
 mod test;
 mod vmtest;
+mod vmtest_foreign;
 mod vmtest_guest;
+mod vmtest_initramfs;
 mod vmtest_kernels;
 
 use std::{path::PathBuf, process::Command};
@@ -47,15 +49,20 @@ enum Task {
     },
     /// Benchmark dropscope against nothing attached and peers on real drops (root; a few minutes).
     Bench(bench::BenchArgs),
-    /// Build the static release binary and a .deb of it into target/dist/.
+    /// Build the static release binaries (x86_64 and aarch64) and a .deb of each into
+    /// target/dist/.
     Dist {
-        /// Also check the .deb as `cargo xtask test` does: lintian reports no errors, the man
+        /// Also check each .deb as `cargo xtask test` does: lintian reports no errors, the man
         /// page renders, the completions load in bash.
         #[arg(long)]
         check: bool,
+        /// Machines to build for (`amd64` and `arm64` are accepted too).
+        #[arg(long = "arch", value_enum, value_delimiter = ',', default_values_t = dist::Arch::ALL)]
+        arches: Vec<dist::Arch>,
     },
-    /// Boot Debian's 6.1 and 6.12 kernels under qemu and run the exact-count suite in each with
-    /// the dist binary, and on the running kernel (root); prints a kernel × check table.
+    /// Boot Debian's 6.1 and 6.12 kernels (amd64 and arm64) under qemu and run the exact-count
+    /// suite in each with the dist binary, and on the running kernel (root); prints a kernel ×
+    /// check table.
     Vmtest(vmtest::VmtestArgs),
     /// The suite vmtest runs inside each guest (internal).
     #[command(hide = true)]
@@ -66,10 +73,10 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().task {
         Task::Setup => setup::all(false),
         Task::Bench(args) => bench::run(args),
-        Task::Dist { check } => {
-            let dist = dist::build()?;
+        Task::Dist { check, arches } => {
+            let dists = dist::build(&arches)?;
             if check {
-                dist_check::check(&dist.deb)?;
+                dist_check::check_all(&dists)?;
             }
             Ok(())
         }
@@ -81,7 +88,7 @@ fn main() -> anyhow::Result<()> {
         Task::Run { args } => {
             setup::all(false)?;
             cargo(&["build", "--release", "--package", "dropscope"])?;
-            let bin = root().join("target/release/dropscope");
+            let bin = target_dir().join("release/dropscope");
             let mut cmd = if setup::is_root() {
                 Command::new(&bin)
             } else {
@@ -118,6 +125,15 @@ fn root() -> PathBuf {
         .parent()
         .map(PathBuf::from)
         .unwrap_or_default()
+}
+
+/// Where cargo puts build output: `CARGO_TARGET_DIR` (relative to the workspace root) if set,
+/// else `target/`.
+fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) if !dir.is_empty() => root().join(dir),
+        _ => root().join("target"),
+    }
 }
 
 /// Runs cargo in the workspace root with the project toolchain.

@@ -215,7 +215,7 @@ pub fn clippy_ebpf() -> anyhow::Result<()> {
             "-Z",
             "build-std=core",
             "--target-dir",
-            "../target/ebpf-clippy",
+            &crate::target_dir().join("ebpf-clippy").to_string_lossy(),
             "--",
             "-D",
             "warnings",
@@ -244,41 +244,100 @@ pub fn path_with_tools() -> String {
     )
 }
 
-/// The standard library for the static (musl) target and a C compiler for it (musl-gcc), for
-/// `cargo xtask dist`.
-pub fn musl_target() -> anyhow::Result<()> {
+/// What `cargo xtask dist` needs for each machine: the standard library of its static (musl)
+/// target, and a C compiler for it (ring, the TLS of `serve`, and psm compile C and assembly).
+/// x86_64 builds natively with musl-gcc; aarch64 is cross-built from x86_64 with Rust's own
+/// linker (rust-lld, with the target's self-contained musl start files) and Debian's cross
+/// compiler, and its binary is run under qemu's user-mode emulation to make the package's man
+/// pages and completions (.cargo/config.toml names the linker and the compiler).
+pub fn dist_targets(arches: &[crate::dist::Arch]) -> anyhow::Result<()> {
+    use crate::dist::Arch;
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let installed = Command::new("rustup")
         .args(["target", "list", "--installed"])
         .current_dir(&root)
         .output()
         .context("rustup is needed (https://rustup.rs)")?;
-    if !String::from_utf8_lossy(&installed.stdout)
-        .lines()
-        .any(|l| l.trim() == crate::dist::TARGET)
-    {
-        eprintln!("setup: adding the {} target", crate::dist::TARGET);
-        run(Command::new("rustup")
-            .args(["target", "add", crate::dist::TARGET])
-            .current_dir(&root))?;
-    }
-    // musl-gcc: ring (TLS of `serve`) compiles C and assembly for the musl target.
-    for (cmd, pkg) in [
-        ("readelf", "binutils"),
-        ("dpkg-deb", "dpkg"),
-        ("musl-gcc", "musl-tools"),
-    ] {
-        if !have(cmd) {
-            apt_install(&[pkg])?;
+    let installed = String::from_utf8_lossy(&installed.stdout).into_owned();
+    for arch in arches {
+        if !installed.lines().any(|l| l.trim() == arch.target()) {
+            eprintln!("setup: adding the {} target", arch.target());
+            run(Command::new("rustup")
+                .args(["target", "add", arch.target()])
+                .current_dir(&root))?;
         }
+    }
+    let mut tools = vec![(have("readelf"), "binutils"), (have("dpkg-deb"), "dpkg")];
+    for &arch in arches {
+        match arch {
+            Arch::X86_64 if arch.is_host() => tools.push((have("musl-gcc"), "musl-tools")),
+            Arch::Aarch64 if !arch.is_host() => tools.extend([
+                (have("aarch64-linux-gnu-gcc"), "gcc-aarch64-linux-gnu"),
+                // The cross compiler's C headers (ring includes <string.h>).
+                (
+                    PathBuf::from("/usr/aarch64-linux-gnu/include/string.h").exists(),
+                    "libc6-dev-arm64-cross",
+                ),
+                (have("qemu-aarch64-static"), "qemu-user-static"),
+            ]),
+            Arch::Aarch64 => tools.push((have("gcc"), "gcc")),
+            Arch::X86_64 => bail!(
+                "dist cross-builds from x86_64 only: build the {} binary on an x86_64 machine",
+                arch.name()
+            ),
+        }
+    }
+    let mut missing: Vec<&str> = Vec::new();
+    for (present, pkg) in tools {
+        if !present && !missing.contains(&pkg) {
+            missing.push(pkg);
+        }
+    }
+    if !missing.is_empty() {
+        apt_install(&missing)?;
     }
     Ok(())
 }
 
 /// What `cargo xtask vmtest` needs: qemu, busybox (virtme-ng's guest init), kmod (depmod),
-/// xz/zstd/objcopy (BTF extraction), iproute2, and virtme-ng itself (pip).
-pub fn vmtest_tools() -> anyhow::Result<()> {
+/// xz/zstd/objcopy (BTF extraction), iproute2, and virtme-ng itself (pip); for arm64 guests,
+/// qemu-system-aarch64 and apt knowing Debian's arm64 packages (`dpkg --add-architecture`:
+/// the kernels and busybox are downloaded with `apt-get download`, never installed).
+pub fn vmtest_tools(arches: &[crate::dist::Arch]) -> anyhow::Result<()> {
     let mut missing = Vec::new();
+    if arches.contains(&crate::dist::Arch::Aarch64) {
+        if !have("qemu-system-aarch64") {
+            missing.push("qemu-system-arm");
+        }
+        let foreign = Command::new("dpkg")
+            .arg("--print-foreign-architectures")
+            .output()
+            .context("running dpkg")?;
+        let native = Command::new("dpkg")
+            .arg("--print-architecture")
+            .output()
+            .context("running dpkg")?;
+        let known = String::from_utf8_lossy(&foreign.stdout)
+            .lines()
+            .chain(String::from_utf8_lossy(&native.stdout).lines())
+            .any(|a| a.trim() == "arm64");
+        if !known {
+            eprintln!("setup: letting apt fetch arm64 packages (dpkg --add-architecture arm64)");
+            if is_root() {
+                run(Command::new("dpkg").args(["--add-architecture", "arm64"]))?;
+            } else {
+                run(Command::new("sudo").args(["dpkg", "--add-architecture", "arm64"]))?;
+            }
+            // apt_install below (or the kernels' search) updates the package lists.
+            if missing.is_empty() {
+                if is_root() {
+                    run(Command::new("apt-get").args(["update", "-qq"]))?;
+                } else {
+                    run(Command::new("sudo").args(["apt-get", "update", "-qq"]))?;
+                }
+            }
+        }
+    }
     for (present, pkg) in [
         (have("qemu-system-x86_64"), "qemu-system-x86"),
         (PathBuf::from("/bin/busybox").exists(), "busybox-static"),

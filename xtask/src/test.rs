@@ -55,6 +55,20 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
             "-D",
             "warnings",
         ])?;
+        step("clippy for aarch64 (the cross-built dist binary: c_char, libc's musl types)");
+        setup::dist_targets(&crate::dist::Arch::ALL)?;
+        cargo(&[
+            "clippy",
+            "--target",
+            crate::dist::Arch::Aarch64.target(),
+            "--workspace",
+            "--exclude",
+            "dropscope-ebpf",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ])?;
         step("clippy (eBPF crate, BPF target)");
         setup::clippy_ebpf()?;
     }
@@ -89,10 +103,15 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
         step("fuzzing the recording decoder");
         setup::fuzz(fuzz_seconds)?;
     }
-    step("dist: the static binary and the .deb, checked by lintian, man and bash");
-    let dist = crate::dist::build()?;
-    crate::dist_check::check(&dist.deb)?;
-    step("the first five minutes, on the binary of the .deb (tmux)");
+    step(
+        "dist: the static binaries and the .debs, checked by lintian, man and bash; the aarch64 \
+         binary against this machine's under qemu",
+    );
+    let dists = crate::dist::build(&crate::dist::Arch::ALL)?;
+    crate::dist_check::check_all(&dists)?;
+    step("the first five minutes, on the binary of this machine's .deb (tmux)");
+    let host = (dists.iter().find(|d| d.arch.is_host())).context("no .deb for this machine")?;
+    let bin = crate::dist_check::installed_binary(&host.deb)?;
     let first = [
         "test",
         "--package",
@@ -102,16 +121,23 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
         "--",
         "--test-threads=1",
     ];
-    let bin = crate::dist_check::unpacked_binary();
     cargo_with_runner_env(&first, &runner, &[("DROPSCOPE_BIN", bin.as_os_str())])?;
     if !no_vmtest {
-        step("vmtest: the suite on Debian's 6.1 and 6.12 kernels and the running one");
+        step(
+            "vmtest: the suite on Debian's 6.1 and 6.12 kernels (amd64, arm64) and the running one",
+        );
         if as_root {
             crate::vmtest::run(&crate::vmtest::VmtestArgs::default())?;
         } else {
             // Tools and builds as the user first, so that the root run below finds them all.
-            setup::vmtest_tools()?;
-            crate::dist::build()?;
+            setup::vmtest_tools(&crate::vmtest::DEFAULT_ARCHES)?;
+            crate::dist::build(&crate::vmtest::DEFAULT_ARCHES)?;
+            for arch in crate::vmtest::DEFAULT_ARCHES
+                .iter()
+                .filter(|a| !a.is_host())
+            {
+                crate::vmtest_foreign::tools(*arch)?;
+            }
             cargo(&["build", "--package", "dropscope-tests", "--bin", "traffic"])?;
             let xtask = std::env::current_exe().context("path of xtask")?;
             // sudo resets PATH: handed over explicitly (vng may be in ~/.local/bin).

@@ -1,6 +1,8 @@
-//! `cargo xtask vmtest`: boots Debian's 6.1 and 6.12 kernels under qemu (virtme-ng, on this
-//! machine's root filesystem) and runs the exact-count suite inside each with the `dist` binary;
-//! the running kernel gets the same suite without a VM. Prints a kernel × check table.
+//! `cargo xtask vmtest`: boots Debian's 6.1 and 6.12 kernels under qemu and runs the
+//! exact-count suite inside each with the `dist` binary: amd64 kernels with virtme-ng on this
+//! machine's root filesystem, arm64 kernels emulated by qemu-system-aarch64 on a small
+//! initramfs root (`vmtest_foreign`); the running kernel gets the same suite without a VM.
+//! Prints a kernel × check table.
 use std::{
     fs,
     path::{Path, PathBuf},
@@ -11,7 +13,7 @@ use std::{
 use anyhow::{Context as _, bail, ensure};
 use serde_json::Value;
 
-use crate::{vmtest_guest, vmtest_kernels as kernels};
+use crate::{dist::Arch, vmtest_foreign, vmtest_guest, vmtest_kernels as kernels};
 
 /// Options of `cargo xtask vmtest`.
 #[derive(clap::Args)]
@@ -20,16 +22,34 @@ pub struct VmtestArgs {
     /// `host` (the running kernel, no VM; it attaches the probe here).
     #[arg(long = "kernel", value_delimiter = ',', default_values_t = ["6.1".to_string(), "6.12".to_string(), "host".to_string()])]
     pub kernels: Vec<String>,
-    /// Virtualization: `auto` uses KVM if a guest boots with it, else TCG with one CPU.
+    /// Machines whose kernels to boot: `amd64` (x86_64) and `arm64` (aarch64, emulated by
+    /// qemu-system-aarch64 -M virt -cpu max, with the aarch64 dist binary).
+    #[arg(long = "arch", value_enum, value_delimiter = ',', default_values_t = DEFAULT_ARCHES)]
+    pub arches: Vec<Arch>,
+    /// Virtualization of amd64 guests: `auto` uses KVM if a guest boots with it, else TCG with
+    /// one CPU. arm64 guests are always emulated (TCG).
     #[arg(long, value_enum, default_value_t = Accel::Auto)]
     pub accel: Accel,
+    /// CPUs of the arm64 guests.
+    #[arg(long, default_value_t = 2)]
+    pub arm64_cpus: u32,
+    /// Seconds of interleaved flood in each arm64 guest, its live reports read from another
+    /// CPU; none may show a MISMATCH (0: skip).
+    #[arg(long, default_value_t = 60)]
+    pub flood_seconds: u64,
 }
+
+/// The machines `vmtest` boots kernels of unless told.
+pub const DEFAULT_ARCHES: [Arch; 2] = [Arch::X86_64, Arch::Aarch64];
 
 impl Default for VmtestArgs {
     fn default() -> Self {
         Self {
             kernels: vec!["6.1".into(), "6.12".into(), "host".into()],
+            arches: DEFAULT_ARCHES.to_vec(),
             accel: Accel::Auto,
+            arm64_cpus: 2,
+            flood_seconds: 60,
         }
     }
 }
@@ -46,7 +66,7 @@ pub enum Accel {
 }
 
 /// The columns of the table, in order.
-const CHECKS: [&str; 8] = [
+const CHECKS: [&str; 9] = [
     "reasons",
     "reasons --btf",
     "report tp_btf",
@@ -55,6 +75,7 @@ const CHECKS: [&str; 8] = [
     "stacks",
     "record",
     "replay here",
+    vmtest_guest::FLOOD,
 ];
 
 /// The limit on one guest run (boot plus suite).
@@ -63,88 +84,157 @@ const GUEST_LIMIT: Duration = Duration::from_secs(900);
 struct Row {
     kernel: String,
     results: Vec<(String, bool, String)>,
+    /// Checks not run on this kernel (shown as `-`).
+    skipped: Vec<&'static str>,
     seconds: f64,
 }
 
 /// Runs the suite on each kernel and prints the table; fails if any check failed.
 pub fn run(args: &VmtestArgs) -> anyhow::Result<()> {
     let started = Instant::now();
-    crate::setup::vmtest_tools()?;
-    let dist = crate::dist::build()?;
-    eprintln!(
-        "vmtest: testing {} (packaged in {})",
-        dist.binary.display(),
-        dist.deb.display()
-    );
+    let host = Arch::ALL
+        .into_iter()
+        .find(|a| a.is_host())
+        .context("vmtest runs on x86_64 or aarch64 machines")?;
+    let mut arches = vec![host];
+    arches.extend(args.arches.iter().filter(|a| **a != host));
+    crate::setup::vmtest_tools(&args.arches)?;
+    // The host's own binary checks what the guests leave (BTF files, recordings), whatever
+    // machine they were.
+    let dists = crate::dist::build(&arches)?;
+    let host_bin = dists[0].binary.clone();
+    for d in &dists {
+        eprintln!(
+            "vmtest: testing {} (packaged in {})",
+            d.binary.display(),
+            d.deb.display()
+        );
+    }
     crate::step("traffic generator");
     crate::cargo(&["build", "--package", "dropscope-tests", "--bin", "traffic"])?;
-    let traffic = crate::root().join("target/debug/traffic");
+    let traffic = crate::target_dir().join("debug/traffic");
     let xtask = std::env::current_exe().context("path of xtask")?;
-    let work = crate::root().join("target/vmtest");
+    let work = crate::target_dir().join("vmtest");
     let mut accel = args.accel;
     let mut rows = Vec::new();
-    for name in &args.kernels {
-        let t = Instant::now();
-        let out = work.join("out").join(name);
-        if out.exists() {
-            fs::remove_dir_all(&out).with_context(|| format!("clearing {}", out.display()))?;
-        }
-        fs::create_dir_all(&out)?;
-        let guest = [
-            xtask.to_str().context("non-UTF-8 path")?,
-            "vmtest-guest",
-            "--dropscope",
-            dist.binary.to_str().context("non-UTF-8 path")?,
-            "--traffic",
-            traffic.to_str().context("non-UTF-8 path")?,
-            "--out",
-            out.to_str().context("non-UTF-8 path")?,
-        ];
-        let (label, btf, setup_err) = if name == "host" {
-            crate::step("suite on the running kernel (no VM)");
-            let status = Command::new(guest[0]).args(&guest[1..]).status();
-            let err = match status {
-                Ok(s) if s.success() => None,
-                Ok(s) => Some(format!("suite exited with {s}")),
-                Err(e) => Some(format!("running the suite: {e}")),
-            };
-            let release = fs::read_to_string("/proc/sys/kernel/osrelease")
-                .map(|s| s.trim().to_string())
-                .unwrap_or_else(|_| "unknown".into());
-            (
-                format!("{release} (host)"),
-                PathBuf::from("/sys/kernel/btf/vmlinux"),
-                err,
-            )
-        } else {
-            let kernel = kernels::fetch(name, &work)?;
-            crate::step(&format!("booting {} under qemu", kernel.release));
-            if accel == Accel::Auto {
-                accel = if kvm_boots(&kernel.vmlinuz, &out) {
-                    Accel::Kvm
-                } else {
-                    Accel::Tcg
-                };
-                eprintln!("vmtest: using {accel:?}");
+    for arch in &args.arches {
+        let dist = dists
+            .iter()
+            .find(|d| d.arch == *arch)
+            .context("no dist binary for a guest")?;
+        let foreign = (*arch != host)
+            .then(|| vmtest_foreign::tools(*arch))
+            .transpose()?;
+        for name in &args.kernels {
+            if name == "host" && *arch != host {
+                continue;
             }
-            let err = boot(&kernel.vmlinuz, accel, &out, &guest.join(" ")).err();
-            (
-                format!("{} ({accel:?})", kernel.release),
-                kernel.btf,
-                err.map(|e| format!("{e:#}")),
-            )
-        };
-        let mut results = read_results(&out);
-        results.push(check_btf(&dist.binary, &btf, &out));
-        results.push(check_replay(&dist.binary, &out));
-        if let Some(e) = setup_err {
-            results.push(("run".into(), false, e));
+            let t = Instant::now();
+            let dir = if *arch == host {
+                name.clone()
+            } else {
+                format!("{name}-{}", arch.deb())
+            };
+            let out = work.join("out").join(dir);
+            if out.exists() {
+                fs::remove_dir_all(&out).with_context(|| format!("clearing {}", out.display()))?;
+            }
+            fs::create_dir_all(&out)?;
+            let (label, btf, setup_err) = if let Some(tools) = &foreign {
+                let kernel = kernels::fetch(name, *arch, &work)?;
+                let cpus = args.arm64_cpus;
+                crate::step(&format!(
+                    "booting {} under qemu-system-{} ({cpus} CPUs, TCG)",
+                    kernel.release,
+                    arch.name()
+                ));
+                let err = vmtest_foreign::boot(
+                    &vmtest_foreign::Guest {
+                        arch: *arch,
+                        kernel: &kernel,
+                        dropscope: &dist.binary,
+                        tools,
+                        cpus,
+                        flood_seconds: args.flood_seconds,
+                    },
+                    &work,
+                    &out,
+                    GUEST_LIMIT,
+                )
+                .err();
+                (
+                    format!("{} (TCG, {cpus} CPUs)", kernel.release),
+                    kernel.btf,
+                    err.map(|e| format!("{e:#}")),
+                )
+            } else {
+                let guest = [
+                    xtask.to_str().context("non-UTF-8 path")?,
+                    "vmtest-guest",
+                    "--dropscope",
+                    dist.binary.to_str().context("non-UTF-8 path")?,
+                    "--traffic",
+                    traffic.to_str().context("non-UTF-8 path")?,
+                    "--out",
+                    out.to_str().context("non-UTF-8 path")?,
+                ];
+                if name == "host" {
+                    crate::step("suite on the running kernel (no VM)");
+                    let status = Command::new(guest[0]).args(&guest[1..]).status();
+                    let err = match status {
+                        Ok(s) if s.success() => None,
+                        Ok(s) => Some(format!("suite exited with {s}")),
+                        Err(e) => Some(format!("running the suite: {e}")),
+                    };
+                    let release = fs::read_to_string("/proc/sys/kernel/osrelease")
+                        .map(|s| s.trim().to_string())
+                        .unwrap_or_else(|_| "unknown".into());
+                    (
+                        format!("{release} (host)"),
+                        PathBuf::from("/sys/kernel/btf/vmlinux"),
+                        err,
+                    )
+                } else {
+                    let kernel = kernels::fetch(name, *arch, &work)?;
+                    crate::step(&format!("booting {} under qemu", kernel.release));
+                    if accel == Accel::Auto {
+                        accel = if kvm_boots(&kernel.vmlinuz, &out) {
+                            Accel::Kvm
+                        } else {
+                            Accel::Tcg
+                        };
+                        eprintln!("vmtest: using {accel:?}");
+                    }
+                    let err = boot(&kernel.vmlinuz, accel, &out, &guest.join(" ")).err();
+                    let how = match accel {
+                        Accel::Kvm => "KVM, 2 CPUs",
+                        Accel::Tcg | Accel::Auto => "TCG, 1 CPU",
+                    };
+                    (
+                        format!("{} ({how})", kernel.release),
+                        kernel.btf,
+                        err.map(|e| format!("{e:#}")),
+                    )
+                }
+            };
+            let mut results = read_results(&out);
+            results.push(check_btf(&host_bin, &btf, &out));
+            results.push(check_replay(&host_bin, &out));
+            if let Some(e) = setup_err {
+                results.push(("run".into(), false, e));
+            }
+            let flooded = foreign.is_some() && args.flood_seconds > 0;
+            rows.push(Row {
+                kernel: label,
+                results,
+                skipped: if flooded {
+                    vec![]
+                } else {
+                    vec![vmtest_guest::FLOOD]
+                },
+                seconds: t.elapsed().as_secs_f64(),
+            });
         }
-        rows.push(Row {
-            kernel: label,
-            results,
-            seconds: t.elapsed().as_secs_f64(),
-        });
     }
     let failed = print_table(&rows);
     eprintln!("vmtest: {:.0} s in all", started.elapsed().as_secs_f64());
@@ -210,8 +300,17 @@ fn run_vng(
         .stdout(log.try_clone()?)
         .stderr(log)
         .env("PATH", crate::setup::path_with_tools());
-    std::os::unix::process::CommandExt::process_group(&mut vng, 0);
-    let mut child = vng.spawn().context("starting vng (virtme-ng)")?;
+    run_limited(&mut vng, limit, &log_path)
+}
+
+/// Runs a command (its output already directed to `log`) in its own process group with a time
+/// limit, killing the whole group (qemu included) on timeout. Its exit status is only reported:
+/// the results file decides.
+pub fn run_limited(cmd: &mut Command, limit: Duration, log: &Path) -> anyhow::Result<()> {
+    std::os::unix::process::CommandExt::process_group(cmd, 0);
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("starting {:?}", cmd.get_program()))?;
     let deadline = Instant::now() + limit;
     loop {
         if let Some(status) = child.try_wait()? {
@@ -219,20 +318,21 @@ fn run_vng(
             // exits 255 after a clean run), so the results file, not this status, decides.
             if !status.success() {
                 eprintln!(
-                    "vmtest: vng exited with {status} (the results decide); console: {}",
-                    log_path.display()
+                    "vmtest: {:?} exited with {status} (the results decide); console: {}",
+                    cmd.get_program(),
+                    log.display()
                 );
             }
             return Ok(());
         }
         if Instant::now() > deadline {
-            // SAFETY: kill(2) on the process group we created for vng; a valid signal.
+            // SAFETY: kill(2) on the process group we created for the command; a valid signal.
             unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
             let _ = child.wait();
             bail!(
                 "the guest did not finish in {} s; console: {}",
                 limit.as_secs(),
-                log_path.display()
+                log.display()
             );
         }
         std::thread::sleep(Duration::from_millis(200));
@@ -337,6 +437,7 @@ fn print_table(rows: &[Row]) -> usize {
                 let cell = match row.results.iter().find(|(n, _, _)| n == c) {
                     Some((_, true, _)) => "pass",
                     Some((_, false, _)) => "FAIL",
+                    None if row.skipped.contains(c) => "-",
                     None => "none",
                 };
                 format!("{cell:^w$}", w = c.len())
@@ -358,6 +459,7 @@ fn print_table(rows: &[Row]) -> usize {
                     failed += 1;
                     println!("{} / {c}: FAIL: {d}", row.kernel);
                 }
+                None if row.skipped.contains(&c) => {}
                 None => {
                     failed += 1;
                     println!(

@@ -28,6 +28,9 @@ pub const RAW: u64 = 200;
 /// Datagrams sent to a tiny receive buffer.
 pub const RCVBUF: u64 = 300;
 
+/// The name of the flood check (run only when asked for).
+pub const FLOOD: &str = "interleaved flood";
+
 /// What the guest suite needs.
 #[derive(clap::Args)]
 pub struct GuestArgs {
@@ -40,6 +43,10 @@ pub struct GuestArgs {
     /// Writable directory for results and files the host checks.
     #[arg(long)]
     pub out: PathBuf,
+    /// Also flood for this many seconds with two keys interleaved while live reports are
+    /// read (on another CPU where there are two): no report may show a MISMATCH (0: skip).
+    #[arg(long, default_value_t = 0)]
+    pub flood_seconds: u64,
 }
 
 /// Runs every check; fails if any failed.
@@ -49,7 +56,7 @@ pub fn run(args: &GuestArgs) -> anyhow::Result<()> {
     let _ = fs::remove_file(&results);
     let suite = Suite { args };
     let mut failed = 0;
-    let checks = [
+    let mut checks = vec![
         "reasons",
         "report tp_btf",
         "report tracepoint",
@@ -57,6 +64,9 @@ pub fn run(args: &GuestArgs) -> anyhow::Result<()> {
         "stacks",
         "record",
     ];
+    if args.flood_seconds > 0 {
+        checks.push(FLOOD);
+    }
     for name in checks {
         let result = match name {
             "reasons" => suite.reasons(),
@@ -64,6 +74,7 @@ pub fn run(args: &GuestArgs) -> anyhow::Result<()> {
             "report tracepoint" => suite.report("tracepoint"),
             "attribution" => suite.attribution(),
             "stacks" => suite.stacks(),
+            FLOOD => suite.flood(args.flood_seconds),
             _ => suite.record(),
         };
         let (status, detail) = match result {
@@ -351,6 +362,114 @@ impl Suite<'_> {
         let size = fs::metadata(&rec).context("recording")?.len();
         Ok(format!("{size} bytes; replayed on the host"))
     }
+}
+
+impl Suite<'_> {
+    /// Runs of one datagram to a closed port and one raw packet of an unused protocol, two keys
+    /// interleaved on one CPU, for `seconds`, while `report --every 1s` reads them (pinned to
+    /// another CPU when there are two, so that the reads cross CPUs as the counting protocol's
+    /// weakly ordered case needs). Every report must keep keyed + overflow = total: a MISMATCH
+    /// (a settled read disagreeing twice at the same totals) shows the kernel's total instead.
+    /// The last report counts exactly what was sent.
+    fn flood(&self, seconds: u64) -> anyhow::Result<String> {
+        let ns = netns("flood")?;
+        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+        let secs = seconds.to_string();
+        let report = [
+            "report",
+            "--format",
+            "json",
+            "--no-stacks",
+            "--netns",
+            &ns.name,
+            "--every",
+            "1s",
+        ];
+        let mix = ["mix", "1", &secs];
+        // taskset (busybox's in the arm64 guests) pins each side to its own CPU.
+        let (reader_bin, reader_args) = pinned(cpus, &self.args.dropscope, "0", &report)?;
+        let (sender_bin, sender_args) = pinned(cpus, &self.args.traffic, "1", &mix)?;
+        let reader_args: Vec<&str> = reader_args.iter().map(String::as_str).collect();
+        let sender_args: Vec<&str> = sender_args.iter().map(String::as_str).collect();
+        let mut c = start(&reader_bin, &reader_args)?;
+        c.read_stdout();
+        let sent = ns.try_traffic(
+            &sender_bin,
+            &sender_args,
+            Duration::from_secs(seconds) + TRAFFIC_LIMIT,
+        );
+        // The last reports, after the flood, are settled.
+        std::thread::sleep(Duration::from_secs(3));
+        let out = c.try_interrupt(Duration::from_secs(60))?;
+        let sent = sent?;
+        let (udp, raw) = sent
+            .lines()
+            .find_map(|l| {
+                let mut f = l.strip_prefix("total ")?.split_whitespace();
+                Some((
+                    f.next()?.parse::<u64>().ok()?,
+                    f.next()?.parse::<u64>().ok()?,
+                ))
+            })
+            .with_context(|| format!("no total line from the generator: {sent}"))?;
+        let reports: Vec<Value> = out
+            .lines()
+            .map(serde_json::from_str)
+            .collect::<Result<_, _>>()
+            .context("one JSON report per line")?;
+        ensure!(
+            reports.len() as u64 >= seconds / 2,
+            "{} reports in a {seconds}-s flood",
+            reports.len()
+        );
+        let mut grew = 0;
+        let mut last_total = 0;
+        for (i, r) in reports.iter().enumerate() {
+            let keyed: u64 = r["drops"]
+                .as_array()
+                .context("no drops array")?
+                .iter()
+                .filter_map(|d| d["count"].as_u64())
+                .sum();
+            let (Some(overflow), Some(total)) = (r["overflow"].as_u64(), r["total"].as_u64())
+            else {
+                anyhow::bail!("report {i} has no overflow or total: {r}");
+            };
+            ensure!(
+                keyed + overflow == total,
+                "report {i}: MISMATCH: kernel total {total}, keyed {keyed} + overflow {overflow}"
+            );
+            ensure!(total >= last_total, "report {i}: the total went back");
+            grew += usize::from(total > last_total);
+            last_total = total;
+        }
+        let last = reports.last().context("no report")?;
+        Expected {
+            counts: vec![("NO_SOCKET".into(), udp), ("IP_NOPROTO".into(), raw)],
+        }
+        .check(last)?;
+        Ok(format!(
+            "{} reports over {seconds} s on {cpus} CPU(s), {grew} growing, none with a MISMATCH; \
+             exact: NO_SOCKET={udp} IP_NOPROTO={raw}",
+            reports.len()
+        ))
+    }
+}
+
+/// `bin args` pinned to `cpu` with taskset when there are two CPUs or more, else as it is.
+fn pinned(
+    cpus: usize,
+    bin: &Path,
+    cpu: &str,
+    args: &[&str],
+) -> anyhow::Result<(PathBuf, Vec<String>)> {
+    let args = args.iter().map(|a| a.to_string());
+    if cpus < 2 {
+        return Ok((bin.to_path_buf(), args.collect()));
+    }
+    let path = bin.to_str().context("non-UTF-8 path")?;
+    let all = ["-c", cpu, path].into_iter().map(str::to_string);
+    Ok((PathBuf::from("taskset"), all.chain(args).collect()))
 }
 
 /// How long a traffic run may take in an emulated guest.

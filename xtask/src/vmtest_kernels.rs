@@ -1,5 +1,6 @@
-//! Debian kernel packages for vmtest: the newest of a series, downloaded and unpacked once
-//! (cached under target/vmtest), with its BTF extracted from the compressed vmlinuz.
+//! Debian kernel packages for vmtest: the newest of a series for a machine (amd64 or arm64),
+//! downloaded and unpacked once (cached under target/vmtest), with its BTF extracted from the
+//! vmlinuz (inside the compressed vmlinux of an x86 bzImage; in the plain arm64 Image).
 use std::{
     fs,
     path::{Path, PathBuf},
@@ -8,23 +9,29 @@ use std::{
 
 use anyhow::{Context as _, bail, ensure};
 
+use crate::dist::Arch;
+
 /// An unpacked kernel package.
 pub struct Kernel {
     /// e.g. `6.1.0-27-amd64`.
     pub release: String,
     /// The bootable image.
     pub vmlinuz: PathBuf,
+    /// Its modules (`lib/modules/<release>` of the package).
+    pub modules: PathBuf,
     /// Its raw BTF (the `.BTF` section of its vmlinux).
     pub btf: PathBuf,
 }
 
-/// The apt package-name pattern of a series (Debian 12's own 6.1, or 6.12 from backports).
-fn pattern(series: &str) -> anyhow::Result<&'static str> {
-    Ok(match series {
-        "6.1" => r"^linux-image-6\.1\.0-[0-9]+-amd64$",
-        "6.12" => r"^linux-image-6\.12\.[0-9]+\+deb[0-9]+-amd64$",
+/// The apt package-name pattern of a series (Debian 12's own 6.1, or 6.12 from backports) for
+/// a machine.
+fn pattern(series: &str, arch: Arch) -> anyhow::Result<String> {
+    let series = match series {
+        "6.1" => r"6\.1\.0-[0-9]+",
+        "6.12" => r"6\.12\.[0-9]+\+deb[0-9]+",
         _ => bail!("unknown kernel `{series}`: vmtest knows 6.1, 6.12 and host"),
-    })
+    };
+    Ok(format!("^linux-image-{series}-{}$", arch.deb()))
 }
 
 /// The numbers in a package name, for ordering `6.1.0-9` before `6.1.0-10`.
@@ -35,8 +42,9 @@ fn numbers(name: &str) -> Vec<u64> {
 }
 
 /// The newest package of a series that apt knows (after `apt-get update` if it knows none).
-fn newest_package(series: &str) -> anyhow::Result<String> {
-    let pat = pattern(series)?;
+fn newest_package(series: &str, arch: Arch) -> anyhow::Result<String> {
+    let pat = pattern(series, arch)?;
+    let pat = pat.as_str();
     let search = || -> anyhow::Result<Vec<String>> {
         let out = Command::new("apt-cache")
             .args(["search", "--names-only", pat])
@@ -59,41 +67,9 @@ fn newest_package(series: &str) -> anyhow::Result<String> {
 }
 
 /// Downloads (once), unpacks (once) and extracts the BTF (once) of a series' newest kernel.
-pub fn fetch(series: &str, work: &Path) -> anyhow::Result<Kernel> {
-    let pkg = newest_package(series)?;
-    let debs = work.join("debs");
-    fs::create_dir_all(&debs)?;
-    let find_deb = || -> anyhow::Result<Option<PathBuf>> {
-        Ok(fs::read_dir(&debs)?
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .find(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with(&format!("{pkg}_")) && n.ends_with(".deb"))
-            }))
-    };
-    let deb = match find_deb()? {
-        Some(deb) => deb,
-        None => {
-            crate::step(&format!("downloading {pkg}"));
-            crate::setup::run(
-                Command::new("apt-get")
-                    .args(["download", "-q", &pkg])
-                    .current_dir(&debs),
-            )?;
-            find_deb()?.with_context(|| format!("apt-get download left no {pkg} package"))?
-        }
-    };
-    let dir = work.join("kernels").join(&pkg);
-    if !dir.join("boot").exists() {
-        let partial = work.join("kernels").join(format!("{pkg}.partial"));
-        let _ = fs::remove_dir_all(&partial);
-        fs::create_dir_all(&partial)?;
-        eprintln!("vmtest: unpacking {}", deb.display());
-        crate::setup::run(Command::new("dpkg").arg("-x").arg(&deb).arg(&partial))?;
-        fs::rename(&partial, &dir)?;
-    }
+pub fn fetch(series: &str, arch: Arch, work: &Path) -> anyhow::Result<Kernel> {
+    let pkg = newest_package(series, arch)?;
+    let dir = unpacked(&pkg, arch, work)?;
     let vmlinuz = fs::read_dir(dir.join("boot"))?
         .filter_map(Result::ok)
         .map(|e| e.path())
@@ -113,11 +89,60 @@ pub fn fetch(series: &str, work: &Path) -> anyhow::Result<Kernel> {
     if !btf.exists() {
         extract_btf(&vmlinuz, &btf)?;
     }
+    let modules = dir.join("lib/modules").join(&release);
     Ok(Kernel {
         release,
         vmlinuz,
+        modules,
         btf,
     })
+}
+
+/// A package of `arch` (apt's `name:arch` when it is not the host's), downloaded once into
+/// `WORK/debs` and unpacked once into `WORK/unpacked/<name>_<arch>` (the directory returned).
+pub fn unpacked(pkg: &str, arch: Arch, work: &Path) -> anyhow::Result<PathBuf> {
+    let debs = work.join("debs");
+    fs::create_dir_all(&debs)?;
+    let find_deb = || -> anyhow::Result<Option<PathBuf>> {
+        Ok(fs::read_dir(&debs)?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                    n.starts_with(&format!("{pkg}_"))
+                        && n.ends_with(&format!("_{}.deb", arch.deb()))
+                })
+            }))
+    };
+    let deb = match find_deb()? {
+        Some(deb) => deb,
+        None => {
+            crate::step(&format!("downloading {pkg}"));
+            crate::setup::run(
+                Command::new("apt-get")
+                    .args(["download", "-q"])
+                    .arg(if arch.is_host() {
+                        pkg.to_string()
+                    } else {
+                        format!("{pkg}:{}", arch.deb())
+                    })
+                    .current_dir(&debs),
+            )?;
+            find_deb()?.with_context(|| format!("apt-get download left no {pkg} package"))?
+        }
+    };
+    let name = format!("{pkg}_{}", arch.deb());
+    let dir = work.join("unpacked").join(&name);
+    if !dir.exists() {
+        // Renamed into place only once whole: a directory that exists is complete.
+        let partial = work.join("unpacked").join(format!("{name}.partial"));
+        let _ = fs::remove_dir_all(&partial);
+        fs::create_dir_all(&partial)?;
+        eprintln!("vmtest: unpacking {}", deb.display());
+        crate::setup::run(Command::new("dpkg").arg("-x").arg(&deb).arg(&partial))?;
+        fs::rename(&partial, &dir)?;
+    }
+    Ok(dir)
 }
 
 /// The compressed-payload magics a Debian bzImage may hold, with their decompressor.
@@ -126,10 +151,52 @@ const PAYLOADS: [(&[u8], &str); 2] = [
     (&[0x28, 0xb5, 0x2f, 0xfd], "zstd"),
 ];
 
-/// Finds the compressed vmlinux inside a bzImage, decompresses it and copies its `.BTF`
-/// section out (what the kernel's scripts/extract-vmlinux does, then objcopy).
+/// The BTF blob lying whole in an uncompressed kernel image (an arm64 `Image`, loaded as is): a
+/// header with BTF's magic, version 1 and a 24-byte header, whose type and string sections lie
+/// inside the file, of at least 64 KiB (a kernel's is megabytes). The largest such blob is the
+/// kernel's own.
+fn btf_in_image(image: &[u8]) -> Option<&[u8]> {
+    const MIN: usize = 64 * 1024;
+    const HEADER: [u8; 8] = [0x9f, 0xeb, 1, 0, 24, 0, 0, 0];
+    let u32_at = |at: usize| -> Option<usize> {
+        let b = image.get(at..at + 4)?;
+        Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+    };
+    let mut best: Option<&[u8]> = None;
+    let mut from = 0;
+    while let Some(i) = image[from..]
+        .windows(HEADER.len())
+        .position(|w| w == HEADER)
+        .map(|p| from + p)
+    {
+        from = i + 1;
+        let (Some(type_off), Some(type_len), Some(str_off), Some(str_len)) = (
+            u32_at(i + 8),
+            u32_at(i + 12),
+            u32_at(i + 16),
+            u32_at(i + 20),
+        ) else {
+            continue;
+        };
+        let len = 24 + (type_off + type_len).max(str_off + str_len);
+        if let Some(blob) = image.get(i..i + len)
+            && len >= MIN
+            && best.is_none_or(|b| b.len() < len)
+        {
+            best = Some(blob);
+        }
+    }
+    best
+}
+
+/// Copies a kernel image's BTF out: from the plain image (arm64), else from the compressed
+/// vmlinux inside a bzImage (x86), decompressed, with objcopy (what the kernel's
+/// scripts/extract-vmlinux does, then objcopy).
 pub fn extract_btf(vmlinuz: &Path, out: &Path) -> anyhow::Result<()> {
     let image = fs::read(vmlinuz).with_context(|| format!("reading {}", vmlinuz.display()))?;
+    if let Some(btf) = btf_in_image(&image) {
+        return fs::write(out, btf).with_context(|| format!("writing {}", out.display()));
+    }
     let tmp = out.with_extension("vmlinux.tmp");
     for (magic, tool) in PAYLOADS {
         let Some(start) = image.windows(magic.len()).position(|w| w == magic) else {
@@ -195,7 +262,35 @@ mod tests {
 
     #[test]
     fn only_known_series_have_patterns() {
-        assert!(pattern("6.1").is_ok());
-        assert!(pattern("5.10").is_err());
+        assert_eq!(
+            pattern("6.1", Arch::Aarch64).ok().as_deref(),
+            Some(r"^linux-image-6\.1\.0-[0-9]+-arm64$")
+        );
+        assert!(pattern("6.12", Arch::X86_64).is_ok_and(|p| p.ends_with("-amd64$")));
+        assert!(pattern("5.10", Arch::X86_64).is_err());
+    }
+
+    #[test]
+    fn the_largest_whole_btf_blob_is_found_in_an_image() {
+        let blob = |types: u32, strings: u32| {
+            let mut b = vec![0x9f, 0xeb, 1, 0, 24, 0, 0, 0];
+            for v in [0, types, types, strings] {
+                b.extend(v.to_le_bytes());
+            }
+            b.resize(24 + (types + strings) as usize, 7);
+            b
+        };
+        let mut image = vec![0u8; 100];
+        image.extend(blob(60_000, 20_000));
+        image.extend([1, 2, 3]);
+        let big = blob(90_000, 30_000);
+        image.extend(&big);
+        // Too small to be a kernel's: a chance match.
+        image.extend(blob(16, 8));
+        assert_eq!(btf_in_image(&image), Some(&big[..]));
+        // A header whose sections run past the end is not a blob.
+        let mut cut = blob(90_000, 30_000);
+        cut.truncate(100_000);
+        assert_eq!(btf_in_image(&cut), None);
     }
 }

@@ -45,9 +45,11 @@ pub struct CountRead {
     pub total: u64,
     /// The kernel's own total, when no drop arrived during the read (it should equal `total`).
     pub settled_total: Option<u64>,
-    /// A settled read disagreed with the counts twice in a row at the same kernel total: a
-    /// real gap, to be shown. Once is not enough: a drop can be read between its keyed and its
-    /// total increment.
+    /// Two settled reads in a row disagreed with the counts, with the same kernel total and
+    /// the same counts: a real gap, to be shown. Once is not enough: a drop can be read between
+    /// its keyed and its total increment (or, on weakly ordered CPUs, with its total seen
+    /// before its count); and two different drops can be seen half-way by two reads at the
+    /// same kernel total, one each way, so the counts must not have moved either.
     pub mismatch: bool,
     /// The per-CPU counters as read at the end.
     pub totals: Totals,
@@ -57,7 +59,8 @@ pub struct CountRead {
 #[derive(Debug, Default)]
 pub struct CountReader {
     slots: Vec<(KernelKey, u32)>,
-    suspect: Option<u64>,
+    /// The last read, if it was settled and disagreed: (kernel total, keyed + overflow).
+    suspect: Option<(u64, u64)>,
 }
 
 impl CountRead {
@@ -106,8 +109,9 @@ impl CountReader {
             && before.overflow == after.overflow
             && after.new_keys == self.slots.len() as u64;
         let total = keyed + overflow;
-        let mismatch = settled && after.total != total && self.suspect == Some(after.total);
-        self.suspect = (settled && after.total != total).then_some(after.total);
+        let gap = (settled && after.total != total).then_some((after.total, total));
+        let mismatch = gap.is_some() && self.suspect == gap;
+        self.suspect = gap;
         Ok(CountRead {
             counts,
             overflow,

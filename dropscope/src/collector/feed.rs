@@ -166,7 +166,8 @@ pub(super) fn uname_field(f: impl Fn(&libc::utsname) -> &[libc::c_char; 65]) -> 
     let bytes: Vec<u8> = f(&u)
         .iter()
         .take_while(|c| **c != 0)
-        .map(|c| *c as u8)
+        // c_char is i8 on x86_64 and u8 on aarch64: its byte either way.
+        .map(|c| c.to_ne_bytes()[0])
         .collect();
     String::from_utf8_lossy(&bytes).into_owned()
 }

@@ -86,7 +86,8 @@ pub(super) fn local_datetime(unix_secs: u64) -> Option<String> {
 
 /// Broken-down local time for seconds since the Unix epoch.
 fn local_tm(unix_secs: u64) -> Option<libc::tm> {
-    let t = libc::time_t::try_from(unix_secs).ok()?;
+    // time_t by inference: musl's libc crate deprecates naming it (it is to become 64-bit).
+    let t = unix_secs.try_into().ok()?;
     let mut tm = std::mem::MaybeUninit::<libc::tm>::uninit();
     // SAFETY: both pointers are valid for the call; localtime_r is the reentrant variant and
     // writes only to `tm`, which it fully initializes when it returns non-null.

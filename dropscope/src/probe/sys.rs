@@ -146,8 +146,9 @@ impl<T: Pod> MmapArray<T> {
             size_of::<T>().is_multiple_of(8),
             "array values are 8-byte strided"
         );
-        let page = 4096;
-        let bytes = (len * size_of::<T>()).next_multiple_of(page);
+        // The kernel maps whole pages of the map's own page size: 4 KiB on x86_64, and 4, 16
+        // or 64 KiB on arm64, as the kernel was configured.
+        let bytes = (len * size_of::<T>()).next_multiple_of(page_size());
         // SAFETY: mapping a BPF array map fd with the kernel's required MAP_SHARED; the result is
         // checked before use and unmapped in Drop.
         let addr = unsafe {
@@ -195,6 +196,16 @@ impl<T: Pod> MmapArray<T> {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+}
+
+/// The kernel's page size (`sysconf(_SC_PAGESIZE)`), 4 KiB if it cannot say.
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions; a negative result (an error) is handled.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(page)
+        .ok()
+        .filter(|p| *p > 0)
+        .unwrap_or(4096)
 }
 
 impl MmapArray<u64> {
