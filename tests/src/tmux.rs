@@ -7,6 +7,15 @@ use std::{
 
 use crate::{dropscope_bin, run};
 
+/// `tmux`, its server's panes run by `/bin/sh`: tmux takes the pane shell from `$SHELL`, which
+/// `sudo` sets to the invoking user's login shell (`nologin` for a system user), and a pane whose
+/// shell refuses to run takes the whole server down with it.
+fn tmux() -> Command {
+    let mut cmd = Command::new("tmux");
+    cmd.env("SHELL", "/bin/sh");
+    cmd
+}
+
 /// A detached 100x30 tmux session running dropscope (or a shell), killed when dropped.
 pub struct Tmux {
     session: String,
@@ -22,7 +31,7 @@ impl Tmux {
              sleep 600",
             dropscope_bin().display()
         );
-        run(Command::new("tmux").args([
+        run(tmux().args([
             "new-session",
             "-d",
             "-s",
@@ -39,7 +48,7 @@ impl Tmux {
     /// An interactive bash with job control and no line editing, in a detached 100x30 session.
     pub fn shell(tag: &str) -> Self {
         let session = format!("ds-{tag}-{}", std::process::id());
-        run(Command::new("tmux").args([
+        run(tmux().args([
             "new-session",
             "-d",
             "-s",
@@ -54,17 +63,17 @@ impl Tmux {
     }
 
     pub fn query(&self, format: &str) -> String {
-        let out = run(Command::new("tmux").args(["display", "-p", "-t", &self.session, format]));
+        let out = run(tmux().args(["display", "-p", "-t", &self.session, format]));
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
     pub fn screen(&self) -> String {
-        let out = run(Command::new("tmux").args(["capture-pane", "-p", "-t", &self.session]));
+        let out = run(tmux().args(["capture-pane", "-p", "-t", &self.session]));
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     pub fn keys(&self, keys: &str) {
-        run(Command::new("tmux").args(["send-keys", "-t", &self.session, keys]));
+        run(tmux().args(["send-keys", "-t", &self.session, keys]));
     }
 
     /// Waits until `ok` holds for the screen; panics with the screen otherwise.

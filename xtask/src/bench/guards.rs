@@ -47,7 +47,8 @@ impl TmuxSession {
     /// Starts `command` in a new detached session of the given size.
     pub fn start(name: &str, cols: u16, rows: u16, command: &str) -> anyhow::Result<Self> {
         let (cols, rows) = (cols.to_string(), rows.to_string());
-        run_quiet(Command::new("tmux").args([
+        // tmux runs panes with `$SHELL`, which sudo may have set to a `nologin` shell.
+        run_quiet(Command::new("tmux").env("SHELL", "/bin/sh").args([
             "new-session",
             "-d",
             "-s",
