@@ -338,7 +338,8 @@ pub struct LiveArgs {
     #[arg(long, hide = true, default_value_t = 0, value_name = "N")]
     pub bench_keys: u32,
     /// Benchmark only: load the bench program with these steps of the per-drop path taken out
-    /// (a comma list of `dropscope_common::skip` names; `none`: the bench program as it is).
+    /// (a comma list of `dropscope_common::skip` names; `none`: the bench program as it is;
+    /// `all`: every step).
     #[cfg(feature = "bench")]
     #[arg(long, hide = true, value_parser = parse_skip, value_name = "STEPS")]
     pub bench_skip: Option<u32>,
@@ -400,9 +401,12 @@ fn parse_alpha(s: &str) -> Result<f64, String> {
     }
 }
 
-/// `--bench-skip`: step names, comma-separated, as bits; `none` is no step.
+/// `--bench-skip`: step names, comma-separated, as bits; `none` is no step, `all` every step.
 #[cfg(feature = "bench")]
 fn parse_skip(s: &str) -> Result<u32, String> {
+    if s == "all" {
+        return Ok(u32::MAX);
+    }
     s.split(',')
         .filter(|n| !n.is_empty() && *n != "none")
         .try_fold(0, |bits, name| {

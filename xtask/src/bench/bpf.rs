@@ -61,15 +61,22 @@ pub struct BareFloor {
 }
 
 impl BareFloor {
-    /// Loads `r0 = 0; exit` as a `tp_btf/kfree_skb` program and attaches it.
-    pub fn attach() -> anyhow::Result<Self> {
+    /// Loads `clock_reads` calls of `bpf_ktime_get_ns` (none: the bare floor), then
+    /// `r0 = 0; exit`, as a `tp_btf/kfree_skb` program and attaches it.
+    pub fn attach(clock_reads: usize) -> anyhow::Result<Self> {
         let btf_id = typedef_id(Path::new("/sys/kernel/btf/vmlinux"), "btf_trace_kfree_skb")?;
+        // call bpf_ktime_get_ns (helper 5)
+        let call: [u8; 8] = [0x85, 0, 0, 0, 5, 0, 0, 0];
         // mov64 r0, 0; exit
-        let insns: [u8; 16] = [0xb7, 0, 0, 0, 0, 0, 0, 0, 0x95, 0, 0, 0, 0, 0, 0, 0];
+        let end: [u8; 16] = [0xb7, 0, 0, 0, 0, 0, 0, 0, 0x95, 0, 0, 0, 0, 0, 0, 0];
+        let insns: Vec<u8> = std::iter::repeat_n(call, clock_reads)
+            .flatten()
+            .chain(end)
+            .collect();
         let license = b"GPL\0";
         let mut attr = [0u8; 128];
         put_u32(&mut attr, 0, BPF_PROG_TYPE_TRACING);
-        put_u32(&mut attr, 4, 2);
+        put_u32(&mut attr, 4, (insns.len() / 8) as u32);
         put_u64(&mut attr, 8, insns.as_ptr() as u64);
         put_u64(&mut attr, 16, license.as_ptr() as u64);
         attr[48..58].copy_from_slice(b"bare_floor");

@@ -22,6 +22,7 @@ pub const STEPS: [(Base, &[&str]); 3] = [
             "increments",
             "packet-sample",
             "sampling",
+            "all",
         ],
     ),
     (Base::Default, &["attribution"]),
@@ -32,6 +33,7 @@ pub const STEPS: [(Base, &[&str]); 3] = [
 pub fn plan() -> Vec<(Kind, Config)> {
     let mut single = vec![
         Config::StatsBare,
+        Config::StatsClock,
         Config::StatsFloor,
         Config::StatsCounting,
         Config::StatsNoStacks,

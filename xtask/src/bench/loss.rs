@@ -46,6 +46,9 @@ pub enum Config {
     Bpftrace,
     /// The emptiest program the kernel takes (`r0 = 0; exit`, loaded by the bench itself).
     StatsBare,
+    /// The bare floor plus [`CLOCK_READS`] calls of `bpf_ktime_get_ns` (what a clock read
+    /// costs here: the run statistics take two per run).
+    StatsClock,
     StatsFloor,
     StatsCounting,
     StatsNoStacks,
@@ -105,6 +108,7 @@ impl Config {
             Self::Stacks => "dropscope (stacks, default budget)",
             Self::Bpftrace => "bpftrace @[kstack, reason] = count()",
             Self::StatsBare => "bare floor (r0 = 0; exit) --bpf-stats",
+            Self::StatsClock => "bare floor + 4 bpf_ktime_get_ns calls",
             Self::StatsFloor => "empty tp_btf program --bpf-stats",
             Self::StatsCounting => "counting only (--by reason,location)",
             Self::StatsNoStacks => "dropscope --no-stacks --bpf-stats",
@@ -120,7 +124,7 @@ impl Config {
     /// dropscope's flags, for the dropscope configurations.
     fn dropscope_flags(self) -> Option<Vec<&'static str>> {
         let flags: &[&str] = match self {
-            Self::Nothing | Self::Bpftrace | Self::StatsBare => return None,
+            Self::Nothing | Self::Bpftrace | Self::StatsBare | Self::StatsClock => return None,
             Self::Floor => &["--probe", "floor", "--no-stacks"],
             Self::NoStacks => &["--no-stacks"],
             Self::Stacks => &[],
@@ -160,6 +164,7 @@ impl Config {
             self,
             Self::Floor
                 | Self::StatsBare
+                | Self::StatsClock
                 | Self::StatsFloor
                 | Self::StatsFiltered
                 | Self::Skip(Base::Filtered, _)
@@ -328,8 +333,8 @@ fn one(setup: &Setup, kind: Kind, config: Config, round: usize) -> anyhow::Resul
     match config {
         Config::Nothing => Ok(run(flood::run_for(&target, setup.flood)?, None, None)),
         Config::Bpftrace => Ok(run(with_bpftrace(&target, setup.flood)?, None, None)),
-        Config::StatsBare => {
-            let (flood, bpf) = with_bare_floor(setup, &target)?;
+        Config::StatsBare | Config::StatsClock => {
+            let (flood, bpf) = with_bare_floor(setup, &target, config)?;
             Ok(run(flood, None, Some(bpf)))
         }
         _ => {
@@ -432,10 +437,23 @@ fn is_raw_key(d: &Value) -> bool {
     field(d, "reason") == "IP_NOPROTO"
 }
 
-/// The bare floor attached (with run statistics on) while the sender floods.
-fn with_bare_floor(setup: &Setup, target: &Target) -> anyhow::Result<(Flood, BpfCost)> {
+/// Clock reads of [`Config::StatsClock`].
+pub const CLOCK_READS: usize = 4;
+
+/// The bare floor (or [`Config::StatsClock`]) attached, with run statistics on, while the
+/// sender floods.
+fn with_bare_floor(
+    setup: &Setup,
+    target: &Target,
+    config: Config,
+) -> anyhow::Result<(Flood, BpfCost)> {
     let _stats = bpf::stats_on()?;
-    let prog = bpf::BareFloor::attach()?;
+    let reads = if config == Config::StatsClock {
+        CLOCK_READS
+    } else {
+        0
+    };
+    let prog = bpf::BareFloor::attach(reads)?;
     interrupt::sleep(SETTLE)?;
     let me = std::process::id();
     let mine = |all: Vec<procfs::ProgStat>| -> Vec<procfs::ProgStat> {
@@ -454,7 +472,7 @@ fn with_bare_floor(setup: &Setup, target: &Target) -> anyhow::Result<(Flood, Bpf
     let (second_half_ns, ..) = procfs::ns_per_run(&middle, &after)?;
     let size = setup
         .sizes
-        .then(|| program_size(id, Config::StatsBare, setup.dump.as_deref()));
+        .then(|| program_size(id, config, setup.dump.as_deref()));
     Ok((
         flood,
         BpfCost {
