@@ -53,9 +53,12 @@ mod live {
             return Ok(());
         }
         let root_dir = root.to_str().ok_or_else(|| anyhow!("non-UTF-8 path"))?;
+        // The bench build's program can take steps out of its per-drop path (BENCH_SKIP).
+        let bench = std::env::var_os("CARGO_FEATURE_BENCH").is_some();
         let package = aya_build::Package {
             name: "dropscope-ebpf",
             root_dir,
+            features: if bench { &["bench"] } else { &[] },
             ..Default::default()
         };
         aya_build::build_ebpf([package], aya_build::Toolchain::Custom(toolchain))

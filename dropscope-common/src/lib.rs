@@ -63,6 +63,48 @@ pub mod globals {
     pub const MAX_KEYS: &str = "MAX_KEYS";
     /// The [`super::Config`]: kernel struct offsets, grouping and filters.
     pub const CONFIG: &str = "CONFIG";
+    /// Benchmark builds only: bits of [`super::skip`], the steps taken out of the per-drop path.
+    #[cfg(feature = "bench")]
+    pub const BENCH_SKIP: &str = "BENCH_SKIP";
+}
+
+/// Benchmark builds only: steps of the per-drop path that a read-only setting takes out (bits
+/// of the program's `BENCH_SKIP`), so the bench can time each step by its absence. The verifier
+/// sees the setting as a constant and removes the step's code, so a program with a step taken
+/// out is the program without it, not the program plus a test. Some of them make counts wrong
+/// (the bench does not check counts there): they exist to be timed, never to count.
+#[cfg(feature = "bench")]
+pub mod skip {
+    /// The test that the reason is a drop (not `NOT_DROPPED_YET` or `CONSUMED`).
+    pub const NON_DROP: u32 = 1;
+    /// The reason filter's look-up (a filtered drop then reads as not listed).
+    pub const REASON_LOOKUP: u32 = 1 << 1;
+    /// The attribution loads (namespace, interface, protocol, port read as zero).
+    pub const ATTRIBUTION: u32 = 1 << 2;
+    /// The key's build and the compare with the cached key (the cached slot is taken as is).
+    pub const KEY: u32 = 1 << 3;
+    /// The compare with the cached key only (the key is still built).
+    pub const COMPARE: u32 = 1 << 4;
+    /// The slot counter's array look-up and its increment.
+    pub const SLOT: u32 = 1 << 5;
+    /// The two increments (slot counter and total), the look-ups kept.
+    pub const INCREMENTS: u32 = 1 << 6;
+    /// The test for a packet sample (the key's first packets).
+    pub const PACKET_SAMPLE: u32 = 1 << 7;
+    /// The stack-sampling test (the control look-up and what follows).
+    pub const SAMPLING: u32 = 1 << 8;
+    /// Names, as `--bench-skip` takes them.
+    pub const NAMES: [(&str, u32); 9] = [
+        ("non-drop", NON_DROP),
+        ("reason-lookup", REASON_LOOKUP),
+        ("attribution", ATTRIBUTION),
+        ("key", KEY),
+        ("compare", COMPARE),
+        ("slot", SLOT),
+        ("increments", INCREMENTS),
+        ("packet-sample", PACKET_SAMPLE),
+        ("sampling", SAMPLING),
+    ];
 }
 
 /// Attribution dimensions a key can be grouped by (bits of [`Config::group`]).
@@ -259,6 +301,9 @@ pub mod programs {
     pub const KFREE_SKB_BTF: &str = "kfree_skb_btf";
     /// `tp_btf/kfree_skb` that does nothing: the benchmark's floor.
     pub const KFREE_SKB_FLOOR: &str = "kfree_skb_floor";
+    /// Benchmark builds only: `tp_btf/kfree_skb` with steps taken out (see [`super::skip`]).
+    #[cfg(feature = "bench")]
+    pub const KFREE_SKB_SKIP: &str = "kfree_skb_skip";
     /// Classic `tracepoint/skb/kfree_skb`: the fallback.
     pub const KFREE_SKB_TP: &str = "kfree_skb_tp";
     /// `tp_btf/sys_enter`: counts dropscope's own syscalls.

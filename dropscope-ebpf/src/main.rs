@@ -24,6 +24,19 @@ macro_rules! setting {
     }};
 }
 
+/// Whether the bench build's skip program takes `$step` (a bit of `dropscope_common::skip`) out
+/// of the per-drop path: `$bench` is the program's const parameter, so the real program (false)
+/// has no trace of it. The setting is read-only, so the verifier removes the dead side.
+macro_rules! taken_out {
+    ($bench:ident, $step:ident) => {{
+        #[cfg(feature = "bench")]
+        let out = $bench && crate::BENCH_SKIP.load() & dropscope_common::skip::$step != 0;
+        #[cfg(not(feature = "bench"))]
+        let out = $bench && false;
+        out
+    }};
+}
+
 mod attribute;
 
 use core::sync::atomic::{Ordering, compiler_fence};
@@ -56,6 +69,9 @@ static TP_REASON_OFFSET: Global<u32> = Global::new(36);
 static SELF_TGID: Global<u32> = Global::new(0);
 #[unsafe(no_mangle)]
 static MAX_KEYS: Global<u32> = Global::new(DEFAULT_MAX_KEYS);
+#[cfg(feature = "bench")]
+#[unsafe(no_mangle)]
+static BENCH_SKIP: Global<u32> = Global::new(0);
 #[unsafe(no_mangle)]
 static CONFIG: Global<Config> = Global::new(Config {
     skb_dev: 0,
@@ -113,6 +129,18 @@ static STACK_COUNTS: PerCpuHashMap<StackKey, StackValue> =
 /// `tp_btf/kfree_skb(skb, location, reason[, rx_sk])`: typed arguments, no tracefs.
 #[btf_tracepoint(function = "kfree_skb")]
 pub fn kfree_skb_btf(ctx: BtfTracePointContext) -> i32 {
+    typed::<false>(ctx)
+}
+
+/// `tp_btf/kfree_skb` of the bench build whose steps `BENCH_SKIP` takes out (`--bench-skip`).
+#[cfg(feature = "bench")]
+#[btf_tracepoint(function = "kfree_skb")]
+pub fn kfree_skb_skip(ctx: BtfTracePointContext) -> i32 {
+    typed::<true>(ctx)
+}
+
+#[inline(always)]
+fn typed<const BENCH: bool>(ctx: BtfTracePointContext) -> i32 {
     let skb: *const u8 = ctx.arg(0);
     let location: u64 = ctx.arg(1);
     let reason: u32 = ctx.arg(2);
@@ -123,7 +151,7 @@ pub fn kfree_skb_btf(ctx: BtfTracePointContext) -> i32 {
     } else {
         core::ptr::null()
     };
-    count_drop(&ctx, &Typed, reason, location, skb, rx_sk);
+    count_drop::<BENCH, _, _>(&ctx, &Typed, reason, location, skb, rx_sk);
     0
 }
 
@@ -154,7 +182,7 @@ pub fn kfree_skb_tp(ctx: TracePointContext) -> u32 {
         0
     };
     if let (Ok(location), Ok(reason), Ok(skb)) = fields {
-        count_drop(
+        count_drop::<false, _, _>(
             &ctx,
             &Probed,
             reason,
@@ -188,9 +216,10 @@ fn this_cpu() -> Option<*mut CpuCounters> {
 
 /// Whether the reason filter lets `reason` be counted: one bit test.
 #[inline(always)]
-fn reason_wanted(reason: u32) -> bool {
+fn reason_wanted<const BENCH: bool>(reason: u32) -> bool {
     let mode = setting!(filter_reasons);
     let listed = match reason_bit(reason) {
+        Some(_) if taken_out!(BENCH, REASON_LOOKUP) => false,
         Some(bit) => REASON_FILTER
             .get(bit / 64)
             .is_some_and(|w| w & (1 << (bit % 64)) != 0),
@@ -200,7 +229,7 @@ fn reason_wanted(reason: u32) -> bool {
 }
 
 #[inline(always)]
-fn count_drop<C: StackIdContext, M: Mem>(
+fn count_drop<const BENCH: bool, C: StackIdContext, M: Mem>(
     ctx: &C,
     m: &M,
     reason: u32,
@@ -208,15 +237,21 @@ fn count_drop<C: StackIdContext, M: Mem>(
     skb: *const u8,
     rx_sk: *const u8,
 ) {
-    if reason == NOT_DROPPED_YET.load() || reason == CONSUMED.load() {
+    if !taken_out!(BENCH, NON_DROP)
+        && (reason == NOT_DROPPED_YET.load() || reason == CONSUMED.load())
+    {
         return;
     }
     // One word says what this drop needs beyond counting: the common case tests it and goes on.
     let needs = setting!(need);
-    if needs & need::REASONS != 0 && !reason_wanted(reason) {
+    if needs & need::REASONS != 0 && !reason_wanted::<BENCH>(reason) {
         return;
     }
-    let p = attribute::packet(m, needs, skb, rx_sk);
+    let p = if taken_out!(BENCH, ATTRIBUTION) {
+        attribute::Packet::default()
+    } else {
+        attribute::packet(m, needs, skb, rx_sk)
+    };
     // Filters: a drop filtered out is not counted anywhere.
     if needs & need::FILTER != 0 {
         let (netns, l4, port) = (
@@ -241,8 +276,75 @@ fn count_drop<C: StackIdContext, M: Mem>(
     // SAFETY: `c` is this CPU's slot and the kernel runs one instance of this program per CPU
     // at a time (a nested run is skipped and counted as a miss), so nothing else writes it.
     let c = unsafe { &mut *c };
+    // A run of drops of one key on one CPU (the flood case) reuses the slot found for the
+    // run's first drop: no hash lookup.
+    let hit = if taken_out!(BENCH, KEY) {
+        c.cached_valid == 1
+    } else {
+        c.cached_valid == 1
+            && (taken_out!(BENCH, COMPARE) || c.cached == drop_key(location, reason, &p))
+    };
+    let (slot, first) = if hit {
+        (c.cached_slot, false)
+    } else {
+        let key = drop_key(location, reason, &p);
+        match slot_of(c, &key) {
+            Some(found) => {
+                c.cached = key;
+                c.cached_slot = found.0;
+                c.cached_valid = 1;
+                found
+            }
+            None => {
+                c.overflow += 1;
+                compiler_fence(Ordering::SeqCst);
+                c.total += 1;
+                sample_stack(ctx, c, reason, location, NO_SLOT, false);
+                return;
+            }
+        }
+    };
+    let index = cpu.wrapping_mul(MAX_KEYS.load()).wrapping_add(slot);
+    let n = match SLOT_COUNTS.get_ptr_mut(index) {
+        // Taken out, no packet is sampled either.
+        _ if taken_out!(BENCH, SLOT) => u64::MAX,
+        // SAFETY: this CPU's counters (index `cpu * MAX_KEYS + slot`) are written only by this
+        // CPU, one program run at a time (see above).
+        Some(n) => unsafe {
+            if !taken_out!(BENCH, INCREMENTS) {
+                *n += 1;
+            }
+            *n
+        },
+        // Cannot happen (slots < MAX_KEYS, CPUs < the array's CPU count); counted if it did.
+        None => {
+            c.overflow += 1;
+            0
+        }
+    };
+    if !taken_out!(BENCH, PACKET_SAMPLE)
+        && slot < SAMPLED_KEYS
+        && n <= u64::from(SAMPLES_PER_KEY)
+        && n > 0
+    {
+        sample_packet(m, skb, cpu, slot, first, n as u32 - 1);
+    }
+    // The total goes last: a reader that sees it (on this CPU's program order) also sees the
+    // keyed or overflow count it stands for.
+    compiler_fence(Ordering::SeqCst);
+    if !taken_out!(BENCH, INCREMENTS) {
+        c.total += 1;
+    }
+    if !taken_out!(BENCH, SAMPLING) {
+        sample_stack(ctx, c, reason, location, slot, first);
+    }
+}
+
+/// The drop's key: reason, location and what `--by` keeps of the packet.
+#[inline(always)]
+fn drop_key(location: u64, reason: u32, p: &attribute::Packet) -> DropKey {
     let dims = setting!(group);
-    let key = DropKey {
+    DropKey {
         location,
         reason,
         netns: if dims & (group::NETNS | group::DEVICE) != 0 {
@@ -267,50 +369,7 @@ fn count_drop<C: StackIdContext, M: Mem>(
         },
         port: if dims & group::PORT != 0 { p.dport } else { 0 },
         ..DropKey::default()
-    };
-    // A run of drops of one key on one CPU (the flood case) reuses the slot found for the
-    // run's first drop: no hash lookup.
-    let (slot, first) = if c.cached_valid == 1 && c.cached == key {
-        (c.cached_slot, false)
-    } else {
-        match slot_of(c, &key) {
-            Some(found) => {
-                c.cached = key;
-                c.cached_slot = found.0;
-                c.cached_valid = 1;
-                found
-            }
-            None => {
-                c.overflow += 1;
-                compiler_fence(Ordering::SeqCst);
-                c.total += 1;
-                sample_stack(ctx, c, reason, location, NO_SLOT, false);
-                return;
-            }
-        }
-    };
-    let index = cpu.wrapping_mul(MAX_KEYS.load()).wrapping_add(slot);
-    let n = match SLOT_COUNTS.get_ptr_mut(index) {
-        // SAFETY: this CPU's counters (index `cpu * MAX_KEYS + slot`) are written only by this
-        // CPU, one program run at a time (see above).
-        Some(n) => unsafe {
-            *n += 1;
-            *n
-        },
-        // Cannot happen (slots < MAX_KEYS, CPUs < the array's CPU count); counted if it did.
-        None => {
-            c.overflow += 1;
-            0
-        }
-    };
-    if slot < SAMPLED_KEYS && n <= u64::from(SAMPLES_PER_KEY) && n > 0 {
-        sample_packet(m, skb, cpu, slot, first, n as u32 - 1);
     }
-    // The total goes last: a reader that sees it (on this CPU's program order) also sees the
-    // keyed or overflow count it stands for.
-    compiler_fence(Ordering::SeqCst);
-    c.total += 1;
-    sample_stack(ctx, c, reason, location, slot, first);
 }
 
 /// Keeps the headers of a key's first packets: only the CPU that added the key writes them (its

@@ -338,6 +338,12 @@ pub struct LiveArgs {
     #[cfg(feature = "bench")]
     #[arg(long, hide = true, default_value_t = 0, value_name = "N")]
     pub bench_keys: u32,
+    /// Benchmark only: load the bench program with these steps of the per-drop path taken out
+    /// (a comma list of `dropscope_common::skip` names; `none`: the bench program as it is;
+    /// `all`: every step).
+    #[cfg(feature = "bench")]
+    #[arg(long, hide = true, value_parser = parse_skip, value_name = "STEPS")]
+    pub bench_skip: Option<u32>,
     /// Enable kernel BPF run-time statistics while running, to show the probe's ns per drop
     /// (costs a little per drop; off again on exit).
     #[arg(long)]
@@ -394,6 +400,23 @@ fn parse_alpha(s: &str) -> Result<f64, String> {
         Ok(a) if a > 0.0 && a < 1.0 => Ok(a),
         _ => Err(format!("{s:?}: give a p-value between 0 and 1, e.g. 0.001")),
     }
+}
+
+/// `--bench-skip`: step names, comma-separated, as bits; `none` is no step, `all` every step.
+#[cfg(feature = "bench")]
+fn parse_skip(s: &str) -> Result<u32, String> {
+    if s == "all" {
+        return Ok(u32::MAX);
+    }
+    s.split(',')
+        .filter(|n| !n.is_empty() && *n != "none")
+        .try_fold(0, |bits, name| {
+            dropscope_common::skip::NAMES
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, bit)| bits | bit)
+                .ok_or_else(|| format!("no step {name:?} to take out"))
+        })
 }
 
 fn parse_interval(s: &str) -> Result<Duration, String> {

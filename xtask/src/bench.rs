@@ -5,6 +5,8 @@
 //! (and against an empty program on the same hook and bpftrace's per-drop stacks), exact counts,
 //! BPF ns per drop above the empty program's, the collector's cost per poll as keys grow, the
 //! live TUI's own cost, flamegraph render time and recording size. Not part of `cargo xtask test`.
+mod bpf;
+mod breakdown;
 mod child;
 mod collector;
 mod examples;
@@ -22,7 +24,7 @@ mod syscount;
 mod tui;
 
 use std::{
-    path::Path,
+    path::{Path, PathBuf},
     process::Command,
     time::{Duration, Instant},
 };
@@ -61,6 +63,13 @@ pub struct BenchArgs {
     /// Use the dropscope binary as it is (no set-up, no release build first).
     #[arg(long)]
     no_build: bool,
+    /// Only the per-drop cost, step by step: the floors, each configuration, and the bench
+    /// program with each step of its per-drop path taken out in turn (about 2 minutes a round).
+    #[arg(long)]
+    breakdown: bool,
+    /// With --breakdown: write each program's translated and JIT-ed listing into this directory.
+    #[arg(long, value_name = "DIR", requires = "breakdown")]
+    dump: Option<PathBuf>,
 }
 
 /// Runs the benchmark and prints its report on stdout (progress goes to stderr).
@@ -87,6 +96,7 @@ fn run_all(args: BenchArgs) -> anyhow::Result<()> {
     let mut build_errors = [None, None];
     if !args.no_build {
         crate::setup::all(false)?;
+        crate::setup::bench_tools()?;
         // The floor program and synthetic keys are bench-only (never in a release binary).
         crate::cargo(&[
             "build",
@@ -110,13 +120,33 @@ fn run_all(args: BenchArgs) -> anyhow::Result<()> {
     };
     let mut warnings = foreign_namespaces(&netns, Vec::new());
     warn_if_busy();
-    let (_debugfs, bpftrace_note) = prepare_bpftrace();
-    let plan = plan(bpftrace_note.is_none());
     let setup = loss::Setup {
         dropscope: dropscope.clone(),
         target: target.clone(),
         flood: Duration::from_secs(args.flood_secs),
+        sizes: args.breakdown,
+        dump: args.dump.clone(),
     };
+    if args.breakdown {
+        let plan = breakdown::plan();
+        eprintln!(
+            "bench: breakdown: {} rounds x {} (flood, configuration) pairs, {} s of flood each",
+            args.rounds,
+            plan.len(),
+            args.flood_secs
+        );
+        let before = machine::Snapshot::take();
+        let runs = loss::rounds(&setup, &plan, args.rounds as usize)?;
+        let busy = machine::others(&before, &machine::Snapshot::take());
+        for line in header(&args, &target, &netns.name, started.elapsed(), &busy) {
+            println!("{line}");
+        }
+        print!("{}", breakdown::render(&plan, &runs));
+        print!("{}", report::exact_line(&plan, &runs));
+        return Ok(());
+    }
+    let (_debugfs, bpftrace_note) = prepare_bpftrace();
+    let plan = plan(bpftrace_note.is_none());
     eprintln!(
         "bench: {} rounds x {} (flood, configuration) pairs, {} s of flood each",
         args.rounds,
@@ -195,6 +225,7 @@ fn plan(bpftrace: bool) -> Vec<(Kind, Config)> {
         single.push(Config::Bpftrace);
     }
     single.extend([
+        Config::StatsBare,
         Config::StatsFloor,
         Config::StatsCounting,
         Config::StatsNoStacks,
@@ -207,6 +238,7 @@ fn plan(bpftrace: bool) -> Vec<(Kind, Config)> {
         Config::Floor,
         Config::NoStacks,
         Config::Stacks,
+        Config::StatsBare,
         Config::StatsFloor,
         Config::StatsCounting,
         Config::StatsNoStacks,

@@ -202,26 +202,29 @@ pub fn all(for_tests: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Lints the eBPF crate with the pinned nightly for the BPF target.
+/// Lints the eBPF crate with the pinned nightly for the BPF target, as released and as the bench
+/// builds it.
 pub fn clippy_ebpf() -> anyhow::Result<()> {
     let toolchain = ebpf_toolchain()?;
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    run(Command::new("cargo")
-        .arg(format!("+{toolchain}"))
-        .args([
-            "clippy",
-            "--target",
-            "bpfel-unknown-none",
-            "-Z",
-            "build-std=core",
-            "--target-dir",
-            &crate::target_dir().join("ebpf-clippy").to_string_lossy(),
-            "--",
-            "-D",
-            "warnings",
-        ])
-        .current_dir(root.join("dropscope-ebpf"))
-        .env("PATH", path_with_cargo_bin()))
+    for features in [&[][..], &["--features", "bench"][..]] {
+        run(Command::new("cargo")
+            .arg(format!("+{toolchain}"))
+            .args([
+                "clippy",
+                "--target",
+                "bpfel-unknown-none",
+                "-Z",
+                "build-std=core",
+                "--target-dir",
+                &crate::target_dir().join("ebpf-clippy").to_string_lossy(),
+            ])
+            .args(features)
+            .args(["--", "-D", "warnings"])
+            .current_dir(root.join("dropscope-ebpf"))
+            .env("PATH", path_with_cargo_bin()))?;
+    }
+    Ok(())
 }
 
 /// Runs the recording decoder's fuzz target for a bounded time (fuzz/run.sh: cargo-fuzz on the
@@ -292,6 +295,23 @@ pub fn dist_targets(arches: &[crate::dist::Arch]) -> anyhow::Result<()> {
         if !present && !missing.contains(&pkg) {
             missing.push(pkg);
         }
+    }
+    if !missing.is_empty() {
+        apt_install(&missing)?;
+    }
+    Ok(())
+}
+
+/// What the bench's breakdown reads programs with: bpftool (the translated listing of a loaded
+/// program) and objdump (its JIT-ed code: Debian's bpftool is built without libbfd and cannot).
+pub fn bench_tools() -> anyhow::Result<()> {
+    let mut missing = Vec::new();
+    // Debian puts bpftool in /usr/sbin, which a user's PATH may lack.
+    if !have("bpftool") && !PathBuf::from("/usr/sbin/bpftool").exists() {
+        missing.push("bpftool");
+    }
+    if !have("objdump") {
+        missing.push("binutils");
     }
     if !missing.is_empty() {
         apt_install(&missing)?;

@@ -29,6 +29,8 @@ pub fn start_live(
         count_self_syscalls: live.count_syscalls,
         #[cfg(feature = "bench")]
         bench_keys: live.bench_keys,
+        #[cfg(feature = "bench")]
+        bench_skip: live.bench_skip,
         by: live.select.by.clone(),
         filter: live.select.live_filter()?,
     };

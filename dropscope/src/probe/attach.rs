@@ -90,7 +90,7 @@ impl Probe {
                 ))
             })?;
         let mut ebpf = load(opts, &reasons, &config, tp_offsets, ncpus, slot_entries)?;
-        let kind = attach_drop_program(&mut ebpf, btf.as_ref(), use_btf, opts.choice)?;
+        let kind = attach_drop_program(&mut ebpf, btf.as_ref(), use_btf, opts)?;
         let counts_self_syscalls = match (&btf, opts.count_self_syscalls) {
             (Some(btf), true) => {
                 let prog: &mut BtfTracePoint = program(&mut ebpf, programs::SYS_ENTER)?;
@@ -283,6 +283,8 @@ impl Probe {
             ProbeKind::Tracepoint => programs::KFREE_SKB_TP,
             #[cfg(feature = "bench")]
             ProbeKind::Floor => programs::KFREE_SKB_FLOOR,
+            #[cfg(feature = "bench")]
+            ProbeKind::Skip => programs::KFREE_SKB_SKIP,
         };
         let prog = self.ebpf.program(name)?;
         let fd = prog.fd().ok()?;
@@ -486,7 +488,8 @@ fn load(
         .non_drop_values()
         .map_err(|e| ProbeError::Reasons(format!("{e:#}")))?;
     let tgid = std::process::id();
-    EbpfLoader::new()
+    let mut loader = EbpfLoader::new();
+    loader
         .override_global(globals::NOT_DROPPED_YET, &not_dropped, true)
         .override_global(globals::CONSUMED, &consumed, true)
         .override_global(globals::TP_LOCATION_OFFSET, &loc_off, true)
@@ -497,7 +500,12 @@ fn load(
         .map_max_entries(maps::KEYS, opts.max_keys)
         .map_max_entries(maps::FREE_SLOTS, opts.max_keys)
         .map_max_entries(maps::SLOT_COUNTS, slot_entries)
-        .map_max_entries(maps::COUNTERS, ncpus as u32)
+        .map_max_entries(maps::COUNTERS, ncpus as u32);
+    #[cfg(feature = "bench")]
+    let skip = opts.bench_skip.unwrap_or(0);
+    #[cfg(feature = "bench")]
+    loader.override_global(globals::BENCH_SKIP, &skip, true);
+    loader
         .load(EBPF_OBJECT)
         .map_err(|e| ProbeError::Load(format!("{e:#}")))
 }
@@ -508,18 +516,26 @@ fn attach_drop_program(
     ebpf: &mut Ebpf,
     btf: Option<&Btf>,
     use_btf: bool,
-    choice: ProbeChoice,
+    opts: &ProbeOptions,
 ) -> Result<ProbeKind, ProbeError> {
-    // Only a bench build has another choice here (the floor).
-    let _ = choice;
+    // Only a bench build has other choices here (the floor, the program with steps taken out).
+    let _ = opts;
     Ok(match (btf, use_btf) {
         #[cfg(feature = "bench")]
-        (Some(btf), true) if choice == ProbeChoice::Floor => {
+        (Some(btf), true) if opts.choice == ProbeChoice::Floor => {
             let prog: &mut BtfTracePoint = program(ebpf, programs::KFREE_SKB_FLOOR)?;
             prog.load("kfree_skb", btf)
                 .and_then(|()| prog.attach().map(drop))
                 .map_err(|e| ProbeError::Attach("tp_btf/kfree_skb", format!("{e:#}")))?;
             ProbeKind::Floor
+        }
+        #[cfg(feature = "bench")]
+        (Some(btf), true) if opts.bench_skip.is_some() => {
+            let prog: &mut BtfTracePoint = program(ebpf, programs::KFREE_SKB_SKIP)?;
+            prog.load("kfree_skb", btf)
+                .and_then(|()| prog.attach().map(drop))
+                .map_err(|e| ProbeError::Attach("tp_btf/kfree_skb", format!("{e:#}")))?;
+            ProbeKind::Skip
         }
         (Some(btf), true) => {
             let prog: &mut BtfTracePoint = program(ebpf, programs::KFREE_SKB_BTF)?;

@@ -51,6 +51,9 @@ pub enum ProbeKind {
     /// The empty program (counts nothing).
     #[cfg(feature = "bench")]
     Floor,
+    /// The typed program of the bench build, with steps of its per-drop path taken out.
+    #[cfg(feature = "bench")]
+    Skip,
 }
 
 impl std::fmt::Display for ProbeKind {
@@ -60,6 +63,8 @@ impl std::fmt::Display for ProbeKind {
             ProbeKind::Tracepoint => "tracepoint/skb/kfree_skb",
             #[cfg(feature = "bench")]
             ProbeKind::Floor => "tp_btf/kfree_skb (empty program: counts nothing)",
+            #[cfg(feature = "bench")]
+            ProbeKind::Skip => "tp_btf/kfree_skb (bench program with steps taken out)",
         })
     }
 }
@@ -78,6 +83,10 @@ pub struct ProbeOptions {
     /// Benchmark only: synthetic keys to start with (see [`Probe::attach`]).
     #[cfg(feature = "bench")]
     pub bench_keys: u32,
+    /// Benchmark only: load the bench program with these steps taken out (bits of
+    /// `dropscope_common::skip`; `Some(0)`: the bench program with nothing taken out).
+    #[cfg(feature = "bench")]
+    pub bench_skip: Option<u32>,
     /// The dimensions the kernel keeps.
     pub by: Vec<Dim>,
     /// The in-kernel filter (its namespace resolved to an inode).
@@ -93,6 +102,8 @@ impl Default for ProbeOptions {
             count_self_syscalls: false,
             #[cfg(feature = "bench")]
             bench_keys: 0,
+            #[cfg(feature = "bench")]
+            bench_skip: None,
             by: vec![Dim::Reason, Dim::Location],
             filter: Filter::default(),
         }

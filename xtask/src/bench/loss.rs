@@ -13,6 +13,7 @@ use anyhow::{Context as _, bail};
 use serde_json::Value;
 
 use super::{
+    bpf,
     child::Proc,
     flood::{self, Flood, Kind, Sender, Target},
     interrupt, procfs,
@@ -43,72 +44,136 @@ pub enum Config {
     NoStacks,
     Stacks,
     Bpftrace,
+    /// The emptiest program the kernel takes (`r0 = 0; exit`, loaded by the bench itself).
+    StatsBare,
+    /// The bare floor plus [`CLOCK_READS`] calls of `bpf_ktime_get_ns` (what a clock read
+    /// costs here: the run statistics take two per run).
+    StatsClock,
     StatsFloor,
     StatsCounting,
     StatsNoStacks,
     StatsHeaders,
     StatsFiltered,
     StatsStacks,
+    /// The bench program over a base configuration, with one step taken out (`None`: nothing).
+    Skip(Base, Option<&'static str>),
+}
+
+/// What the bench program with a step taken out counts (its flags besides the step).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Base {
+    /// `--by reason,location`.
+    Counting,
+    /// The default `--by`.
+    Default,
+    /// Everything filtered out by reason.
+    Filtered,
+}
+
+impl Base {
+    fn flags(self) -> &'static [&'static str] {
+        match self {
+            Self::Counting => &["--by", "reason,location"],
+            Self::Default => &[],
+            Self::Filtered => &["--reason", "NETFILTER_DROP"],
+        }
+    }
+
+    /// Its name in the output.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Counting => "counting",
+            Self::Default => "default --by",
+            Self::Filtered => "filtered out",
+        }
+    }
+
+    /// The configuration of the real program it stands beside.
+    pub fn real(self) -> Config {
+        match self {
+            Self::Counting => Config::StatsCounting,
+            Self::Default => Config::StatsNoStacks,
+            Self::Filtered => Config::StatsFiltered,
+        }
+    }
 }
 
 impl Config {
     /// Its name in the output.
-    pub fn label(self) -> &'static str {
+    pub fn label(self) -> String {
         match self {
             Self::Nothing => "nothing attached",
             Self::Floor => "empty tp_btf program (floor)",
             Self::NoStacks => "dropscope --no-stacks",
             Self::Stacks => "dropscope (stacks, default budget)",
             Self::Bpftrace => "bpftrace @[kstack, reason] = count()",
+            Self::StatsBare => "bare floor (r0 = 0; exit) --bpf-stats",
+            Self::StatsClock => "bare floor + 4 bpf_ktime_get_ns calls",
             Self::StatsFloor => "empty tp_btf program --bpf-stats",
             Self::StatsCounting => "counting only (--by reason,location)",
             Self::StatsNoStacks => "dropscope --no-stacks --bpf-stats",
             Self::StatsHeaders => "+ protocol,port (reads headers)",
             Self::StatsFiltered => "filtered out in the kernel",
             Self::StatsStacks => "dropscope --bpf-stats (stacks)",
+            Self::Skip(base, None) => return format!("bench program, {}", base.label()),
+            Self::Skip(base, Some(step)) => return format!("{}, without {step}", base.label()),
         }
+        .to_string()
     }
 
     /// dropscope's flags, for the dropscope configurations.
-    fn dropscope_flags(self) -> Option<&'static [&'static str]> {
-        match self {
-            Self::Nothing | Self::Bpftrace => None,
-            Self::Floor => Some(&["--probe", "floor", "--no-stacks"]),
-            Self::NoStacks => Some(&["--no-stacks"]),
-            Self::Stacks => Some(&[]),
-            Self::StatsFloor => Some(&["--probe", "floor", "--no-stacks", "--bpf-stats"]),
-            Self::StatsCounting => Some(&["--no-stacks", "--bpf-stats", "--by", "reason,location"]),
-            Self::StatsNoStacks => Some(&["--no-stacks", "--bpf-stats"]),
-            Self::StatsHeaders => Some(&[
+    fn dropscope_flags(self) -> Option<Vec<&'static str>> {
+        let flags: &[&str] = match self {
+            Self::Nothing | Self::Bpftrace | Self::StatsBare | Self::StatsClock => return None,
+            Self::Floor => &["--probe", "floor", "--no-stacks"],
+            Self::NoStacks => &["--no-stacks"],
+            Self::Stacks => &[],
+            Self::StatsFloor => &["--probe", "floor", "--no-stacks", "--bpf-stats"],
+            Self::StatsCounting => &["--no-stacks", "--bpf-stats", "--by", "reason,location"],
+            Self::StatsNoStacks => &["--no-stacks", "--bpf-stats"],
+            Self::StatsHeaders => &[
                 "--no-stacks",
                 "--bpf-stats",
                 "--by",
                 "reason,location,netns,device,protocol,port",
-            ]),
+            ],
             // The flood's reasons are NO_SOCKET and IP_NOPROTO: all filtered out.
-            Self::StatsFiltered => {
-                Some(&["--no-stacks", "--bpf-stats", "--reason", "NETFILTER_DROP"])
+            Self::StatsFiltered => &["--no-stacks", "--bpf-stats", "--reason", "NETFILTER_DROP"],
+            Self::StatsStacks => &["--bpf-stats"],
+            Self::Skip(base, step) => {
+                let mut flags = vec!["--no-stacks", "--bpf-stats", "--bench-skip"];
+                flags.push(step.unwrap_or("none"));
+                flags.extend_from_slice(base.flags());
+                return Some(flags);
             }
-            Self::StatsStacks => Some(&["--bpf-stats"]),
-        }
+        };
+        Some(flags.to_vec())
     }
 
     /// Whether BPF run-time statistics are on (so its rate is not a loss figure).
     pub fn bpf_stats(self) -> bool {
-        matches!(
+        !matches!(
             self,
-            Self::StatsFloor
-                | Self::StatsCounting
-                | Self::StatsNoStacks
-                | Self::StatsHeaders
-                | Self::StatsFiltered
-                | Self::StatsStacks
+            Self::Nothing | Self::Floor | Self::NoStacks | Self::Stacks | Self::Bpftrace
         )
     }
 
-    /// Whether it counts nothing of the flood (the empty program, or everything filtered out).
+    /// Whether it counts nothing of the flood (the empty programs, or everything filtered out).
     pub fn floor(self) -> bool {
-        matches!(self, Self::Floor | Self::StatsFloor | Self::StatsFiltered)
+        matches!(
+            self,
+            Self::Floor
+                | Self::StatsBare
+                | Self::StatsClock
+                | Self::StatsFloor
+                | Self::StatsFiltered
+                | Self::Skip(Base::Filtered, _)
+        )
+    }
+
+    /// Whether its counts must be exact (a step taken out may make them wrong on purpose).
+    pub fn checks_count(self) -> bool {
+        !self.floor() && !matches!(self, Self::Skip(_, Some(_)))
     }
 }
 
@@ -133,6 +198,47 @@ pub struct BpfCost {
     pub second_half_ns: f64,
     /// Runs over the whole flood.
     pub runs: u64,
+    /// The program's instructions (breakdown runs only; `None` where they could not be read).
+    pub size: Option<Option<Size>>,
+}
+
+/// The size of a loaded program.
+#[derive(Clone, Copy, Debug)]
+pub struct Size {
+    /// Translated instructions (after the verifier removed dead code).
+    pub xlated: usize,
+    /// x86-64 instructions of the JIT's code (`None` without objdump).
+    pub jited: Option<usize>,
+    pub jited_bytes: usize,
+}
+
+/// The instructions of program `id`, and their listings written to the dump directory if any.
+fn program_size(id: u64, config: Config, dump: Option<&Path>) -> Option<Size> {
+    let image = bpf::image(u32::try_from(id).ok()?).ok()?;
+    let scratch = std::env::temp_dir();
+    let listing = image.jited_listing(&scratch);
+    if let Some(dir) = dump {
+        let name = config
+            .label()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect::<String>();
+        let _ = std::fs::create_dir_all(dir);
+        if let Some(lines) = &listing {
+            let _ = std::fs::write(dir.join(format!("{name}.jited.txt")), lines.join("\n"));
+        }
+        if let Ok(out) = Command::new("bpftool")
+            .args(["prog", "dump", "xlated", "id", &id.to_string(), "linum"])
+            .output()
+        {
+            let _ = std::fs::write(dir.join(format!("{name}.xlated.txt")), out.stdout);
+        }
+    }
+    Some(Size {
+        xlated: image.xlated_insns(),
+        jited: listing.map(|l| l.len()),
+        jited_bytes: image.jited.len(),
+    })
 }
 
 /// One configuration's flood in one round.
@@ -165,6 +271,10 @@ pub struct Setup {
     pub dropscope: PathBuf,
     pub target: Target,
     pub flood: Duration,
+    /// Read each program's size (the breakdown).
+    pub sizes: bool,
+    /// Where to write each program's listings (translated and JIT-ed), if anywhere.
+    pub dump: Option<PathBuf>,
 }
 
 /// Runs `rounds` interleaved rounds of every (flood, configuration) pair in `plan`, the order
@@ -223,9 +333,13 @@ fn one(setup: &Setup, kind: Kind, config: Config, round: usize) -> anyhow::Resul
     match config {
         Config::Nothing => Ok(run(flood::run_for(&target, setup.flood)?, None, None)),
         Config::Bpftrace => Ok(run(with_bpftrace(&target, setup.flood)?, None, None)),
+        Config::StatsBare | Config::StatsClock => {
+            let (flood, bpf) = with_bare_floor(setup, &target, config)?;
+            Ok(run(flood, None, Some(bpf)))
+        }
         _ => {
             let (flood, count, bpf) = with_dropscope(setup, &target, config)?;
-            Ok(run(flood, count.filter(|_| !config.floor()), bpf))
+            Ok(run(flood, count.filter(|_| config.checks_count()), bpf))
         }
     }
 }
@@ -239,7 +353,7 @@ fn with_dropscope(
     let mut proc = Proc::spawn(
         Command::new(&setup.dropscope)
             .args(["report", "--format", "json"])
-            .args(flags),
+            .args(&flags),
         "dropscope report",
     )?;
     let line = proc.wait_line(
@@ -258,12 +372,15 @@ fn with_dropscope(
     interrupt::sleep(DRAIN)?;
     let bpf = if config.bpf_stats() {
         let after = procfs::prog_stats(proc.pid())?;
-        let (ns, runs) = procfs::ns_per_run(&before, &after)?;
-        let (second_half_ns, _) = procfs::ns_per_run(&middle, &after)?;
+        let (ns, runs, id) = procfs::ns_per_run(&before, &after)?;
+        let (second_half_ns, ..) = procfs::ns_per_run(&middle, &after)?;
         Some(BpfCost {
             ns,
             second_half_ns,
             runs,
+            size: setup
+                .sizes
+                .then(|| program_size(id, config, setup.dump.as_deref())),
         })
     } else {
         None
@@ -318,6 +435,53 @@ fn is_udp_key(d: &Value) -> bool {
 /// The raw half of the interleaved flood's keys.
 fn is_raw_key(d: &Value) -> bool {
     field(d, "reason") == "IP_NOPROTO"
+}
+
+/// Clock reads of [`Config::StatsClock`].
+pub const CLOCK_READS: usize = 4;
+
+/// The bare floor (or [`Config::StatsClock`]) attached, with run statistics on, while the
+/// sender floods.
+fn with_bare_floor(
+    setup: &Setup,
+    target: &Target,
+    config: Config,
+) -> anyhow::Result<(Flood, BpfCost)> {
+    let _stats = bpf::stats_on()?;
+    let reads = if config == Config::StatsClock {
+        CLOCK_READS
+    } else {
+        0
+    };
+    let prog = bpf::BareFloor::attach(reads)?;
+    interrupt::sleep(SETTLE)?;
+    let me = std::process::id();
+    let mine = |all: Vec<procfs::ProgStat>| -> Vec<procfs::ProgStat> {
+        all.into_iter()
+            .filter(|p| procfs::prog_fd_id(me, prog.fd()) == Some(p.id))
+            .collect()
+    };
+    let before = mine(procfs::prog_stats(me)?);
+    let sender = Sender::start(target, Some(setup.flood))?;
+    interrupt::sleep(setup.flood / 2)?;
+    let middle = mine(procfs::prog_stats(me)?);
+    let flood = sender.wait()?;
+    interrupt::sleep(DRAIN)?;
+    let after = mine(procfs::prog_stats(me)?);
+    let (ns, runs, id) = procfs::ns_per_run(&before, &after)?;
+    let (second_half_ns, ..) = procfs::ns_per_run(&middle, &after)?;
+    let size = setup
+        .sizes
+        .then(|| program_size(id, config, setup.dump.as_deref()));
+    Ok((
+        flood,
+        BpfCost {
+            ns,
+            second_half_ns,
+            runs,
+            size,
+        },
+    ))
 }
 
 fn with_bpftrace(target: &Target, secs: Duration) -> anyhow::Result<Flood> {

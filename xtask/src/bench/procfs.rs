@@ -104,8 +104,9 @@ pub fn prog_stats(pid: u32) -> anyhow::Result<Vec<ProgStat>> {
     Ok(progs)
 }
 
-/// The program's ns per run between two readings of `pid`'s programs: the program that ran most.
-pub fn ns_per_run(before: &[ProgStat], after: &[ProgStat]) -> anyhow::Result<(f64, u64)> {
+/// The program's ns per run between two readings of `pid`'s programs: the program that ran
+/// most, with its runs and its id.
+pub fn ns_per_run(before: &[ProgStat], after: &[ProgStat]) -> anyhow::Result<(f64, u64, u64)> {
     let busiest = after
         .iter()
         .filter_map(|a| {
@@ -113,13 +114,20 @@ pub fn ns_per_run(before: &[ProgStat], after: &[ProgStat]) -> anyhow::Result<(f6
             Some((
                 a.run_time_ns.saturating_sub(b.run_time_ns),
                 a.run_cnt.saturating_sub(b.run_cnt),
+                a.id,
             ))
         })
-        .max_by_key(|&(_, runs)| runs);
+        .max_by_key(|&(_, runs, _)| runs);
     match busiest {
-        Some((ns, runs)) if runs > 0 => Ok((ns as f64 / runs as f64, runs)),
+        Some((ns, runs, id)) if runs > 0 => Ok((ns as f64 / runs as f64, runs, id)),
         _ => bail!("no BPF program of the process ran (are BPF stats on?)"),
     }
+}
+
+/// The id of the BPF program behind `pid`'s file descriptor `fd`.
+pub fn prog_fd_id(pid: u32, fd: i32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).ok()?;
+    field_u64(&text, "prog_id:")
 }
 
 /// The process's command name.

@@ -181,12 +181,7 @@ fn loss_cell(s: &Summary, loss: f64, verdicts: &mut Vec<Verdict>) -> (String, St
         }
         Config::Bpftrace => (shown, "(peers' per-drop stacks)".into()),
         Config::Floor => (shown, "(the hook's own cost)".into()),
-        Config::StatsFloor
-        | Config::StatsCounting
-        | Config::StatsNoStacks
-        | Config::StatsHeaders
-        | Config::StatsFiltered
-        | Config::StatsStacks => (
+        _ => (
             shown,
             "(BPF stats on: for ns/drop, not a loss figure)".into(),
         ),
@@ -199,6 +194,14 @@ fn exact_cell(s: &Summary) -> String {
         Some((ok, n)) => format!("NO ({ok}/{n}, {:+})", s.worst_diff),
         None => "-".into(),
     }
+}
+
+/// The exact-count line alone (the breakdown's).
+pub fn exact_line(plan: &[(Kind, Config)], runs: &[Run]) -> String {
+    let sums: Vec<Summary> = plan.iter().map(|&(k, c)| summarize(k, c, runs)).collect();
+    let mut out = String::new();
+    exact_summary(&mut out, &sums, &mut Vec::new());
+    out
 }
 
 fn exact_summary(out: &mut String, sums: &[Summary], verdicts: &mut Vec<Verdict>) {
@@ -295,6 +298,10 @@ fn bpf_table(out: &mut String, sums: &[Summary], verdicts: &mut Vec<Verdict>) {
                     "<= {NS_ATTRIBUTION} ns over counting  {}",
                     if ok { "PASS" } else { "FAIL" }
                 )
+            }
+            (Config::StatsBare, _) => "(the floor)".into(),
+            (Config::StatsFloor, _) if s.above_floor.is_some() => {
+                "(dropscope's empty program, above the bare floor)".into()
             }
             (Config::StatsFloor, _) => "(the floor)".into(),
             _ => String::new(),

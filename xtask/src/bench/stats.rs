@@ -45,6 +45,8 @@ pub struct Summary {
     pub above_floor: Option<f64>,
     /// The same over the second half of each flood.
     pub second_half_above_floor: Option<f64>,
+    /// The program's size, where it was read.
+    pub size: Option<super::loss::Size>,
 }
 
 /// Summarizes the runs of `config` on the `kind` flood.
@@ -66,18 +68,11 @@ pub fn summarize(kind: Kind, config: Config, runs: &[Run]) -> Summary {
             ))
         })
         .collect();
+    let floor = floor_config(runs);
     let above = |ns: fn(&super::loss::BpfCost) -> f64| -> Option<f64> {
-        let diffs: Vec<f64> = mine
-            .iter()
-            .filter(|_| config != Config::StatsFloor)
-            .filter_map(|r| {
-                let floor = runs.iter().find(|f| {
-                    f.round == r.round && f.kind == kind && f.config == Config::StatsFloor
-                })?;
-                Some(ns(&r.bpf?) - ns(&floor.bpf?))
-            })
-            .collect();
-        (!diffs.is_empty()).then(|| median(diffs))
+        (config != floor)
+            .then(|| paired_diff(runs, kind, config, floor, ns))
+            .flatten()
     };
     Summary {
         kind,
@@ -115,7 +110,39 @@ pub fn summarize(kind: Kind, config: Config, runs: &[Run]) -> Summary {
         runs_per_datagram: (!bpf.is_empty()).then(|| median(bpf.iter().map(|b| b.2).collect())),
         above_floor: above(|b| b.ns),
         second_half_above_floor: above(|b| b.second_half_ns),
+        size: mine.iter().find_map(|r| r.bpf?.size.flatten()),
     }
+}
+
+/// The floor the BPF costs are measured against: the bare floor where it ran, else the empty
+/// program of dropscope's object.
+pub fn floor_config(runs: &[Run]) -> Config {
+    if runs.iter().any(|r| r.config == Config::StatsBare) {
+        Config::StatsBare
+    } else {
+        Config::StatsFloor
+    }
+}
+
+/// The median over rounds of `ns(a) - ns(b)` on the `kind` flood (rounds where both ran).
+pub fn paired_diff(
+    runs: &[Run],
+    kind: Kind,
+    a: Config,
+    b: Config,
+    ns: fn(&super::loss::BpfCost) -> f64,
+) -> Option<f64> {
+    let diffs: Vec<f64> = runs
+        .iter()
+        .filter(|r| r.config == a && r.kind == kind)
+        .filter_map(|r| {
+            let other = runs
+                .iter()
+                .find(|o| o.round == r.round && o.kind == kind && o.config == b)?;
+            Some(ns(&r.bpf?) - ns(&other.bpf?))
+        })
+        .collect();
+    (!diffs.is_empty()).then(|| median(diffs))
 }
 
 fn paired_ratio(run: &Run, runs: &[Run], rate: impl Fn(&Flood) -> Option<f64>) -> Option<f64> {
