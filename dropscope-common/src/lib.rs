@@ -216,6 +216,11 @@ pub mod need {
     pub const FILTER: u32 = 4;
     /// The reason filter is set.
     pub const REASONS: u32 = 8;
+    /// The key keeps less than what is read of the packet (a filter reads a dimension the
+    /// grouping drops, or the grouping keeps the namespace without the interface, or protocol
+    /// and port apart), so each field is masked by the grouping. Unset, the key is the packet
+    /// as read, with no per-field test.
+    pub const MASK: u32 = 16;
 }
 
 /// The headers of one dropped packet, kept as an example of its key.
@@ -336,6 +341,47 @@ pub struct DropKey {
     pub pad1: [u8; 6],
 }
 const _: () = assert!(core::mem::size_of::<DropKey>() == 32);
+const _: () = assert!(core::mem::align_of::<DropKey>() == 8);
+
+impl DropKey {
+    /// The key as four words, for a compare of four loads instead of one per field (the eBPF
+    /// program's cached-key test). Packed by hand, field by field as `repr(C)` lays them out on a
+    /// little-endian machine, so equal keys give equal words and unequal keys unequal ones.
+    #[inline(always)]
+    pub fn words(&self) -> [u64; 4] {
+        let pad1 = self.pad1;
+        [
+            self.location,
+            u64::from(self.reason) | u64::from(self.netns) << 32,
+            u64::from(self.ifindex)
+                | u64::from(self.l3proto) << 32
+                | u64::from(self.l4proto) << 48
+                | u64::from(self.pad0) << 56,
+            u64::from(self.port)
+                | u64::from(pad1[0]) << 16
+                | u64::from(pad1[1]) << 24
+                | u64::from(pad1[2]) << 32
+                | u64::from(pad1[3]) << 40
+                | u64::from(pad1[4]) << 48
+                | u64::from(pad1[5]) << 56,
+        ]
+    }
+
+    /// Whether the key stored at `stored` (aligned, as every `DropKey` is) equals `words`: four
+    /// loads and one branch. On a little-endian machine the memory of a `DropKey` is exactly its
+    /// [`Self::words`].
+    ///
+    /// # Safety
+    /// `stored` must point to a readable `DropKey`.
+    #[inline(always)]
+    pub unsafe fn stored_equals(stored: *const DropKey, words: &[u64; 4]) -> bool {
+        let w = stored.cast::<u64>();
+        // SAFETY: the caller gives a readable `DropKey`: 32 bytes aligned to 8, no implicit
+        // padding (every byte is a field), so four u64 reads stay inside it.
+        let (a, b, c, d) = unsafe { (*w, *w.add(1), *w.add(2), *w.add(3)) };
+        (a ^ words[0]) | (b ^ words[1]) | (c ^ words[2]) | (d ^ words[3]) == 0
+    }
+}
 
 /// Key of a sampled stack's weight.
 #[repr(C)]
@@ -406,10 +452,17 @@ pub struct CpuCounters {
     pub cached_slot: u32,
     /// 1 when `cached` and `cached_slot` are valid.
     pub cached_valid: u32,
-    /// Explicit padding to two cache lines; always zero.
-    pub pad: [u64; 1],
+    /// The key cached before `cached` (valid when `older_valid` is 1): drops of two keys that
+    /// interleave on one CPU both skip the hash lookup. Private to the writer.
+    pub older: DropKey,
+    /// Slot of `older`.
+    pub older_slot: u32,
+    /// 1 when `older` and `older_slot` are valid.
+    pub older_valid: u32,
+    /// Explicit padding to three cache lines; always zero.
+    pub pad: [u64; 4],
 }
-const _: () = assert!(core::mem::size_of::<CpuCounters>() == 128);
+const _: () = assert!(core::mem::size_of::<CpuCounters>() == 192);
 
 /// Settings userspace writes through the mmap'd control array while the probe runs.
 #[repr(C)]
@@ -449,6 +502,59 @@ mod tests {
     extern crate std;
     use super::*;
     use proptest::prelude::*;
+
+    fn drop_key() -> impl Strategy<Value = DropKey> {
+        (
+            any::<u64>(),
+            any::<[u32; 3]>(),
+            any::<(u16, u8, u8, u16)>(),
+            any::<[u8; 6]>(),
+        )
+            .prop_map(
+                |(location, [reason, netns, ifindex], (l3proto, l4proto, pad0, port), pad1)| {
+                    DropKey {
+                        location,
+                        reason,
+                        netns,
+                        ifindex,
+                        l3proto,
+                        l4proto,
+                        pad0,
+                        port,
+                        pad1,
+                    }
+                },
+            )
+    }
+
+    proptest! {
+        /// The word compare the eBPF program uses agrees with the field compare, in both
+        /// directions, and the words are the key's memory on this (little-endian) host.
+        #[test]
+        fn stored_key_compare_is_field_equality(a in drop_key(), b in drop_key(), pick in 0usize..9) {
+            let mut c = a;
+            // A key that differs from `a` in one field only (or not at all, when the draw
+            // repeats it).
+            match pick {
+                0 => c.location = b.location,
+                1 => c.reason = b.reason,
+                2 => c.netns = b.netns,
+                3 => c.ifindex = b.ifindex,
+                4 => c.l3proto = b.l3proto,
+                5 => c.l4proto = b.l4proto,
+                6 => c.pad0 = b.pad0,
+                7 => c.port = b.port,
+                _ => c.pad1 = b.pad1,
+            }
+            // SAFETY: `a` is a live DropKey.
+            prop_assert_eq!(unsafe { DropKey::stored_equals(&a, &c.words()) }, a == c);
+            // SAFETY: as above.
+            prop_assert_eq!(unsafe { DropKey::stored_equals(&a, &b.words()) }, a == b);
+            // SAFETY: DropKey is 32 bytes with no implicit padding.
+            let memory: [u64; 4] = unsafe { core::mem::transmute(a) };
+            prop_assert_eq!(memory, a.words());
+        }
+    }
 
     /// A layout as the kernel builds one: a linear buffer at `head` of `size` bytes with
     /// `data` and `tail` inside it, `frags` paged bytes, and a network header somewhere.

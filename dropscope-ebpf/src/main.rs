@@ -276,20 +276,34 @@ fn count_drop<const BENCH: bool, C: StackIdContext, M: Mem>(
     // SAFETY: `c` is this CPU's slot and the kernel runs one instance of this program per CPU
     // at a time (a nested run is skipped and counted as a miss), so nothing else writes it.
     let c = unsafe { &mut *c };
-    // A run of drops of one key on one CPU (the flood case) reuses the slot found for the
-    // run's first drop: no hash lookup.
+    // Runs of drops of one key on one CPU (the flood case), or of two keys taking turns, reuse
+    // the slots found for their first drops: no hash lookup. The newer of the two is tested
+    // first; they never trade places (a copy each time would cost more than the compare).
     let hit = if taken_out!(BENCH, KEY) {
-        c.cached_valid == 1
+        (c.cached_valid == 1).then_some(c.cached_slot)
     } else {
-        c.cached_valid == 1
-            && (taken_out!(BENCH, COMPARE) || c.cached == drop_key(location, reason, &p))
+        let words = drop_key(location, reason, &p).words();
+        // SAFETY: `c.cached` is a DropKey in this CPU's counters.
+        let newer = || unsafe { DropKey::stored_equals(&c.cached, &words) };
+        // SAFETY: as above, `c.older`.
+        let older = || unsafe { DropKey::stored_equals(&c.older, &words) };
+        if c.cached_valid == 1 && (taken_out!(BENCH, COMPARE) || newer()) {
+            Some(c.cached_slot)
+        } else if c.older_valid == 1 && older() {
+            Some(c.older_slot)
+        } else {
+            None
+        }
     };
-    let (slot, first) = if hit {
-        (c.cached_slot, false)
+    let (slot, first) = if let Some(slot) = hit {
+        (slot, false)
     } else {
         let key = drop_key(location, reason, &p);
         match slot_of(c, &key) {
             Some(found) => {
+                c.older = c.cached;
+                c.older_slot = c.cached_slot;
+                c.older_valid = c.cached_valid;
                 c.cached = key;
                 c.cached_slot = found.0;
                 c.cached_valid = 1;
@@ -343,6 +357,20 @@ fn count_drop<const BENCH: bool, C: StackIdContext, M: Mem>(
 /// The drop's key: reason, location and what `--by` keeps of the packet.
 #[inline(always)]
 fn drop_key(location: u64, reason: u32, p: &attribute::Packet) -> DropKey {
+    // Most groupings keep all that was read (what was not read is zero): the key is the packet.
+    // The setting is read-only, so the verifier keeps one of the two branches.
+    if setting!(need) & need::MASK == 0 {
+        return DropKey {
+            location,
+            reason,
+            netns: p.netns,
+            ifindex: p.ifindex,
+            l3proto: p.l3proto,
+            l4proto: p.l4proto,
+            port: p.dport,
+            ..DropKey::default()
+        };
+    }
     let dims = setting!(group);
     DropKey {
         location,

@@ -57,7 +57,8 @@ impl Tmux {
             "100",
             "-y",
             "30",
-            "bash --norc --noprofile --noediting -i",
+            // exec: the pane's process is the shell itself, whose children `pid` looks for.
+            "exec bash --norc --noprofile --noediting -i",
         ]));
         Self { session }
     }

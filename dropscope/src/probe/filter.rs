@@ -59,26 +59,7 @@ pub fn encode(
         (filter::REASONS_ALL, &f.reasons)
     };
     cfg.filter_reasons = mode;
-    cfg.need = 0;
-    if cfg.group & (group::NETNS | group::DEVICE) != 0
-        || cfg.filter_netns != 0
-        || cfg.filter_dev_on != 0
-    {
-        cfg.need |= need::NETDEV;
-    }
-    if cfg.group & (group::PROTOCOL | group::PORT) != 0
-        || cfg.filter_l4 != 0
-        || cfg.filter_port != 0
-    {
-        cfg.need |= need::HEADERS;
-    }
-    if cfg.filter_netns != 0 || cfg.filter_dev_on != 0 || cfg.filter_l4 != 0 || cfg.filter_port != 0
-    {
-        cfg.need |= need::FILTER;
-    }
-    if mode != filter::REASONS_ALL {
-        cfg.need |= need::REASONS;
-    }
+    cfg.need = need_bits(cfg, mode != filter::REASONS_ALL);
     for name in names {
         let value = reasons.value_of(&reason_name(name)).with_context(|| {
             let near = crate::explain::did_you_mean(name, reasons.iter().map(|(_, n)| n));
@@ -91,9 +72,67 @@ pub fn encode(
     Ok(bits)
 }
 
+/// What the program must read and do per drop (bits of [`need`]) for the grouping and filters
+/// in `cfg`; `reasons_filtered` when a reason filter is set.
+fn need_bits(cfg: &Config, reasons_filtered: bool) -> u32 {
+    let mut bits = 0;
+    if cfg.group & (group::NETNS | group::DEVICE) != 0
+        || cfg.filter_netns != 0
+        || cfg.filter_dev_on != 0
+    {
+        bits |= need::NETDEV;
+    }
+    if cfg.group & (group::PROTOCOL | group::PORT) != 0
+        || cfg.filter_l4 != 0
+        || cfg.filter_port != 0
+    {
+        bits |= need::HEADERS;
+    }
+    if cfg.filter_netns != 0 || cfg.filter_dev_on != 0 || cfg.filter_l4 != 0 || cfg.filter_port != 0
+    {
+        bits |= need::FILTER;
+    }
+    if reasons_filtered {
+        bits |= need::REASONS;
+    }
+    // The key is the packet as read unless the grouping keeps less than is read.
+    let all_headers = group::PROTOCOL | group::PORT;
+    if (bits & need::NETDEV != 0 && cfg.group & group::DEVICE == 0)
+        || (bits & need::HEADERS != 0 && cfg.group & all_headers != all_headers)
+    {
+        bits |= need::MASK;
+    }
+    bits
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_key_is_masked_only_where_it_keeps_less_than_is_read() {
+        let masked = |by: &[Dim], f: fn(&mut Config)| {
+            let mut cfg = Config {
+                group: group_bits(by),
+                ..Config::default()
+            };
+            f(&mut cfg);
+            need_bits(&cfg, false) & need::MASK != 0
+        };
+        let none = |_: &mut Config| {};
+        // Nothing read, or all that is read kept: no mask.
+        assert!(!masked(&[Dim::Reason, Dim::Location], none));
+        assert!(!masked(&[Dim::Reason, Dim::Netns, Dim::Device], none));
+        assert!(!masked(&[Dim::Device, Dim::Protocol, Dim::Port], none));
+        // The namespace without the interface, protocol without port, port without protocol.
+        assert!(masked(&[Dim::Netns], none));
+        assert!(masked(&[Dim::Device, Dim::Protocol], none));
+        assert!(masked(&[Dim::Port], none));
+        // A filter reads what the grouping drops.
+        assert!(masked(&[Dim::Reason], |c| c.filter_netns = 7));
+        assert!(masked(&[Dim::Device], |c| c.filter_port = 53));
+        assert!(!masked(&[Dim::Device], |c| c.filter_dev_on = 1));
+    }
 
     #[test]
     fn group_bits_keep_the_namespace_with_the_device() {
