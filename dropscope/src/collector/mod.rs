@@ -95,6 +95,9 @@ pub struct Collector {
     stats: Option<crate::probe::sys::ProgStats>,
     /// When the run statistics were last read.
     stats_read: Instant,
+    /// This process's CPU time (µs) as last read, and when (`None`: never).
+    self_cpu: u64,
+    cpu_read: Option<Instant>,
     /// The kernel's counters, when a consumer wants them.
     kernel: Option<KernelSource>,
 }
@@ -134,6 +137,8 @@ impl Collector {
             stats_fd: stats,
             stats: None,
             stats_read: Instant::now(),
+            self_cpu: 0,
+            cpu_read: None,
             // Read by `spawn` (`opts.kernel_counters`), before it returns.
             kernel: None,
         }
@@ -262,7 +267,17 @@ impl Collector {
                 .probe
                 .counts_self_syscalls()
                 .then(|| self.probe.totals().self_syscalls),
-            self_cpu_us: self_cpu_us(),
+            self_cpu_us: {
+                // getrusage at most once per base interval, as the run statistics.
+                if self
+                    .cpu_read
+                    .is_none_or(|t| t.elapsed() >= self.opts.interval)
+                {
+                    self.self_cpu = self_cpu_us();
+                    self.cpu_read = Some(Instant::now());
+                }
+                self.self_cpu
+            },
             poll_interval_ms: self.interval.as_millis() as u64,
         }
     }

@@ -1,9 +1,11 @@
-//! Network namespaces to read counters in, and the reading itself: one short-lived thread
+//! Network namespaces to read counters in, and the reading itself: one thread of its own
 //! enters each namespace in turn with setns(2) (only that thread changes namespace) and reads
 //! `/proc/thread-self/net/*` there.
 //!
 //! No namespace but the initial one is held open between reads: each is opened for its read
-//! and closed right after, so dropscope never keeps a namespace alive. One is read only while a
+//! and closed right after, so dropscope never keeps a namespace alive. The initial namespace's
+//! files and rtnetlink socket stay open and are read again from their start (`pread`), so a
+//! reading costs few system calls. One is read only while a
 //! process is in it or a `/run/netns` file names it (checked on every refresh); a namespace
 //! whose processes have all exited is forgotten. At most [`MAX_READ_PER_POLL`] namespaces are
 //! read per poll; when there are more, the rest are read in turn on the next polls (round
@@ -11,8 +13,13 @@
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
     fs::File,
-    os::{fd::AsRawFd, unix::fs::MetadataExt},
+    io::Read as _,
+    os::{
+        fd::AsRawFd,
+        unix::fs::{FileExt as _, MetadataExt},
+    },
     path::{Path, PathBuf},
+    sync::mpsc,
 };
 
 use anyhow::Context as _;
@@ -60,6 +67,8 @@ pub struct Namespaces {
     deferred: u64,
     proc: PathBuf,
     run_netns: PathBuf,
+    /// The reading thread, started by the first read.
+    reader: Option<Reader>,
 }
 
 fn open(path: &Path) -> anyhow::Result<(u64, File)> {
@@ -96,6 +105,7 @@ impl Namespaces {
             deferred: 0,
             proc: proc.to_path_buf(),
             run_netns: run_netns.to_path_buf(),
+            reader: None,
         })
     }
 
@@ -183,51 +193,20 @@ impl Namespaces {
         if let Some(&last) = chosen.last() {
             self.cursor = last;
         }
-        let initial = self.initial;
-        let (file, path) = &self.initial_ns;
-        let ways: Vec<(u64, &Path)> = chosen
+        let ways: Vec<(u64, PathBuf)> = chosen
             .iter()
-            .filter_map(|i| Some((*i, self.others.get(i)?.path.as_path())))
+            .filter_map(|i| Some((*i, self.others.get(i)?.path.clone())))
             .collect();
-        let mut reading = std::thread::scope(|s| {
-            s.spawn(|| {
-                let mut r = Reading::default();
-                match read_in(file, path, true) {
-                    Ok((c, notes)) => {
-                        r.counters.insert(initial, c);
-                        r.errors
-                            .extend(notes.into_iter().map(|n| format!("netns {initial}: {n}")));
-                    }
-                    Err(e) => r.errors.push(format!("netns {initial}: {e:#}")),
-                }
-                for (ino, path) in ways {
-                    // Gone since the refresh (its last process exited, its pid was reused).
-                    let Ok((i, file)) = open(path) else {
-                        continue;
-                    };
-                    if i != ino {
-                        continue;
-                    }
-                    match read_in(&file, path, false) {
-                        Ok((c, notes)) => {
-                            r.counters.insert(ino, c);
-                            r.errors
-                                .extend(notes.into_iter().map(|n| format!("netns {ino}: {n}")));
-                        }
-                        Err(e) => r.errors.push(format!("netns {ino}: {e:#}")),
-                    }
-                }
-                r
-            })
-            .join()
-            .unwrap_or_else(|_| Reading {
-                errors: vec!["the counter reader panicked".into()],
+        let mut reading = self
+            .reader()
+            .and_then(|r| r.read(ways))
+            .unwrap_or_else(|e| Reading {
+                errors: vec![format!("the counter reader: {e:#}")],
                 ..Reading::default()
-            })
-        });
+            });
         reading.deferred = deferred;
         for ino in reading.counters.keys() {
-            if *ino == initial {
+            if *ino == self.initial {
                 continue;
             }
             if let Some(ns) = self.others.get_mut(ino)
@@ -240,6 +219,209 @@ impl Namespaces {
     }
 }
 
+impl Namespaces {
+    /// The reading thread, started now if it is not running (or ended).
+    fn reader(&mut self) -> anyhow::Result<&mut Reader> {
+        if self.reader.is_none() {
+            let (file, path) = &self.initial_ns;
+            let ns = file.try_clone().context("the initial namespace")?;
+            self.reader = Some(Reader::spawn(self.initial, ns, path.clone())?);
+        }
+        self.reader.as_mut().context("no reader")
+    }
+}
+
+/// The thread that reads the counters; it ends when this is dropped.
+#[derive(Debug)]
+struct Reader {
+    jobs: mpsc::Sender<Vec<(u64, PathBuf)>>,
+    done: mpsc::Receiver<Reading>,
+}
+
+impl Reader {
+    fn spawn(initial: u64, ns: File, path: PathBuf) -> anyhow::Result<Self> {
+        let (jobs, job_rx) = mpsc::channel::<Vec<(u64, PathBuf)>>();
+        let (done_tx, done) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("dropscope-kcounters".into())
+            .spawn(move || {
+                let mut home = InitialNs {
+                    ino: initial,
+                    ns,
+                    path,
+                    files: None,
+                    rtnl: super::rtnl::Rtnl::default(),
+                    buf: Vec::new(),
+                };
+                while let Ok(ways) = job_rx.recv() {
+                    if done_tx.send(home.read_all(&ways)).is_err() {
+                        break;
+                    }
+                }
+            })
+            .context("starting the counter reader")?;
+        Ok(Self { jobs, done })
+    }
+
+    /// Reads the initial namespace and those of `ways` on the reading thread.
+    fn read(&mut self, ways: Vec<(u64, PathBuf)>) -> anyhow::Result<Reading> {
+        self.jobs
+            .send(ways)
+            .map_err(|_| anyhow::anyhow!("it ended"))?;
+        self.done.recv().map_err(|_| anyhow::anyhow!("it ended"))
+    }
+}
+
+/// The initial namespace's files, opened in it and kept.
+struct ProcFiles {
+    snmp: File,
+    netstat: File,
+    dev: File,
+    /// Absent without IPv6 (ipv6.disable=1).
+    snmp6: Option<File>,
+    softnet: File,
+}
+
+/// What the reading thread keeps of the initial namespace.
+struct InitialNs {
+    ino: u64,
+    ns: File,
+    path: PathBuf,
+    files: Option<ProcFiles>,
+    rtnl: super::rtnl::Rtnl,
+    buf: Vec<u8>,
+}
+
+impl InitialNs {
+    /// One reading: the initial namespace, then each of `ways` (entering each in turn).
+    fn read_all(&mut self, ways: &[(u64, PathBuf)]) -> Reading {
+        let mut r = Reading::default();
+        let initial = self.ino;
+        match self.read() {
+            Ok((c, notes)) => {
+                r.counters.insert(initial, c);
+                r.errors
+                    .extend(notes.into_iter().map(|n| format!("netns {initial}: {n}")));
+            }
+            Err(e) => r.errors.push(format!("netns {initial}: {e:#}")),
+        }
+        for (ino, path) in ways {
+            // Gone since the refresh (its last process exited, its pid was reused).
+            let Ok((i, file)) = open(path) else {
+                continue;
+            };
+            if i != *ino {
+                continue;
+            }
+            match read_in(&file, path, &mut self.buf) {
+                Ok((c, notes)) => {
+                    r.counters.insert(*ino, c);
+                    r.errors
+                        .extend(notes.into_iter().map(|n| format!("netns {ino}: {n}")));
+                }
+                Err(e) => r.errors.push(format!("netns {ino}: {e:#}")),
+            }
+        }
+        r
+    }
+
+    /// The initial namespace's counters, through the kept files and socket (opened in it the
+    /// first time, and again after an error).
+    fn read(&mut self) -> anyhow::Result<(Counters, Vec<String>)> {
+        // Back home: an earlier reading left this thread in another namespace, and what is
+        // opened now must be opened here.
+        enter(&self.ns, &self.path)?;
+        if self.files.is_none() {
+            let open = |name: &str| {
+                let path = format!("/proc/thread-self/net/{name}");
+                File::open(&path).with_context(|| format!("opening {path}"))
+            };
+            self.files = Some(ProcFiles {
+                snmp: open("snmp")?,
+                netstat: open("netstat")?,
+                dev: open("dev")?,
+                snmp6: open("snmp6").ok(),
+                softnet: open("softnet_stat")?,
+            });
+        }
+        let result = self.read_files();
+        if result.is_err() {
+            self.files = None;
+        }
+        let mut all = result?;
+        let notes = self.rtnl.read(&mut all);
+        all.retain(|name, _| super::is_kept(name));
+        Ok((all, notes))
+    }
+
+    fn read_files(&mut self) -> anyhow::Result<Counters> {
+        let f = self.files.as_ref().context("no files")?;
+        let buf = &mut self.buf;
+        let mut all = Counters::new();
+        parse::snmp(reread(&f.snmp, buf, "snmp")?, &mut all);
+        parse::snmp(reread(&f.netstat, buf, "netstat")?, &mut all);
+        parse::dev(reread(&f.dev, buf, "dev")?, &mut all);
+        if let Some(snmp6) = &f.snmp6 {
+            parse::snmp6(reread(snmp6, buf, "snmp6")?, &mut all);
+        }
+        parse::softnet(reread(&f.softnet, buf, "softnet_stat")?, &mut all);
+        Ok(all)
+    }
+}
+
+/// The most bytes read of one counter file (a namespace with thousands of devices has a
+/// `dev` of a few MB).
+const MAX_FILE: usize = 16 << 20;
+
+/// The whole of a kept file, read again from its start into `buf`.
+fn reread<'a>(f: &File, buf: &'a mut Vec<u8>, name: &str) -> anyhow::Result<&'a str> {
+    buf.clear();
+    let mut at = 0;
+    loop {
+        if buf.len() < at + 16384 {
+            buf.resize(at + 65536, 0);
+        }
+        let n = f
+            .read_at(&mut buf[at..], at as u64)
+            .with_context(|| format!("reading {name}"))?;
+        if n == 0 {
+            break;
+        }
+        at += n;
+        anyhow::ensure!(at <= MAX_FILE, "{name}: longer than {MAX_FILE} bytes");
+    }
+    buf.truncate(at);
+    std::str::from_utf8(buf).with_context(|| format!("{name}: not UTF-8"))
+}
+
+/// The whole of a file opened now (and closed right after) in the calling thread's namespace.
+fn read_once<'a>(name: &str, buf: &'a mut Vec<u8>) -> anyhow::Result<&'a str> {
+    let path = format!("/proc/thread-self/net/{name}");
+    let mut f = File::open(&path).with_context(|| format!("opening {path}"))?;
+    buf.clear();
+    (&mut f)
+        .take(MAX_FILE as u64 + 1)
+        .read_to_end(buf)
+        .with_context(|| format!("reading {path}"))?;
+    anyhow::ensure!(
+        buf.len() <= MAX_FILE,
+        "{path}: longer than {MAX_FILE} bytes"
+    );
+    std::str::from_utf8(buf).with_context(|| format!("{path}: not UTF-8"))
+}
+
+/// Moves the calling thread into namespace `ns` (opened from `path`).
+fn enter(ns: &File, path: &Path) -> anyhow::Result<()> {
+    // SAFETY: setns(2) with a namespace file descriptor we own; CLONE_NEWNET changes only the
+    // calling thread's network namespace, and only the reading thread calls this.
+    let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("entering {}", path.display()));
+    }
+    Ok(())
+}
+
 /// Up to `max` inodes of `all`, those after `cursor` first, then from the start: a round robin.
 fn pick<V>(all: &BTreeMap<u64, V>, cursor: u64, max: usize) -> Vec<u64> {
     all.range(cursor.saturating_add(1)..)
@@ -249,34 +431,21 @@ fn pick<V>(all: &BTreeMap<u64, V>, cursor: u64, max: usize) -> Vec<u64> {
         .collect()
 }
 
-/// Enters namespace `ns` (opened from `path`) on the calling thread and reads its counters;
-/// the machine-wide softnet counters only in the initial namespace. Device and qdisc counters
-/// are read through netlink sockets opened on this thread after it entered the namespace (so
-/// in it); what of them could not be read is returned as notes beside the counters.
-fn read_in(ns: &File, path: &Path, initial: bool) -> anyhow::Result<(Counters, Vec<String>)> {
-    // SAFETY: setns(2) with a namespace file descriptor we own; CLONE_NEWNET changes only the
-    // calling thread's network namespace, and this thread is ours and ends after reading.
-    let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error())
-            .with_context(|| format!("entering {}", path.display()));
-    }
-    let read = |name: &str| {
-        let path = format!("/proc/thread-self/net/{name}");
-        std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))
-    };
+/// Enters namespace `ns` (opened from `path`) on the calling thread and reads its counters,
+/// opening each file for this read only. Device and qdisc counters are read through an
+/// rtnetlink socket made for this read after the thread entered the namespace (so in it);
+/// what of them could not be read is returned as notes beside the counters.
+fn read_in(ns: &File, path: &Path, buf: &mut Vec<u8>) -> anyhow::Result<(Counters, Vec<String>)> {
+    enter(ns, path)?;
     let mut all = Counters::new();
-    parse::snmp(&read("snmp")?, &mut all);
-    parse::snmp(&read("netstat")?, &mut all);
-    parse::dev(&read("dev")?, &mut all);
+    parse::snmp(read_once("snmp", buf)?, &mut all);
+    parse::snmp(read_once("netstat", buf)?, &mut all);
+    parse::dev(read_once("dev", buf)?, &mut all);
     // Without IPv6 (ipv6.disable=1) there is no snmp6.
-    if let Ok(text) = read("snmp6") {
-        parse::snmp6(&text, &mut all);
+    if let Ok(text) = read_once("snmp6", buf) {
+        parse::snmp6(text, &mut all);
     }
-    if initial {
-        parse::softnet(&read("softnet_stat")?, &mut all);
-    }
-    let notes = super::rtnl::read(&mut all);
+    let notes = super::rtnl::Rtnl::default().read(&mut all);
     // Only counters that count drops, and packets (the denominators of ratios), are kept.
     all.retain(|name, _| super::is_kept(name));
     Ok((all, notes))

@@ -52,52 +52,86 @@ const TC_H_ROOT: u32 = 0xffff_ffff;
 /// `TC_H_INGRESS`: the parent of the ingress and clsact qdiscs.
 const TC_H_INGRESS: u32 = 0xffff_fff1;
 
-/// Adds the link and qdisc counters of the calling thread's namespace to `out`; what could not
-/// be read (or was cut) is returned as notes.
-pub fn read(out: &mut Counters) -> Vec<String> {
-    let mut notes = Vec::new();
-    let names = match dump(
-        RouteNetlinkMessage::GetLink(LinkMessage::default()),
-        "links",
-    ) {
-        Ok((msgs, note)) => {
-            notes.extend(note);
-            links(&msgs, out)
+/// An rtnetlink socket of one namespace, kept between reads (the initial namespace's) or made
+/// for one read (any other: a socket would keep its namespace alive).
+#[derive(Default)]
+pub struct Rtnl {
+    /// Opened on first use, in the namespace the calling thread is in then; dropped after a
+    /// dump that was cut or failed, so no late answer of it is read as part of the next.
+    socket: Option<Socket>,
+    /// The sequence number of the last request; answers to earlier ones are skipped.
+    sequence: u32,
+}
+
+impl Rtnl {
+    /// Adds the link and qdisc counters of the socket's namespace (opened in the calling
+    /// thread's if there is none yet) to `out`; what could not be read (or was cut) is returned
+    /// as notes.
+    pub fn read(&mut self, out: &mut Counters) -> Vec<String> {
+        let mut notes = Vec::new();
+        let names = match self.dump(
+            RouteNetlinkMessage::GetLink(LinkMessage::default()),
+            "links",
+        ) {
+            Ok((msgs, note)) => {
+                notes.extend(note);
+                links(&msgs, out)
+            }
+            Err(e) => {
+                notes.push(format!("links not read: {e}"));
+                return notes;
+            }
+        };
+        match self.dump(
+            RouteNetlinkMessage::GetQueueDiscipline(TcMessage::default()),
+            "qdiscs",
+        ) {
+            Ok((msgs, note)) => {
+                notes.extend(note);
+                qdiscs(&msgs, &names, out);
+            }
+            Err(e) => notes.push(format!("qdiscs not read: {e}")),
         }
-        Err(e) => {
-            notes.push(format!("links not read: {e}"));
-            return notes;
-        }
-    };
-    match dump(
-        RouteNetlinkMessage::GetQueueDiscipline(TcMessage::default()),
-        "qdiscs",
-    ) {
-        Ok((msgs, note)) => {
-            notes.extend(note);
-            qdiscs(&msgs, &names, out);
-        }
-        Err(e) => notes.push(format!("qdiscs not read: {e}")),
+        notes
     }
-    notes
+
+    /// One dump, on the kept socket; the socket is dropped if the dump did not end cleanly.
+    fn dump(
+        &mut self,
+        request: RouteNetlinkMessage,
+        what: &str,
+    ) -> std::io::Result<(Vec<RouteNetlinkMessage>, Option<String>)> {
+        let socket = match self.socket.take() {
+            Some(s) => s,
+            None => {
+                let s = Socket::new(NETLINK_ROUTE)?;
+                socket2::SockRef::from(&s).set_read_timeout(Some(RECV_TIMEOUT))?;
+                s
+            }
+        };
+        self.sequence = self.sequence.wrapping_add(1);
+        let result = dump(&socket, self.sequence, request, what);
+        if matches!(result, Ok((_, None))) {
+            self.socket = Some(socket);
+        }
+        result
+    }
 }
 
 /// Sends one dump request and collects its answers, bounded; a note when it was cut.
 fn dump(
+    socket: &Socket,
+    sequence: u32,
     request: RouteNetlinkMessage,
     what: &str,
 ) -> std::io::Result<(Vec<RouteNetlinkMessage>, Option<String>)> {
-    let mut socket = Socket::new(NETLINK_ROUTE)?;
-    socket2::SockRef::from(&socket).set_read_timeout(Some(RECV_TIMEOUT))?;
-    socket.bind_auto()?;
-    socket.connect(&SocketAddr::new(0, 0))?;
     let mut packet = NetlinkMessage::new(NetlinkHeader::default(), NetlinkPayload::from(request));
     packet.header.flags = NLM_F_DUMP | NLM_F_REQUEST;
-    packet.header.sequence_number = 1;
+    packet.header.sequence_number = sequence;
     packet.finalize();
     let mut buf = vec![0u8; packet.buffer_len()];
     packet.serialize(&mut buf);
-    socket.send(&buf, 0)?;
+    socket.send_to(&buf, &SocketAddr::new(0, 0), 0)?;
 
     let start = Instant::now();
     let mut out = Vec::new();
@@ -133,12 +167,15 @@ fn dump(
                 break;
             };
             let len = msg.header.length as usize;
-            if msg.header.flags & NLM_F_DUMP_INTR != 0 && note.is_none() {
+            // An answer to an earlier request (one cut short) is not part of this dump.
+            let ours = msg.header.sequence_number == sequence;
+            if ours && msg.header.flags & NLM_F_DUMP_INTR != 0 && note.is_none() {
                 note = Some(format!(
                     "{what}: changed while dumped (some entries may be missing)"
                 ));
             }
             match msg.payload {
+                _ if !ours => {}
                 NetlinkPayload::Done(_) => break 'dump,
                 NetlinkPayload::Error(e) => {
                     return Err(e.to_io());
@@ -294,6 +331,8 @@ fn qdiscs(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
 
     #[test]
@@ -355,9 +394,21 @@ mod tests {
     }
 
     #[test]
-    fn this_namespace_dumps_without_error() {
-        let mut out = Counters::new();
-        let notes = read(&mut out);
+    fn this_namespace_dumps_without_error_on_a_kept_socket_too() {
+        let mut rtnl = Rtnl::default();
+        let mut first = Counters::new();
+        let notes = rtnl.read(&mut first);
         assert!(notes.is_empty(), "{notes:?}");
+        assert!(rtnl.socket.is_some(), "a clean dump keeps its socket");
+        // The second dump on the same socket reads the same devices (lo at least).
+        let mut second = Counters::new();
+        let notes = rtnl.read(&mut second);
+        assert!(notes.is_empty(), "{notes:?}");
+        let devices = |c: &Counters| -> BTreeSet<String> {
+            c.keys()
+                .filter_map(|k| Some(k.strip_prefix("Link:")?.split(':').next()?.to_string()))
+                .collect()
+        };
+        assert_eq!(devices(&first), devices(&second));
     }
 }

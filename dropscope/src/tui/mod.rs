@@ -65,9 +65,10 @@ const CLOCK: Duration = Duration::from_secs(1);
 /// How often a live source reads the kernel's counters while their panel (or the ledger's) is
 /// open.
 pub const KERNEL_READ: Duration = Duration::from_secs(1);
-/// How often while their panel is closed (for the header's UNSEEN badge): the idle and flood
-/// syscall rates stay as they are while nobody looks at them.
-pub const KERNEL_READ_CLOSED: Duration = Duration::from_secs(5);
+/// How often while their panel is closed (for the header's UNSEEN badge and the RATIO%
+/// column): a reading costs some 20 system calls in the initial namespace and 30 in each other
+/// one, which at this pace keeps the idle view near 20 syscalls/s (docs/benchmark.md).
+pub const KERNEL_READ_CLOSED: Duration = Duration::from_secs(10);
 
 type Term = Terminal<CrosstermBackend<BufWriter<io::Stdout>>>;
 
