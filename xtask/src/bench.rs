@@ -13,6 +13,7 @@ mod examples;
 mod flood;
 mod guards;
 mod interrupt;
+mod layers;
 mod loss;
 mod machine;
 mod procfs;
@@ -70,6 +71,11 @@ pub struct BenchArgs {
     /// With --breakdown: write each program's translated and JIT-ed listing into this directory.
     #[arg(long, value_name = "DIR", requires = "breakdown")]
     dump: Option<PathBuf>,
+    /// Only the cost of reading the kernel's layer counters: `report` timed alone, then beside
+    /// this many named namespaces of 10 dummy devices each (about a minute).
+    #[arg(long, value_name = "N", conflicts_with = "breakdown",
+          value_parser = clap::value_parser!(u64).range(1..=256))]
+    layers: Option<u64>,
 }
 
 /// Runs the benchmark and prints its report on stdout (progress goes to stderr).
@@ -111,6 +117,11 @@ fn run_all(args: BenchArgs) -> anyhow::Result<()> {
     let target_dir = crate::target_dir();
     let dropscope = target_dir.join("release/dropscope");
     loss::check_binary(&dropscope)?;
+    if let Some(n) = args.layers {
+        let costs = layers::measure(&dropscope, n as usize, 10, Duration::from_secs(10))?;
+        print!("{}", layers::render(&costs));
+        return Ok(());
+    }
     let scratch = ScratchDir::create("dsbench")?;
     let netns = Netns::create(&format!("dsbench-{}", std::process::id()))?;
     let target = Target {

@@ -1,0 +1,115 @@
+//! The cost of reading the kernel's layer counters (SNMP, devices, qdiscs, softnet) in many
+//! namespaces: `dropscope report` (which reads them every second) timed with only the initial
+//! namespace, then with N named namespaces of M dummy devices each (every one read on every
+//! reading), CPU time from the process's threads' schedstat.
+use std::{path::Path, process::Command, time::Duration};
+
+use anyhow::Context as _;
+use dropscope_tests::{Counting, Netns, run_timeout};
+
+use super::{interrupt, procfs};
+
+/// What one configuration cost.
+pub struct Cost {
+    /// Named namespaces besides the initial one.
+    pub namespaces: usize,
+    /// Dummy devices in each.
+    pub devices: usize,
+    /// CPU time of dropscope per second of the window, in ms.
+    pub cpu_ms_per_s: f64,
+}
+
+/// Times `report` for `window` with no extra namespace, then with `namespaces` x `devices`.
+pub fn measure(
+    dropscope: &Path,
+    namespaces: usize,
+    devices: usize,
+    window: Duration,
+) -> anyhow::Result<Vec<Cost>> {
+    let mut out = vec![time_report(dropscope, 0, 0, window)?];
+    eprintln!("bench: layers: creating {namespaces} namespaces of {devices} dummy devices");
+    let mut made = Vec::with_capacity(namespaces);
+    for i in 0..namespaces {
+        if interrupt::requested() {
+            anyhow::bail!("interrupted");
+        }
+        let ns = Netns::create(&format!("dslayers-{}-{i}", std::process::id()))?;
+        let batch: String = (0..devices)
+            .map(|d| format!("link add dummy{d} type dummy\nlink set dummy{d} up\n"))
+            .collect();
+        let script = std::env::temp_dir().join(format!("dslayers-{}.batch", std::process::id()));
+        std::fs::write(&script, batch).context("writing the ip batch")?;
+        let r = run_timeout(
+            Command::new("ip")
+                .args(["-n", &ns.name, "-batch"])
+                .arg(&script),
+            Duration::from_secs(30),
+        );
+        let _ = std::fs::remove_file(&script);
+        r.context("adding dummy devices (is the dummy module available?)")?;
+        made.push(ns);
+    }
+    out.push(time_report(dropscope, namespaces, devices, window)?);
+    drop(made);
+    Ok(out)
+}
+
+/// Runs `dropscope report` for `window` once it counts, and reads its threads' CPU time.
+fn time_report(
+    dropscope: &Path,
+    namespaces: usize,
+    devices: usize,
+    window: Duration,
+) -> anyhow::Result<Cost> {
+    eprintln!(
+        "bench: layers: report for {} s with {namespaces} extra namespaces",
+        window.as_secs()
+    );
+    let c = Counting::try_start(
+        dropscope,
+        &["report", "--format", "json", "--no-stacks"],
+        Duration::from_secs(60),
+    )?;
+    // The first reading (and the symbolizer's start) are not part of the steady cost.
+    std::thread::sleep(Duration::from_secs(2));
+    let before = procfs::cpu_ns(c.pid())?;
+    std::thread::sleep(window);
+    let after = procfs::cpu_ns(c.pid())?;
+    c.try_interrupt(Duration::from_secs(30))?;
+    Ok(Cost {
+        namespaces,
+        devices,
+        cpu_ms_per_s: (after - before) as f64 / 1e6 / window.as_secs_f64(),
+    })
+}
+
+/// The section of the report.
+pub fn render(costs: &[Cost]) -> String {
+    let mut s = String::from(
+        "Kernel layer counters: CPU of `dropscope report` (one reading per second), by the \
+         namespaces it reads\n",
+    );
+    s += "namespaces x devices   CPU ms/s   per reading above the initial namespace alone\n";
+    let base = costs.first().map_or(0.0, |c| c.cpu_ms_per_s);
+    for c in costs {
+        let extra = c.cpu_ms_per_s - base;
+        s += &format!(
+            "{:>10} x {:<8} {:>9.2}   {}\n",
+            c.namespaces,
+            c.devices,
+            c.cpu_ms_per_s,
+            if c.namespaces == 0 {
+                "-".to_string()
+            } else {
+                format!(
+                    "{extra:.2} ms: {:.2}% of a core at 1 reading/s (report), {:.2}% at one per \
+                     5 s (record, serve), {:.3}% at one per 10 s (the live view)",
+                    extra / 10.0,
+                    extra / 50.0,
+                    extra / 100.0
+                )
+            }
+        );
+    }
+    s
+}
