@@ -233,7 +233,7 @@ fn plan(bpftrace: bool) -> Vec<(Kind, Config)> {
         Config::Stacks,
     ];
     if bpftrace {
-        single.push(Config::Bpftrace);
+        single.extend([Config::Bpftrace, Config::BpftraceCount]);
     }
     single.extend([
         Config::StatsBare,

@@ -302,8 +302,9 @@ pub fn dist_targets(arches: &[crate::dist::Arch]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What the bench's breakdown reads programs with: bpftool (the translated listing of a loaded
-/// program) and objdump (its JIT-ed code: Debian's bpftool is built without libbfd and cannot).
+/// What the bench needs beyond the tests' set-up: bpftool (the translated listing of a loaded
+/// program), objdump (its JIT-ed code: Debian's bpftool is built without libbfd and cannot) and
+/// bpftrace (the peer measured side by side).
 pub fn bench_tools() -> anyhow::Result<()> {
     let mut missing = Vec::new();
     // Debian puts bpftool in /usr/sbin, which a user's PATH may lack.
@@ -312,6 +313,10 @@ pub fn bench_tools() -> anyhow::Result<()> {
     }
     if !have("objdump") {
         missing.push("binutils");
+    }
+    // The peer the loss rounds run side by side (its own in-kernel aggregation).
+    if !have("bpftrace") {
+        missing.push("bpftrace");
     }
     if !missing.is_empty() {
         apt_install(&missing)?;

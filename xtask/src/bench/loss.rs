@@ -21,6 +21,9 @@ use super::{
 
 /// The peers' one-liner: a kernel stack captured and aggregated on every drop.
 pub const BPFTRACE_PROG: &str = "tracepoint:skb:kfree_skb { @[kstack, args->reason] = count(); }";
+/// bpftrace's cheapest aggregation of the same drops: a count per (reason, location).
+pub const BPFTRACE_COUNT: &str =
+    "tracepoint:skb:kfree_skb { @[args->reason, args->location] = count(); }";
 /// Time for a probe to settle after it says it is attached.
 const SETTLE: Duration = Duration::from_millis(500);
 /// Time for the last datagrams' softirq work to finish before the counter stops.
@@ -44,6 +47,8 @@ pub enum Config {
     NoStacks,
     Stacks,
     Bpftrace,
+    /// bpftrace's own in-kernel count by reason and location, no stack.
+    BpftraceCount,
     /// The emptiest program the kernel takes (`r0 = 0; exit`, loaded by the bench itself).
     StatsBare,
     /// The bare floor plus [`CLOCK_READS`] calls of `bpf_ktime_get_ns` (what a clock read
@@ -107,6 +112,7 @@ impl Config {
             Self::NoStacks => "dropscope --no-stacks",
             Self::Stacks => "dropscope (stacks, default budget)",
             Self::Bpftrace => "bpftrace @[kstack, reason] = count()",
+            Self::BpftraceCount => "bpftrace @[reason, location] = count()",
             Self::StatsBare => "bare floor (r0 = 0; exit) --bpf-stats",
             Self::StatsClock => "bare floor + 4 bpf_ktime_get_ns calls",
             Self::StatsFloor => "empty tp_btf program --bpf-stats",
@@ -124,7 +130,11 @@ impl Config {
     /// dropscope's flags, for the dropscope configurations.
     fn dropscope_flags(self) -> Option<Vec<&'static str>> {
         let flags: &[&str] = match self {
-            Self::Nothing | Self::Bpftrace | Self::StatsBare | Self::StatsClock => return None,
+            Self::Nothing
+            | Self::Bpftrace
+            | Self::BpftraceCount
+            | Self::StatsBare
+            | Self::StatsClock => return None,
             Self::Floor => &["--probe", "floor", "--no-stacks"],
             Self::NoStacks => &["--no-stacks"],
             Self::Stacks => &[],
@@ -154,7 +164,12 @@ impl Config {
     pub fn bpf_stats(self) -> bool {
         !matches!(
             self,
-            Self::Nothing | Self::Floor | Self::NoStacks | Self::Stacks | Self::Bpftrace
+            Self::Nothing
+                | Self::Floor
+                | Self::NoStacks
+                | Self::Stacks
+                | Self::Bpftrace
+                | Self::BpftraceCount
         )
     }
 
@@ -332,7 +347,16 @@ fn one(setup: &Setup, kind: Kind, config: Config, round: usize) -> anyhow::Resul
     };
     match config {
         Config::Nothing => Ok(run(flood::run_for(&target, setup.flood)?, None, None)),
-        Config::Bpftrace => Ok(run(with_bpftrace(&target, setup.flood)?, None, None)),
+        Config::Bpftrace => Ok(run(
+            with_bpftrace(BPFTRACE_PROG, &target, setup.flood)?,
+            None,
+            None,
+        )),
+        Config::BpftraceCount => Ok(run(
+            with_bpftrace(BPFTRACE_COUNT, &target, setup.flood)?,
+            None,
+            None,
+        )),
         Config::StatsBare | Config::StatsClock => {
             let (flood, bpf) = with_bare_floor(setup, &target, config)?;
             Ok(run(flood, None, Some(bpf)))
@@ -484,11 +508,8 @@ fn with_bare_floor(
     ))
 }
 
-fn with_bpftrace(target: &Target, secs: Duration) -> anyhow::Result<Flood> {
-    let mut proc = Proc::spawn(
-        Command::new("bpftrace").args(["-e", BPFTRACE_PROG]),
-        "bpftrace",
-    )?;
+fn with_bpftrace(prog: &str, target: &Target, secs: Duration) -> anyhow::Result<Flood> {
+    let mut proc = Proc::spawn(Command::new("bpftrace").args(["-e", prog]), "bpftrace")?;
     proc.wait_line(|l| l.starts_with("Attaching"), Duration::from_secs(60))?;
     interrupt::sleep(SETTLE * 2)?;
     let flood = flood::run_for(target, secs)?;

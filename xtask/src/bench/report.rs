@@ -150,7 +150,9 @@ fn loss_table(
         );
     }
     if let (Kind::Single, Some(note)) = (kind, &r.bpftrace_note) {
-        let _ = writeln!(out, "{:<38} {note}", Config::Bpftrace.label());
+        for c in [Config::Bpftrace, Config::BpftraceCount] {
+            let _ = writeln!(out, "{:<38} {note}", c.label());
+        }
     }
 }
 
@@ -180,6 +182,7 @@ fn loss_cell(s: &Summary, loss: f64, verdicts: &mut Vec<Verdict>) -> (String, St
             )
         }
         Config::Bpftrace => (shown, "(peers' per-drop stacks)".into()),
+        Config::BpftraceCount => (shown, "(peers' in-kernel count)".into()),
         Config::Floor => (shown, "(the hook's own cost)".into()),
         _ => (
             shown,
