@@ -26,7 +26,9 @@ fn report_shows_elapsed_time_only_on_a_terminal() {
         "{} flamegraph --duration 2s --format folded >/dev/null",
         dropscope_bin().display()
     );
+    // script(1) runs the command with $SHELL, which sudo may have set to a nologin shell.
     let out = Command::new("script")
+        .env("SHELL", "/bin/sh")
         .args(["-qec", &cmd, "/dev/null"])
         .output()
         .expect("running script (util-linux)");

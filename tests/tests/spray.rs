@@ -1,11 +1,20 @@
 //! A spray of ever-new keys: more than a million drops, each of a new (namespace, port) key,
 //! are every one counted (keyed + overflow = total = what was sent), the keys beyond
-//! `--max-keys` show as overflow, and dropscope's memory does not grow with the keys sprayed.
-//! Needs root.
-use dropscope_tests::{Counting, Netns, keyed_overflow_total, root_test};
+//! `--max-keys` show as overflow, dropscope's memory does not grow with the keys sprayed, and
+//! `serve`, counting beside, exports no more than `--max-series` label sets whose sum is still
+//! every drop. Needs root.
+use std::{
+    io::{BufRead as _, BufReader, Read as _, Write as _},
+    net::{TcpListener, TcpStream},
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
 
-/// Namespaces sprayed: each sends one datagram to every closed UDP port (65,534 of them, its
-/// own source port left out), so 16 give 1,048,544 distinct keys of `--by netns,port`.
+use dropscope_tests::{Counting, Netns, dropscope_bin, keyed_overflow_total, root_test};
+
+/// Namespaces sprayed: each sends one datagram to every closed UDP port (65,533 or 65,534 of
+/// them: its own source ports left out), so 16 give over 1,048,000 distinct keys of
+/// `--by netns,port`.
 const SPACES: usize = 16;
 
 /// What dropscope's heap may grow by while a million keys are sprayed at the default
@@ -21,6 +30,65 @@ fn status_kb(pid: u32, field: &str) -> u64 {
         .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or_else(|| panic!("no {field} in {status}"))
+}
+
+/// The label sets `serve` may export of its own (its labels have no port, so the spray's keys
+/// make one label set per namespace: fewer than them are allowed), besides `reason="other"`
+/// and `reason="overflow"`.
+const MAX_SERIES: usize = 8;
+
+/// `dropscope serve` on a free loopback port, killed when dropped.
+struct Serve(Child, u16);
+
+impl Serve {
+    fn start(args: &[&str]) -> Self {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let mut child = Command::new(dropscope_bin())
+            .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn dropscope serve");
+        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+        loop {
+            match lines.next() {
+                Some(Ok(l)) if l.contains("serving metrics on") => break,
+                Some(Ok(_)) => {}
+                _ => panic!("dropscope serve exited before serving: {:?}", child.wait()),
+            }
+        }
+        std::thread::spawn(move || for _ in lines {});
+        Self(child, port)
+    }
+
+    /// The `dropscope_drops_total` series of one scrape.
+    fn drops(&self) -> Vec<(String, u64)> {
+        let mut s = TcpStream::connect(("127.0.0.1", self.1)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("timeout");
+        write!(s, "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").expect("request");
+        let mut body = String::new();
+        s.read_to_string(&mut body).expect("response");
+        body.lines()
+            .filter(|l| l.starts_with("dropscope_drops_total{"))
+            .map(|l| {
+                let (labels, value) = l.rsplit_once(' ').expect("a sample");
+                (labels.to_string(), value.parse().expect("a count"))
+            })
+            .collect()
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on our own child with a valid signal number.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let _ = self.0.wait();
+    }
 }
 
 #[test]
@@ -40,20 +108,35 @@ fn a_spray_of_a_million_keys_is_counted_exactly_in_bounded_memory() {
         "NO_SOCKET",
         "--no-stacks",
     ]);
+    let serve = Serve::start(&[
+        "--by",
+        "reason,location,netns,port",
+        "--reason",
+        "NO_SOCKET",
+        "--no-stacks",
+        "--max-series",
+        &MAX_SERIES.to_string(),
+    ]);
     // The heap once counting (a poll has run), before any key exists.
     std::thread::sleep(std::time::Duration::from_secs(2));
     let heap_before = status_kb(c.pid(), "RssAnon");
+    // First 640 ports in each namespace (16 x 640 = the 10,240 keys the map holds, so every
+    // namespace has keys), then the rest of the ports: overflow.
     let mut sent = 0u64;
-    for ns in &spaces {
-        let out = ns.traffic(&["udp-spray"]);
-        sent += out
-            .parse::<u64>()
-            .unwrap_or_else(|_| panic!("udp-spray printed {out:?}"));
+    for (first, last) in [("1", "640"), ("641", "65535")] {
+        for ns in &spaces {
+            let out = ns.traffic(&["udp-spray", first, last]);
+            sent += out
+                .parse::<u64>()
+                .unwrap_or_else(|_| panic!("udp-spray printed {out:?}"));
+        }
     }
     assert!(sent > 1_000_000, "only {sent} datagrams sent");
     // Let a poll or two read the maps at their fullest.
     std::thread::sleep(std::time::Duration::from_secs(3));
     let (heap_after, peak) = (status_kb(c.pid(), "RssAnon"), status_kb(c.pid(), "VmHWM"));
+    let series = serve.drops();
+    drop(serve);
     let out = c.interrupt();
     let report: serde_json::Value = serde_json::from_str(&out).expect("JSON report");
     let (keyed, overflow, total) = keyed_overflow_total(&report);
@@ -76,6 +159,15 @@ fn a_spray_of_a_million_keys_is_counted_exactly_in_bounded_memory() {
     );
     assert_eq!(keyed, keys, "one drop per key");
     assert_eq!(overflow, sent - keys);
+    // serve: at most --max-series label sets of their own, and still every drop.
+    let exported: u64 = series.iter().map(|(_, n)| n).sum();
+    eprintln!("serve: {} series summing to {exported}", series.len());
+    assert!(series.len() <= MAX_SERIES + 2, "{series:#?}");
+    assert!(
+        series.iter().any(|(l, _)| l.contains("reason=\"other\"")),
+        "the label sets beyond --max-series are summed as reason=\"other\": {series:#?}"
+    );
+    assert_eq!(exported, sent, "serve's series sum to every drop");
     assert!(
         heap_after <= heap_before + GROWTH_BOUND_KB,
         "the heap grew from {heap_before} kB to {heap_after} kB"

@@ -7,8 +7,9 @@
 //! whole (`gso_max_segs 1`) the kernel cuts each into SEGMENTS packets sent back to back.
 //! `traffic udp-sink PORT SECONDS`: receives datagrams on UDP PORT (every address) for
 //! SECONDS, reading each at once; prints how many arrived.
-//! `traffic udp-spray`: one datagram to each UDP port of 127.0.0.1 (1 to 65535, all closed), so
-//! every drop has a new destination port; prints how many were sent.
+//! `traffic udp-spray [FIRST LAST]`: one datagram to each UDP port of 127.0.0.1 from FIRST to
+//! LAST (1 to 65535, all closed; its own source port left out), so every drop has a new
+//! destination port; prints how many were sent.
 //! `traffic tcp PORT N`: N connection attempts to a closed TCP port (NO_SOCKET).
 //! `traffic tcp-payload PORT N`: connects to a listener on 127.0.0.1:PORT (made here) and sends
 //! N segments of 1,400 `A`s, then waits a second (a firewall rule is expected to drop them: the
@@ -84,10 +85,12 @@ fn main() -> anyhow::Result<()> {
             }
         }
         Some("udp-spray") => {
+            let first = args.get(1).map_or(Ok(1), |a| a.parse::<u16>())?.max(1);
+            let last = args.get(2).map_or(Ok(u16::MAX), |a| a.parse::<u16>())?;
             let s = UdpSocket::bind("127.0.0.1:0")?;
             let mine = s.local_addr()?.port();
             let mut sent = 0u64;
-            for port in (1..=u16::MAX).filter(|&p| p != mine) {
+            for port in (first..=last).filter(|&p| p != mine) {
                 s.send_to(b"dropscope", ("127.0.0.1", port))?;
                 sent += 1;
             }
@@ -164,7 +167,7 @@ fn main() -> anyhow::Result<()> {
             mix(run, Duration::from_secs(seconds))?;
         }
         _ => anyhow::bail!(
-            "usage: traffic udp PORT N | udp-to ADDR PORT N | udp-gso ADDR PORT SEGMENTS N | udp-spray | udp-sink PORT SECONDS | tcp PORT N | tcp-payload PORT N | raw PROTO N | rcvbuf N | mix RUN SECONDS"
+            "usage: traffic udp PORT N | udp-to ADDR PORT N | udp-gso ADDR PORT SEGMENTS N | udp-spray [FIRST LAST] | udp-sink PORT SECONDS | tcp PORT N | tcp-payload PORT N | raw PROTO N | rcvbuf N | mix RUN SECONDS"
         ),
     }
     Ok(())
