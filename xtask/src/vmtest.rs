@@ -66,13 +66,14 @@ pub enum Accel {
 }
 
 /// The columns of the table, in order.
-const CHECKS: [&str; 9] = [
+const CHECKS: [&str; 10] = [
     "reasons",
     "reasons --btf",
     "report tp_btf",
     "report tracepoint",
     "attribution",
     "stacks",
+    vmtest_guest::LEDGER,
     "record",
     "replay here",
     vmtest_guest::FLOOD,
@@ -227,11 +228,14 @@ pub fn run(args: &VmtestArgs) -> anyhow::Result<()> {
             rows.push(Row {
                 kernel: label,
                 results,
-                skipped: if flooded {
-                    vec![]
-                } else {
-                    vec![vmtest_guest::FLOOD]
-                },
+                skipped: [
+                    (!flooded).then_some(vmtest_guest::FLOOD),
+                    // The arm64 initramfs has busybox's `tc`, which cannot add a tbf.
+                    foreign.is_some().then_some(vmtest_guest::LEDGER),
+                ]
+                .into_iter()
+                .flatten()
+                .collect(),
                 seconds: t.elapsed().as_secs_f64(),
             });
         }
