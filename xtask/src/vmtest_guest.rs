@@ -7,6 +7,7 @@
 use std::{
     fs,
     io::Write as _,
+    os::unix::fs::MetadataExt as _,
     path::{Path, PathBuf},
     process::Command,
     time::Duration,
@@ -324,6 +325,9 @@ impl Suite<'_> {
                 .as_u64()
                 .with_context(|| format!("no drops in {v}"))
         };
+        let inode = fs::metadata(ns.path())
+            .context("the namespace's file")?
+            .ino();
         let before = tc_drops()?;
         let c = start(
             &self.args.dropscope,
@@ -332,8 +336,7 @@ impl Suite<'_> {
                 "--format",
                 "json",
                 "--no-stacks",
-                "--netns",
-                &ns.name,
+                // No filter: the ledger matches counters with every drop (a filter leaves it out).
                 "--by",
                 "reason,location,netns,device",
             ],
@@ -353,7 +356,7 @@ impl Suite<'_> {
             .as_array()
             .context("no ledger counters")?
             .iter()
-            .find(|r| r["counter"] == "Qdisc:lo:tbf 1::drops")
+            .find(|r| r["netns"] == inode && r["counter"] == "Qdisc:lo:tbf 1::drops")
             .with_context(|| format!("no tbf row in the ledger: {}", report["ledger"]))?;
         let n = |f: &str| row[f].as_u64().unwrap_or(u64::MAX);
         ensure!(
