@@ -2,6 +2,7 @@
 //! traffic, and running the dropscope binary. Every test here needs root. The benchmark
 //! (`cargo xtask bench`) uses the same namespace guard and traffic generator.
 pub mod hostile;
+pub mod serve;
 pub mod tmux;
 pub mod traffic;
 

@@ -5,7 +5,7 @@
 mod common;
 
 use std::{
-    io::{BufRead, BufReader, Read, Write},
+    io::Write,
     net::{TcpListener, TcpStream},
     os::unix::fs::PermissionsExt as _,
     path::{Path, PathBuf},
@@ -14,37 +14,11 @@ use std::{
 };
 
 use dropscope::serve::connections::MAX_CONNECTIONS;
-use dropscope_tests::{Counting, Netns, dropscope_bin, root_test, veth_pair};
-
-/// A free loopback port (closed again at once; the race with other programs is harmless here).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
-
-/// One HTTP/1.0 GET on loopback: the status code, the headers and the body.
-fn get(port: u16, path_and_query: &str, accept: &str) -> (u16, String, String) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
-    write!(
-        s,
-        "GET {path_and_query} HTTP/1.0\r\nHost: 127.0.0.1\r\nAccept: {accept}\r\n\r\n"
-    )
-    .expect("request");
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).expect("response");
-    let raw = String::from_utf8(raw).expect("utf-8 response");
-    let (head, body) = raw.split_once("\r\n\r\n").expect("a header block");
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .expect("a status code");
-    (status, head.to_string(), body.to_string())
-}
+use dropscope_tests::{
+    Counting, Netns, dropscope_bin, root_test,
+    serve::{Serve, free_port, get},
+    veth_pair,
+};
 
 /// Percent-encodes a PromQL query for a URL.
 fn encode(q: &str) -> String {
@@ -58,57 +32,14 @@ fn encode(q: &str) -> String {
         .collect()
 }
 
-/// `dropscope serve` on a port of its own, attached and counting.
-struct Serve {
-    child: Child,
-    port: u16,
-}
-
-impl Serve {
-    fn start(extra: &[&str]) -> Self {
-        let port = free_port();
-        let listen = format!("127.0.0.1:{port}");
-        let mut child = Command::new(dropscope_bin())
-            .args(["serve", "--listen", &listen])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn dropscope serve");
-        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-        loop {
-            match lines.next() {
-                Some(Ok(l)) if l.contains("serving metrics on") => break,
-                Some(Ok(_)) => {}
-                _ => panic!("dropscope serve exited before serving: {:?}", child.wait()),
-            }
-        }
-        std::thread::spawn(move || for _ in lines {});
-        Self { child, port }
-    }
-
-    /// Sends `signal` and asserts a clean exit with the probe detached.
-    fn stop(mut self, signal: i32) {
-        // SAFETY: kill(2) on our own child with a valid signal number.
-        unsafe { libc::kill(self.child.id() as i32, signal) };
-        let status = self.child.wait().expect("wait for dropscope");
-        assert!(status.success(), "dropscope serve ended with {status:?}");
-        assert!(
-            common::dropscope_programs().is_empty(),
-            "programs left attached"
-        );
-    }
-}
-
-impl Drop for Serve {
-    /// A test that failed before `stop` leaves no dropscope running (and no probe attached).
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            // SAFETY: kill(2) on our own child with a valid signal number.
-            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-            let _ = self.child.wait();
-        }
-    }
+/// Ends `serve` with `signal` and asserts a clean exit with the probe detached.
+fn stop(serve: Serve, signal: i32) {
+    let status = serve.signal(signal);
+    assert!(status.success(), "dropscope serve ended with {status:?}");
+    assert!(
+        common::dropscope_programs().is_empty(),
+        "programs left attached"
+    );
 }
 
 /// Prometheus on loopback scraping one target every second, with its data in `dir`.
@@ -256,7 +187,7 @@ fn prometheus_scrapes_exact_counts_of_real_drops() {
         started.elapsed().as_secs_f64()
     );
     drop(prom);
-    serve.stop(libc::SIGTERM);
+    stop(serve, libc::SIGTERM);
 }
 
 #[test]
@@ -295,7 +226,7 @@ fn metrics_speak_both_formats_and_hangup_stops_cleanly() {
     assert!(om.contains("# TYPE dropscope_drops counter"), "{om}");
     assert!(om.ends_with("# EOF\n"), "{om}");
     assert_eq!(get(serve.port, "/nothing", "*/*").0, 404);
-    serve.stop(libc::SIGHUP);
+    stop(serve, libc::SIGHUP);
 }
 
 #[test]
@@ -356,7 +287,7 @@ fn a_scrape_is_answered_while_a_client_holds_every_connection_it_can() {
         held.len()
     );
     drop(held);
-    serve.stop(libc::SIGTERM);
+    stop(serve, libc::SIGTERM);
 }
 
 /// A self-signed certificate for 127.0.0.1 and localhost, made with the openssl CLI.
@@ -457,7 +388,7 @@ fn prometheus_scrapes_over_tls_with_basic_auth() {
         None
     );
     drop(prom);
-    serve.stop(libc::SIGTERM);
+    stop(serve, libc::SIGTERM);
 }
 
 #[test]
@@ -602,5 +533,5 @@ fn a_tenth_dropped_reads_ten_percent_live_recorded_and_in_prometheus() {
     );
     assert_eq!(prom.value(&q), Some(0.1));
     drop(prom);
-    serve.stop(libc::SIGTERM);
+    stop(serve, libc::SIGTERM);
 }

@@ -3,14 +3,7 @@
 //! `--max-keys` show as overflow, dropscope's memory does not grow with the keys sprayed, and
 //! `serve`, counting beside, exports no more than `--max-series` label sets whose sum is still
 //! every drop. Needs root.
-use std::{
-    io::{BufRead as _, BufReader, Read as _, Write as _},
-    net::{TcpListener, TcpStream},
-    process::{Child, Command, Stdio},
-    time::Duration,
-};
-
-use dropscope_tests::{Counting, Netns, dropscope_bin, keyed_overflow_total, root_test};
+use dropscope_tests::{Counting, Netns, keyed_overflow_total, root_test, serve::Serve};
 
 /// Namespaces sprayed: each sends one datagram to every closed UDP port (65,533 or 65,534 of
 /// them: its own source ports left out), so 16 give over 1,048,000 distinct keys of
@@ -36,60 +29,6 @@ fn status_kb(pid: u32, field: &str) -> u64 {
 /// make one label set per namespace: fewer than them are allowed), besides `reason="other"`
 /// and `reason="overflow"`.
 const MAX_SERIES: usize = 8;
-
-/// `dropscope serve` on a free loopback port, killed when dropped.
-struct Serve(Child, u16);
-
-impl Serve {
-    fn start(args: &[&str]) -> Self {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let mut child = Command::new(dropscope_bin())
-            .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn dropscope serve");
-        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-        loop {
-            match lines.next() {
-                Some(Ok(l)) if l.contains("serving metrics on") => break,
-                Some(Ok(_)) => {}
-                _ => panic!("dropscope serve exited before serving: {:?}", child.wait()),
-            }
-        }
-        std::thread::spawn(move || for _ in lines {});
-        Self(child, port)
-    }
-
-    /// The `dropscope_drops_total` series of one scrape.
-    fn drops(&self) -> Vec<(String, u64)> {
-        let mut s = TcpStream::connect(("127.0.0.1", self.1)).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(30)))
-            .expect("timeout");
-        write!(s, "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").expect("request");
-        let mut body = String::new();
-        s.read_to_string(&mut body).expect("response");
-        body.lines()
-            .filter(|l| l.starts_with("dropscope_drops_total{"))
-            .map(|l| {
-                let (labels, value) = l.rsplit_once(' ').expect("a sample");
-                (labels.to_string(), value.parse().expect("a count"))
-            })
-            .collect()
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) on our own child with a valid signal number.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        let _ = self.0.wait();
-    }
-}
 
 #[test]
 fn a_spray_of_a_million_keys_is_counted_exactly_in_bounded_memory() {

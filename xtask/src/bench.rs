@@ -72,7 +72,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "DIR", requires = "breakdown")]
     dump: Option<PathBuf>,
     /// Only the cost of reading the kernel's layer counters: `report` timed alone, then beside
-    /// this many named namespaces of 10 dummy devices each (about a minute).
+    /// this many named namespaces of 10 veth devices each (about a minute).
     #[arg(long, value_name = "N", conflicts_with = "breakdown",
           value_parser = clap::value_parser!(u64).range(1..=256))]
     layers: Option<u64>,

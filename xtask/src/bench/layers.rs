@@ -1,6 +1,6 @@
 //! The cost of reading the kernel's layer counters (SNMP, devices, qdiscs, softnet) in many
 //! namespaces: `dropscope report` (which reads them every second) timed with only the initial
-//! namespace, then with N named namespaces of M dummy devices each (every one read on every
+//! namespace, then with N named namespaces of M veth devices each (every one read on every
 //! reading), CPU time from the process's threads' schedstat.
 use std::{path::Path, process::Command, time::Duration};
 
@@ -27,15 +27,21 @@ pub fn measure(
     window: Duration,
 ) -> anyhow::Result<Vec<Cost>> {
     let mut out = vec![time_report(dropscope, 0, 0, window)?];
-    eprintln!("bench: layers: creating {namespaces} namespaces of {devices} dummy devices");
+    eprintln!("bench: layers: creating {namespaces} namespaces of {devices} veth devices");
     let mut made = Vec::with_capacity(namespaces);
     for i in 0..namespaces {
         if interrupt::requested() {
             anyhow::bail!("interrupted");
         }
         let ns = Netns::create(&format!("dslayers-{}-{i}", std::process::id()))?;
-        let batch: String = (0..devices)
-            .map(|d| format!("link add dummy{d} type dummy\nlink set dummy{d} up\n"))
+        // veth pairs (both ends in the namespace): kernels without the dummy driver have them.
+        let batch: String = (0..devices.div_ceil(2))
+            .map(|d| {
+                format!(
+                    "link add v{d}a type veth peer name v{d}b\nlink set v{d}a up\n\
+                     link set v{d}b up\n"
+                )
+            })
             .collect();
         let script = std::env::temp_dir().join(format!("dslayers-{}.batch", std::process::id()));
         std::fs::write(&script, batch).context("writing the ip batch")?;
@@ -46,7 +52,7 @@ pub fn measure(
             Duration::from_secs(30),
         );
         let _ = std::fs::remove_file(&script);
-        r.context("adding dummy devices (is the dummy module available?)")?;
+        r.context("adding veth devices")?;
         made.push(ns);
     }
     out.push(time_report(dropscope, namespaces, devices, window)?);
