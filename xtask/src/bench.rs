@@ -46,7 +46,7 @@ pub enum Outcome<T> {
     Skipped(String),
 }
 
-/// Options of `cargo xtask bench` (as root; about 8 minutes with the defaults).
+/// Options of `cargo xtask bench` (as root; about 10 minutes with the defaults).
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
     /// Interleaved rounds; each runs every (flood, configuration) pair once, the order rotated.
