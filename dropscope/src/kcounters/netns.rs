@@ -1,6 +1,6 @@
 //! Network namespaces to read counters in, and the reading itself: one thread of its own
-//! enters each namespace in turn with setns(2) (only that thread changes namespace) and reads
-//! `/proc/thread-self/net/*` there.
+//! enters each namespace in turn with setns(2) (only that thread changes namespace), reads
+//! `/proc/thread-self/net/*` there, and goes back to the initial namespace after each reading.
 //!
 //! No namespace but the initial one is held open between reads: each is opened for its read
 //! and closed right after, so dropscope never keeps a namespace alive. The initial namespace's
@@ -322,16 +322,21 @@ impl InitialNs {
                 Err(e) => r.errors.push(format!("netns {ino}: {e:#}")),
             }
         }
+        // Back home: a thread left in a namespace would keep it alive until the next reading.
+        if !ways.is_empty()
+            && let Err(e) = enter(&self.ns, &self.path)
+        {
+            r.errors.push(format!("netns {initial}: {e:#}"));
+        }
         r
     }
 
     /// The initial namespace's counters, through the kept files and socket (opened in it the
     /// first time, and again after an error).
     fn read(&mut self) -> anyhow::Result<(Counters, Vec<String>)> {
-        // Back home: an earlier reading left this thread in another namespace, and what is
-        // opened now must be opened here.
-        enter(&self.ns, &self.path)?;
+        // What is opened now must be opened here (the thread may have started elsewhere).
         if self.files.is_none() {
+            enter(&self.ns, &self.path)?;
             let open = |name: &str| {
                 let path = format!("/proc/thread-self/net/{name}");
                 File::open(&path).with_context(|| format!("opening {path}"))
