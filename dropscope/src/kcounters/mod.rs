@@ -8,10 +8,10 @@
 //! and every namespace where drops are seen (by the inode on their keys, entered through a
 //! process in it) while a process is still in it. A namespace first read after the window
 //! started counts from its first reading; one that is gone keeps the growth last read, and is
-//! forgotten if it had none. Counters are read once per call to [`KernelCounters::poll`], on one
-//! short-lived thread (see [`netns`]), in at most [`netns::MAX_READ_PER_POLL`] namespaces per
-//! call (the rest in turn on later calls, and a note says how many waited). No namespace but
-//! the initial one is held open between calls, so none is kept alive.
+//! forgotten if it had none. Counters are read once per call to [`KernelCounters::poll`], on
+//! dropscope's reading thread (see [`netns`]), in at most [`netns::MAX_READ_PER_POLL`]
+//! namespaces per call (the rest in turn on later calls, and a note says how many waited). No
+//! namespace but the initial one is held open between calls, so none is kept alive.
 pub mod layers;
 pub mod ledger;
 pub mod map;
