@@ -1,6 +1,7 @@
 //! Helpers for dropscope's integration tests against the real kernel: network namespaces,
 //! traffic, and running the dropscope binary. Every test here needs root. The benchmark
 //! (`cargo xtask bench`) uses the same namespace guard and traffic generator.
+pub mod fixture;
 pub mod hostile;
 pub mod serve;
 pub mod tmux;

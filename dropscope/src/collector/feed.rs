@@ -10,6 +10,9 @@ pub struct KernelSource {
     pub(super) read_at: Option<Instant>,
     /// The latest reading, carried by every snapshot taken after it.
     pub(super) reading: Option<Arc<crate::model::KernelReading>>,
+    /// The XDP and tc programs' drop verdicts, counted in the kernel (`None`: this kernel
+    /// cannot, and the reading's notes say why).
+    pub(super) programs: Result<crate::progs::Programs, String>,
 }
 
 impl KernelSource {
@@ -23,6 +26,7 @@ impl KernelSource {
                 pace,
                 read_at: Some(Instant::now()),
                 reading: None,
+                programs: crate::progs::Programs::start().map_err(|e| format!("{e:#}")),
             }),
             Err(e) => {
                 tracing::warn!("not reading the kernel's drop counters: {e:#}");
@@ -38,12 +42,24 @@ impl Collector {
         let Some(k) = &mut self.kernel else {
             return false;
         };
+        if let Ok(p) = &mut k.programs {
+            p.discover_if_due();
+        }
         if k.read_at.is_some_and(|t| t.elapsed() < k.pace.get()) {
             return false;
         }
         k.counters.poll(&kcounters::drop_netns(&self.last));
         k.read_at = Some(Instant::now());
-        let reading = Arc::new(k.counters.reading());
+        let mut reading = k.counters.reading();
+        let (hooks, complete) = k.counters.hooks();
+        match &mut k.programs {
+            Ok(p) => p.add_to(&mut reading, hooks, complete),
+            Err(why) if hooks.values().any(|h| !h.is_empty()) => reading
+                .errors
+                .push(format!("XDP and tc programs' verdicts not counted: {why}")),
+            Err(_) => {}
+        }
+        let reading = Arc::new(reading);
         k.reading = Some(reading.clone());
         self.last.kernel = Some(reading);
         true

@@ -18,6 +18,10 @@ use super::map;
 pub enum Layer {
     /// The NIC and its driver: `ip -s link`, stats64.
     Nic,
+    /// XDP programs' drop verdicts (`XDP_DROP`, `XDP_ABORTED`), counted per program.
+    Xdp,
+    /// tc programs' `TC_ACT_SHOT` verdicts, counted per program.
+    Tc,
     /// Queueing disciplines: `tc -s qdisc`.
     Qdisc,
     /// The per-CPU input backlog: `/proc/net/softnet_stat`.
@@ -33,6 +37,8 @@ impl Layer {
     pub fn as_str(self) -> &'static str {
         match self {
             Layer::Nic => "nic",
+            Layer::Xdp => "xdp",
+            Layer::Tc => "tc",
             Layer::Qdisc => "qdisc",
             Layer::Softnet => "softnet",
             Layer::KfreeSkb => "kfree_skb",
@@ -170,6 +176,14 @@ pub const QDISC_REASONS: &[&str] = &["QDISC_*", "CAKE_*", "FQ_*", "DUALPI2_*"];
 /// (`sch_handle_ingress` / `sch_handle_egress`: `mini_qdisc_qstats_cpu_drop`, then
 /// `kfree_skb_reason(TC_INGRESS / TC_EGRESS)`).
 pub const TC_REASONS: &[&str] = &["TC_INGRESS", "TC_EGRESS"];
+/// What an XDP program's drops are freed with, when there is a packet to free at all: generic
+/// XDP frees the skb (`do_xdp_generic`); native XDP on a veth frees the skb it received from
+/// its peer in `veth_xdp_rcv_skb`; a NIC's native XDP frees no skb.
+pub const XDP_REASONS: &[&str] = &["XDP", "NOT_SPECIFIED@veth_xdp_rcv_skb"];
+/// What a tc program's shot packets are freed with on ingress (`sch_handle_ingress`).
+pub const TC_INGRESS_REASONS: &[&str] = &["TC_INGRESS"];
+/// What a tc program's shot packets are freed with on egress (`sch_handle_egress`).
+pub const TC_EGRESS_REASONS: &[&str] = &["TC_EGRESS"];
 /// What the backlog's dropped count is freed with (core/dev.c enqueue_to_backlog; before 6.0
 /// with no reason there).
 pub const BACKLOG_REASONS: &[&str] = &["~CPU_BACKLOG", "~NOT_SPECIFIED@enqueue_to_backlog"];
@@ -203,6 +217,43 @@ pub fn classify(name: &str) -> Option<Class<'_>> {
         c.group = s.group;
         c.guide = link_guide(stat);
         return Some(c);
+    }
+    if let Some(rest) = name.strip_prefix("Xdp:") {
+        // Xdp:<dev>:<hook>:<prog>#<id>:<verdict>
+        let (dev, rest) = rest.split_once(':')?;
+        let guide = match rest.rsplit_once(':')?.1 {
+            "drop" => "Xdp:*:drop",
+            "aborted" => "Xdp:*:aborted",
+            _ => return None,
+        };
+        return Some(class(
+            Layer::Xdp,
+            Some(dev),
+            Role::Primary,
+            XDP_REASONS,
+            false,
+            guide,
+        ));
+    }
+    if let Some(rest) = name.strip_prefix("Tc:") {
+        // Tc:<dev>:<ingress|egress>:<prog>#<id>:shot
+        let (dev, rest) = rest.split_once(':')?;
+        let (hook, rest) = rest.split_once(':')?;
+        if rest.rsplit_once(':')?.1 != "shot" {
+            return None;
+        }
+        let reasons = match hook {
+            "egress" => TC_EGRESS_REASONS,
+            _ => TC_INGRESS_REASONS,
+        };
+        return Some(class(
+            Layer::Tc,
+            Some(dev),
+            Role::Primary,
+            reasons,
+            true,
+            "Tc:*:shot",
+        ));
     }
     if let Some(rest) = name.strip_prefix("Qdisc:") {
         let (dev, rest) = rest.split_once(':')?;
@@ -345,7 +396,9 @@ fn link_guide(stat: &str) -> &'static str {
 /// Whether a counter is one of the layer counters read through rtnetlink or per CPU (kept in
 /// a reading beside [`map`]'s).
 pub fn is_layer_counter(name: &str) -> bool {
-    (name.starts_with("Link:") || name.starts_with("Qdisc:") || name.starts_with("Softnet:cpu"))
+    ["Link:", "Qdisc:", "Softnet:cpu", "Xdp:", "Tc:"]
+        .iter()
+        .any(|p| name.starts_with(p))
         && classify(name).is_some()
 }
 
@@ -362,6 +415,9 @@ pub fn matches(spec: &str, reason: &str, location: &str) -> bool {
 /// Every guide key of the layer counters (for the guide's test).
 pub fn guide_keys() -> impl Iterator<Item = &'static str> {
     [
+        "Xdp:*:drop",
+        "Xdp:*:aborted",
+        "Tc:*:shot",
         "Qdisc:*:drops",
         "Qdisc:*:overlimits",
         "Qdisc:*:requeues",
@@ -420,6 +476,18 @@ mod tests {
             classify("TcpExt:ListenOverflows").map(|c| c.role),
             Some(Role::Detail)
         );
+        let c = classify("Xdp:veth1:xdpdrv:drop_udp#42:drop").expect("xdp");
+        assert_eq!(
+            (c.layer, c.device, c.role, c.guide),
+            (Layer::Xdp, Some("veth1"), Role::Primary, "Xdp:*:drop")
+        );
+        let c = classify("Tc:eth0:egress:shoot#7:shot").expect("tc");
+        assert_eq!(
+            (c.layer, c.device, c.reasons),
+            (Layer::Tc, Some("eth0"), TC_EGRESS_REASONS)
+        );
+        assert!(classify("Xdp:veth1:xdpdrv:p#1:pass").is_none());
+        assert!(is_layer_counter("Tc:eth0:ingress:shoot#7:shot"));
         assert!(classify("Dev:eth0:RxPackets").is_none());
         assert!(classify("Link:eth0:rx_packets").is_none());
         assert!(classify("Ip:InReceives").is_none());

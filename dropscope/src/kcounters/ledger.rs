@@ -142,6 +142,11 @@ pub fn ledger(reading: &KernelReading, snap: &Snapshot) -> Ledger {
     if !snap.drops.is_empty() && !by_device {
         notes.push("counts not keyed by device: matched per namespace".to_string());
     }
+    notes.extend(
+        (reading.errors.iter())
+            .filter(|e| super::hooks::is_program_note(e))
+            .cloned(),
+    );
     let mut seen: Vec<Seen<'_>> = (snap.drops.iter())
         .filter(|d| d.count > 0)
         .map(|d| Seen {

@@ -12,6 +12,7 @@
 //! dropscope's reading thread (see [`netns`]), in at most [`netns::MAX_READ_PER_POLL`]
 //! namespaces per call (the rest in turn on later calls, and a note says how many waited). No
 //! namespace but the initial one is held open between calls, so none is kept alive.
+pub mod hooks;
 pub mod layers;
 pub mod ledger;
 pub mod map;
@@ -30,6 +31,7 @@ use std::{
 };
 
 pub use self::{
+    hooks::{Hook, Hooked},
     ledger::Ledger,
     ratio::Ratio,
     unseen::{CounterDelta, SeenDrop, Unseen},
@@ -86,6 +88,10 @@ pub struct KernelCounters {
     errors: Vec<String>,
     /// Wall-clock time of the latest reading, ms since the Unix epoch.
     read_unix_ms: u64,
+    /// The programs attached to devices, per namespace, as the latest reading found them.
+    hooks: BTreeMap<u64, Vec<Hooked>>,
+    /// Whether the latest reading read every namespace known (none deferred, none failed).
+    complete: bool,
 }
 
 impl KernelCounters {
@@ -97,6 +103,8 @@ impl KernelCounters {
             latest: BTreeMap::new(),
             errors: Vec::new(),
             read_unix_ms: 0,
+            hooks: BTreeMap::new(),
+            complete: false,
         };
         k.poll(&[]);
         Ok(k)
@@ -121,6 +129,8 @@ impl KernelCounters {
 
     /// Takes in one reading; `tracked`: the namespaces still there.
     fn fold(&mut self, reading: Reading, tracked: &BTreeSet<u64>) {
+        self.complete = reading.deferred == 0 && reading.errors.is_empty();
+        self.hooks = reading.hooks;
         for (ns, c) in reading.counters {
             // A first reading is a baseline, even where an inode's earlier namespace left one.
             if reading.first.contains(&ns) || !self.baseline.contains_key(&ns) {
@@ -143,6 +153,12 @@ impl KernelCounters {
                 reading.deferred
             ));
         }
+    }
+
+    /// The programs attached to devices, per namespace, and whether the latest reading read
+    /// every namespace known.
+    pub fn hooks(&self) -> (&BTreeMap<u64, Vec<Hooked>>, bool) {
+        (&self.hooks, self.complete)
     }
 
     /// The initial namespace's inode number.

@@ -24,7 +24,7 @@ use std::{
 
 use anyhow::Context as _;
 
-use super::{parse, parse::Counters};
+use super::{hooks::Hooked, parse, parse::Counters};
 
 /// Where named namespaces are bound (`ip netns add`).
 pub const RUN_NETNS: &str = "/run/netns";
@@ -52,6 +52,8 @@ pub struct Reading {
     pub errors: Vec<String>,
     /// Namespaces left for a later poll by [`MAX_READ_PER_POLL`].
     pub deferred: usize,
+    /// The XDP and tc programs attached to devices, per namespace read.
+    pub hooks: BTreeMap<u64, Vec<Hooked>>,
 }
 
 /// The namespaces whose counters are read.
@@ -298,8 +300,9 @@ impl InitialNs {
         let mut r = Reading::default();
         let initial = self.ino;
         match self.read() {
-            Ok((c, notes)) => {
+            Ok((c, notes, hooks)) => {
                 r.counters.insert(initial, c);
+                r.hooks.insert(initial, hooks);
                 r.errors
                     .extend(notes.into_iter().map(|n| format!("netns {initial}: {n}")));
             }
@@ -314,8 +317,9 @@ impl InitialNs {
                 continue;
             }
             match read_in(&file, path, &mut self.buf) {
-                Ok((c, notes)) => {
+                Ok((c, notes, hooks)) => {
                     r.counters.insert(*ino, c);
+                    r.hooks.insert(*ino, hooks);
                     r.errors
                         .extend(notes.into_iter().map(|n| format!("netns {ino}: {n}")));
                 }
@@ -333,7 +337,7 @@ impl InitialNs {
 
     /// The initial namespace's counters, through the kept files and socket (opened in it the
     /// first time, and again after an error).
-    fn read(&mut self) -> anyhow::Result<(Counters, Vec<String>)> {
+    fn read(&mut self) -> anyhow::Result<(Counters, Vec<String>, Vec<Hooked>)> {
         // What is opened now must be opened here (the thread may have started elsewhere).
         if self.files.is_none() {
             enter(&self.ns, &self.path)?;
@@ -354,9 +358,10 @@ impl InitialNs {
             self.files = None;
         }
         let mut all = result?;
-        let notes = self.rtnl.read(&mut all);
+        let mut hooks = Vec::new();
+        let notes = self.rtnl.read(&mut all, &mut hooks);
         all.retain(|name, _| super::is_kept(name));
-        Ok((all, notes))
+        Ok((all, notes, hooks))
     }
 
     fn read_files(&mut self) -> anyhow::Result<Counters> {
@@ -440,7 +445,11 @@ fn pick<V>(all: &BTreeMap<u64, V>, cursor: u64, max: usize) -> Vec<u64> {
 /// opening each file for this read only. Device and qdisc counters are read through an
 /// rtnetlink socket made for this read after the thread entered the namespace (so in it);
 /// what of them could not be read is returned as notes beside the counters.
-fn read_in(ns: &File, path: &Path, buf: &mut Vec<u8>) -> anyhow::Result<(Counters, Vec<String>)> {
+fn read_in(
+    ns: &File,
+    path: &Path,
+    buf: &mut Vec<u8>,
+) -> anyhow::Result<(Counters, Vec<String>, Vec<Hooked>)> {
     enter(ns, path)?;
     let mut all = Counters::new();
     parse::snmp(read_once("snmp", buf)?, &mut all);
@@ -450,10 +459,11 @@ fn read_in(ns: &File, path: &Path, buf: &mut Vec<u8>) -> anyhow::Result<(Counter
     if let Ok(text) = read_once("snmp6", buf) {
         parse::snmp6(text, &mut all);
     }
-    let notes = super::rtnl::Rtnl::default().read(&mut all);
+    let mut hooks = Vec::new();
+    let notes = super::rtnl::Rtnl::default().read(&mut all, &mut hooks);
     // Only counters that count drops, and packets (the denominators of ratios), are kept.
     all.retain(|name, _| super::is_kept(name));
-    Ok((all, notes))
+    Ok((all, notes, hooks))
 }
 
 #[cfg(test)]

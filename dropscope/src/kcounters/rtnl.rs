@@ -22,7 +22,7 @@ use netlink_packet_route::{
 };
 use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
 
-use super::parse::Counters;
+use super::{hooks::Hooked, parse::Counters};
 
 /// The most links, or qdiscs, one dump reads in one namespace.
 pub const MAX_ENTRIES: usize = 2048;
@@ -65,9 +65,9 @@ pub struct Rtnl {
 
 impl Rtnl {
     /// Adds the link and qdisc counters of the socket's namespace (opened in the calling
-    /// thread's if there is none yet) to `out`; what could not be read (or was cut) is returned
-    /// as notes.
-    pub fn read(&mut self, out: &mut Counters) -> Vec<String> {
+    /// thread's if there is none yet) to `out`, and the XDP and tc programs attached to its
+    /// devices to `hooks`; what could not be read (or was cut) is returned as notes.
+    pub fn read(&mut self, out: &mut Counters, hooks: &mut Vec<Hooked>) -> Vec<String> {
         let mut notes = Vec::new();
         let names = match self.dump(
             RouteNetlinkMessage::GetLink(LinkMessage::default()),
@@ -75,7 +75,9 @@ impl Rtnl {
         ) {
             Ok((msgs, note)) => {
                 notes.extend(note);
-                links(&msgs, out)
+                let names = links(&msgs, out);
+                super::hooks::xdp(&msgs, &names, hooks);
+                names
             }
             Err(e) => {
                 notes.push(format!("links not read: {e}"));
@@ -89,10 +91,35 @@ impl Rtnl {
             Ok((msgs, note)) => {
                 notes.extend(note);
                 qdiscs(&msgs, &names, out);
+                self.filters(&msgs, &names, hooks, &mut notes);
             }
             Err(e) => notes.push(format!("qdiscs not read: {e}")),
         }
         notes
+    }
+
+    /// The tc `bpf` filters' programs of each ingress and clsact qdisc of `qdiscs`.
+    fn filters(
+        &mut self,
+        qdiscs: &[RouteNetlinkMessage],
+        names: &std::collections::HashMap<u32, String>,
+        hooks: &mut Vec<Hooked>,
+        notes: &mut Vec<String>,
+    ) {
+        for (index, hook, parent) in super::hooks::filter_sides(qdiscs) {
+            let Some(dev) = names.get(&index) else {
+                continue;
+            };
+            match self.dump(super::hooks::filter_request(index, parent), "tc filters") {
+                Ok((msgs, note)) => {
+                    notes.extend(note);
+                    super::hooks::tc(&msgs, dev, hook, hooks);
+                }
+                // The qdisc went since the qdisc dump.
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+                Err(e) => notes.push(format!("tc filters of {dev} not read: {e}")),
+            }
+        }
     }
 
     /// One dump, on the kept socket; the socket is dropped if the dump did not end cleanly.
@@ -397,12 +424,12 @@ mod tests {
     fn this_namespace_dumps_without_error_on_a_kept_socket_too() {
         let mut rtnl = Rtnl::default();
         let mut first = Counters::new();
-        let notes = rtnl.read(&mut first);
+        let notes = rtnl.read(&mut first, &mut Vec::new());
         assert!(notes.is_empty(), "{notes:?}");
         assert!(rtnl.socket.is_some(), "a clean dump keeps its socket");
         // The second dump on the same socket reads the same devices (lo at least).
         let mut second = Counters::new();
-        let notes = rtnl.read(&mut second);
+        let notes = rtnl.read(&mut second, &mut Vec::new());
         assert!(notes.is_empty(), "{notes:?}");
         let devices = |c: &Counters| -> BTreeSet<String> {
             c.keys()

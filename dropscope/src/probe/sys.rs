@@ -10,7 +10,7 @@ use std::{
 use aya::Pod;
 use aya_obj::generated::{bpf_attr, bpf_cmd, bpf_prog_info};
 
-fn bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> io::Result<()> {
+pub(crate) fn bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> io::Result<()> {
     // SAFETY: `attr` is a valid, initialised bpf_attr of the size passed; the kernel reads and
     // writes only within it and within the buffers its fields point to, which callers keep alive.
     let rc = unsafe {

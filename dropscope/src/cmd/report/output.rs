@@ -669,7 +669,11 @@ pub fn write_kernel(k: &KernelView, mut out: impl Write) -> std::io::Result<()> 
             "\n(no drop ledger: the counts are grouped without the reason)"
         )?,
     }
-    for e in &k.errors {
+    for e in k
+        .errors
+        .iter()
+        .filter(|e| !crate::kcounters::hooks::is_program_note(e))
+    {
         writeln!(out, "(kernel counters not read: {e})")?;
     }
     Ok(())

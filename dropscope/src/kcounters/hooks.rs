@@ -1,0 +1,218 @@
+//! Where BPF programs are attached: each device's XDP programs (`IFLA_XDP` of the link dump)
+//! and tc `bpf` filters (an `RTM_GETTFILTER` dump of each ingress or clsact qdisc's ingress
+//! and egress), as the namespace's reading finds them. The verdict counters (`progs`) turn
+//! them into the ledger's `Xdp:` and `Tc:` counters.
+use std::collections::HashMap;
+
+use netlink_packet_route::{
+    RouteNetlinkMessage,
+    link::{LinkAttribute, LinkXdp},
+    tc::{TcAttribute, TcFilterBpfOption, TcHandle, TcMessage, TcOption},
+};
+
+/// How a reading's note about an attached program starts (the ledger lists these notes;
+/// they are not errors of the reading).
+pub const PROGRAM_NOTE: &str = "program ";
+
+/// Whether a note of a reading is about an attached program (see [`PROGRAM_NOTE`]).
+pub fn is_program_note(note: &str) -> bool {
+    note.starts_with(PROGRAM_NOTE)
+}
+
+/// A hook a program is attached to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Hook {
+    /// Native XDP, in the driver.
+    XdpDrv,
+    /// Generic XDP, on the packet's skb.
+    XdpGeneric,
+    /// XDP offloaded to the NIC.
+    XdpOffload,
+    /// A tc `bpf` filter on ingress.
+    TcIngress,
+    /// A tc `bpf` filter on egress.
+    TcEgress,
+}
+
+impl Hook {
+    /// Its name in counter names (as `ip link` and `tc filter` say it).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Hook::XdpDrv => "xdpdrv",
+            Hook::XdpGeneric => "xdpgeneric",
+            Hook::XdpOffload => "xdpoffload",
+            Hook::TcIngress => "ingress",
+            Hook::TcEgress => "egress",
+        }
+    }
+
+    /// The kind of program that attaches here.
+    pub fn kind_name(self) -> &'static str {
+        match self {
+            Hook::XdpDrv | Hook::XdpGeneric | Hook::XdpOffload => "xdp",
+            Hook::TcIngress | Hook::TcEgress => "tc",
+        }
+    }
+}
+
+/// A program attached to a device of the namespace read.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Hooked {
+    /// The device (escaped as counter names are).
+    pub device: String,
+    /// Where on it.
+    pub hook: Hook,
+    /// The program's id.
+    pub prog: u32,
+}
+
+/// The XDP programs of a link dump's messages.
+pub fn xdp(msgs: &[RouteNetlinkMessage], names: &HashMap<u32, String>, out: &mut Vec<Hooked>) {
+    for m in msgs {
+        let RouteNetlinkMessage::NewLink(link) = m else {
+            continue;
+        };
+        let Some(device) = names.get(&link.header.index) else {
+            continue;
+        };
+        for a in &link.attributes {
+            let LinkAttribute::Xdp(xdp) = a else { continue };
+            for x in xdp {
+                let (hook, prog) = match *x {
+                    LinkXdp::DrvProgId(p) => (Hook::XdpDrv, p),
+                    LinkXdp::SkbProgId(p) => (Hook::XdpGeneric, p),
+                    LinkXdp::HwProgId(p) => (Hook::XdpOffload, p),
+                    _ => continue,
+                };
+                if prog != 0 {
+                    out.push(Hooked {
+                        device: device.clone(),
+                        hook,
+                        prog,
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// `TC_H_MIN_INGRESS` and `TC_H_MIN_EGRESS` under `TC_H_CLSACT` (`ffff:fff2`, `ffff:fff3`).
+pub const INGRESS_PARENT: TcHandle = TcHandle {
+    major: 0xffff,
+    minor: 0xfff2,
+};
+/// See [`INGRESS_PARENT`].
+pub const EGRESS_PARENT: TcHandle = TcHandle {
+    major: 0xffff,
+    minor: 0xfff3,
+};
+
+/// The dump request of the filters of device `index` under `parent`.
+pub fn filter_request(index: u32, parent: TcHandle) -> RouteNetlinkMessage {
+    let mut m = TcMessage::default();
+    m.header.index = index as i32;
+    m.header.parent = parent;
+    RouteNetlinkMessage::GetTrafficFilter(m)
+}
+
+/// The sides whose filters to dump: each ingress qdisc's ingress, each clsact's both.
+pub fn filter_sides(msgs: &[RouteNetlinkMessage]) -> Vec<(u32, Hook, TcHandle)> {
+    let mut out = Vec::new();
+    for m in msgs {
+        let RouteNetlinkMessage::NewQueueDiscipline(q) = m else {
+            continue;
+        };
+        let Ok(index) = u32::try_from(q.header.index) else {
+            continue;
+        };
+        let kind = q.attributes.iter().find_map(|a| match a {
+            TcAttribute::Kind(k) => Some(k.as_str()),
+            _ => None,
+        });
+        match kind {
+            Some("ingress") => out.push((index, Hook::TcIngress, INGRESS_PARENT)),
+            Some("clsact") => {
+                out.push((index, Hook::TcIngress, INGRESS_PARENT));
+                out.push((index, Hook::TcEgress, EGRESS_PARENT));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The `bpf` filters' programs of a filter dump of `device` (`hook`: the side dumped).
+pub fn tc(msgs: &[RouteNetlinkMessage], device: &str, hook: Hook, out: &mut Vec<Hooked>) {
+    for m in msgs {
+        let RouteNetlinkMessage::NewTrafficFilter(f) = m else {
+            continue;
+        };
+        for a in &f.attributes {
+            let TcAttribute::Options(opts) = a else {
+                continue;
+            };
+            for o in opts {
+                if let TcOption::Bpf(TcFilterBpfOption::ProgId(prog)) = o
+                    && *prog != 0
+                {
+                    let h = Hooked {
+                        device: device.to_string(),
+                        hook,
+                        prog: *prog,
+                    };
+                    // Each filter comes once per priority and handle: a program once per side.
+                    if !out.contains(&h) {
+                        out.push(h);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use netlink_packet_route::link::LinkMessage;
+
+    use super::*;
+
+    #[test]
+    fn xdp_ids_name_their_mode_and_device() {
+        let mut link = LinkMessage::default();
+        link.header.index = 4;
+        link.attributes.push(LinkAttribute::Xdp(vec![
+            LinkXdp::ProgId(9),
+            LinkXdp::DrvProgId(9),
+            LinkXdp::SkbProgId(0),
+        ]));
+        let names = HashMap::from([(4, "veth1".to_string())]);
+        let mut out = Vec::new();
+        xdp(&[RouteNetlinkMessage::NewLink(link)], &names, &mut out);
+        assert_eq!(
+            out,
+            [Hooked {
+                device: "veth1".into(),
+                hook: Hook::XdpDrv,
+                prog: 9
+            }]
+        );
+    }
+
+    #[test]
+    fn bpf_filters_give_their_program_once() {
+        let mut f = TcMessage::default();
+        f.attributes.push(TcAttribute::Kind("bpf".into()));
+        f.attributes.push(TcAttribute::Options(vec![
+            TcOption::Bpf(TcFilterBpfOption::ProgName("shoot".into())),
+            TcOption::Bpf(TcFilterBpfOption::ProgId(17)),
+        ]));
+        let msgs = [
+            RouteNetlinkMessage::NewTrafficFilter(f.clone()),
+            RouteNetlinkMessage::NewTrafficFilter(f),
+        ];
+        let mut out = Vec::new();
+        tc(&msgs, "eth0", Hook::TcIngress, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].prog, out[0].hook.as_str()), (17, "ingress"));
+    }
+}

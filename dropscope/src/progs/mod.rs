@@ -1,0 +1,281 @@
+//! Programs that drop: every XDP and tc program on the host, watched by a verdict counter
+//! (fexit, [`asm`]) that counts its drop verdicts in the kernel: `XDP_ABORTED` and `XDP_DROP`,
+//! `TC_ACT_SHOT`.
+//!
+//! New programs are found by id (`BPF_PROG_GET_NEXT_ID` from the highest id seen: one syscall
+//! when there is none) at most once a second; where each is attached (device, namespace, hook)
+//! comes from the kernel-counter reading (`rtnl`), which turns the counts into `Xdp:` and
+//! `Tc:` counters of the ledger. A counter holds its target loaded: one whose target is no
+//! longer attached anywhere the reading looked is dropped after [`UNATTACHED_READINGS`]
+//! readings. A program that cannot be watched (loaded without BTF, or refused) is kept with
+//! the reason, for the reading's notes.
+pub mod asm;
+pub mod sys;
+
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
+    os::fd::{AsFd, AsRawFd as _, OwnedFd},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use aya::maps::{IterableMap as _, MapData, PerCpuArray};
+use aya_obj::generated::bpf_prog_type;
+
+use crate::{
+    kcounters::{Hooked, hooks::PROGRAM_NOTE},
+    model::KernelReading,
+};
+
+/// The most programs watched at once.
+pub const MAX_PROGRAMS: u32 = 256;
+/// How often new programs are looked for.
+pub const DISCOVER_EVERY: Duration = Duration::from_secs(1);
+/// Readings in a row that must find a program attached nowhere before its counter goes.
+pub const UNATTACHED_READINGS: u32 = 2;
+
+/// The kind of program watched, and the verdicts that are drops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// XDP: `XDP_ABORTED` (0) and `XDP_DROP` (1).
+    Xdp,
+    /// tc (`sched_cls`, `sched_act`, tcx): `TC_ACT_SHOT` (2).
+    Tc,
+}
+
+impl Kind {
+    fn of(prog_type: u32) -> Option<Self> {
+        match prog_type {
+            t if t == bpf_prog_type::BPF_PROG_TYPE_XDP as u32 => Some(Kind::Xdp),
+            t if t == bpf_prog_type::BPF_PROG_TYPE_SCHED_CLS as u32
+                || t == bpf_prog_type::BPF_PROG_TYPE_SCHED_ACT as u32 =>
+            {
+                Some(Kind::Tc)
+            }
+            _ => None,
+        }
+    }
+
+    /// The verdicts counted, and their names in counter names.
+    pub fn verdicts(self) -> &'static [(u32, &'static str)] {
+        match self {
+            Kind::Xdp => &[(0, "aborted"), (1, "drop")],
+            Kind::Tc => &[(2, "shot")],
+        }
+    }
+}
+
+/// A program watched: its counter's slot and the counter's link.
+#[derive(Debug)]
+struct Watched {
+    kind: Kind,
+    name: String,
+    slot: u32,
+    /// The counter's program and link (the link keeps both the counter and its target).
+    _prog: OwnedFd,
+    _link: OwnedFd,
+    /// Readings in a row that found it attached nowhere.
+    unattached: u32,
+}
+
+/// Every XDP and tc program's drop verdicts, counted in the kernel.
+pub struct Programs {
+    cells: PerCpuArray<MapData, u64>,
+    watched: BTreeMap<u32, Watched>,
+    /// Programs that could not be watched: name and why.
+    refused: BTreeMap<u32, (String, String)>,
+    free: Vec<u32>,
+    /// The highest program id looked at.
+    last_id: u32,
+    found_at: Option<Instant>,
+}
+
+impl Programs {
+    /// Creates the verdict array and watches every XDP and tc program loaded now.
+    pub fn start() -> anyhow::Result<Self> {
+        let cells = PerCpuArray::create(MAX_PROGRAMS * asm::CELLS, 0)?;
+        let mut p = Self {
+            cells,
+            watched: BTreeMap::new(),
+            refused: BTreeMap::new(),
+            free: (0..MAX_PROGRAMS).rev().collect(),
+            last_id: 0,
+            found_at: None,
+        };
+        p.discover();
+        Ok(p)
+    }
+
+    /// Looks for programs loaded since the last look (at most once per [`DISCOVER_EVERY`]).
+    pub fn discover_if_due(&mut self) {
+        if self.found_at.is_none_or(|t| t.elapsed() >= DISCOVER_EVERY) {
+            self.discover();
+        }
+    }
+
+    fn discover(&mut self) {
+        self.found_at = Some(Instant::now());
+        while let Ok(Some(id)) = sys::next_prog_id(self.last_id) {
+            self.last_id = id;
+            // Gone already, or not one of ours to watch.
+            let Ok(fd) = sys::prog_fd(id) else { continue };
+            let Ok(info) = sys::prog_info(fd.as_fd()) else {
+                continue;
+            };
+            let Some(kind) = Kind::of(info.kind) else {
+                continue;
+            };
+            if let Err(why) = self.watch(&info, kind, fd) {
+                self.refused.insert(id, (info.name, why));
+            }
+        }
+    }
+
+    fn watch(&mut self, info: &sys::ProgInfo, kind: Kind, target: OwnedFd) -> Result<(), String> {
+        let btf = info.main_func.ok_or_else(|| {
+            "loaded without BTF function info: its verdicts cannot be traced".to_string()
+        })?;
+        let slot = self
+            .free
+            .pop()
+            .ok_or_else(|| format!("more than {MAX_PROGRAMS} programs watched"))?;
+        let lo = kind.verdicts().first().map_or(0, |v| v.0);
+        let hi = kind.verdicts().last().map_or(0, |v| v.0);
+        let map = self.cells.map().fd().as_fd();
+        let insns = asm::verdict_counter(map.as_raw_fd(), slot, lo, hi);
+        let attached = sys::load_fexit(&insns, target.as_fd(), btf)
+            .map_err(|e| format!("loading: {e}"))
+            .and_then(|prog| {
+                sys::attach_tracing(prog.as_fd())
+                    .map(|link| (prog, link))
+                    .map_err(|e| format!("attaching: {e}"))
+            });
+        let (prog, link) = match attached {
+            Ok(x) => x,
+            Err(e) => {
+                self.free.push(slot);
+                return Err(format!("the kernel refused its verdict counter: {e}"));
+            }
+        };
+        // A slot used before starts from zero again.
+        for (v, _) in kind.verdicts() {
+            let _ = self.zero(slot * asm::CELLS + v);
+        }
+        self.watched.insert(
+            info.id,
+            Watched {
+                kind,
+                name: info.name.clone(),
+                slot,
+                _prog: prog,
+                _link: link,
+                unattached: 0,
+            },
+        );
+        Ok(())
+    }
+
+    fn zero(&mut self, cell: u32) -> Result<(), aya::maps::MapError> {
+        let n = aya::util::nr_cpus().map_err(|(_, e)| aya::maps::MapError::IoError(e))?;
+        self.cells
+            .set(cell, aya::maps::PerCpuValues::try_from(vec![0u64; n])?, 0)
+    }
+
+    /// Programs watched now (ids).
+    pub fn watched(&self) -> impl Iterator<Item = u32> + '_ {
+        self.watched.keys().copied()
+    }
+
+    /// Adds each watched program's verdict counts to `reading`, as counters of the devices it
+    /// is attached to (`hooks`, per namespace), with a note for each attached program that is
+    /// not watched; forgets counters whose target was attached nowhere for
+    /// [`UNATTACHED_READINGS`] readings (`complete`: every namespace was read).
+    pub fn add_to(
+        &mut self,
+        reading: &mut KernelReading,
+        hooks: &BTreeMap<u64, Vec<Hooked>>,
+        complete: bool,
+    ) {
+        let mut attached: BTreeSet<u32> = BTreeSet::new();
+        let mut counts: HashMap<u32, Vec<(&'static str, u64)>> = HashMap::new();
+        for (ns, list) in hooks {
+            for h in list {
+                attached.insert(h.prog);
+                if let Some((name, why)) = self.refused.get(&h.prog) {
+                    reading.errors.push(format!(
+                        "{PROGRAM_NOTE}{} {name:?} ({} {} on {}, netns {ns}): verdicts not \
+                         counted: {why}",
+                        h.prog,
+                        h.hook.kind_name(),
+                        h.hook.as_str(),
+                        h.device,
+                    ));
+                    continue;
+                }
+                let Some(w) = self.watched.get(&h.prog) else {
+                    continue;
+                };
+                let c = counts
+                    .entry(h.prog)
+                    .or_insert_with(|| read_cells(&self.cells, w));
+                let growth = reading.netns.entry(*ns).or_default();
+                for (verdict, n) in c.iter().filter(|(_, n)| *n > 0) {
+                    let name =
+                        counter_name(w.kind, &h.device, h.hook.as_str(), &w.name, h.prog, verdict);
+                    growth.insert(Arc::from(name.as_str()), *n);
+                }
+            }
+        }
+        let mut gone = Vec::new();
+        for (id, w) in &mut self.watched {
+            if attached.contains(id) {
+                w.unattached = 0;
+            } else if complete {
+                w.unattached += 1;
+                if w.unattached >= UNATTACHED_READINGS {
+                    gone.push(*id);
+                }
+            }
+        }
+        for id in gone {
+            if let Some(w) = self.watched.remove(&id) {
+                self.free.push(w.slot);
+            }
+        }
+        // A refused program that is no longer loaded is forgotten.
+        self.refused
+            .retain(|id, _| attached.contains(id) || sys::prog_fd(*id).is_ok());
+    }
+}
+
+/// A watched program's counts since it was watched, summed over CPUs.
+fn read_cells(cells: &PerCpuArray<MapData, u64>, w: &Watched) -> Vec<(&'static str, u64)> {
+    w.kind
+        .verdicts()
+        .iter()
+        .map(|(v, name)| {
+            let n = cells
+                .get(&(w.slot * asm::CELLS + v), 0)
+                .map_or(0, |vals| vals.iter().copied().fold(0u64, u64::wrapping_add));
+            (*name, n)
+        })
+        .collect()
+}
+
+/// A verdict counter's name in a reading: `Xdp:<dev>:<hook>:<prog>#<id>:<verdict>` or
+/// `Tc:<dev>:<hook>:<prog>#<id>:shot` (device and program names have no `:`).
+pub fn counter_name(
+    kind: Kind,
+    device: &str,
+    hook: &str,
+    prog: &str,
+    id: u32,
+    verdict: &str,
+) -> String {
+    let layer = match kind {
+        Kind::Xdp => "Xdp",
+        Kind::Tc => "Tc",
+    };
+    let prog = if prog.is_empty() { "?" } else { prog };
+    format!("{layer}:{device}:{hook}:{prog}#{id}:{verdict}")
+}

@@ -1,0 +1,309 @@
+//! Programs that drop, against the real kernel: XDP and tc programs attached in test
+//! namespaces give drop verdicts to exact numbers of packets, and the ledger counts them per
+//! program, device and namespace, found when they are attached (before dropscope starts, or
+//! while it runs), each drop once. A kernel that lets no tracing program attach to a BPF
+//! program (checked beside, with an empty fentry program) must see each such program listed
+//! in the ledger's notes with the kernel's refusal instead; a program loaded without BTF is
+//! listed as such on every kernel. Needs root.
+use std::{os::fd::AsRawFd as _, os::unix::fs::MetadataExt as _, time::Duration};
+
+use dropscope_tests::{
+    Counting, Netns,
+    fixture::{self, Bpffs, Kind, TC_ACT_SHOT, XDP_ABORTED, XDP_DROP},
+    root_test, veth_pair,
+};
+use serde_json::Value;
+
+/// The grouping every report here counts by: the ledger matches drops per namespace and device.
+const BY: &str = "reason,location,netns,device";
+
+fn inode(ns: &Netns) -> u64 {
+    std::fs::metadata(ns.path()).expect("netns file").ino()
+}
+
+/// The id the kernel gave a loaded program.
+fn prog_id(fd: &std::os::fd::OwnedFd) -> u32 {
+    let info =
+        std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).expect("fdinfo");
+    info.lines()
+        .find_map(|l| l.strip_prefix("prog_id:"))
+        .expect("prog_id in fdinfo")
+        .trim()
+        .parse()
+        .expect("id")
+}
+
+/// The ledger's rows of the counters whose names start with `prefix` in namespace `netns`.
+fn rows<'a>(report: &'a Value, netns: u64, prefix: &str) -> Vec<&'a Value> {
+    report["ledger"]["counters"]
+        .as_array()
+        .expect("ledger counters")
+        .iter()
+        .filter(|r| {
+            r["netns"] == netns && r["counter"].as_str().is_some_and(|c| c.starts_with(prefix))
+        })
+        .collect()
+}
+
+/// The ledger's notes.
+fn notes(report: &Value) -> Vec<&str> {
+    report["ledger"]["notes"]
+        .as_array()
+        .expect("ledger notes")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
+/// The ledger's note about program `id`, which must be there.
+fn note<'a>(report: &'a Value, id: u32, name: &str, hook: &str, netns: u64) -> &'a str {
+    let start = format!("program {id} {name:?} ({hook} on ");
+    let found = notes(report)
+        .into_iter()
+        .find(|n| n.starts_with(&start))
+        .unwrap_or_else(|| panic!("no note on {start}: {:#}", report["ledger"]));
+    assert!(
+        found.contains(&format!("netns {netns})")) && found.contains("verdicts not counted: "),
+        "{found}"
+    );
+    found
+}
+
+fn n(v: &Value, field: &str) -> u64 {
+    v[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no {field} in {v}"))
+}
+
+/// The probe's drops on `device` in `netns` whose reason is `reason` (and whose location
+/// starts with `at`).
+fn probe_drops(report: &Value, netns: u64, device: &str, reason: &str, at: &str) -> u64 {
+    report["drops"]
+        .as_array()
+        .expect("drops")
+        .iter()
+        .filter(|d| d["netns"] == netns && d["device"] == device && d["reason"] == reason)
+        .filter(|d| d["location"].as_str().is_some_and(|l| l.starts_with(at)))
+        .map(|d| n(d, "count"))
+        .sum()
+}
+
+/// The ledger's total of `layer` on (`netns`, `device`).
+fn layer<'a>(report: &'a Value, layer: &str, netns: u64, device: &str) -> &'a Value {
+    report["ledger"]["layers"]
+        .as_array()
+        .expect("ledger layers")
+        .iter()
+        .find(|t| t["layer"] == layer && t["netns"] == netns && t["device"] == device)
+        .unwrap_or_else(|| panic!("no {layer} total on {device}: {:#}", report["ledger"]))
+}
+
+#[test]
+fn xdp_drop_and_aborted_are_counted_per_program_device_and_namespace() {
+    let _serial = root_test();
+    let (a, b) = (Netns::new("px-a"), Netns::new("px-b"));
+    let (va, vb) = veth_pair(&a, &b, "10.82.0");
+    let fs = Bpffs::mount();
+    // Attached before dropscope starts: drops UDP to port 7001 arriving on vb.
+    let drop = fixture::load(Kind::Xdp, "ds_fx_drop", 7001, XDP_DROP, true).expect("load");
+    let drop_id = prog_id(&drop);
+    let traced = fixture::fentry_allowed(&drop);
+    eprintln!("tracing programs on this kernel: {traced:?}");
+    let pin = fs.pin(&drop, "drop");
+    b.exec(&[
+        "ip",
+        "link",
+        "set",
+        "dev",
+        &vb,
+        "xdpdrv",
+        "pinned",
+        pin.to_str().expect("path"),
+    ]);
+    // The neighbours are resolved before counting.
+    a.traffic(&["udp-to", "10.82.0.2", "7999", "1"]);
+    b.traffic(&["udp-to", "10.82.0.1", "7999", "1"]);
+
+    let report = Counting::start(&["report", "--format", "json", "--by", BY]);
+    // Attached while dropscope runs: aborts UDP to port 7002 arriving on va.
+    let abort = fixture::load(Kind::Xdp, "ds_fx_abort", 7002, XDP_ABORTED, true).expect("load");
+    let abort_id = prog_id(&abort);
+    let pin2 = fs.pin(&abort, "abort");
+    a.exec(&[
+        "ip",
+        "link",
+        "set",
+        "dev",
+        &va,
+        "xdpdrv",
+        "pinned",
+        pin2.to_str().expect("path"),
+    ]);
+    // Found within a second.
+    std::thread::sleep(Duration::from_millis(1200));
+    a.traffic(&["udp-to", "10.82.0.2", "7001", "500"]);
+    b.traffic(&["udp-to", "10.82.0.1", "7002", "300"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let report: Value = serde_json::from_str(&report.interrupt()).expect("JSON report");
+
+    let (na, nb) = (inode(&a), inode(&b));
+    // The veth frees the packets its XDP program dropped: kfree_skb sees each, without a reason.
+    let freed_b = probe_drops(&report, nb, &vb, "NOT_SPECIFIED", "veth_xdp_rcv_skb");
+    let freed_a = probe_drops(&report, na, &va, "NOT_SPECIFIED", "veth_xdp_rcv_skb");
+    assert_eq!((freed_b, freed_a), (500, 300), "{:#}", report["drops"]);
+    let dropped = rows(
+        &report,
+        nb,
+        &format!("Xdp:{vb}:xdpdrv:ds_fx_drop#{drop_id}:"),
+    );
+    let aborted = rows(
+        &report,
+        na,
+        &format!("Xdp:{va}:xdpdrv:ds_fx_abort#{abort_id}:"),
+    );
+    match traced {
+        Ok(()) => {
+            assert_eq!(dropped.len(), 1, "{:#}", report["ledger"]);
+            assert!(
+                dropped[0]["counter"]
+                    .as_str()
+                    .is_some_and(|c| c.ends_with(":drop"))
+            );
+            assert_eq!(n(dropped[0], "delta"), 500, "{:#}", dropped[0]);
+            assert_eq!(aborted.len(), 1, "{:#}", report["ledger"]);
+            assert!(
+                aborted[0]["counter"]
+                    .as_str()
+                    .is_some_and(|c| c.ends_with(":aborted"))
+            );
+            assert_eq!(n(aborted[0], "delta"), 300, "{:#}", aborted[0]);
+            // Each drop once: the program's verdict and the veth's free are one drop.
+            for (ns, dev, count) in [(nb, &vb, 500), (na, &va, 300)] {
+                let t = layer(&report, "xdp", ns, dev);
+                assert_eq!(
+                    (n(t, "counted"), n(t, "matched"), n(t, "counter_only")),
+                    (count, count, 0),
+                    "{t:#}"
+                );
+            }
+            assert_eq!(n(&report["ledger"]["headline"], "counter_only"), 0);
+        }
+        Err(e) => {
+            assert!(
+                dropped.is_empty() && aborted.is_empty(),
+                "{:#}",
+                report["ledger"]
+            );
+            let why = e.to_string();
+            for (id, name, dev, ns) in [
+                (drop_id, "ds_fx_drop", &vb, nb),
+                (abort_id, "ds_fx_abort", &va, na),
+            ] {
+                let found = note(&report, id, name, "xdp xdpdrv", ns);
+                assert!(found.contains(&format!(" on {dev}, ")), "{found}");
+                let code = why.split(" (os error").next().unwrap_or_default();
+                assert!(
+                    found.contains(code),
+                    "the kernel's answer ({why}) in {found}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn tc_shot_is_one_drop_and_a_program_without_btf_is_listed() {
+    let _serial = root_test();
+    let (a, b) = (Netns::new("pt-a"), Netns::new("pt-b"));
+    let (va, vb) = veth_pair(&a, &b, "10.83.0");
+    let fs = Bpffs::mount();
+    let shoot = fixture::load(Kind::Tc, "ds_fx_shoot", 7003, TC_ACT_SHOT, true).expect("load");
+    let shoot_id = prog_id(&shoot);
+    let traced = fixture::fentry_allowed(&shoot);
+    let pin = fs.pin(&shoot, "shoot");
+    b.exec(&["tc", "qdisc", "add", "dev", &vb, "clsact"]);
+    b.exec(&[
+        "tc",
+        "filter",
+        "add",
+        "dev",
+        &vb,
+        "ingress",
+        "bpf",
+        "direct-action",
+        "object-pinned",
+        pin.to_str().expect("path"),
+    ]);
+    // Without BTF: passes everything; its verdicts cannot be traced on any kernel.
+    let plain = fixture::load(Kind::Xdp, "ds_fx_nobtf", 1, XDP_DROP, false).expect("load");
+    let plain_id = prog_id(&plain);
+    let pin2 = fs.pin(&plain, "plain");
+    a.exec(&[
+        "ip",
+        "link",
+        "set",
+        "dev",
+        &va,
+        "xdpgeneric",
+        "pinned",
+        pin2.to_str().expect("path"),
+    ]);
+    a.traffic(&["udp-to", "10.83.0.2", "7999", "1"]);
+
+    let report = Counting::start(&["report", "--format", "json", "--by", BY]);
+    a.traffic(&["udp-to", "10.83.0.2", "7003", "300"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let report: Value = serde_json::from_str(&report.interrupt()).expect("JSON report");
+
+    let (na, nb) = (inode(&a), inode(&b));
+    assert_eq!(
+        probe_drops(&report, nb, &vb, "TC_INGRESS", ""),
+        300,
+        "{:#}",
+        report["drops"]
+    );
+    let found = note(&report, plain_id, "ds_fx_nobtf", "xdp xdpgeneric", na);
+    assert!(
+        found.ends_with("loaded without BTF function info: its verdicts cannot be traced"),
+        "{found}"
+    );
+    let shot = rows(
+        &report,
+        nb,
+        &format!("Tc:{vb}:ingress:ds_fx_shoot#{shoot_id}:"),
+    );
+    match traced {
+        Ok(()) => {
+            assert_eq!(shot.len(), 1, "{:#}", report["ledger"]);
+            assert!(
+                shot[0]["counter"]
+                    .as_str()
+                    .is_some_and(|c| c.ends_with(":shot"))
+            );
+            assert_eq!(
+                (
+                    n(shot[0], "delta"),
+                    n(shot[0], "matched"),
+                    n(shot[0], "counter_only")
+                ),
+                (300, 300, 0),
+                "{:#}",
+                shot[0]
+            );
+            let t = layer(&report, "tc", nb, &vb);
+            assert_eq!((n(t, "counted"), n(t, "counter_only")), (300, 0), "{t:#}");
+        }
+        Err(e) => {
+            assert!(shot.is_empty(), "{:#}", report["ledger"]);
+            let found = note(&report, shoot_id, "ds_fx_shoot", "tc ingress", nb);
+            let code = e.to_string();
+            let code = code.split(" (os error").next().unwrap_or_default();
+            assert!(found.contains(code), "the kernel's answer ({e}) in {found}");
+        }
+    }
+    // The clsact qdisc counts the shot packets as its drops: matched, never a second drop.
+    let q = layer(&report, "qdisc", nb, &vb);
+    assert_eq!((n(q, "counted"), n(q, "counter_only")), (300, 0), "{q:#}");
+    let h = &report["ledger"]["headline"];
+    assert_eq!(n(h, "counter_only"), 0, "{h:#}");
+}
