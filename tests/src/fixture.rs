@@ -273,3 +273,12 @@ pub fn fentry_allowed(target: &OwnedFd) -> io::Result<()> {
     }
     bpf_fd(bpf_cmd::BPF_PROG_LOAD, &mut attr).map(drop)
 }
+
+/// The id the kernel gave a loaded program (from its descriptor's fdinfo).
+pub fn prog_id(fd: &OwnedFd) -> io::Result<u32> {
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd()))?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("prog_id:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| io::Error::other("no prog_id in fdinfo"))
+}

@@ -5,7 +5,7 @@
 //! program (checked beside, with an empty fentry program) must see each such program listed
 //! in the ledger's notes with the kernel's refusal instead; a program loaded without BTF is
 //! listed as such on every kernel. Needs root.
-use std::{os::fd::AsRawFd as _, os::unix::fs::MetadataExt as _, time::Duration};
+use std::{os::unix::fs::MetadataExt as _, time::Duration};
 
 use dropscope_tests::{
     Counting, Netns,
@@ -21,16 +21,8 @@ fn inode(ns: &Netns) -> u64 {
     std::fs::metadata(ns.path()).expect("netns file").ino()
 }
 
-/// The id the kernel gave a loaded program.
 fn prog_id(fd: &std::os::fd::OwnedFd) -> u32 {
-    let info =
-        std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).expect("fdinfo");
-    info.lines()
-        .find_map(|l| l.strip_prefix("prog_id:"))
-        .expect("prog_id in fdinfo")
-        .trim()
-        .parse()
-        .expect("id")
+    fixture::prog_id(fd).expect("program id")
 }
 
 /// The ledger's rows of the counters whose names start with `prefix` in namespace `netns`.

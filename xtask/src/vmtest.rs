@@ -66,7 +66,7 @@ pub enum Accel {
 }
 
 /// The columns of the table, in order.
-const CHECKS: [&str; 10] = [
+const CHECKS: [&str; 11] = [
     "reasons",
     "reasons --btf",
     "report tp_btf",
@@ -74,6 +74,7 @@ const CHECKS: [&str; 10] = [
     "attribution",
     "stacks",
     vmtest_guest::LEDGER,
+    vmtest_guest::PROGRAMS,
     "record",
     "replay here",
     vmtest_guest::FLOOD,
@@ -232,6 +233,8 @@ pub fn run(args: &VmtestArgs) -> anyhow::Result<()> {
                     (!flooded).then_some(vmtest_guest::FLOOD),
                     // The arm64 initramfs has busybox's `tc`, which cannot add a tbf.
                     foreign.is_some().then_some(vmtest_guest::LEDGER),
+                    // ... nor can its `ip` and `tc` attach BPF programs.
+                    foreign.is_some().then_some(vmtest_guest::PROGRAMS),
                 ]
                 .into_iter()
                 .flatten()

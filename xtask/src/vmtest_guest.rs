@@ -34,6 +34,9 @@ pub const FLOOD: &str = "interleaved flood";
 /// The name of the ledger check (left out where the guest has no iproute2 `tc`).
 pub const LEDGER: &str = "ledger";
 
+/// The name of the programs check (left out with the ledger's: it needs iproute2 too).
+pub const PROGRAMS: &str = "programs";
+
 /// What the guest suite needs.
 #[derive(clap::Args)]
 pub struct GuestArgs {
@@ -69,10 +72,11 @@ pub fn run(args: &GuestArgs) -> anyhow::Result<()> {
         "attribution",
         "stacks",
         LEDGER,
+        PROGRAMS,
         "record",
     ];
     if args.no_ledger {
-        checks.retain(|c| *c != LEDGER);
+        checks.retain(|c| *c != LEDGER && *c != PROGRAMS);
     }
     if args.flood_seconds > 0 {
         checks.push(FLOOD);
@@ -85,6 +89,7 @@ pub fn run(args: &GuestArgs) -> anyhow::Result<()> {
             "attribution" => suite.attribution(),
             "stacks" => suite.stacks(),
             LEDGER => suite.ledger(),
+            PROGRAMS => suite.programs(),
             FLOOD => suite.flood(args.flood_seconds),
             _ => suite.record(),
         };
@@ -367,6 +372,130 @@ impl Suite<'_> {
         Ok(format!(
             "{dropped} qdisc drops, as tc counted, each matched"
         ))
+    }
+
+    /// Programs that drop: a generic XDP program on a namespace's loopback drops UDP to one
+    /// port and a tc ingress program shoots UDP to another; the ledger counts each program's
+    /// verdicts exactly, the tc ones matched with their kfree_skb drops. On a kernel that lets
+    /// no tracing program attach to a BPF program (an empty fentry program is tried beside),
+    /// each program must be listed in the ledger's notes with the kernel's refusal instead.
+    fn programs(&self) -> anyhow::Result<String> {
+        use dropscope_tests::fixture::{self, Bpffs, Kind, TC_ACT_SHOT, XDP_DROP};
+        const DROPPED: u64 = 500;
+        const SHOT: u64 = 300;
+        let ns = netns("programs")?;
+        let in_ns = |args: &[&str]| {
+            run_timeout(
+                Command::new("ip")
+                    .args(["netns", "exec", &ns.name])
+                    .args(args),
+                Duration::from_secs(30),
+            )
+        };
+        let fs = Bpffs::mount();
+        let drop = fixture::load(Kind::Xdp, "ds_fx_drop", 7001, XDP_DROP, true)?;
+        let shoot = fixture::load(Kind::Tc, "ds_fx_shoot", 7002, TC_ACT_SHOT, true)?;
+        let (drop_id, shoot_id) = (fixture::prog_id(&drop)?, fixture::prog_id(&shoot)?);
+        let traced = fixture::fentry_allowed(&drop);
+        let (p1, p2) = (fs.pin(&drop, "drop"), fs.pin(&shoot, "shoot"));
+        let path = |p: &Path| p.to_str().map(str::to_string).context("non-UTF-8 path");
+        in_ns(&[
+            "ip",
+            "link",
+            "set",
+            "dev",
+            "lo",
+            "xdpgeneric",
+            "pinned",
+            &path(&p1)?,
+        ])?;
+        in_ns(&["tc", "qdisc", "add", "dev", "lo", "clsact"])?;
+        in_ns(&[
+            "tc",
+            "filter",
+            "add",
+            "dev",
+            "lo",
+            "ingress",
+            "bpf",
+            "direct-action",
+            "object-pinned",
+            &path(&p2)?,
+        ])?;
+        let inode = fs::metadata(ns.path())
+            .context("the namespace's file")?
+            .ino();
+        let c = start(
+            &self.args.dropscope,
+            &[
+                "report",
+                "--format",
+                "json",
+                "--no-stacks",
+                "--by",
+                "reason,location,netns,device",
+            ],
+        )?;
+        let sent = ns
+            .try_traffic(
+                &self.args.traffic,
+                &["udp-to", "127.0.0.1", "7001", &DROPPED.to_string()],
+                TRAFFIC_LIMIT,
+            )
+            .and_then(|_| {
+                ns.try_traffic(
+                    &self.args.traffic,
+                    &["udp-to", "127.0.0.1", "7002", &SHOT.to_string()],
+                    TRAFFIC_LIMIT,
+                )
+            });
+        std::thread::sleep(Duration::from_millis(500));
+        let out = c.try_interrupt(Duration::from_secs(60))?;
+        sent?;
+        let report: Value = serde_json::from_str(&out).context("report JSON")?;
+        let row = |counter: &str| {
+            report["ledger"]["counters"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|r| r["netns"] == inode && r["counter"] == counter)
+        };
+        let xdp = format!("Xdp:lo:xdpgeneric:ds_fx_drop#{drop_id}:drop");
+        let tc = format!("Tc:lo:ingress:ds_fx_shoot#{shoot_id}:shot");
+        match traced {
+            Ok(()) => {
+                let n = |r: Option<&Value>, f: &str| r.and_then(|r| r[f].as_u64());
+                ensure!(
+                    n(row(&xdp), "delta") == Some(DROPPED),
+                    "{DROPPED} dropped by XDP; the ledger: {}",
+                    report["ledger"]
+                );
+                ensure!(
+                    (n(row(&tc), "delta"), n(row(&tc), "matched")) == (Some(SHOT), Some(SHOT)),
+                    "{SHOT} shot by tc; the ledger: {}",
+                    report["ledger"]
+                );
+                Ok(format!(
+                    "{DROPPED} XDP_DROP and {SHOT} TC_ACT_SHOT counted per program, the shots \
+                     matched with their kfree_skb drops"
+                ))
+            }
+            Err(e) => {
+                let notes = report["ledger"]["notes"].to_string();
+                for id in [drop_id, shoot_id] {
+                    ensure!(
+                        notes.contains(&format!("program {id} ")) && row(&xdp).is_none(),
+                        "this kernel refuses fentry on programs ({e}), but the ledger does not \
+                         say so for program {id}: {}",
+                        report["ledger"]
+                    );
+                }
+                Ok(format!(
+                    "this kernel refuses tracing programs on BPF programs ({e}): both programs \
+                     listed with the refusal"
+                ))
+            }
+        }
     }
 
     fn stacks(&self) -> anyhow::Result<String> {

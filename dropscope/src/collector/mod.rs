@@ -154,20 +154,21 @@ impl Collector {
         // Names are looked up beside the counting: when the lookups learnt some, the keys are
         // named again even if no count changed (a quiet namespace gets its name too).
         let names = self.names.generation();
-        let changed = self
+        let counts_changed = self
             .last_totals
             .is_none_or(|t| t.drop_counts() != totals.drop_counts())
-            || names != self.names_generation
-            || read_kernel;
-        if changed {
+            || names != self.names_generation;
+        // A new kernel reading alone needs no map read: totals that did not change mean counts
+        // that did not either, so the snapshot still holds every drop the reading counted.
+        if counts_changed {
             self.names_generation = names;
             self.read_maps()?;
         }
         self.interval = self.opts.interval / 2;
         self.last.elapsed = self.started.elapsed();
         self.last.unix_ms = unix_ms();
-        self.last.health = self.health(changed);
-        Ok((self.last.clone(), changed))
+        self.last.health = self.health(counts_changed);
+        Ok((self.last.clone(), counts_changed || read_kernel))
     }
 
     /// Reads the maps (and the kernel's counters, if read at all) now, whatever the totals
