@@ -11,6 +11,11 @@ use aya::Pod;
 use aya_obj::generated::{bpf_attr, bpf_cmd, bpf_prog_info};
 
 pub(crate) fn bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> io::Result<()> {
+    bpf_ret(cmd, attr).map(drop)
+}
+
+/// A BPF command and what it returned (a new file descriptor, for some).
+pub(crate) fn bpf_ret(cmd: bpf_cmd, attr: &mut bpf_attr) -> io::Result<libc::c_long> {
     // SAFETY: `attr` is a valid, initialised bpf_attr of the size passed; the kernel reads and
     // writes only within it and within the buffers its fields point to, which callers keep alive.
     let rc = unsafe {
@@ -24,7 +29,7 @@ pub(crate) fn bpf(cmd: bpf_cmd, attr: &mut bpf_attr) -> io::Result<()> {
     if rc < 0 {
         Err(io::Error::last_os_error())
     } else {
-        Ok(())
+        Ok(rc)
     }
 }
 

@@ -143,18 +143,7 @@ pub fn attach_tracing(prog: BorrowedFd<'_>) -> io::Result<OwnedFd> {
 
 /// A command that returns a new file descriptor.
 fn fd_of(cmd: bpf_cmd, attr: &mut bpf_attr) -> io::Result<OwnedFd> {
-    // SAFETY: `attr` is a valid, initialised bpf_attr; see `probe::sys::bpf`.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            cmd as libc::c_long,
-            attr as *mut bpf_attr,
-            size_of::<bpf_attr>(),
-        )
-    };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let fd = crate::probe::sys::bpf_ret(cmd, attr)?;
     // SAFETY: the kernel returned a new file descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(rc as i32) })
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
