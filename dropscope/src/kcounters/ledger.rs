@@ -433,6 +433,51 @@ mod tests {
     }
 
     #[test]
+    fn program_verdicts_are_one_drop_with_the_free_they_cause_and_alone_without() {
+        let mut r = reading(&[
+            // A veth's native XDP frees what its program drops: matched.
+            (NS, "Xdp:vb:xdpdrv:drop_udp#12:drop", 500),
+            // A NIC's native XDP frees nothing: only the program's counter sees its drops.
+            (NS, "Xdp:eth0:xdpdrv:ddos#13:drop", 70),
+            // A tc program's shots, also the clsact qdisc's drops, freed with TC_INGRESS.
+            (NS, "Tc:vb:ingress:shoot#14:shot", 30),
+            (NS, "Qdisc:vb:clsact ffff::drops", 30),
+        ]);
+        r.errors.push(format!(
+            "{}15 \"plain\" (xdp xdpgeneric on va, netns {NS}): verdicts not counted: no BTF",
+            super::super::hooks::PROGRAM_NOTE
+        ));
+        r.errors.push("netns 9: links not read: gone".into());
+        let s = snap(vec![
+            drop(NS, "vb", "NOT_SPECIFIED", "veth_xdp_rcv_skb+0x2cc", 500),
+            drop(NS, "vb", "TC_INGRESS", "__netif_receive_skb_core+0x1", 30),
+        ]);
+        let l = ledger(&r, &s);
+        let x = row(&l, "Xdp:vb:xdpdrv:drop_udp#12:drop");
+        assert_eq!((x.layer, x.matched, x.counter_only), (Layer::Xdp, 500, 0));
+        let n = row(&l, "Xdp:eth0:xdpdrv:ddos#13:drop");
+        assert_eq!((n.matched, n.counter_only), (0, 70));
+        let t = row(&l, "Tc:vb:ingress:shoot#14:shot");
+        assert_eq!((t.layer, t.matched, t.counter_only), (Layer::Tc, 30, 0));
+        assert_eq!(
+            l.headline,
+            Headline {
+                total: 600,
+                with_reason: 530,
+                counter_only: 70,
+                unexplained: 0
+            },
+            "the veth's frees without a reason are explained by the program's counter"
+        );
+        assert_eq!(
+            l.notes.iter().filter(|n| n.contains("not counted")).count(),
+            1,
+            "{:?}",
+            l.notes
+        );
+    }
+
+    #[test]
     fn a_backlog_drop_is_counted_once_though_three_counters_count_it() {
         // 30 backlog drops on vb (namespace NS), sent by va (initial namespace).
         let r = reading(&[
