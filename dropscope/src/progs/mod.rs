@@ -13,7 +13,7 @@ pub mod asm;
 pub mod sys;
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap},
+    collections::{BTreeMap, BTreeSet},
     os::fd::{AsFd, AsRawFd as _, OwnedFd},
     sync::Arc,
     time::{Duration, Instant},
@@ -186,9 +186,10 @@ impl Programs {
         self.watched.keys().copied()
     }
 
-    /// Adds each watched program's verdict counts to `reading`, as counters of the devices it
-    /// is attached to (`hooks`, per namespace), with a note for each attached program that is
-    /// not watched; forgets counters whose target was attached nowhere for
+    /// Adds each watched program's verdict counts to `reading`, as counters of the device it
+    /// is attached to (`hooks`, per namespace; the first of them, with a note, for a program
+    /// attached in several places: the counts are per program), with a note for each attached
+    /// program that is not watched; forgets counters whose target was attached nowhere for
     /// [`UNATTACHED_READINGS`] readings (`complete`: every namespace was read).
     pub fn add_to(
         &mut self,
@@ -196,34 +197,49 @@ impl Programs {
         hooks: &BTreeMap<u64, Vec<Hooked>>,
         complete: bool,
     ) {
-        let mut attached: BTreeSet<u32> = BTreeSet::new();
-        let mut counts: HashMap<u32, Vec<(&'static str, u64)>> = HashMap::new();
+        // Where each program is attached, in namespace and device order.
+        let mut places: BTreeMap<u32, Vec<(u64, &Hooked)>> = BTreeMap::new();
         for (ns, list) in hooks {
             for h in list {
-                attached.insert(h.prog);
-                if let Some((name, why)) = self.refused.get(&h.prog) {
+                places.entry(h.prog).or_default().push((*ns, h));
+            }
+        }
+        let attached: BTreeSet<u32> = places.keys().copied().collect();
+        for (id, at) in &places {
+            if let Some((name, why)) = self.refused.get(id) {
+                for (ns, h) in at {
                     reading.errors.push(format!(
-                        "{PROGRAM_NOTE}{} {name:?} ({} {} on {}, netns {ns}): verdicts not \
+                        "{PROGRAM_NOTE}{id} {name:?} ({} {} on {}, netns {ns}): verdicts not \
                          counted: {why}",
-                        h.prog,
                         h.hook.kind_name(),
                         h.hook.as_str(),
                         h.device,
                     ));
-                    continue;
                 }
-                let Some(w) = self.watched.get(&h.prog) else {
-                    continue;
-                };
-                let c = counts
-                    .entry(h.prog)
-                    .or_insert_with(|| read_cells(&self.cells, w));
-                let growth = reading.netns.entry(*ns).or_default();
-                for (verdict, n) in c.iter().filter(|(_, n)| *n > 0) {
-                    let name =
-                        counter_name(w.kind, &h.device, h.hook.as_str(), &w.name, h.prog, verdict);
-                    growth.insert(Arc::from(name.as_str()), *n);
-                }
+                continue;
+            }
+            let (Some(w), Some((ns, h))) = (self.watched.get(id), at.first()) else {
+                continue;
+            };
+            // One count per program: on its first place, never once per place.
+            let growth = reading.netns.entry(*ns).or_default();
+            for (verdict, n) in read_cells(&self.cells, w).iter().filter(|(_, n)| *n > 0) {
+                let name = counter_name(w.kind, &h.device, h.hook.as_str(), &w.name, *id, verdict);
+                growth.insert(Arc::from(name.as_str()), *n);
+            }
+            if at.len() > 1 {
+                let all: Vec<String> = at
+                    .iter()
+                    .map(|(ns, h)| format!("{} {} (netns {ns})", h.hook.as_str(), h.device))
+                    .collect();
+                reading.errors.push(format!(
+                    "{PROGRAM_NOTE}{id} {:?} is attached in {} places ({}): its verdicts are \
+                     counted once, on {}",
+                    w.name,
+                    at.len(),
+                    all.join(", "),
+                    h.device
+                ));
             }
         }
         let mut gone = Vec::new();
