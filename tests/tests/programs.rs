@@ -61,6 +61,26 @@ fn note<'a>(report: &'a Value, id: u32, name: &str, hook: &str, netns: u64) -> &
     found
 }
 
+/// The sum of a device's driver statistics (`ethtool -S`) whose names end with `suffix`.
+fn ethtool_sum(ns: &Netns, dev: &str, suffix: &str) -> u64 {
+    let out = ns.exec(&["ethtool", "-S", dev]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.trim().split_once(": "))
+        .filter(|(k, _)| k.ends_with(suffix))
+        .map(|(_, v)| v.trim().parse::<u64>().expect("a number"))
+        .sum()
+}
+
+/// The sum of the ledger's rows of `Ethtool:<dev>:` statistics ending with `suffix`.
+fn ledger_ethtool_sum(report: &Value, netns: u64, dev: &str, suffix: &str) -> u64 {
+    rows(report, netns, &format!("Ethtool:{dev}:"))
+        .into_iter()
+        .filter(|r| r["counter"].as_str().is_some_and(|c| c.ends_with(suffix)))
+        .map(|r| n(r, "delta"))
+        .sum()
+}
+
 fn n(v: &Value, field: &str) -> u64 {
     v[field]
         .as_u64()
@@ -116,6 +136,7 @@ fn xdp_drop_and_aborted_are_counted_per_program_device_and_namespace() {
     a.traffic(&["udp-to", "10.82.0.2", "7999", "1"]);
     b.traffic(&["udp-to", "10.82.0.1", "7999", "1"]);
 
+    let xdp_drops_before = ethtool_sum(&b, &vb, "_xdp_drops");
     let report = Counting::start(&["report", "--format", "json", "--by", BY]);
     // Attached while dropscope runs: aborts UDP to port 7002 arriving on va.
     let abort = fixture::load(Kind::Xdp, "ds_fx_abort", 7002, XDP_ABORTED, true).expect("load");
@@ -139,6 +160,16 @@ fn xdp_drop_and_aborted_are_counted_per_program_device_and_namespace() {
     let report: Value = serde_json::from_str(&report.interrupt()).expect("JSON report");
 
     let (na, nb) = (inode(&a), inode(&b));
+    // The veth's driver counts its XDP program's drops too (`ethtool -S`): the ledger shows the
+    // same growth, a detail of the device.
+    let xdp_drops = ethtool_sum(&b, &vb, "_xdp_drops") - xdp_drops_before;
+    assert_eq!(xdp_drops, 500, "ethtool -S {vb}");
+    assert_eq!(
+        ledger_ethtool_sum(&report, nb, &vb, "_xdp_drops"),
+        xdp_drops,
+        "{:#}",
+        report["ledger"]
+    );
     // The veth frees the packets its XDP program dropped: kfree_skb sees each, without a reason.
     let freed_b = probe_drops(&report, nb, &vb, "NOT_SPECIFIED", "veth_xdp_rcv_skb");
     let freed_a = probe_drops(&report, na, &va, "NOT_SPECIFIED", "veth_xdp_rcv_skb");

@@ -180,6 +180,8 @@ pub fn all(for_tests: bool) -> anyhow::Result<()> {
             ("nft", "nftables"),
             ("tmux", "tmux"),
             ("ip", "iproute2"),
+            // Driver statistics, as the ledger's tests compare them (`ethtool -S`).
+            ("ethtool", "ethtool"),
             ("prometheus", "prometheus"),
             // The alerting rules are checked and unit-tested with promtool (same package).
             ("promtool", "prometheus"),

@@ -218,6 +218,24 @@ pub fn classify(name: &str) -> Option<Class<'_>> {
         c.guide = link_guide(stat);
         return Some(c);
     }
+    if let Some(rest) = name.strip_prefix("Ethtool:") {
+        // Ethtool:<dev>:<driver statistic>: shown beside stats64, never summed (drivers count
+        // the same drops in rx_dropped, rx_missed_errors, ... too).
+        let (dev, stat) = rest.split_once(':')?;
+        let reasons = if stat.contains("xdp") {
+            XDP_REASONS
+        } else {
+            &[]
+        };
+        return Some(class(
+            Layer::Nic,
+            Some(dev),
+            Role::Detail,
+            reasons,
+            false,
+            "Ethtool:*",
+        ));
+    }
     if let Some(rest) = name.strip_prefix("Xdp:") {
         // Xdp:<dev>:<hook>:<prog>#<id>:<verdict>
         let (dev, rest) = rest.split_once(':')?;
@@ -396,7 +414,7 @@ fn link_guide(stat: &str) -> &'static str {
 /// Whether a counter is one of the layer counters read through rtnetlink or per CPU (kept in
 /// a reading beside [`map`]'s).
 pub fn is_layer_counter(name: &str) -> bool {
-    ["Link:", "Qdisc:", "Softnet:cpu", "Xdp:", "Tc:"]
+    ["Link:", "Qdisc:", "Softnet:cpu", "Xdp:", "Tc:", "Ethtool:"]
         .iter()
         .any(|p| name.starts_with(p))
         && classify(name).is_some()
@@ -415,6 +433,7 @@ pub fn matches(spec: &str, reason: &str, location: &str) -> bool {
 /// Every guide key of the layer counters (for the guide's test).
 pub fn guide_keys() -> impl Iterator<Item = &'static str> {
     [
+        "Ethtool:*",
         "Xdp:*:drop",
         "Xdp:*:aborted",
         "Tc:*:shot",
@@ -487,6 +506,11 @@ mod tests {
             (Layer::Tc, Some("eth0"), TC_EGRESS_REASONS)
         );
         assert!(classify("Xdp:veth1:xdpdrv:p#1:pass").is_none());
+        let c = classify("Ethtool:vb:rx_queue_0_xdp_drops").expect("ethtool");
+        assert_eq!(
+            (c.layer, c.device, c.role, c.reasons),
+            (Layer::Nic, Some("vb"), Role::Detail, XDP_REASONS)
+        );
         assert!(is_layer_counter("Tc:eth0:ingress:shoot#7:shot"));
         assert!(classify("Dev:eth0:RxPackets").is_none());
         assert!(classify("Link:eth0:rx_packets").is_none());

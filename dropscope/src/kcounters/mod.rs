@@ -12,6 +12,7 @@
 //! dropscope's reading thread (see [`netns`]), in at most [`netns::MAX_READ_PER_POLL`]
 //! namespaces per call (the rest in turn on later calls, and a note says how many waited). No
 //! namespace but the initial one is held open between calls, so none is kept alive.
+pub mod ethtool;
 pub mod hooks;
 pub mod layers;
 pub mod ledger;

@@ -77,6 +77,7 @@ impl Rtnl {
                 notes.extend(note);
                 let names = links(&msgs, out);
                 super::hooks::xdp(&msgs, &names, hooks);
+                notes.extend(super::ethtool::read(&raw_names(&msgs), out));
                 names
             }
             Err(e) => {
@@ -228,6 +229,19 @@ fn dump(
 /// Escapes a kernel name as `/proc/net/dev`'s names are (control characters as `\u{..}`).
 fn escaped(name: &str) -> String {
     name.escape_debug().to_string()
+}
+
+/// Each link's name, as the kernel has it and escaped.
+fn raw_names(msgs: &[RouteNetlinkMessage]) -> Vec<(String, String)> {
+    msgs.iter()
+        .filter_map(|m| match m {
+            RouteNetlinkMessage::NewLink(l) => l.attributes.iter().find_map(|a| match a {
+                LinkAttribute::IfName(n) if !n.is_empty() => Some((n.clone(), escaped(n))),
+                _ => None,
+            }),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Adds each link's drop counters; returns the names by interface index.

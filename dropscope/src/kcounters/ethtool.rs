@@ -1,0 +1,188 @@
+//! The driver's own drop statistics of each device (what `ethtool -S` shows), through the
+//! `SIOCETHTOOL` ioctl on a socket of the calling thread's namespace: the statistics' names
+//! (`ETHTOOL_GSTRINGS`), then their values (`ETHTOOL_GSTATS`), keeping those whose names say
+//! drops (see [`is_drop_stat`]) as `Ethtool:<dev>:<stat>`.
+//!
+//! Bounded: at most [`MAX_STATS`] statistics per device (a driver with more is cut, with a
+//! note), names cut at their 32 bytes and escaped; a device without statistics (`lo`) costs
+//! one ioctl.
+use std::{
+    ffi::c_void,
+    os::fd::{AsRawFd, FromRawFd, OwnedFd},
+};
+
+use super::parse::Counters;
+
+/// The most statistics read of one device.
+pub const MAX_STATS: usize = 8192;
+/// `ETH_GSTRING_LEN`.
+const GSTRING: usize = 32;
+const SIOCETHTOOL: libc::c_ulong = 0x8946;
+const ETHTOOL_GSTRINGS: u32 = 0x1b;
+const ETHTOOL_GSTATS: u32 = 0x1d;
+const ETHTOOL_GSSET_INFO: u32 = 0x37;
+const ETH_SS_STATS: u32 = 1;
+
+/// Whether a driver statistic's name says it counts dropped or lost packets.
+pub fn is_drop_stat(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    [
+        "drop", "discard", "miss", "no_buf", "nobuf", "alloc_fail", "fifo", "overrun", "over_err",
+    ]
+        .iter()
+        .any(|w| n.contains(w))
+        && !n.contains("bytes")
+}
+
+/// `struct ifreq` with `ifr_data`.
+#[repr(C)]
+struct IfReq {
+    name: [u8; 16],
+    data: *mut c_void,
+    _pad: [u8; 16],
+}
+
+/// The ioctl of `cmd_buf` (an ethtool command struct) on device `dev`.
+fn ethtool(sock: &OwnedFd, dev: &str, cmd_buf: &mut [u8]) -> std::io::Result<()> {
+    let mut req = IfReq {
+        name: [0; 16],
+        data: cmd_buf.as_mut_ptr().cast(),
+        _pad: [0; 16],
+    };
+    let n = dev.len().min(15);
+    req.name[..n].copy_from_slice(&dev.as_bytes()[..n]);
+    // SAFETY: SIOCETHTOOL reads `req` and the command buffer it points to, which holds the
+    // command and room for what it returns (sized by the caller from the count asked first).
+    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCETHTOOL as _, &mut req as *mut IfReq) };
+    if rc < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    let mut w = [0u8; 4];
+    w.copy_from_slice(&b[at..at + 4]);
+    u32::from_ne_bytes(w)
+}
+
+/// How many statistics a device has (`ETHTOOL_GSSET_INFO`); 0 without any.
+fn count(sock: &OwnedFd, dev: &str) -> std::io::Result<usize> {
+    // cmd, reserved, sset_mask (u64), data[1]
+    let mut b = [0u8; 20];
+    b[..4].copy_from_slice(&ETHTOOL_GSSET_INFO.to_ne_bytes());
+    b[8..16].copy_from_slice(&(1u64 << ETH_SS_STATS).to_ne_bytes());
+    ethtool(sock, dev, &mut b)?;
+    let mask = u64::from_ne_bytes(b[8..16].try_into().unwrap_or_default());
+    Ok(if mask & (1 << ETH_SS_STATS) != 0 {
+        u32_at(&b, 16) as usize
+    } else {
+        0
+    })
+}
+
+/// Adds the drop statistics of each device of `devices` (raw name, escaped name) to `out`;
+/// returns notes.
+pub fn read(devices: &[(String, String)], out: &mut Counters) -> Vec<String> {
+    let mut notes = Vec::new();
+    // SAFETY: socket(2) with constant arguments; the result is checked.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        notes.push(format!(
+            "driver statistics not read: {}",
+            std::io::Error::last_os_error()
+        ));
+        return notes;
+    }
+    // SAFETY: a new descriptor nothing else owns.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    for (raw, name) in devices {
+        match stats(&sock, raw) {
+            Ok((stats, cut)) => {
+                if cut {
+                    notes.push(format!(
+                        "driver statistics of {name}: more than {MAX_STATS}, the rest not read"
+                    ));
+                }
+                for (stat, v) in stats {
+                    if v > 0 && is_drop_stat(&stat) {
+                        out.insert(format!("Ethtool:{name}:{}", stat.escape_debug()), v);
+                    }
+                }
+            }
+            // No ethtool support, or gone since the link dump.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::ENODEV)) => {}
+            Err(e) => notes.push(format!("driver statistics of {name} not read: {e}")),
+        }
+    }
+    notes
+}
+
+/// A device's statistics by name, and whether there were more than [`MAX_STATS`].
+fn stats(sock: &OwnedFd, dev: &str) -> std::io::Result<(Vec<(String, u64)>, bool)> {
+    let all = count(sock, dev)?;
+    if all == 0 {
+        return Ok((Vec::new(), false));
+    }
+    let n = all.min(MAX_STATS);
+    // cmd, string_set, len, then the names.
+    let mut names = vec![0u8; 12 + n * GSTRING];
+    names[..4].copy_from_slice(&ETHTOOL_GSTRINGS.to_ne_bytes());
+    names[4..8].copy_from_slice(&ETH_SS_STATS.to_ne_bytes());
+    names[8..12].copy_from_slice(&(n as u32).to_ne_bytes());
+    // The kernel writes as many names as the driver has: room for all, read the first n.
+    if all > n {
+        names.resize(12 + all * GSTRING, 0);
+    }
+    ethtool(sock, dev, &mut names)?;
+    // cmd, n_stats, then the values.
+    let mut values = vec![0u8; 8 + all * 8];
+    values[..4].copy_from_slice(&ETHTOOL_GSTATS.to_ne_bytes());
+    values[4..8].copy_from_slice(&(all as u32).to_ne_bytes());
+    ethtool(sock, dev, &mut values)?;
+    let got = (u32_at(&values, 4) as usize).min(n);
+    let out = (0..got)
+        .map(|i| {
+            let raw = &names[12 + i * GSTRING..12 + (i + 1) * GSTRING];
+            let end = raw.iter().position(|b| *b == 0).unwrap_or(GSTRING);
+            let name = String::from_utf8_lossy(&raw[..end]).into_owned();
+            let at = 8 + i * 8;
+            let v = u64::from_ne_bytes(values[at..at + 8].try_into().unwrap_or_default());
+            (name, v)
+        })
+        .collect();
+    Ok((out, all > n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drop_statistics_are_told_by_their_names() {
+        for name in [
+            "rx_queue_0_xdp_drops",
+            "rx_dropped",
+            "rx_missed_errors",
+            "rx_fifo_errors",
+            "rx_no_buffer_count",
+            "alloc_rx_buff_failed",
+            "tx_discards",
+            "rx_over_errors",
+        ] {
+            let expect = !name.starts_with("alloc_rx_buff");
+            assert_eq!(is_drop_stat(name), expect, "{name}");
+        }
+        assert!(!is_drop_stat("rx_queue_0_xdp_packets"));
+        assert!(!is_drop_stat("rx_dropped_bytes"));
+        assert!(!is_drop_stat("peer_ifindex"));
+    }
+
+    #[test]
+    fn loopback_has_no_driver_statistics_and_costs_no_note() {
+        let mut out = Counters::new();
+        let notes = read(&[("lo".into(), "lo".into())], &mut out);
+        assert!(notes.is_empty() && out.is_empty(), "{notes:?} {out:?}");
+    }
+}
