@@ -282,3 +282,38 @@ pub fn prog_id(fd: &OwnedFd) -> io::Result<u32> {
         .and_then(|v| v.trim().parse().ok())
         .ok_or_else(|| io::Error::other("no prog_id in fdinfo"))
 }
+
+/// Attaches tc program `prog` to device `dev` of the namespace at `netns` as a tcx link
+/// (6.6+), on ingress or egress; the link lives as long as the returned descriptor.
+pub fn attach_tcx(prog: &OwnedFd, netns: &Path, dev: &str, egress: bool) -> io::Result<OwnedFd> {
+    use aya_obj::generated::bpf_attach_type::{BPF_TCX_EGRESS, BPF_TCX_INGRESS};
+    let prog_fd = prog.as_raw_fd();
+    let netns = netns.to_path_buf();
+    let dev = CString::new(dev).map_err(io::Error::other)?;
+    // A thread of its own enters the namespace (the link outlives it: descriptors are the
+    // process's).
+    std::thread::spawn(move || -> io::Result<OwnedFd> {
+        let ns = std::fs::File::open(&netns)?;
+        // SAFETY: setns(2) on a namespace file we hold, for this thread only.
+        if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a NUL-terminated name.
+        let ifindex = unsafe { libc::if_nametoindex(dev.as_ptr()) };
+        if ifindex == 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: as above.
+        let mut attr: bpf_attr = unsafe { zeroed() };
+        attr.link_create.__bindgen_anon_1.prog_fd = prog_fd as u32;
+        attr.link_create.__bindgen_anon_2.target_ifindex = ifindex;
+        attr.link_create.attach_type = if egress {
+            BPF_TCX_EGRESS
+        } else {
+            BPF_TCX_INGRESS
+        } as u32;
+        bpf_fd(bpf_cmd::BPF_LINK_CREATE, &mut attr)
+    })
+    .join()
+    .map_err(|_| io::Error::other("the attaching thread panicked"))?
+}

@@ -271,10 +271,15 @@ fn tc_shot_is_one_drop_and_a_program_without_btf_is_listed() {
         "pinned",
         pin2.to_str().expect("path"),
     ]);
+    // A tcx link (6.6+) on va's egress shoots UDP to port 7004.
+    let tcx = fixture::load(Kind::Tc, "ds_fx_tcx", 7004, TC_ACT_SHOT, true).expect("load");
+    let tcx_id = prog_id(&tcx);
+    let _link = fixture::attach_tcx(&tcx, &a.path(), &va, true).expect("tcx link");
     a.traffic(&["udp-to", "10.83.0.2", "7999", "1"]);
 
     let report = Counting::start(&["report", "--format", "json", "--by", BY]);
     a.traffic(&["udp-to", "10.83.0.2", "7003", "300"]);
+    a.traffic(&["udp-to", "10.83.0.2", "7004", "200"]);
     std::thread::sleep(Duration::from_millis(300));
     let report: Value = serde_json::from_str(&report.interrupt()).expect("JSON report");
 
@@ -290,10 +295,21 @@ fn tc_shot_is_one_drop_and_a_program_without_btf_is_listed() {
         found.ends_with("loaded without BTF function info: its verdicts cannot be traced"),
         "{found}"
     );
+    assert_eq!(
+        probe_drops(&report, na, &va, "TC_EGRESS", ""),
+        200,
+        "{:#}",
+        report["drops"]
+    );
     let shot = rows(
         &report,
         nb,
         &format!("Tc:{vb}:ingress:ds_fx_shoot#{shoot_id}:"),
+    );
+    let tcx_shot = rows(
+        &report,
+        na,
+        &format!("Tc:{va}:tcx-egress:ds_fx_tcx#{tcx_id}:"),
     );
     match traced {
         Ok(()) => {
@@ -315,13 +331,29 @@ fn tc_shot_is_one_drop_and_a_program_without_btf_is_listed() {
             );
             let t = layer(&report, "tc", nb, &vb);
             assert_eq!((n(t, "counted"), n(t, "counter_only")), (300, 0), "{t:#}");
+            assert_eq!(tcx_shot.len(), 1, "{:#}", report["ledger"]);
+            assert_eq!(
+                (n(tcx_shot[0], "delta"), n(tcx_shot[0], "matched")),
+                (200, 200),
+                "{:#}",
+                tcx_shot[0]
+            );
         }
         Err(e) => {
-            assert!(shot.is_empty(), "{:#}", report["ledger"]);
-            let found = note(&report, shoot_id, "ds_fx_shoot", "tc ingress", nb);
+            assert!(
+                shot.is_empty() && tcx_shot.is_empty(),
+                "{:#}",
+                report["ledger"]
+            );
             let code = e.to_string();
             let code = code.split(" (os error").next().unwrap_or_default();
-            assert!(found.contains(code), "the kernel's answer ({e}) in {found}");
+            for (id, name, hook, ns) in [
+                (shoot_id, "ds_fx_shoot", "tc ingress", nb),
+                (tcx_id, "ds_fx_tcx", "tc tcx-egress", na),
+            ] {
+                let found = note(&report, id, name, hook, ns);
+                assert!(found.contains(code), "the kernel's answer ({e}) in {found}");
+            }
         }
     }
     // The clsact qdisc counts the shot packets as its drops: matched, never a second drop.

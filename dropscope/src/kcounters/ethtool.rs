@@ -27,10 +27,18 @@ const ETH_SS_STATS: u32 = 1;
 pub fn is_drop_stat(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
     [
-        "drop", "discard", "miss", "no_buf", "nobuf", "alloc_fail", "fifo", "overrun", "over_err",
+        "drop",
+        "discard",
+        "miss",
+        "no_buf",
+        "nobuf",
+        "alloc_fail",
+        "fifo",
+        "overrun",
+        "over_err",
     ]
-        .iter()
-        .any(|w| n.contains(w))
+    .iter()
+    .any(|w| n.contains(w))
         && !n.contains("bytes")
 }
 

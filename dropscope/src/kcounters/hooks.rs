@@ -32,6 +32,10 @@ pub enum Hook {
     TcIngress,
     /// A tc `bpf` filter on egress.
     TcEgress,
+    /// A tcx program on ingress (6.6+: a link, no qdisc).
+    TcxIngress,
+    /// A tcx program on egress.
+    TcxEgress,
 }
 
 impl Hook {
@@ -43,6 +47,8 @@ impl Hook {
             Hook::XdpOffload => "xdpoffload",
             Hook::TcIngress => "ingress",
             Hook::TcEgress => "egress",
+            Hook::TcxIngress => "tcx-ingress",
+            Hook::TcxEgress => "tcx-egress",
         }
     }
 
@@ -50,7 +56,7 @@ impl Hook {
     pub fn kind_name(self) -> &'static str {
         match self {
             Hook::XdpDrv | Hook::XdpGeneric | Hook::XdpOffload => "xdp",
-            Hook::TcIngress | Hook::TcEgress => "tc",
+            Hook::TcIngress | Hook::TcEgress | Hook::TcxIngress | Hook::TcxEgress => "tc",
         }
     }
 }
@@ -93,6 +99,47 @@ pub fn xdp(msgs: &[RouteNetlinkMessage], names: &HashMap<u32, String>, out: &mut
                 }
             }
         }
+    }
+}
+
+/// The most programs read of one tcx hook.
+pub const MAX_TCX: usize = 64;
+
+/// The tcx programs of each device of `names` (this thread's namespace), by `BPF_PROG_QUERY`:
+/// two calls per device; none after the first answers that this kernel has no tcx (before
+/// 6.6). Without the live feature there is no BPF here: nothing.
+pub fn tcx(names: &HashMap<u32, String>, out: &mut Vec<Hooked>) -> Vec<String> {
+    #[cfg(feature = "live")]
+    {
+        use aya_obj::generated::bpf_attach_type::{BPF_TCX_EGRESS, BPF_TCX_INGRESS};
+        let mut notes = Vec::new();
+        let mut devices: Vec<_> = names.iter().collect();
+        devices.sort();
+        for (index, device) in devices {
+            for (hook, at) in [
+                (Hook::TcxIngress, BPF_TCX_INGRESS),
+                (Hook::TcxEgress, BPF_TCX_EGRESS),
+            ] {
+                match crate::probe::sys::query_device(*index, at as u32, MAX_TCX) {
+                    Ok(ids) => out.extend(ids.into_iter().map(|prog| Hooked {
+                        device: device.clone(),
+                        hook,
+                        prog,
+                    })),
+                    // No tcx on this kernel: nothing more to ask.
+                    Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return notes,
+                    // Gone since the link dump.
+                    Err(e) if e.raw_os_error() == Some(libc::ENODEV) => {}
+                    Err(e) => notes.push(format!("tcx programs of {device} not read: {e}")),
+                }
+            }
+        }
+        notes
+    }
+    #[cfg(not(feature = "live"))]
+    {
+        let _ = (names, out);
+        Vec::new()
     }
 }
 

@@ -254,14 +254,14 @@ pub fn classify(name: &str) -> Option<Class<'_>> {
         ));
     }
     if let Some(rest) = name.strip_prefix("Tc:") {
-        // Tc:<dev>:<ingress|egress>:<prog>#<id>:shot
+        // Tc:<dev>:<ingress|egress|tcx-ingress|tcx-egress>:<prog>#<id>:shot
         let (dev, rest) = rest.split_once(':')?;
         let (hook, rest) = rest.split_once(':')?;
         if rest.rsplit_once(':')?.1 != "shot" {
             return None;
         }
         let reasons = match hook {
-            "egress" => TC_EGRESS_REASONS,
+            "egress" | "tcx-egress" => TC_EGRESS_REASONS,
             _ => TC_INGRESS_REASONS,
         };
         return Some(class(

@@ -77,6 +77,7 @@ impl Rtnl {
                 notes.extend(note);
                 let names = links(&msgs, out);
                 super::hooks::xdp(&msgs, &names, hooks);
+                notes.extend(super::hooks::tcx(&names, hooks));
                 notes.extend(super::ethtool::read(&raw_names(&msgs), out));
                 names
             }

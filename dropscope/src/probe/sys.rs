@@ -105,6 +105,23 @@ pub fn update<K: Pod, V: Pod>(fd: BorrowedFd<'_>, key: &K, value: &V) -> io::Res
     bpf(bpf_cmd::BPF_MAP_UPDATE_ELEM, &mut attr)
 }
 
+/// The ids of the programs attached to device `ifindex` of the calling thread's namespace at
+/// `attach_type` (`BPF_PROG_QUERY`: tcx, 6.6+), at most `max`.
+pub fn query_device(ifindex: u32, attach_type: u32, max: usize) -> io::Result<Vec<u32>> {
+    let mut ids = vec![0u32; max];
+    // SAFETY: as above.
+    let mut attr: bpf_attr = unsafe { zeroed() };
+    attr.query.__bindgen_anon_1.target_ifindex = ifindex;
+    attr.query.attach_type = attach_type;
+    attr.query.prog_ids = ids.as_mut_ptr() as u64;
+    attr.query.__bindgen_anon_2.prog_cnt = max as u32;
+    bpf(bpf_cmd::BPF_PROG_QUERY, &mut attr)?;
+    // SAFETY: the kernel wrote the count back into the variant it was given.
+    let n = unsafe { attr.query.__bindgen_anon_2.prog_cnt } as usize;
+    ids.truncate(n.min(max));
+    Ok(ids)
+}
+
 /// Run statistics of a loaded program.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProgStats {
