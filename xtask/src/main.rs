@@ -137,6 +137,9 @@ fn target_dir() -> PathBuf {
 }
 
 /// Runs cargo in the workspace root with the project toolchain.
+/// xtask's builds are one-shot: incremental caches would double the size of `target/`.
+pub const NO_INCREMENTAL: &str = "0";
+
 fn cargo(args: &[&str]) -> anyhow::Result<()> {
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .args(args)
@@ -144,6 +147,7 @@ fn cargo(args: &[&str]) -> anyhow::Result<()> {
         .env("PATH", setup::path_with_cargo_bin())
         // After the set-up, a missing eBPF toolchain is an error, not a probe-less build.
         .env("DROPSCOPE_REQUIRE_EBPF", "1")
+        .env("CARGO_INCREMENTAL", NO_INCREMENTAL)
         .status()
         .with_context(|| format!("running cargo {}", args.join(" ")))?;
     if !status.success() {

@@ -189,6 +189,7 @@ fn cargo_with_runner_env(
         .current_dir(root())
         .env("PATH", setup::path_with_cargo_bin())
         .env("DROPSCOPE_REQUIRE_EBPF", "1")
+        .env("CARGO_INCREMENTAL", crate::NO_INCREMENTAL)
         .env(var, runner)
         .envs(env.iter().copied())
         .status()
