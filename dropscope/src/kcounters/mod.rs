@@ -131,7 +131,11 @@ impl KernelCounters {
     /// Takes in one reading; `tracked`: the namespaces still there.
     fn fold(&mut self, reading: Reading, tracked: &BTreeSet<u64>) {
         self.complete = reading.deferred == 0 && reading.errors.is_empty();
-        self.hooks = reading.hooks;
+        // A reading that failed as a whole (a reader that did not answer) leaves where the
+        // programs were last seen attached.
+        if !reading.counters.is_empty() {
+            self.hooks = reading.hooks;
+        }
         for (ns, c) in reading.counters {
             // A first reading is a baseline, even where an inode's earlier namespace left one.
             if reading.first.contains(&ns) || !self.baseline.contains_key(&ns) {

@@ -9,7 +9,8 @@
 //! process is in it or a `/run/netns` file names it (checked on every refresh); a namespace
 //! whose processes have all exited is forgotten. At most [`MAX_READ_PER_POLL`] namespaces are
 //! read per poll; when there are more, the rest are read in turn on the next polls (round
-//! robin by inode), and how many waited is reported.
+//! robin by inode), and how many waited is reported. A poll waits at most [`READ_WAIT`] for
+//! the reading thread.
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
     fs::File,
@@ -20,6 +21,7 @@ use std::{
     },
     path::{Path, PathBuf},
     sync::mpsc,
+    time::{Duration, Instant},
 };
 
 use anyhow::Context as _;
@@ -31,6 +33,11 @@ pub const RUN_NETNS: &str = "/run/netns";
 
 /// The most namespaces read in one poll, the initial one included.
 pub const MAX_READ_PER_POLL: usize = 256;
+
+/// How long a poll waits for the reading thread; past it the reading is skipped (noted), and
+/// none is asked for until the late one has ended, so a namespace or file that never answers
+/// costs one stuck thread, never a stuck collector.
+pub const READ_WAIT: Duration = Duration::from_secs(5);
 
 /// A namespace read through a path (not held open).
 #[derive(Debug)]
@@ -238,39 +245,79 @@ impl Namespaces {
 struct Reader {
     jobs: mpsc::Sender<Vec<(u64, PathBuf)>>,
     done: mpsc::Receiver<Reading>,
+    /// How long a read is waited for ([`READ_WAIT`]).
+    wait: Duration,
+    /// Since when a reading asked for has not come back.
+    late_since: Option<Instant>,
 }
 
 impl Reader {
     fn spawn(initial: u64, ns: File, path: PathBuf) -> anyhow::Result<Self> {
+        let mut home = InitialNs {
+            ino: initial,
+            ns,
+            path,
+            files: None,
+            rtnl: super::rtnl::Rtnl::default(),
+            buf: Vec::new(),
+        };
+        Self::spawn_with(READ_WAIT, move |ways| home.read_all(ways))
+    }
+
+    /// A reader whose thread reads with `read_all`, waited for at most `wait` per read.
+    fn spawn_with(
+        wait: Duration,
+        mut read_all: impl FnMut(&[(u64, PathBuf)]) -> Reading + Send + 'static,
+    ) -> anyhow::Result<Self> {
         let (jobs, job_rx) = mpsc::channel::<Vec<(u64, PathBuf)>>();
         let (done_tx, done) = mpsc::channel();
         std::thread::Builder::new()
             .name("dropscope-kcounters".into())
             .spawn(move || {
-                let mut home = InitialNs {
-                    ino: initial,
-                    ns,
-                    path,
-                    files: None,
-                    rtnl: super::rtnl::Rtnl::default(),
-                    buf: Vec::new(),
-                };
                 while let Ok(ways) = job_rx.recv() {
-                    if done_tx.send(home.read_all(&ways)).is_err() {
+                    if done_tx.send(read_all(&ways)).is_err() {
                         break;
                     }
                 }
             })
             .context("starting the counter reader")?;
-        Ok(Self { jobs, done })
+        Ok(Self {
+            jobs,
+            done,
+            wait,
+            late_since: None,
+        })
     }
 
-    /// Reads the initial namespace and those of `ways` on the reading thread.
+    /// Reads the initial namespace and those of `ways` on the reading thread, waiting at most
+    /// `wait`. A reading that comes back later is stale and dropped; until it has, no other is
+    /// asked for.
     fn read(&mut self, ways: Vec<(u64, PathBuf)>) -> anyhow::Result<Reading> {
+        if let Some(since) = self.late_since {
+            match self.done.try_recv() {
+                Ok(_stale) => self.late_since = None,
+                Err(mpsc::TryRecvError::Empty) => anyhow::bail!(
+                    "the reading asked for {:.0?} ago has not ended: none is read until it has",
+                    since.elapsed()
+                ),
+                Err(mpsc::TryRecvError::Disconnected) => anyhow::bail!("it ended"),
+            }
+        }
         self.jobs
             .send(ways)
             .map_err(|_| anyhow::anyhow!("it ended"))?;
-        self.done.recv().map_err(|_| anyhow::anyhow!("it ended"))
+        match self.done.recv_timeout(self.wait) {
+            Ok(reading) => Ok(reading),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                self.late_since = Some(Instant::now());
+                anyhow::bail!(
+                    "no reading within {:.0?}: this one is skipped (a namespace or file does not \
+                     answer)",
+                    self.wait
+                )
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => anyhow::bail!("it ended"),
+        }
     }
 }
 
@@ -469,6 +516,52 @@ fn read_in(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reading_that_does_not_answer_is_skipped_and_never_waited_for_twice() {
+        // The second read hangs until the test lets it go; every read is numbered.
+        let (release, hold) = mpsc::channel::<()>();
+        let mut n = 0u64;
+        let mut reader = Reader::spawn_with(Duration::from_millis(200), move |_| {
+            n += 1;
+            if n == 2 {
+                let _ = hold.recv();
+            }
+            Reading {
+                deferred: n as usize,
+                ..Reading::default()
+            }
+        })
+        .expect("a reader");
+        assert_eq!(reader.read(Vec::new()).expect("a reading").deferred, 1);
+        let t = Instant::now();
+        let e = reader
+            .read(Vec::new())
+            .expect_err("the read must fail")
+            .to_string();
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "waited {:?}",
+            t.elapsed()
+        );
+        assert!(e.contains("no reading within 200ms"), "{e}");
+        // While it hangs, no other is asked for, and the poll does not wait.
+        let t = Instant::now();
+        let e = reader
+            .read(Vec::new())
+            .expect_err("the read must fail")
+            .to_string();
+        assert!(
+            t.elapsed() < Duration::from_millis(100),
+            "waited {:?}",
+            t.elapsed()
+        );
+        assert!(e.contains("has not ended"), "{e}");
+        // Once it ends, its stale reading is dropped and the next one is read.
+        release.send(()).expect("the reader waits");
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(reader.read(Vec::new()).expect("a reading").deferred, 3);
+    }
 
     #[test]
     fn reads_go_round_robin_within_the_bound() {

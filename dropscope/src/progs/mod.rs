@@ -33,6 +33,11 @@ pub const MAX_PROGRAMS: u32 = 256;
 pub const DISCOVER_EVERY: Duration = Duration::from_secs(1);
 /// Readings in a row that must find a program attached nowhere before its counter goes.
 pub const UNATTACHED_READINGS: u32 = 2;
+/// The most programs looked at in one discovery (the rest wait for the next one).
+pub const MAX_PER_DISCOVERY: usize = 1024;
+/// The most programs kept as refused, with their reason; past it, an attached program that is
+/// not watched is noted without one.
+pub const MAX_REFUSED: usize = 1024;
 
 /// The kind of program watched, and the verdicts that are drops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,7 +120,10 @@ impl Programs {
 
     fn discover(&mut self) {
         self.found_at = Some(Instant::now());
-        while let Ok(Some(id)) = sys::next_prog_id(self.last_id) {
+        for _ in 0..MAX_PER_DISCOVERY {
+            let Ok(Some(id)) = sys::next_prog_id(self.last_id) else {
+                break;
+            };
             self.last_id = id;
             // Gone already, or not one of ours to watch.
             let Ok(fd) = sys::prog_fd(id) else { continue };
@@ -125,7 +133,9 @@ impl Programs {
             let Some(kind) = Kind::of(info.kind) else {
                 continue;
             };
-            if let Err(why) = self.watch(&info, kind, fd) {
+            if let Err(why) = self.watch(&info, kind, fd)
+                && self.refused.len() < MAX_REFUSED
+            {
                 self.refused.insert(id, (info.name, why));
             }
         }
@@ -141,6 +151,13 @@ impl Programs {
             .ok_or_else(|| format!("more than {MAX_PROGRAMS} programs watched"))?;
         let lo = kind.verdicts().first().map_or(0, |v| v.0);
         let hi = kind.verdicts().last().map_or(0, |v| v.0);
+        // A slot used before starts from zero again, before its new counter can count.
+        for (v, _) in kind.verdicts() {
+            if let Err(e) = self.zero(slot * asm::CELLS + v) {
+                self.free.push(slot);
+                return Err(format!("its counters could not be reset: {e}"));
+            }
+        }
         let map = self.cells.map().fd().as_fd();
         let insns = asm::verdict_counter(map.as_raw_fd(), slot, lo, hi);
         let attached = sys::load_fexit(&insns, target.as_fd(), btf)
@@ -157,10 +174,6 @@ impl Programs {
                 return Err(format!("the kernel refused its verdict counter: {e}"));
             }
         };
-        // A slot used before starts from zero again.
-        for (v, _) in kind.verdicts() {
-            let _ = self.zero(slot * asm::CELLS + v);
-        }
         self.watched.insert(
             info.id,
             Watched {
@@ -205,6 +218,10 @@ impl Programs {
             }
         }
         let attached: BTreeSet<u32> = places.keys().copied().collect();
+        // A program loaded since the last discovery is looked at now, not a second later.
+        if attached.last().is_some_and(|id| *id > self.last_id) {
+            self.discover();
+        }
         for (id, at) in &places {
             if let Some((name, why)) = self.refused.get(id) {
                 for (ns, h) in at {
@@ -218,7 +235,16 @@ impl Programs {
                 }
                 continue;
             }
-            let (Some(w), Some((ns, h))) = (self.watched.get(id), at.first()) else {
+            let Some((ns, h)) = at.first() else { continue };
+            let Some(w) = self.watched.get(id) else {
+                reading.errors.push(format!(
+                    "{PROGRAM_NOTE}{id} ({} {} on {}, netns {ns}): verdicts not counted: not \
+                     watched (it could not be read when it was loaded, or more than \
+                     {MAX_REFUSED} programs could not be watched)",
+                    h.hook.kind_name(),
+                    h.hook.as_str(),
+                    h.device,
+                ));
                 continue;
             };
             // One count per program: on its first place, never once per place.
