@@ -171,6 +171,17 @@ pub fn veth_pair(a: &Netns, b: &Netns, net: &str) -> (String, String) {
     (va, vb)
 }
 
+/// The sum of a device's driver statistics (`ethtool -S`) whose names end with `suffix`.
+pub fn ethtool_sum(ns: &Netns, dev: &str, suffix: &str) -> u64 {
+    let out = ns.exec(&["ethtool", "-S", dev]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.trim().split_once(": "))
+        .filter(|(k, _)| k.ends_with(suffix))
+        .map(|(_, v)| v.trim().parse::<u64>().expect("a number"))
+        .sum()
+}
+
 impl Drop for Netns {
     fn drop(&mut self) {
         if let Err(e) = try_run(Command::new("ip").args(["netns", "del", &self.name])) {

@@ -8,7 +8,7 @@
 use std::{os::unix::fs::MetadataExt as _, time::Duration};
 
 use dropscope_tests::{
-    Counting, Netns,
+    Counting, Netns, ethtool_sum,
     fixture::{self, Bpffs, Kind, TC_ACT_SHOT, XDP_ABORTED, XDP_DROP},
     root_test, veth_pair,
 };
@@ -59,17 +59,6 @@ fn note<'a>(report: &'a Value, id: u32, name: &str, hook: &str, netns: u64) -> &
         "{found}"
     );
     found
-}
-
-/// The sum of a device's driver statistics (`ethtool -S`) whose names end with `suffix`.
-fn ethtool_sum(ns: &Netns, dev: &str, suffix: &str) -> u64 {
-    let out = ns.exec(&["ethtool", "-S", dev]);
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.trim().split_once(": "))
-        .filter(|(k, _)| k.ends_with(suffix))
-        .map(|(_, v)| v.trim().parse::<u64>().expect("a number"))
-        .sum()
 }
 
 /// The sum of the ledger's rows of `Ethtool:<dev>:` statistics ending with `suffix`.
