@@ -39,8 +39,6 @@ pub mod maps {
     pub const SAMPLES: &str = "SAMPLES";
     /// mmap'able array of u64: the CPU (plus one) that samples a slot's packets (0: none yet).
     pub const SAMPLE_OWNER: &str = "SAMPLE_OWNER";
-    /// Array of u64 words: the reason bitmap of the reason filter.
-    pub const REASON_FILTER: &str = "REASON_FILTER";
     /// Kernel stack traces, by stack id.
     pub const STACKS: &str = "STACKS";
     /// Per-CPU hash: [`super::StackKey`] → [`super::StackValue`].
@@ -203,8 +201,44 @@ pub struct Config {
     /// What the program must read per drop: bits of [`need`] (derived from the rest, so the
     /// common path tests one word).
     pub need: u32,
+    /// The reason filter's bitmap (bits of [`reason_bit`]): read-only like the rest, so the
+    /// test is one load, and set before the program counts anything.
+    pub filter_reason_words: ReasonWords,
 }
-const _: () = assert!(core::mem::size_of::<Config>() == 120);
+const _: () = assert!(core::mem::size_of::<Config>() == 120 + 8 * REASON_WORDS);
+
+/// Words of the reason filter's bitmap.
+pub const REASON_WORDS: usize = (filter::REASON_BITS / 64) as usize;
+
+/// The reason filter's bitmap: bit `b` is bit `b % 64` of word `b / 64`.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReasonWords(pub [u64; REASON_WORDS]);
+
+impl ReasonWords {
+    /// No reason set.
+    pub const EMPTY: Self = Self([0; REASON_WORDS]);
+
+    /// Sets `bit` (below [`filter::REASON_BITS`]; others are ignored).
+    pub fn set(&mut self, bit: u32) {
+        if let Some(w) = self.0.get_mut((bit / 64) as usize) {
+            *w |= 1 << (bit % 64);
+        }
+    }
+
+    /// Whether `bit` is set.
+    pub fn has(&self, bit: u32) -> bool {
+        self.0
+            .get((bit / 64) as usize)
+            .is_some_and(|w| w & (1 << (bit % 64)) != 0)
+    }
+}
+
+impl Default for ReasonWords {
+    fn default() -> Self {
+        Self::EMPTY
+    }
+}
 
 /// Bits of [`Config::need`].
 pub mod need {

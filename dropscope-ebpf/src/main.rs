@@ -52,9 +52,9 @@ use aya_ebpf::{
 };
 use dropscope_common::{
     BPF_F_MMAPABLE, Config, Control, CpuCounters, DEFAULT_MAX_KEYS, DropKey, MAX_CPUS, NO_SLOT,
-    PacketSample, SAMPLE_BYTES, SAMPLED_KEYS, SAMPLES_PER_KEY, STACK_COUNT_ENTRIES,
-    STACK_TRACE_ENTRIES, SkbLayout, StackKey, StackValue, filter, group, need, reason_bit,
-    sample_caplen,
+    PacketSample, REASON_WORDS, ReasonWords, SAMPLE_BYTES, SAMPLED_KEYS, SAMPLES_PER_KEY,
+    STACK_COUNT_ENTRIES, STACK_TRACE_ENTRIES, SkbLayout, StackKey, StackValue, filter, group, need,
+    reason_bit, sample_caplen,
 };
 
 #[unsafe(no_mangle)]
@@ -101,6 +101,7 @@ static CONFIG: Global<Config> = Global::new(Config {
     skb_data_len: 0,
     skb_tail: 0,
     need: 0,
+    filter_reason_words: ReasonWords::EMPTY,
 });
 
 #[map]
@@ -118,8 +119,6 @@ static SAMPLES: Array<PacketSample> =
     Array::with_max_entries(SAMPLED_KEYS * SAMPLES_PER_KEY, BPF_F_MMAPABLE);
 #[map]
 static SAMPLE_OWNER: Array<u64> = Array::with_max_entries(SAMPLED_KEYS, BPF_F_MMAPABLE);
-#[map]
-static REASON_FILTER: Array<u64> = Array::with_max_entries(filter::REASON_BITS / 64, 0);
 #[map]
 static STACKS: StackTrace = StackTrace::with_max_entries(STACK_TRACE_ENTRIES, 0);
 #[map]
@@ -220,9 +219,27 @@ fn reason_wanted<const BENCH: bool>(reason: u32) -> bool {
     let mode = setting!(filter_reasons);
     let listed = match reason_bit(reason) {
         Some(_) if taken_out!(BENCH, REASON_LOOKUP) => false,
-        Some(bit) => REASON_FILTER
-            .get(bit / 64)
-            .is_some_and(|w| w & (1 << (bit % 64)) != 0),
+        Some(bit) => {
+            // One load from the read-only settings. The index goes through the stack so that
+            // the compiler cannot fold the mask away (it knows `bit` is below 4,096; 6.1's
+            // and 6.12's verifiers lose that bound), and the verifier sees it in the bitmap.
+            let word = (bit / 64) as usize;
+            // SAFETY: a volatile read of a local that is initialised.
+            let word = unsafe { core::ptr::read_volatile(&word) } & (REASON_WORDS - 1);
+            // SAFETY: CONFIG is a `Global<Config>` (transparent over the value) in the
+            // read-only data; `word` is below REASON_WORDS, so the read is in the bitmap.
+            let w = unsafe {
+                core::ptr::read_volatile(
+                    core::ptr::addr_of!(
+                        (*core::ptr::addr_of!(CONFIG).cast::<dropscope_common::Config>())
+                            .filter_reason_words
+                    )
+                    .cast::<u64>()
+                    .add(word),
+                )
+            };
+            w & (1 << (bit % 64)) != 0
+        }
         None => false,
     };
     listed == (mode == filter::REASONS_ONLY)

@@ -182,6 +182,25 @@ pub fn ethtool_sum(ns: &Netns, dev: &str, suffix: &str) -> u64 {
         .sum()
 }
 
+/// Adds a clsact qdisc to `dev` in `ns` and attaches the tc program pinned at `pin` to its
+/// ingress (`direct-action`).
+pub fn tc_ingress(ns: &Netns, dev: &str, pin: &Path) {
+    ns.exec(&["tc", "qdisc", "add", "dev", dev, "clsact"]);
+    let pin = pin.to_str().expect("a UTF-8 path");
+    ns.exec(&[
+        "tc",
+        "filter",
+        "add",
+        "dev",
+        dev,
+        "ingress",
+        "bpf",
+        "direct-action",
+        "object-pinned",
+        pin,
+    ]);
+}
+
 impl Drop for Netns {
     fn drop(&mut self) {
         if let Err(e) = try_run(Command::new("ip").args(["netns", "del", &self.name])) {

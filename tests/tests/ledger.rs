@@ -467,20 +467,7 @@ fn eleven_drop_classes_together_add_up_to_the_kernel_tools_figures() {
         // Programs attached while counting: XDP drops UDP to 7001, tc shoots UDP to 7002.
         let pin = xdp_pin.to_str().expect("path");
         b.exec(&["ip", "link", "set", "dev", &vb, "xdpdrv", "pinned", pin]);
-        b.exec(&["tc", "qdisc", "add", "dev", &vb, "clsact"]);
-        let pin = tc_pin.to_str().expect("path");
-        b.exec(&[
-            "tc",
-            "filter",
-            "add",
-            "dev",
-            &vb,
-            "ingress",
-            "bpf",
-            "direct-action",
-            "object-pinned",
-            pin,
-        ]);
+        dropscope_tests::tc_ingress(&b, &vb, &tc_pin);
         std::thread::sleep(Duration::from_millis(1200));
         a.traffic(&["udp-to", "10.84.0.2", "7001", "50"]);
         a.traffic(&["udp-to", "10.84.0.2", "7002", "200"]);

@@ -233,19 +233,7 @@ fn tc_shot_is_one_drop_and_a_program_without_btf_is_listed() {
     let shoot_id = prog_id(&shoot);
     let traced = fixture::fentry_allowed(&shoot);
     let pin = fs.pin(&shoot, "shoot");
-    b.exec(&["tc", "qdisc", "add", "dev", &vb, "clsact"]);
-    b.exec(&[
-        "tc",
-        "filter",
-        "add",
-        "dev",
-        &vb,
-        "ingress",
-        "bpf",
-        "direct-action",
-        "object-pinned",
-        pin.to_str().expect("path"),
-    ]);
+    dropscope_tests::tc_ingress(&b, &vb, &pin);
     // Without BTF: passes everything; its verdicts cannot be traced on any kernel.
     let plain = fixture::load(Kind::Xdp, "ds_fx_nobtf", 1, XDP_DROP, false).expect("load");
     let plain_id = prog_id(&plain);

@@ -85,6 +85,7 @@ pub fn run(args: &GuestArgs) -> anyhow::Result<()> {
         let result = match name {
             "reasons" => suite.reasons(),
             "report tp_btf" => suite.report("btf"),
+            // The classic tracepoint's run also filters a reason out in the kernel.
             "report tracepoint" => suite.report("tracepoint"),
             "attribution" => suite.attribution(),
             "stacks" => suite.stacks(),
@@ -209,8 +210,9 @@ impl Suite<'_> {
         })
     }
 
-    /// Through both hooks: drops filtered in the kernel to one namespace, grouped by namespace,
-    /// interface, protocol and port, counted exactly, named, and with sampled packets.
+    /// Through both hooks: drops filtered in the kernel to one namespace (and by reason),
+    /// grouped by namespace, interface, protocol and port, counted exactly, named, and with
+    /// sampled packets.
     fn attribution(&self) -> anyhow::Result<String> {
         let mut seen = Vec::new();
         for probe in ["btf", "tracepoint"] {
@@ -226,6 +228,10 @@ impl Suite<'_> {
                     probe,
                     "--netns",
                     &ns.name,
+                    // A reason this traffic does not have: the reason filter loads with both
+                    // hooks and costs none of the counts.
+                    "--exclude-reason",
+                    "IP_NOPROTO",
                     "--by",
                     "reason,location,netns,device,protocol,port",
                 ],
@@ -287,20 +293,29 @@ impl Suite<'_> {
     }
 
     fn report(&self, probe: &str) -> anyhow::Result<String> {
-        let c = start(
-            &self.args.dropscope,
-            &[
-                "report",
-                "--format",
-                "json",
-                "--no-stacks",
-                "--probe",
-                probe,
-            ],
-        )?;
+        let mut args = vec![
+            "report",
+            "--format",
+            "json",
+            "--no-stacks",
+            "--probe",
+            probe,
+        ];
+        // The classic tracepoint's run leaves one reason out (the reason filter's bitmap in
+        // the read-only settings: a load this kernel's verifier must accept).
+        let left_out = (probe == "tracepoint").then_some("IP_NOPROTO");
+        if let Some(reason) = left_out {
+            args.extend(["--exclude-reason", reason]);
+        }
+        let c = start(&self.args.dropscope, &args)?;
         let expected = self.traffic("report");
         let out = c.try_interrupt(Duration::from_secs(60))?;
-        let expected = expected?;
+        let mut expected = expected?;
+        for (reason, count) in &mut expected.counts {
+            if Some(reason.as_str()) == left_out {
+                *count = 0;
+            }
+        }
         let report: Value = serde_json::from_str(&out).context("report JSON")?;
         expected.check(&report)
     }

@@ -59,7 +59,7 @@ impl Probe {
             mut config,
         } = KernelFacts::read(opts)?;
         let use_btf = btf.is_some() && opts.choice != ProbeChoice::Tracepoint;
-        let reason_bits = super::filter::encode(&opts.by, &opts.filter, &reasons, &mut config)
+        super::filter::encode(&opts.by, &opts.filter, &reasons, &mut config)
             .map_err(|e| ProbeError::Selection(format!("{e:#}")))?;
         let filtering = opts.filter.netns.is_some()
             || opts.filter.device.is_some()
@@ -102,7 +102,6 @@ impl Probe {
             _ => false,
         };
 
-        set_reason_filter(&mut ebpf, &reason_bits)?;
         #[cfg(feature = "bench")]
         let synthetic = opts.bench_keys.min(opts.max_keys);
         #[cfg(not(feature = "bench"))]
@@ -374,21 +373,6 @@ fn add_synthetic_keys(
             c.new_keys += u64::from(n);
         }
         counters.set(cpu, c);
-    }
-    Ok(())
-}
-
-/// Writes the reason filter's bitmap into the program's map.
-fn set_reason_filter(ebpf: &mut Ebpf, bits: &[u64]) -> Result<(), ProbeError> {
-    let map = ebpf
-        .map_mut(maps::REASON_FILTER)
-        .ok_or_else(|| ProbeError::Load(format!("no map {}", maps::REASON_FILTER)))?;
-    let mut array: aya::maps::Array<&mut MapData, u64> = aya::maps::Array::try_from(map)
-        .map_err(|e| ProbeError::Load(format!("map {}: {e}", maps::REASON_FILTER)))?;
-    for (i, word) in bits.iter().enumerate().filter(|(_, w)| **w != 0) {
-        array
-            .set(i as u32, word, 0)
-            .map_err(|e| ProbeError::Load(format!("setting the reason filter: {e}")))?;
     }
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! The grouping and filters, encoded for the kernel: the program's grouping bits, its filter
 //! fields and the reason bitmap. The same filter applied to snapshots is `model::group`.
 use anyhow::{Context as _, bail};
-use dropscope_common::{Config, filter, group, need, reason_bit};
+use dropscope_common::{Config, ReasonWords, filter, group, need, reason_bit};
 
 use crate::model::group::{Dim, Filter, reason_name};
 
@@ -21,15 +21,15 @@ pub fn group_bits(by: &[Dim]) -> u32 {
     })
 }
 
-/// Fills the grouping and filter fields of the program's config, and returns the reason
-/// bitmap of the reason filter. The namespace must be resolved to an inode (live, it is).
-/// Errors name what cannot be encoded.
+/// Fills the grouping and filter fields of the program's config, the reason filter's bitmap
+/// included. The namespace must be resolved to an inode (live, it is). Errors name what cannot
+/// be encoded.
 pub fn encode(
     by: &[Dim],
     f: &Filter,
     reasons: &ReasonTable,
     cfg: &mut Config,
-) -> anyhow::Result<Vec<u64>> {
+) -> anyhow::Result<()> {
     cfg.group = group_bits(by);
     if let Some(ns) = &f.netns {
         let inode = ns
@@ -50,7 +50,7 @@ pub fn encode(
         cfg.filter_l4 = u32::from(p) + 1;
     }
     cfg.filter_port = f.port.map_or(0, u32::from);
-    let mut bits = vec![0u64; (filter::REASON_BITS / 64) as usize];
+    let mut bits = ReasonWords::EMPTY;
     let (mode, names) = if !f.reasons.is_empty() {
         (filter::REASONS_ONLY, &f.reasons)
     } else if !f.exclude_reasons.is_empty() {
@@ -67,9 +67,10 @@ pub fn encode(
         })?;
         let bit = reason_bit(value)
             .with_context(|| format!("drop reason {name} cannot be filtered in the kernel"))?;
-        bits[(bit / 64) as usize] |= 1 << (bit % 64);
+        bits.set(bit);
     }
-    Ok(bits)
+    cfg.filter_reason_words = bits;
+    Ok(())
 }
 
 /// What the program must read and do per drop (bits of [`need`]) for the grouping and filters
