@@ -319,10 +319,10 @@ impl State {
                 self.missed.insert(*inode, now);
             }
         }
-        self.generation += 1;
         // An inode can be reused once its namespace is gone: forget interfaces of the departed.
+        let devices = self.devices.len();
         self.devices.retain(|inode, _| found.contains_key(inode));
-        self.namespaces = found
+        let namespaces: HashMap<u64, Netns> = found
             .into_iter()
             .map(|(inode, c)| {
                 let name = bound(&c.name);
@@ -335,6 +335,15 @@ impl State {
                 )
             })
             .collect();
+        // News only when a name changed, came or went: a caller asks again then, and a scan
+        // that learnt nothing new (the common case) costs no one a second look.
+        let changed = devices != self.devices.len()
+            || namespaces.len() != self.namespaces.len()
+            || namespaces
+                .iter()
+                .any(|(i, n)| self.namespaces.get(i).is_none_or(|o| o.name != n.name));
+        self.generation += u64::from(changed);
+        self.namespaces = namespaces;
     }
 }
 
@@ -401,7 +410,11 @@ fn read_devices(shared: &Shared, inode: u64) {
     // Without CAP_SYS_ADMIN setns fails: no names, and no retry within the interval.
     let by_index = read.and_then(Result::ok).unwrap_or_default();
     let read_at = Instant::now();
-    s.generation += u64::from(!by_index.is_empty());
+    let changed = s
+        .devices
+        .get(&inode)
+        .map_or(!by_index.is_empty(), |d| d.by_index != by_index);
+    s.generation += u64::from(changed);
     s.devices.insert(inode, Devices { by_index, read_at });
 }
 

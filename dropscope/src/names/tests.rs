@@ -240,6 +240,27 @@ fn scans_only_for_unknown_inodes_and_at_most_once_a_second() {
 }
 
 #[test]
+fn a_scan_that_learns_nothing_new_is_no_news() {
+    let f = Fake::new();
+    f.process(2, 200, SESSION, "a");
+    let mut n = f.names();
+    n.shared.lock().min_interval = Duration::from_millis(50);
+    assert_eq!(name(&mut n, 200).as_deref(), Some("a[2]"));
+    let learnt = n.generation();
+    // An inode no scan finds: a scan runs, finds the same names, and says nothing changed (a
+    // caller would otherwise read everything again for nothing).
+    std::thread::sleep(Duration::from_millis(60));
+    assert_eq!(name(&mut n, 999), None);
+    assert_eq!(n.scans(), 2);
+    assert_eq!(n.generation(), learnt, "nothing new");
+    // A namespace that comes is news.
+    f.process(3, 300, SESSION, "b");
+    std::thread::sleep(Duration::from_millis(60));
+    assert_eq!(name(&mut n, 300).as_deref(), Some("b[3]"));
+    assert_ne!(n.generation(), learnt);
+}
+
+#[test]
 fn devices_of_a_fake_namespace_are_none_and_rate_limited() {
     let f = Fake::new();
     f.process(2, 200, SESSION, "a");
