@@ -225,13 +225,6 @@ impl ReasonWords {
             *w |= 1 << (bit % 64);
         }
     }
-
-    /// Whether `bit` is set.
-    pub fn has(&self, bit: u32) -> bool {
-        self.0
-            .get((bit / 64) as usize)
-            .is_some_and(|w| w & (1 << (bit % 64)) != 0)
-    }
 }
 
 impl Default for ReasonWords {
