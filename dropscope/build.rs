@@ -4,7 +4,8 @@
 //! With `live` but without the eBPF toolchain (the pinned nightly and bpf-linker), as for a
 //! plain `cargo test` on a machine never set up, the program is left empty with a warning and
 //! the probe refuses to load, saying why; `DROPSCOPE_REQUIRE_EBPF=1` (set by `cargo xtask`)
-//! makes the missing toolchain an error instead.
+//! makes the missing toolchain an error instead, and `DROPSCOPE_EBPF_PRUNE=1` (also set by
+//! `cargo xtask`) removes the eBPF build's intermediate files once the object is built.
 
 fn main() -> anyhow::Result<()> {
     println!("cargo:rerun-if-env-changed=CARGO_FEATURE_LIVE");
@@ -61,8 +62,28 @@ mod live {
             features: if bench { &["bench"] } else { &[] },
             ..Default::default()
         };
-        aya_build::build_ebpf([package], aya_build::Toolchain::Custom(toolchain))
-            .context("building the eBPF program (run `cargo xtask setup` to install its toolchain)")
+        aya_build::build_ebpf([package], aya_build::Toolchain::Custom(toolchain)).context(
+            "building the eBPF program (run `cargo xtask setup` to install its toolchain)",
+        )?;
+        prune_build_dir()
+    }
+
+    /// With `DROPSCOPE_EBPF_PRUNE=1` (set by `cargo xtask`), removes the eBPF build's own target
+    /// directory once the object is in OUT_DIR: about 170 MB per build configuration (a `core`
+    /// built for BPF, its build tools), which a one-shot build (CI, a package) never reads again.
+    /// A later change to the eBPF sources then rebuilds it whole (about 30 s).
+    fn prune_build_dir() -> anyhow::Result<()> {
+        if std::env::var_os("DROPSCOPE_EBPF_PRUNE").is_none_or(|v| v != "1") {
+            return Ok(());
+        }
+        let out = PathBuf::from(std::env::var_os("OUT_DIR").context("no OUT_DIR")?);
+        let dir = out.join("aya-build");
+        match std::fs::remove_dir_all(&dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(e).with_context(|| format!("removing {}", dir.display()))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// What the eBPF build lacks, if anything: the pinned nightly (through rustup) or

@@ -148,6 +148,7 @@ fn cargo(args: &[&str]) -> anyhow::Result<()> {
         // After the set-up, a missing eBPF toolchain is an error, not a probe-less build.
         .env("DROPSCOPE_REQUIRE_EBPF", "1")
         .env("CARGO_INCREMENTAL", NO_INCREMENTAL)
+        .env("DROPSCOPE_EBPF_PRUNE", "1")
         .status()
         .with_context(|| format!("running cargo {}", args.join(" ")))?;
     if !status.success() {

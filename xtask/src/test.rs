@@ -102,6 +102,19 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
     if fuzz_seconds > 0 {
         step("fuzzing the recording decoder");
         setup::fuzz(fuzz_seconds)?;
+        // The sanitized build (about 1 GB) is not read again by this run, and a small disk
+        // needs the room for vmtest's kernels; it is rebuilt in a minute or two.
+        let fuzz_target = root().join("fuzz/target");
+        eprintln!(
+            "xtask: removing the fuzzer's build ({})",
+            fuzz_target.display()
+        );
+        std::fs::remove_dir_all(&fuzz_target)
+            .or_else(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => Ok(()),
+                _ => Err(e),
+            })
+            .with_context(|| format!("removing {}", fuzz_target.display()))?;
     }
     step(
         "dist: the static binaries and the .debs, checked by lintian, man and bash; the aarch64 \
@@ -190,6 +203,7 @@ fn cargo_with_runner_env(
         .env("PATH", setup::path_with_cargo_bin())
         .env("DROPSCOPE_REQUIRE_EBPF", "1")
         .env("CARGO_INCREMENTAL", crate::NO_INCREMENTAL)
+        .env("DROPSCOPE_EBPF_PRUNE", "1")
         .env(var, runner)
         .envs(env.iter().copied())
         .status()

@@ -83,8 +83,13 @@ pub fn boot(guest: &Guest<'_>, work: &Path, out: &Path, limit: Duration) -> anyh
         Arch::Aarch64 => ("qemu-system-aarch64", "ttyAMA0"),
         Arch::X86_64 => bail!("x86_64 guests boot with virtme-ng on this machine's root"),
     };
-    let busybox =
-        crate::vmtest_kernels::unpacked("busybox-static", guest.arch, work)?.join("bin/busybox");
+    let busybox = crate::vmtest_kernels::unpacked(
+        "busybox-static",
+        guest.arch,
+        work,
+        crate::vmtest_kernels::keep_all,
+    )?
+    .join("bin/busybox");
     let initrd_dir = work.join("initrd");
     fs::create_dir_all(&initrd_dir)?;
     let initrd = initrd_dir.join(format!("{}.cpio", guest.kernel.release));

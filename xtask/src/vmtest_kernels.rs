@@ -1,6 +1,7 @@
 //! Debian kernel packages for vmtest: the newest of a series for a machine (amd64 or arm64),
-//! downloaded and unpacked once (cached under target/vmtest), with its BTF extracted from the
-//! vmlinuz (inside the compressed vmlinux of an x86 bzImage; in the plain arm64 Image).
+//! downloaded and unpacked once (cached under target/vmtest, trimmed to what a guest loads), with
+//! its BTF extracted from the vmlinuz (inside the compressed vmlinux of an x86 bzImage; in the
+//! plain arm64 Image).
 use std::{
     fs,
     path::{Path, PathBuf},
@@ -69,7 +70,7 @@ fn newest_package(series: &str, arch: Arch) -> anyhow::Result<String> {
 /// Downloads (once), unpacks (once) and extracts the BTF (once) of a series' newest kernel.
 pub fn fetch(series: &str, arch: Arch, work: &Path) -> anyhow::Result<Kernel> {
     let pkg = newest_package(series, arch)?;
-    let dir = unpacked(&pkg, arch, work)?;
+    let dir = unpacked(&pkg, arch, work, trim_kernel)?;
     let vmlinuz = fs::read_dir(dir.join("boot"))?
         .filter_map(Result::ok)
         .map(|e| e.path())
@@ -98,9 +99,21 @@ pub fn fetch(series: &str, arch: Arch, work: &Path) -> anyhow::Result<Kernel> {
     })
 }
 
-/// A package of `arch` (apt's `name:arch` when it is not the host's), downloaded once into
-/// `WORK/debs` and unpacked once into `WORK/unpacked/<name>_<arch>` (the directory returned).
-pub fn unpacked(pkg: &str, arch: Arch, work: &Path) -> anyhow::Result<PathBuf> {
+/// A package of `arch` (apt's `name:arch` when it is not the host's), downloaded into
+/// `WORK/debs` and unpacked once into `WORK/unpacked/<name>_<arch>` (the directory returned),
+/// with `trim` applied to the unpacked files first; the package file is then removed, since the
+/// directory is what later runs use.
+pub fn unpacked(
+    pkg: &str,
+    arch: Arch,
+    work: &Path,
+    trim: fn(&Path) -> anyhow::Result<()>,
+) -> anyhow::Result<PathBuf> {
+    let name = format!("{pkg}_{}", arch.deb());
+    let dir = work.join("unpacked").join(&name);
+    if dir.exists() {
+        return Ok(dir);
+    }
     let debs = work.join("debs");
     fs::create_dir_all(&debs)?;
     let find_deb = || -> anyhow::Result<Option<PathBuf>> {
@@ -131,18 +144,74 @@ pub fn unpacked(pkg: &str, arch: Arch, work: &Path) -> anyhow::Result<PathBuf> {
             find_deb()?.with_context(|| format!("apt-get download left no {pkg} package"))?
         }
     };
-    let name = format!("{pkg}_{}", arch.deb());
-    let dir = work.join("unpacked").join(&name);
-    if !dir.exists() {
-        // Renamed into place only once whole: a directory that exists is complete.
-        let partial = work.join("unpacked").join(format!("{name}.partial"));
-        let _ = fs::remove_dir_all(&partial);
-        fs::create_dir_all(&partial)?;
-        eprintln!("vmtest: unpacking {}", deb.display());
-        crate::setup::run(Command::new("dpkg").arg("-x").arg(&deb).arg(&partial))?;
-        fs::rename(&partial, &dir)?;
-    }
+    // Renamed into place only once whole: a directory that exists is complete.
+    let partial = work.join("unpacked").join(format!("{name}.partial"));
+    let _ = fs::remove_dir_all(&partial);
+    fs::create_dir_all(&partial)?;
+    eprintln!("vmtest: unpacking {}", deb.display());
+    crate::setup::run(Command::new("dpkg").arg("-x").arg(&deb).arg(&partial))?;
+    trim(&partial)?;
+    fs::rename(&partial, &dir)?;
+    fs::remove_file(&deb).with_context(|| format!("removing {}", deb.display()))?;
     Ok(dir)
+}
+
+/// Nothing to trim (a small package, such as busybox).
+pub fn keep_all(_: &Path) -> anyhow::Result<()> {
+    Ok(())
+}
+
+/// What a guest never loads, under a kernel package's `lib/modules/<release>/kernel`: sound,
+/// graphics, storage, USB, wireless and wired NIC drivers (the guests' devices are virtio,
+/// veth, ifb and other virtual ones). Of `drivers/`, only these stay.
+const DRIVERS_KEPT: [&str; 5] = ["net", "virtio", "block", "char", "md"];
+const MODULES_DROPPED: [&str; 8] = [
+    "sound",
+    "drivers/net/wireless",
+    "drivers/net/ethernet",
+    "drivers/net/can",
+    "drivers/net/usb",
+    "net/mac80211",
+    "net/wireless",
+    "net/bluetooth",
+];
+
+/// Trims an unpacked kernel package to what vmtest boots: the image, and the modules a guest
+/// may load (about a third of a distribution kernel's). Its documentation and device trees
+/// (`usr/`) go too: qemu's `virt` machine makes its own device tree.
+pub fn trim_kernel(root: &Path) -> anyhow::Result<()> {
+    let remove = |path: &Path| -> anyhow::Result<()> {
+        match fs::remove_dir_all(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(e).with_context(|| format!("removing {}", path.display()))
+            }
+            _ => Ok(()),
+        }
+    };
+    remove(&root.join("usr"))?;
+    let Ok(releases) = fs::read_dir(root.join("lib/modules")) else {
+        return Ok(());
+    };
+    for release in releases {
+        let tree = release?.path().join("kernel");
+        for dropped in MODULES_DROPPED {
+            remove(&tree.join(dropped))?;
+        }
+        let Ok(drivers) = fs::read_dir(tree.join("drivers")) else {
+            continue;
+        };
+        for driver in drivers {
+            let driver = driver?;
+            let kept = driver
+                .file_name()
+                .to_str()
+                .is_some_and(|n| DRIVERS_KEPT.contains(&n));
+            if !kept {
+                remove(&driver.path())?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The compressed-payload magics a Debian bzImage may hold, with their decompressor.
@@ -268,6 +337,51 @@ mod tests {
         );
         assert!(pattern("6.12", Arch::X86_64).is_ok_and(|p| p.ends_with("-amd64$")));
         assert!(pattern("5.10", Arch::X86_64).is_err());
+    }
+
+    #[test]
+    fn trimming_keeps_the_image_and_the_modules_a_guest_loads() -> anyhow::Result<()> {
+        let root = tempfile::tempdir()?;
+        let tree = root.path().join("lib/modules/6.1.0-9-amd64/kernel");
+        let files = [
+            "boot/vmlinuz-6.1.0-9-amd64",
+            "usr/share/doc/linux-image/changelog.gz",
+            "lib/modules/6.1.0-9-amd64/modules.dep",
+            "lib/modules/6.1.0-9-amd64/kernel/fs/9p/9p.ko.xz",
+            "lib/modules/6.1.0-9-amd64/kernel/drivers/net/veth.ko.xz",
+            "lib/modules/6.1.0-9-amd64/kernel/drivers/net/ethernet/intel/e1000e.ko.xz",
+            "lib/modules/6.1.0-9-amd64/kernel/drivers/virtio/virtio_mmio.ko.xz",
+            "lib/modules/6.1.0-9-amd64/kernel/drivers/gpu/drm/drm.ko.xz",
+            "lib/modules/6.1.0-9-amd64/kernel/sound/core/snd.ko.xz",
+            "lib/modules/6.1.0-9-amd64/kernel/net/sched/sch_tbf.ko.xz",
+            "lib/modules/6.1.0-9-amd64/kernel/net/wireless/cfg80211.ko.xz",
+        ];
+        for f in files {
+            let path = root.path().join(f);
+            fs::create_dir_all(path.parent().context("parent")?)?;
+            fs::write(path, b"x")?;
+        }
+        trim_kernel(root.path())?;
+        let left: Vec<&str> = files
+            .into_iter()
+            .filter(|f| root.path().join(f).exists())
+            .collect();
+        assert_eq!(
+            left,
+            [
+                "boot/vmlinuz-6.1.0-9-amd64",
+                "lib/modules/6.1.0-9-amd64/modules.dep",
+                "lib/modules/6.1.0-9-amd64/kernel/fs/9p/9p.ko.xz",
+                "lib/modules/6.1.0-9-amd64/kernel/drivers/net/veth.ko.xz",
+                "lib/modules/6.1.0-9-amd64/kernel/drivers/virtio/virtio_mmio.ko.xz",
+                "lib/modules/6.1.0-9-amd64/kernel/net/sched/sch_tbf.ko.xz",
+            ]
+        );
+        assert!(!tree.join("drivers/gpu").exists() && !root.path().join("usr").exists());
+        // Trimming a package without modules, or twice, is no error.
+        trim_kernel(root.path())?;
+        trim_kernel(&root.path().join("nothing"))?;
+        Ok(())
     }
 
     #[test]
