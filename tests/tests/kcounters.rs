@@ -201,3 +201,64 @@ fn steady_counted_drops_are_never_unseen() {
     assert!(reports >= 50, "{reports} reports: {out}");
     assert!(counted > 10_000, "the drops were counted: {counted}");
 }
+
+/// A device whose driver statistics outnumber what a reading was sized for (they grew between
+/// the ioctl that counted them and the one that reads them: a veth whose queues the owner of
+/// its namespace changes, each queue with statistics of its own) never makes the kernel write
+/// past dropscope's buffers: the read is refused, by the kernel where it checks the count, else
+/// at the guard page (`EFAULT`), and noted.
+#[test]
+fn driver_statistics_that_grew_since_counted_are_never_written_past_the_buffer() {
+    use std::os::fd::AsRawFd as _;
+    let _serial = root_test();
+    let ns = dropscope_tests::Netns::new("kc-ethgrow");
+    let queues = ["numtxqueues", "8", "numrxqueues", "8"];
+    let mut add = vec!["ip", "link", "add", "grow0"];
+    add.extend(queues);
+    add.extend(["type", "veth", "peer", "name", "grow1"]);
+    add.extend(queues);
+    ns.exec(&add);
+    let channels = |n: &str| {
+        ns.exec(&["ethtool", "-L", "grow0", "rx", n, "tx", n]);
+    };
+    let netns = std::fs::File::open(ns.path()).expect("the namespace");
+    let enter = move || {
+        // SAFETY: setns(2) of the calling thread only, into the namespace file opened above.
+        let rc = unsafe { libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+    };
+    use dropscope::kcounters::ethtool::device_stats;
+    let (tx, rx) = std::sync::mpsc::channel::<Option<usize>>();
+    let (back, answers) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        enter();
+        for asked in rx {
+            back.send(device_stats("grow0", asked).map_err(|e| e.raw_os_error()))
+                .expect("the test waits");
+        }
+    });
+    let ask = |asked: Option<usize>| {
+        tx.send(asked).expect("the reader");
+        answers.recv().expect("an answer")
+    };
+    channels("1");
+    let few = ask(None).expect("the statistics of one queue").len();
+    channels("8");
+    let many = ask(None).expect("the statistics of eight queues").len();
+    assert!(
+        many > few,
+        "eight queues have {many} statistics, one has {few}"
+    );
+    // Sized for one queue's statistics, while the driver has eight's: refused, by the kernel
+    // (a kernel with the check answers none: EAGAIN here) or at the guard page (EFAULT).
+    let refused = ask(Some(few));
+    assert!(
+        matches!(refused, Err(Some(libc::EAGAIN | libc::EFAULT))),
+        "{refused:?}"
+    );
+    eprintln!("sized for {few} of {many} statistics: {refused:?}");
+    // And then read whole again.
+    assert_eq!(ask(None).map(|s| s.len()), Ok(many));
+    drop(tx);
+    reader.join().expect("the reading thread");
+}

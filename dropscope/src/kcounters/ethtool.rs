@@ -5,13 +5,15 @@
 //!
 //! Bounded: at most [`MAX_STATS`] statistics per device (a driver with more is cut, with a
 //! note), names cut at their 32 bytes and escaped; a device without statistics (`lo`) costs
-//! one ioctl.
+//! one ioctl. The kernel's answers land in guarded buffers ([`super::guarded`]): a driver whose
+//! statistics change between the ioctls cannot make the kernel write past them.
 use std::{
+    cell::RefCell,
     ffi::c_void,
     os::fd::{AsRawFd, FromRawFd, OwnedFd},
 };
 
-use super::parse::Counters;
+use super::{guarded::Guarded, parse::Counters};
 
 /// The most statistics read of one device.
 pub const MAX_STATS: usize = 8192;
@@ -121,46 +123,107 @@ pub fn read(devices: &[(String, String)], out: &mut Counters) -> Vec<String> {
             }
             // No ethtool support, or gone since the link dump.
             Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::ENODEV)) => {}
+            // The statistics changed between the ioctls (see [`changed`]).
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EFAULT | libc::EAGAIN)) => notes.push(
+                format!("driver statistics of {name} changed while read: not read this time"),
+            ),
             Err(e) => notes.push(format!("driver statistics of {name} not read: {e}")),
         }
     }
     notes
 }
 
+/// The statistics of device `dev` in the calling thread's namespace, reading `asked` of them
+/// (as many as the driver has, when `None`): for the tests of what happens when the driver has
+/// more than the count the reading was sized for.
+#[doc(hidden)]
+pub fn device_stats(dev: &str, asked: Option<usize>) -> std::io::Result<Vec<(String, u64)>> {
+    // SAFETY: socket(2) with constant arguments; the result is checked.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor nothing else owns.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    let all = match asked {
+        Some(n) => n,
+        None => count(&sock, dev)?,
+    };
+    stats_counted(&sock, dev, all).map(|(stats, _)| stats)
+}
+
+/// The statistics changed between the ioctl that counted them and one that read them: a
+/// kernel that checks the count answered none, or the guard page stopped a longer answer.
+fn changed() -> std::io::Error {
+    std::io::Error::from_raw_os_error(libc::EAGAIN)
+}
+
+thread_local! {
+    /// The reading thread's buffers for the names and the values, reused from device to
+    /// device and reading to reading.
+    static BUFFERS: RefCell<Option<(Guarded, Guarded)>> = const { RefCell::new(None) };
+}
+
 /// A device's statistics by name, and whether there were more than [`MAX_STATS`].
+///
+/// Kernels before the fix of 2024 write as many names and values as the driver has when
+/// asked, not as many as the count asked just before: both answers go into buffers that end at
+/// a guard page, so a driver whose statistics grew in between fails the ioctl (`EFAULT`)
+/// instead of overwriting memory. Later kernels answer none when the counts differ. Either
+/// way the device is left out of this reading, with a note.
 fn stats(sock: &OwnedFd, dev: &str) -> std::io::Result<(Vec<(String, u64)>, bool)> {
     let all = count(sock, dev)?;
+    stats_counted(sock, dev, all)
+}
+
+/// [`stats`] with the count already asked: `all` statistics.
+fn stats_counted(
+    sock: &OwnedFd,
+    dev: &str,
+    all: usize,
+) -> std::io::Result<(Vec<(String, u64)>, bool)> {
     if all == 0 {
         return Ok((Vec::new(), false));
     }
     let n = all.min(MAX_STATS);
-    // cmd, string_set, len, then the names.
-    let mut names = vec![0u8; 12 + n * GSTRING];
-    names[..4].copy_from_slice(&ETHTOOL_GSTRINGS.to_ne_bytes());
-    names[4..8].copy_from_slice(&ETH_SS_STATS.to_ne_bytes());
-    names[8..12].copy_from_slice(&(n as u32).to_ne_bytes());
-    // The kernel writes as many names as the driver has: room for all, read the first n.
-    if all > n {
-        names.resize(12 + all * GSTRING, 0);
-    }
-    ethtool(sock, dev, &mut names)?;
-    // cmd, n_stats, then the values.
-    let mut values = vec![0u8; 8 + all * 8];
-    values[..4].copy_from_slice(&ETHTOOL_GSTATS.to_ne_bytes());
-    values[4..8].copy_from_slice(&(all as u32).to_ne_bytes());
-    ethtool(sock, dev, &mut values)?;
-    let got = (u32_at(&values, 4) as usize).min(n);
-    let out = (0..got)
-        .map(|i| {
-            let raw = &names[12 + i * GSTRING..12 + (i + 1) * GSTRING];
-            let end = raw.iter().position(|b| *b == 0).unwrap_or(GSTRING);
-            let name = String::from_utf8_lossy(&raw[..end]).into_owned();
-            let at = 8 + i * 8;
-            let v = u64::from_ne_bytes(values[at..at + 8].try_into().unwrap_or_default());
-            (name, v)
-        })
-        .collect();
-    Ok((out, all > n))
+    BUFFERS.with_borrow_mut(|buffers| {
+        if buffers.is_none() {
+            *buffers = Some((Guarded::new(4096)?, Guarded::new(4096)?));
+        }
+        let Some((names_buf, values_buf)) = buffers.as_mut() else {
+            unreachable!("set above");
+        };
+        // cmd, string_set, len, then the names; room for all, the first n read.
+        let names = names_buf.tail(12 + all * GSTRING)?;
+        names[..4].copy_from_slice(&ETHTOOL_GSTRINGS.to_ne_bytes());
+        names[4..8].copy_from_slice(&ETH_SS_STATS.to_ne_bytes());
+        names[8..12].copy_from_slice(&(all as u32).to_ne_bytes());
+        ethtool(sock, dev, names)?;
+        // Kernels that check the count asked answer none when it is not the driver's.
+        if u32_at(names, 8) as usize != all {
+            return Err(changed());
+        }
+        // cmd, n_stats, then the values.
+        let values = values_buf.tail(8 + all * 8)?;
+        values[..4].copy_from_slice(&ETHTOOL_GSTATS.to_ne_bytes());
+        values[4..8].copy_from_slice(&(all as u32).to_ne_bytes());
+        ethtool(sock, dev, values)?;
+        if u32_at(values, 4) as usize != all {
+            return Err(changed());
+        }
+        let got = n;
+        let out = (0..got)
+            .map(|i| {
+                let raw = &names[12 + i * GSTRING..12 + (i + 1) * GSTRING];
+                let end = raw.iter().position(|b| *b == 0).unwrap_or(GSTRING);
+                let name = String::from_utf8_lossy(&raw[..end]).into_owned();
+                let at = 8 + i * 8;
+                let v = u64::from_ne_bytes(values[at..at + 8].try_into().unwrap_or_default());
+                (name, v)
+            })
+            .collect();
+        Ok((out, all > n))
+    })
 }
 
 #[cfg(test)]

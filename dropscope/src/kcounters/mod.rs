@@ -13,6 +13,7 @@
 //! namespaces per call (the rest in turn on later calls, and a note says how many waited). No
 //! namespace but the initial one is held open between calls, so none is kept alive.
 pub mod ethtool;
+mod guarded;
 pub mod hooks;
 pub mod layers;
 pub mod ledger;
