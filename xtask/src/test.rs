@@ -25,6 +25,7 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
     }
     // Whatever happens below, root-owned leftovers are handed back when run as a user.
     let _sweep = (!as_root).then(|| Sweep::new(&[root(), setup::home().join(".cargo")]));
+    warn_if_short_of_disk(&crate::target_dir());
     setup::all(true)?;
     step("Prometheus rules: promtool check and unit tests (assets/prometheus/)");
     promtool_rules()?;
@@ -165,6 +166,37 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
         }
     }
     Ok(())
+}
+
+/// The most disk space a whole run took in a fresh clone (`target/`, the fuzzer's build and
+/// vmtest's kernels at their peak), measured, with a margin; the set-up's toolchains and
+/// packages come on top on a fresh machine.
+const DISK_NEEDED_GB: f64 = 6.0;
+
+/// Warns at the start, not 25 minutes in, when the file system of `dir` (or of the nearest
+/// directory above it that exists) has less room than a whole run takes.
+fn warn_if_short_of_disk(dir: &Path) {
+    let Some(existing) = dir.ancestors().find(|d| d.exists()) else {
+        return;
+    };
+    let Ok(path) = std::ffi::CString::new(existing.as_os_str().as_encoded_bytes()) else {
+        return;
+    };
+    // SAFETY: statvfs(3) on a NUL-terminated path into a zeroed struct it fills.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; the pointers are valid for the call.
+    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
+        return;
+    }
+    let free_gb = st.f_bavail as f64 * st.f_frsize as f64 / 1e9;
+    if free_gb < DISK_NEEDED_GB {
+        eprintln!(
+            "xtask: warning: {free_gb:.1} GB free on the file system of {}; a whole run takes \
+             about {DISK_NEEDED_GB:.0} GB there (the builds, the fuzzer's, vmtest's kernels), so \
+             it may stop for lack of space (`--fuzz-seconds 0` and `--no-vmtest` need less)",
+            existing.display()
+        );
+    }
 }
 
 /// Checks the Prometheus rules and runs their unit tests with promtool; a failure fails the run.
