@@ -263,8 +263,12 @@ pub fn lookup(counter: &str) -> Option<&'static CounterMap> {
         },
         None => counter,
     };
-    COUNTERS.iter().find(|m| m.counter == pattern)
+    BY_NAME.get(pattern).copied()
 }
+
+/// [`COUNTERS`] by name: a reading looks up every counter of every namespace it reads.
+static BY_NAME: std::sync::LazyLock<std::collections::HashMap<&'static str, &'static CounterMap>> =
+    std::sync::LazyLock::new(|| COUNTERS.iter().map(|m| (m.counter, m)).collect());
 
 /// The reason name of a spec (`NO_SOCKET@__udp4_lib_rcv` → `NO_SOCKET`).
 pub fn reason_name(spec: &str) -> &str {

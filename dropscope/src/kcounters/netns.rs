@@ -415,11 +415,15 @@ impl InitialNs {
         let f = self.files.as_ref().context("no files")?;
         let buf = &mut self.buf;
         let mut all = Counters::new();
-        parse::snmp(reread(&f.snmp, buf, "snmp")?, &mut all);
-        parse::snmp(reread(&f.netstat, buf, "netstat")?, &mut all);
+        parse::snmp(reread(&f.snmp, buf, "snmp")?, &mut all, super::is_kept);
+        parse::snmp(
+            reread(&f.netstat, buf, "netstat")?,
+            &mut all,
+            super::is_kept,
+        );
         parse::dev(reread(&f.dev, buf, "dev")?, &mut all);
         if let Some(snmp6) = &f.snmp6 {
-            parse::snmp6(reread(snmp6, buf, "snmp6")?, &mut all);
+            parse::snmp6(reread(snmp6, buf, "snmp6")?, &mut all, super::is_kept);
         }
         parse::softnet(reread(&f.softnet, buf, "softnet_stat")?, &mut all);
         Ok(all)
@@ -499,12 +503,12 @@ fn read_in(
 ) -> anyhow::Result<(Counters, Vec<String>, Vec<Hooked>)> {
     enter(ns, path)?;
     let mut all = Counters::new();
-    parse::snmp(read_once("snmp", buf)?, &mut all);
-    parse::snmp(read_once("netstat", buf)?, &mut all);
+    parse::snmp(read_once("snmp", buf)?, &mut all, super::is_kept);
+    parse::snmp(read_once("netstat", buf)?, &mut all, super::is_kept);
     parse::dev(read_once("dev", buf)?, &mut all);
     // Without IPv6 (ipv6.disable=1) there is no snmp6.
     if let Ok(text) = read_once("snmp6", buf) {
-        parse::snmp6(text, &mut all);
+        parse::snmp6(text, &mut all, super::is_kept);
     }
     let mut hooks = Vec::new();
     let notes = super::rtnl::Rtnl::default().read(&mut all, &mut hooks);

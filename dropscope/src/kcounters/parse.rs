@@ -6,9 +6,12 @@ use std::collections::BTreeMap;
 /// Counters by `Group:Name` (`nstat` names them `GroupName`).
 pub type Counters = BTreeMap<String, u64>;
 
-/// Adds the counters of an SNMP-style file: `Group: Name1 Name2` followed by `Group: v1 v2`.
-/// Malformed lines are skipped (the file is the kernel's; nothing here can fail).
-pub fn snmp(text: &str, out: &mut Counters) {
+/// Adds the counters of an SNMP-style file that `keep` wants: `Group: Name1 Name2` followed
+/// by `Group: v1 v2`. Malformed lines are skipped (the file is the kernel's; nothing here can
+/// fail). A name is built once in a reused buffer and copied only when kept: of the few hundred
+/// counters of `snmp` and `netstat`, a reading keeps a few dozen.
+pub fn snmp(text: &str, out: &mut Counters, keep: fn(&str) -> bool) {
+    let mut name = String::new();
     let mut lines = text.lines();
     while let (Some(head), Some(vals)) = (lines.next(), lines.next()) {
         let (Some((g1, names)), Some((g2, values))) = (head.split_once(':'), vals.split_once(':'))
@@ -20,15 +23,23 @@ pub fn snmp(text: &str, out: &mut Counters) {
         }
         for (n, v) in names.split_whitespace().zip(values.split_whitespace()) {
             // Some values are signed (Tcp:MaxConn is -1); they are not drop counters.
-            if let Ok(v) = v.parse::<u64>() {
-                out.insert(format!("{g1}:{n}"), v);
+            name.clear();
+            name.push_str(g1);
+            name.push(':');
+            name.push_str(n);
+            if keep(&name)
+                && let Ok(v) = v.parse::<u64>()
+            {
+                out.insert(name.clone(), v);
             }
         }
     }
 }
 
-/// Adds the counters of `/proc/net/snmp6` (`Udp6NoPorts 7` per line) as `Udp6:NoPorts`.
-pub fn snmp6(text: &str, out: &mut Counters) {
+/// Adds the counters of `/proc/net/snmp6` (`Udp6NoPorts 7` per line) as `Udp6:NoPorts`, those
+/// `keep` wants (see [`snmp`]).
+pub fn snmp6(text: &str, out: &mut Counters, keep: fn(&str) -> bool) {
+    let mut key = String::new();
     for line in text.lines() {
         let mut f = line.split_whitespace();
         let (Some(name), Some(v)) = (f.next(), f.next()) else {
@@ -37,8 +48,17 @@ pub fn snmp6(text: &str, out: &mut Counters) {
         // The group ends at its "6": Ip6, Icmp6, Udp6, UdpLite6.
         let Some(at) = name.find('6') else { continue };
         let (group, rest) = name.split_at(at + 1);
-        if let (false, Ok(v)) = (rest.is_empty(), v.parse::<u64>()) {
-            out.insert(format!("{group}:{rest}"), v);
+        if rest.is_empty() {
+            continue;
+        }
+        key.clear();
+        key.push_str(group);
+        key.push(':');
+        key.push_str(rest);
+        if keep(&key)
+            && let Ok(v) = v.parse::<u64>()
+        {
+            out.insert(key.clone(), v);
         }
     }
 }
@@ -108,6 +128,7 @@ mod tests {
              Tcp: RtoAlgorithm MaxConn InCsumErrors\nTcp: 1 -1 3\n\
              Udp: InDatagrams NoPorts\nUdp: 10 7\n",
             &mut c,
+            |_| true,
         );
         assert_eq!(c["Ip:InReceives"], 100);
         assert_eq!(c["Udp:NoPorts"], 7);
@@ -118,7 +139,11 @@ mod tests {
     #[test]
     fn mismatched_or_odd_lines_are_skipped() {
         let mut c = Counters::new();
-        snmp("TcpExt: A B\nIpExt: 1 2\nTcpExt: ListenDrops\n", &mut c);
+        snmp(
+            "TcpExt: A B\nIpExt: 1 2\nTcpExt: ListenDrops\n",
+            &mut c,
+            |_| true,
+        );
         assert!(c.is_empty(), "{c:?}");
     }
 
@@ -128,12 +153,31 @@ mod tests {
         snmp6(
             "Ip6InReceives \t12\nUdp6NoPorts   \t7\nUdpLite6NoPorts 1\nIcmp6InMsgs 3\nIcmp6OutType133 4\nbad\n",
             &mut c,
+            |_| true,
         );
         assert_eq!(c["Udp6:NoPorts"], 7);
         assert_eq!(c["UdpLite6:NoPorts"], 1);
         assert_eq!(c["Ip6:InReceives"], 12);
         assert_eq!(c["Icmp6:OutType133"], 4);
         assert_eq!(c.len(), 5);
+    }
+
+    #[test]
+    fn only_wanted_counters_are_added() {
+        let mut c = Counters::new();
+        snmp("Udp: InDatagrams NoPorts\nUdp: 10 7\n", &mut c, |n| {
+            n == "Udp:NoPorts"
+        });
+        snmp6("Udp6NoPorts 3\nUdp6InDatagrams 9\n", &mut c, |n| {
+            n.ends_with("NoPorts")
+        });
+        assert_eq!(
+            c.into_iter().collect::<Vec<_>>(),
+            [
+                ("Udp6:NoPorts".to_string(), 3),
+                ("Udp:NoPorts".to_string(), 7)
+            ]
+        );
     }
 
     #[test]

@@ -305,3 +305,11 @@ fn a_reading_holds_every_counters_growth_packets_included() {
     );
     assert_eq!(r.initial_netns, k.initial_netns());
 }
+
+#[test]
+fn every_mapped_counter_is_found_by_its_own_name() {
+    for m in map::COUNTERS {
+        let found = map::lookup(m.counter).map(|f| f.counter);
+        assert_eq!(found, Some(m.counter), "names must be unique and found");
+    }
+}
