@@ -133,8 +133,9 @@ pub async fn count_live(
     Ok((feed.info, last))
 }
 
-/// How often a recording reads the kernel's counters.
-pub const RECORD_KERNEL_READ: Duration = Duration::from_secs(5);
+/// How often a recording reads the kernel's counters (and once more at its end), as the live
+/// view does while its panels are closed.
+pub const RECORD_KERNEL_READ: Duration = Duration::from_secs(10);
 
 /// `dropscope record`: the live feed written to a file, headless.
 pub async fn record_cmd(

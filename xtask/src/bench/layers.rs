@@ -108,10 +108,10 @@ pub fn render(costs: &[Cost]) -> String {
                 "-".to_string()
             } else {
                 format!(
-                    "{extra:.2} ms: {:.2}% of a core at 1 reading/s (report), {:.2}% at one per \
-                     5 s (record, serve), {:.3}% at one per 10 s (the live view)",
+                    "{extra:.2} ms: {:.2}% of a core at 1 reading/s (report, and the live view \
+                     with the c or L panel open), {:.3}% at one per 10 s (the live view, record, \
+                     serve)",
                     extra / 10.0,
-                    extra / 50.0,
                     extra / 100.0
                 )
             }
