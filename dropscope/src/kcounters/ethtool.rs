@@ -4,7 +4,7 @@
 //! drops (see [`is_drop_stat`]) as `Ethtool:<dev>:<stat>`.
 //!
 //! Bounded: at most [`MAX_STATS`] statistics per device (a driver with more is cut, with a
-//! note), names cut at their 32 bytes and escaped; a device without statistics (`lo`) costs
+//! note; one with more than [`MAX_ANSWER`] is not read, with a note), names cut at their 32 bytes and escaped; a device without statistics (`lo`) costs
 //! one ioctl. The kernel's answers land in guarded buffers ([`super::guarded`]): a driver whose
 //! statistics change between the ioctls cannot make the kernel write past them.
 use std::{
@@ -17,6 +17,10 @@ use super::{guarded::Guarded, parse::Counters};
 
 /// The most statistics read of one device.
 pub const MAX_STATS: usize = 8192;
+/// The most statistics a device may have for any of them to be read: the kernel answers with
+/// all of them or none, so this bounds the buffers (2 MB of names); a device with more is
+/// skipped, with a note.
+pub const MAX_ANSWER: usize = 65536;
 /// `ETH_GSTRING_LEN`.
 const GSTRING: usize = 32;
 const SIOCETHTOOL: libc::c_ulong = 0x8946;
@@ -185,6 +189,11 @@ fn stats_counted(
     if all == 0 {
         return Ok((Vec::new(), false));
     }
+    if all > MAX_ANSWER {
+        return Err(std::io::Error::other(format!(
+            "{all} statistics, more than {MAX_ANSWER}"
+        )));
+    }
     let n = all.min(MAX_STATS);
     BUFFERS.with_borrow_mut(|buffers| {
         if buffers.is_none() {
@@ -248,6 +257,18 @@ mod tests {
         assert!(!is_drop_stat("rx_queue_0_xdp_packets"));
         assert!(!is_drop_stat("rx_dropped_bytes"));
         assert!(!is_drop_stat("peer_ifindex"));
+    }
+
+    #[test]
+    fn a_device_with_too_many_statistics_is_not_read() {
+        // SAFETY: socket(2) with constant arguments; the result is checked.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+        assert!(fd >= 0);
+        // SAFETY: a new descriptor nothing else owns.
+        let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+        // Refused before any ioctl or buffer: the device need not exist.
+        let e = stats_counted(&sock, "nosuchdev0", MAX_ANSWER + 1).expect_err("too many");
+        assert!(e.to_string().contains("more than 65536"), "{e}");
     }
 
     #[test]
