@@ -32,7 +32,15 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match rt.block_on(dropscope::cmd::run(cli)) {
+    // The command runs as a task, not as block_on's own future: a task woken by another task
+    // of this thread is queued without a system call, whereas waking block_on's future writes
+    // to the runtime's eventfd (a write and an extra epoll_wait per wake-up).
+    let res = rt.block_on(async {
+        tokio::spawn(dropscope::cmd::run(cli))
+            .await
+            .unwrap_or_else(|e| Err(anyhow::anyhow!("the command's task ended: {e}")))
+    });
+    match res {
         Ok(()) => ExitCode::SUCCESS,
         // A reader that stopped reading (`| head`) ends the command quietly, as coreutils do.
         Err(e) if stdout_closed(&e) => ExitCode::SUCCESS,

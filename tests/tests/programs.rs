@@ -339,3 +339,50 @@ fn tc_shot_is_one_drop_and_a_program_without_btf_is_listed() {
     let h = &report["ledger"]["headline"];
     assert_eq!(n(h, "counter_only"), 0, "{h:#}");
 }
+
+#[test]
+fn a_tcx_program_attached_while_dropscope_runs_is_found_within_a_reading() {
+    let _serial = root_test();
+    let (a, b) = (Netns::new("pl-a"), Netns::new("pl-b"));
+    let (va, _vb) = veth_pair(&a, &b, "10.84.0");
+    a.traffic(&["udp-to", "10.84.0.2", "7999", "1"]);
+    // Started first: with no tc program loaded, its readings ask no device for tcx programs
+    // until the program watch finds one.
+    let report = Counting::start(&["report", "--format", "json", "--by", BY]);
+    std::thread::sleep(Duration::from_millis(500));
+    let tcx = fixture::load(Kind::Tc, "ds_fx_late", 7005, TC_ACT_SHOT, true).expect("load");
+    let tcx_id = prog_id(&tcx);
+    let traced = fixture::fentry_allowed(&tcx);
+    let _link = fixture::attach_tcx(&tcx, &a.path(), &va, true).expect("tcx link");
+    // Found by the watch within a second; on the device by the next reading (one a second).
+    std::thread::sleep(Duration::from_millis(2500));
+    a.traffic(&["udp-to", "10.84.0.2", "7005", "150"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let report: Value = serde_json::from_str(&report.interrupt()).expect("JSON report");
+
+    let na = inode(&a);
+    assert_eq!(
+        probe_drops(&report, na, &va, "TC_EGRESS", ""),
+        150,
+        "{:#}",
+        report["drops"]
+    );
+    let found = rows(
+        &report,
+        na,
+        &format!("Tc:{va}:tcx-egress:ds_fx_late#{tcx_id}:"),
+    );
+    match traced {
+        Ok(()) => {
+            assert_eq!(found.len(), 1, "{:#}", report["ledger"]);
+            assert_eq!(n(found[0], "delta"), 150, "{:#}", found[0]);
+        }
+        Err(e) => {
+            assert!(found.is_empty(), "{:#}", report["ledger"]);
+            let note = note(&report, tcx_id, "ds_fx_late", "tc tcx-egress", na);
+            let code = e.to_string();
+            let code = code.split(" (os error").next().unwrap_or_default();
+            assert!(note.contains(code), "the kernel's answer ({e}) in {note}");
+        }
+    }
+}

@@ -55,8 +55,9 @@ pub struct BenchArgs {
     /// Seconds of flood per (flood, configuration) pair and round.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=60))]
     flood_secs: u64,
-    /// Seconds of each measurement window of the live TUI.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=60))]
+    /// Seconds of each measurement window of the live TUI and `serve` (a multiple of 10: the
+    /// kernel's counters are read every 10 s, and a window holds as many readings as its share).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=60))]
     window_secs: u64,
     /// Seconds of each measurement of the collector's cost (10, 1,000 and 10,000 live keys).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=60))]
@@ -76,6 +77,10 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N", conflicts_with = "breakdown",
           value_parser = clap::value_parser!(u64).range(1..=256))]
     layers: Option<u64>,
+    /// Only the live TUI's and `serve`'s own cost (syscalls, CPU), idle and under the flood
+    /// (about 2 minutes).
+    #[arg(long, conflicts_with_all = ["breakdown", "layers"])]
+    syscalls: bool,
 }
 
 /// Runs the benchmark and prints its report on stdout (progress goes to stderr).
@@ -131,6 +136,27 @@ fn run_all(args: BenchArgs) -> anyhow::Result<()> {
     };
     let mut warnings = foreign_namespaces(&netns, Vec::new());
     warn_if_busy();
+    if args.syscalls {
+        let method = Method::detect();
+        let window = Duration::from_secs(args.window_secs);
+        let tui = measure_tui(&dropscope, &target, method, window)?;
+        let serve = measure_serve(&root, &target_dir, &dropscope, &target, method, window)?;
+        print!("{}", report::render_tui(method, &tui));
+        match &serve {
+            Outcome::Measured(cost) => {
+                let tui = match &tui {
+                    Outcome::Measured(t) => Some(t),
+                    Outcome::Skipped(_) => None,
+                };
+                print!("\n7. {}", serve::render(cost, tui));
+            }
+            Outcome::Skipped(why) => println!("\n7. dropscope serve: SKIPPED: {why}"),
+        }
+        for w in &warnings {
+            println!("\nwarning: {w}");
+        }
+        return Ok(());
+    }
     let setup = loss::Setup {
         dropscope: dropscope.clone(),
         target: target.clone(),

@@ -1,5 +1,6 @@
 //! The driver's own drop statistics of each device (what `ethtool -S` shows), through the
-//! `SIOCETHTOOL` ioctl on a socket of the calling thread's namespace: the statistics' names
+//! `SIOCETHTOOL` ioctl on a socket of the calling thread's namespace (the reading's rtnetlink
+//! socket: the ioctl goes to the device whatever the socket's family): the statistics' names
 //! (`ETHTOOL_GSTRINGS`), then their values (`ETHTOOL_GSTATS`), keeping those whose names say
 //! drops (see [`is_drop_stat`]) as `Ethtool:<dev>:<stat>`.
 //!
@@ -10,7 +11,7 @@
 use std::{
     cell::RefCell,
     ffi::c_void,
-    os::fd::{AsRawFd, FromRawFd, OwnedFd},
+    os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd},
 };
 
 use super::{guarded::Guarded, parse::Counters};
@@ -57,7 +58,7 @@ struct IfReq {
 }
 
 /// The ioctl of `cmd_buf` (an ethtool command struct) on device `dev`.
-fn ethtool(sock: &OwnedFd, dev: &str, cmd_buf: &mut [u8]) -> std::io::Result<()> {
+fn ethtool(sock: BorrowedFd<'_>, dev: &str, cmd_buf: &mut [u8]) -> std::io::Result<()> {
     let mut req = IfReq {
         name: [0; 16],
         data: cmd_buf.as_mut_ptr().cast(),
@@ -82,7 +83,7 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
 }
 
 /// How many statistics a device has (`ETHTOOL_GSSET_INFO`); 0 without any.
-fn count(sock: &OwnedFd, dev: &str) -> std::io::Result<usize> {
+fn count(sock: BorrowedFd<'_>, dev: &str) -> std::io::Result<usize> {
     // cmd, reserved, sset_mask (u64), data[1]
     let mut b = [0u8; 20];
     b[..4].copy_from_slice(&ETHTOOL_GSSET_INFO.to_ne_bytes());
@@ -96,23 +97,36 @@ fn count(sock: &OwnedFd, dev: &str) -> std::io::Result<usize> {
     })
 }
 
-/// Adds the drop statistics of each device of `devices` (raw name, escaped name) to `out`;
-/// returns notes.
-pub fn read(devices: &[(String, String)], out: &mut Counters) -> Vec<String> {
+/// Adds the drop statistics of each device of `devices` (raw name, escaped name) to `out`,
+/// asked through `sock` (any socket of the calling thread's namespace; one is made for the
+/// call without); returns notes.
+pub fn read(
+    sock: Option<BorrowedFd<'_>>,
+    devices: &[(String, String)],
+    out: &mut Counters,
+) -> Vec<String> {
     let mut notes = Vec::new();
-    // SAFETY: socket(2) with constant arguments; the result is checked.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        notes.push(format!(
-            "driver statistics not read: {}",
-            std::io::Error::last_os_error()
-        ));
-        return notes;
-    }
-    // SAFETY: a new descriptor nothing else owns.
-    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    let made;
+    let sock = match sock {
+        Some(s) => s,
+        None => {
+            // SAFETY: socket(2) with constant arguments; the result is checked.
+            let fd =
+                unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+            if fd < 0 {
+                notes.push(format!(
+                    "driver statistics not read: {}",
+                    std::io::Error::last_os_error()
+                ));
+                return notes;
+            }
+            // SAFETY: a new descriptor nothing else owns.
+            made = unsafe { OwnedFd::from_raw_fd(fd) };
+            made.as_fd()
+        }
+    };
     for (raw, name) in devices {
-        match stats(&sock, raw) {
+        match stats(sock, raw) {
             Ok((stats, cut)) => {
                 if cut {
                     notes.push(format!(
@@ -151,9 +165,9 @@ pub fn device_stats(dev: &str, asked: Option<usize>) -> std::io::Result<Vec<(Str
     let sock = unsafe { OwnedFd::from_raw_fd(fd) };
     let all = match asked {
         Some(n) => n,
-        None => count(&sock, dev)?,
+        None => count(sock.as_fd(), dev)?,
     };
-    stats_counted(&sock, dev, all).map(|(stats, _)| stats)
+    stats_counted(sock.as_fd(), dev, all).map(|(stats, _)| stats)
 }
 
 /// The statistics changed between the ioctl that counted them and one that read them: a
@@ -175,14 +189,14 @@ thread_local! {
 /// a guard page, so a driver whose statistics grew in between fails the ioctl (`EFAULT`)
 /// instead of overwriting memory. Later kernels answer none when the counts differ. Either
 /// way the device is left out of this reading, with a note.
-fn stats(sock: &OwnedFd, dev: &str) -> std::io::Result<(Vec<(String, u64)>, bool)> {
+fn stats(sock: BorrowedFd<'_>, dev: &str) -> std::io::Result<(Vec<(String, u64)>, bool)> {
     let all = count(sock, dev)?;
     stats_counted(sock, dev, all)
 }
 
 /// [`stats`] with the count already asked: `all` statistics.
 fn stats_counted(
-    sock: &OwnedFd,
+    sock: BorrowedFd<'_>,
     dev: &str,
     all: usize,
 ) -> std::io::Result<(Vec<(String, u64)>, bool)> {
@@ -267,14 +281,20 @@ mod tests {
         // SAFETY: a new descriptor nothing else owns.
         let sock = unsafe { OwnedFd::from_raw_fd(fd) };
         // Refused before any ioctl or buffer: the device need not exist.
-        let e = stats_counted(&sock, "nosuchdev0", MAX_ANSWER + 1).expect_err("too many");
+        let e = stats_counted(sock.as_fd(), "nosuchdev0", MAX_ANSWER + 1).expect_err("too many");
         assert!(e.to_string().contains("more than 65536"), "{e}");
     }
 
     #[test]
     fn loopback_has_no_driver_statistics_and_costs_no_note() {
+        let lo = [("lo".to_string(), "lo".to_string())];
         let mut out = Counters::new();
-        let notes = read(&[("lo".into(), "lo".into())], &mut out);
+        let notes = read(None, &lo, &mut out);
+        assert!(notes.is_empty() && out.is_empty(), "{notes:?} {out:?}");
+        // The same through an rtnetlink socket, as the reading asks (an ioctl the socket's
+        // family did not pass on to the device would be a note).
+        let nl = netlink_sys::Socket::new(netlink_sys::protocols::NETLINK_ROUTE).expect("socket");
+        let notes = read(Some(nl.as_fd()), &lo, &mut out);
         assert!(notes.is_empty() && out.is_empty(), "{notes:?} {out:?}");
     }
 }

@@ -105,12 +105,51 @@ pub fn xdp(msgs: &[RouteNetlinkMessage], names: &HashMap<u32, String>, out: &mut
 /// The most programs read of one tcx hook.
 pub const MAX_TCX: usize = 64;
 
+/// What a walk of the loaded programs told about tc programs: not yet known, none loaded, or
+/// one seen (remembered for good: it may be attached anywhere, and later).
+#[derive(Debug, Default)]
+pub struct TcPrograms(std::sync::atomic::AtomicU8);
+
+impl TcPrograms {
+    const UNKNOWN: u8 = 0;
+    const NONE: u8 = 1;
+    const SEEN: u8 = 2;
+
+    /// Takes in a walk's finding: `seen`, a `sched_cls` or `sched_act` program; otherwise,
+    /// with `complete` (the walk reached the last id and looked at every program), none.
+    pub fn found(&self, seen: bool, complete: bool) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if seen {
+            self.0.store(Self::SEEN, Relaxed);
+        } else if complete {
+            let _ = self
+                .0
+                .compare_exchange(Self::UNKNOWN, Self::NONE, Relaxed, Relaxed);
+        }
+    }
+
+    /// Whether devices are to be asked for tcx programs: unless a walk found that no tc
+    /// program is loaded (with no walk at all, every device is asked).
+    pub fn worth_asking(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed) != Self::NONE
+    }
+}
+
+/// This process's: the program watch (`progs`) walks, the tcx reading asks. With no tc
+/// program loaded, no device can have a tcx program, and its two `BPF_PROG_QUERY` calls per
+/// device and reading are spared.
+pub static TC_PROGRAMS: TcPrograms = TcPrograms(std::sync::atomic::AtomicU8::new(0));
+
 /// The tcx programs of each device of `names` (this thread's namespace), by `BPF_PROG_QUERY`:
 /// two calls per device; none after the first answers that this kernel has no tcx (before
-/// 6.6). Without the live feature there is no BPF here: nothing.
+/// 6.6), and none when no tc program is loaded ([`TC_PROGRAMS`]). Without the live feature
+/// there is no BPF here: nothing.
 pub fn tcx(names: &HashMap<u32, String>, out: &mut Vec<Hooked>) -> Vec<String> {
     #[cfg(feature = "live")]
     {
+        if !TC_PROGRAMS.worth_asking() {
+            return Vec::new();
+        }
         use aya_obj::generated::bpf_attach_type::{BPF_TCX_EGRESS, BPF_TCX_INGRESS};
         let mut notes = Vec::new();
         let mut devices: Vec<_> = names.iter().collect();
@@ -261,5 +300,22 @@ mod tests {
         tc(&msgs, "eth0", Hook::TcIngress, &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!((out[0].prog, out[0].hook.as_str()), (17, "ingress"));
+    }
+
+    #[test]
+    fn tcx_is_asked_until_a_complete_walk_finds_no_tc_program_and_again_once_one_is_seen() {
+        let tc = TcPrograms::default();
+        assert!(tc.worth_asking(), "no walk yet: ask");
+        tc.found(false, false);
+        assert!(tc.worth_asking(), "a walk cut short proves nothing");
+        tc.found(false, true);
+        assert!(!tc.worth_asking(), "every program looked at, none tc");
+        tc.found(true, false);
+        assert!(tc.worth_asking(), "a tc program loaded since");
+        tc.found(false, true);
+        assert!(
+            tc.worth_asking(),
+            "a later walk of new ids only does not forget it"
+        );
     }
 }

@@ -434,41 +434,47 @@ impl InitialNs {
 /// `dev` of a few MB).
 const MAX_FILE: usize = 16 << 20;
 
-/// The whole of a kept file, read again from its start into `buf`.
-fn reread<'a>(f: &File, buf: &'a mut Vec<u8>, name: &str) -> anyhow::Result<&'a str> {
+/// Files the kernel prints whole in one go (`single_open`): a read that leaves room in the
+/// buffer got all of it, and the read that would say so is spared. Files printed record by
+/// record (`dev`, `softnet_stat`) can answer short before their end, and are read to it.
+const WHOLE_AT_ONCE: &[&str] = &["snmp", "netstat", "snmp6"];
+
+/// Reads a counter file into `buf` with `read(buf, offset)` until its end (see
+/// [`WHOLE_AT_ONCE`]), at most [`MAX_FILE`] bytes.
+fn fill<'a>(
+    name: &str,
+    buf: &'a mut Vec<u8>,
+    mut read: impl FnMut(&mut [u8], u64) -> std::io::Result<usize>,
+) -> anyhow::Result<&'a str> {
+    let whole = WHOLE_AT_ONCE.contains(&name);
     buf.clear();
     let mut at = 0;
     loop {
         if buf.len() < at + 16384 {
             buf.resize(at + 65536, 0);
         }
-        let n = f
-            .read_at(&mut buf[at..], at as u64)
-            .with_context(|| format!("reading {name}"))?;
-        if n == 0 {
-            break;
-        }
+        let room = buf.len() - at;
+        let n = read(&mut buf[at..], at as u64).with_context(|| format!("reading {name}"))?;
         at += n;
         anyhow::ensure!(at <= MAX_FILE, "{name}: longer than {MAX_FILE} bytes");
+        if n == 0 || (whole && n < room) {
+            break;
+        }
     }
     buf.truncate(at);
     std::str::from_utf8(buf).with_context(|| format!("{name}: not UTF-8"))
+}
+
+/// The whole of a kept file, read again from its start into `buf`.
+fn reread<'a>(f: &File, buf: &'a mut Vec<u8>, name: &str) -> anyhow::Result<&'a str> {
+    fill(name, buf, |b, at| f.read_at(b, at))
 }
 
 /// The whole of a file opened now (and closed right after) in the calling thread's namespace.
 fn read_once<'a>(name: &str, buf: &'a mut Vec<u8>) -> anyhow::Result<&'a str> {
     let path = format!("/proc/thread-self/net/{name}");
     let mut f = File::open(&path).with_context(|| format!("opening {path}"))?;
-    buf.clear();
-    (&mut f)
-        .take(MAX_FILE as u64 + 1)
-        .read_to_end(buf)
-        .with_context(|| format!("reading {path}"))?;
-    anyhow::ensure!(
-        buf.len() <= MAX_FILE,
-        "{path}: longer than {MAX_FILE} bytes"
-    );
-    std::str::from_utf8(buf).with_context(|| format!("{path}: not UTF-8"))
+    fill(name, buf, |b, _| f.read(b))
 }
 
 /// Moves the calling thread into namespace `ns` (opened from `path`).
@@ -520,6 +526,42 @@ fn read_in(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file of `text` that answers at most `chunk` bytes a read, counting the reads.
+    fn chunked(
+        text: &[u8],
+        chunk: usize,
+        reads: &mut u32,
+    ) -> impl FnMut(&mut [u8], u64) -> std::io::Result<usize> {
+        move |b, at| {
+            *reads += 1;
+            let at = at as usize;
+            let n = b.len().min(chunk).min(text.len() - at.min(text.len()));
+            b[..n].copy_from_slice(&text[at..at + n]);
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn files_printed_record_by_record_are_read_to_their_end_and_whole_ones_in_one_read() {
+        let text: Vec<u8> = (0..10_000).map(|i| b'a' + (i % 26) as u8).collect();
+        let mut buf = Vec::new();
+        // `dev` answers a page at a time, short of the buffer each time: all of it is read.
+        let mut reads = 0;
+        let got = fill("dev", &mut buf, chunked(&text, 4096, &mut reads)).expect("read");
+        assert_eq!(got.as_bytes(), &text[..]);
+        assert_eq!(reads, 4, "three pages and the read that says the end");
+        // `snmp` comes whole: one read that leaves room is all of it.
+        let mut reads = 0;
+        let got = fill("snmp", &mut buf, chunked(&text, usize::MAX, &mut reads)).expect("read");
+        assert_eq!((got.len(), reads), (text.len(), 1));
+        // One that fills the buffer is read on.
+        let long: Vec<u8> = vec![b'x'; 200_000];
+        let mut reads = 0;
+        let got = fill("snmp", &mut buf, chunked(&long, usize::MAX, &mut reads)).expect("read");
+        assert_eq!(got.len(), long.len());
+        assert!(reads > 1);
+    }
 
     #[test]
     fn a_reading_that_does_not_answer_is_skipped_and_never_waited_for_twice() {

@@ -78,7 +78,8 @@ impl Rtnl {
                 let names = links(&msgs, out);
                 super::hooks::xdp(&msgs, &names, hooks);
                 notes.extend(super::hooks::tcx(&names, hooks));
-                notes.extend(super::ethtool::read(&raw_names(&msgs), out));
+                let sock = self.socket.as_ref().map(std::os::fd::AsFd::as_fd);
+                notes.extend(super::ethtool::read(sock, &raw_names(&msgs), out));
                 names
             }
             Err(e) => {

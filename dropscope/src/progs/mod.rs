@@ -120,25 +120,38 @@ impl Programs {
 
     fn discover(&mut self) {
         self.found_at = Some(Instant::now());
+        let (mut tc, mut complete, mut unsure) = (false, false, false);
         for _ in 0..MAX_PER_DISCOVERY {
-            let Ok(Some(id)) = sys::next_prog_id(self.last_id) else {
-                break;
+            let id = match sys::next_prog_id(self.last_id) {
+                Ok(Some(id)) => id,
+                Ok(None) => {
+                    complete = true;
+                    break;
+                }
+                Err(_) => break,
             };
             self.last_id = id;
-            // Gone already, or not one of ours to watch.
-            let Ok(fd) = sys::prog_fd(id) else { continue };
-            let Ok(info) = sys::prog_info(fd.as_fd()) else {
-                continue;
+            // Gone already, or not one of ours to watch. One that could not be looked at
+            // for another reason may be a tc program: then none is known to be absent.
+            let info = sys::prog_fd(id).and_then(|fd| sys::prog_info(fd.as_fd()).map(|i| (fd, i)));
+            let (fd, info) = match info {
+                Ok(x) => x,
+                Err(e) => {
+                    unsure |= e.raw_os_error() != Some(libc::ENOENT);
+                    continue;
+                }
             };
             let Some(kind) = Kind::of(info.kind) else {
                 continue;
             };
+            tc |= kind == Kind::Tc;
             if let Err(why) = self.watch(&info, kind, fd)
                 && self.refused.len() < MAX_REFUSED
             {
                 self.refused.insert(id, (info.name, why));
             }
         }
+        crate::kcounters::hooks::TC_PROGRAMS.found(tc, complete && !unsure);
     }
 
     fn watch(&mut self, info: &sys::ProgInfo, kind: Kind, target: OwnedFd) -> Result<(), String> {

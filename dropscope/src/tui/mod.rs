@@ -3,7 +3,8 @@
 //!
 //! [`run`] owns the terminal and the one event loop: it awaits terminal input, snapshots, replay
 //! status and one redraw timer, and never polls. Keys redraw at once; data redraws at most twice
-//! a second, and the header clock once a second while live.
+//! a second, at once when the last redraw is old enough (so the feed's own pace sets the
+//! redraws, without a timer of their own); the header clock ticks only when no snapshot came.
 /// Number and time formatting, shared with the command-line output.
 pub use crate::format;
 pub mod help;
@@ -60,8 +61,17 @@ pub struct TuiOptions {
 
 /// Least time between two redraws caused by data (snapshots, replay position).
 const DATA_REDRAW: Duration = Duration::from_millis(500);
+/// Data that comes this much sooner than DATA_REDRAW after the last redraw is still drawn at
+/// once: a feed polled every 500 ms then draws on arrival, with no timer wake-up of its own
+/// (each costs system calls: a timer set earlier than the runtime's next wake-up writes to
+/// its eventfd to wake it).
+const DATA_SLACK: Duration = Duration::from_millis(100);
 /// How often the header clock advances between snapshots.
 const CLOCK: Duration = Duration::from_secs(1);
+/// A live feed sends a snapshot at least once a second, and each advances the clock; the
+/// clock's own timer waits this much longer after one, so that it runs only when the feed is
+/// late.
+const CLOCK_GRACE: Duration = Duration::from_millis(250);
 /// How often a live source reads the kernel's counters while their panel (or the ledger's) is
 /// open.
 pub const KERNEL_READ: Duration = Duration::from_secs(1);
@@ -230,6 +240,9 @@ struct Session {
     /// every CLOCK while the header clock runs. Keys draw at once.
     dirty: bool,
     last_draw: Instant,
+    /// Whether the clock's timer drew since the last snapshot (then it ticks every CLOCK;
+    /// before, CLOCK_GRACE later).
+    ticked: bool,
 }
 
 impl Session {
@@ -238,7 +251,12 @@ impl Session {
         if self.dirty {
             Some(self.last_draw + DATA_REDRAW)
         } else if self.state.clock_running() {
-            Some(self.last_draw + CLOCK)
+            let grace = if self.ticked {
+                Duration::ZERO
+            } else {
+                CLOCK_GRACE
+            };
+            Some(self.last_draw + CLOCK + grace)
         } else {
             None
         }
@@ -258,6 +276,7 @@ impl Session {
     /// Takes in one message; returns whether the TUI is to end.
     fn handle(&mut self, msg: Msg) -> anyhow::Result<bool> {
         if let Msg::Snapshot(s, _) = &msg {
+            self.ticked = false;
             // Every snapshot received while recording goes to the file.
             for m in record(&mut self.recording, s) {
                 update(&mut self.state, m);
@@ -299,7 +318,7 @@ impl Session {
             }
             None => {}
         }
-        if urgent {
+        if urgent || self.last_draw.elapsed() + DATA_SLACK >= DATA_REDRAW {
             self.redraw()?;
         } else {
             self.dirty = true;
@@ -377,12 +396,15 @@ pub async fn run(feed: Feed, opts: TuiOptions) -> anyhow::Result<()> {
         done_tx,
         dirty: false,
         last_draw: Instant::now(),
+        ticked: false,
     };
     s.redraw()?;
 
     let result: anyhow::Result<()> = loop {
         let next_draw = s.next_draw();
+        // In order: what is waiting is taken in before a due redraw draws it.
         let turn = tokio::select! {
+            biased;
             ev = events.recv() => on_event(&mut s, ev),
             snap = snapshots.recv() => match snap {
                 Some(snap) => Turn::Msg(Msg::Snapshot(Box::new(snap), Instant::now().into_std())),
@@ -397,6 +419,7 @@ pub async fn run(feed: Feed, opts: TuiOptions) -> anyhow::Result<()> {
             },
             _ = tokio::time::sleep_until(next_draw.unwrap_or(s.last_draw)), if next_draw.is_some() => {
                 update(&mut s.state, Msg::Tick(Instant::now().into_std()));
+                s.ticked |= !s.dirty;
                 s.redraw().map_or_else(|e| Turn::End(Err(e)), |()| Turn::Again)
             }
         };

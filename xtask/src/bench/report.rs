@@ -93,7 +93,7 @@ pub fn render(r: &Results) -> String {
         .iter()
         .find(|s| s.kind == Kind::Single && s.config == Config::Nothing)
         .map(|s| s.median_rate);
-    tui_table(&mut out, r, baseline, &mut verdicts);
+    tui_table(&mut out, r.method, &r.tui, baseline, &mut verdicts);
     flame_section(&mut out, &r.flame, &mut verdicts);
     recording_section(&mut out, r, baseline, &mut verdicts);
     let errors: u64 = r.runs.iter().map(|run| run.flood.errors).sum();
@@ -429,13 +429,30 @@ fn syscall_verdict(rows: &[collector::Row], verdicts: &mut Vec<Verdict>) {
     ));
 }
 
-fn tui_table(out: &mut String, r: &Results, baseline: Option<f64>, verdicts: &mut Vec<Verdict>) {
+/// Only the TUI's cost (`cargo xtask bench --syscalls`), with its verdicts.
+pub fn render_tui(method: Option<Method>, tui: &Outcome<TuiCost>) -> String {
+    let (mut out, mut verdicts) = (String::new(), Vec::new());
+    tui_table(&mut out, method, tui, None, &mut verdicts);
+    let _ = writeln!(out, "\nVerdict");
+    for v in &verdicts {
+        let _ = writeln!(out, "  {:<5} {}", v.status, v.what);
+    }
+    out
+}
+
+fn tui_table(
+    out: &mut String,
+    method: Option<Method>,
+    tui: &Outcome<TuiCost>,
+    baseline: Option<f64>,
+    verdicts: &mut Vec<Verdict>,
+) {
     let _ = writeln!(
         out,
         "\n4. Live TUI (tmux, no key pressed): dropscope's own cost"
     );
-    let (Some(method), Outcome::Measured(t)) = (r.method, &r.tui) else {
-        let why = match &r.tui {
+    let (Some(method), Outcome::Measured(t)) = (method, tui) else {
+        let why = match tui {
             Outcome::Skipped(why) => why.clone(),
             Outcome::Measured(_) => "neither perf nor strace works here".into(),
         };
