@@ -35,6 +35,10 @@ pub const SERIES: usize = 10_000;
 const ROUNDS: usize = 20;
 /// Startup work (BTF, symbolizer, first polls) to let pass before measuring.
 const STARTUP: Duration = Duration::from_secs(3);
+/// Scraping before the first window: each scrape is a drop (the closed connection frees a
+/// packet), and the first drops' one-time work (the symbolizer reading the kernel's symbols)
+/// is not what an idle `serve` costs.
+const WARM: Duration = Duration::from_secs(3);
 /// Time for the poller to adapt to the flood before measuring.
 const ADAPT: Duration = Duration::from_secs(2);
 /// How often the scraper asks, as a Prometheus with a 1 s scrape interval would.
@@ -117,6 +121,10 @@ pub fn measure(
     proc.wait_line(|l| l.contains("serving metrics"), Duration::from_secs(30))?;
     let pid = proc.pid();
     interrupt::sleep(STARTUP)?;
+    let warm = Scraper::start(port);
+    let warmed = interrupt::sleep(WARM);
+    warm.stop()?;
+    warmed?;
     eprintln!("bench: serve (pid {pid}): measuring {window:?} with no drops, scraped every 1 s");
     let (idle, idle_scrapes) = measure_window(pid, port, method, window, None)?;
     eprintln!("bench: serve: measuring {window:?} under the flood, scraped every 1 s");
