@@ -386,3 +386,81 @@ fn a_tcx_program_attached_while_dropscope_runs_is_found_within_a_reading() {
         }
     }
 }
+
+#[test]
+fn a_program_in_a_namespace_without_a_name_or_counted_drops_is_found() {
+    let _serial = root_test();
+    let (a, b) = (Netns::new("pu-a"), Netns::new("pu-b"));
+    let (_va, vb) = veth_pair(&a, &b, "10.85.0");
+    a.traffic(&["udp-to", "10.85.0.2", "7999", "1"]);
+    let fs = Bpffs::mount();
+    let drop = fixture::load(Kind::Xdp, "ds_fx_hidden", 7006, XDP_DROP, true).expect("load");
+    let drop_id = prog_id(&drop);
+    let traced = fixture::fentry_allowed(&drop);
+    let pin = fs.pin(&drop, "hidden");
+    b.exec(&[
+        "ip",
+        "link",
+        "set",
+        "dev",
+        &vb,
+        "xdpdrv",
+        "pinned",
+        pin.to_str().expect("path"),
+    ]);
+    // b loses its name; a process keeps it, as a container's namespace is kept.
+    let mut holder = std::process::Command::new("ip")
+        .args(["netns", "exec", &b.name, "sleep", "120"])
+        .spawn()
+        .expect("holder");
+    std::thread::sleep(Duration::from_millis(300));
+    let nb = std::fs::metadata(format!("/proc/{}/ns/net", holder.id()))
+        .expect("holder's namespace")
+        .ino();
+    assert_eq!(nb, inode(&b));
+    let status = std::process::Command::new("ip")
+        .args(["netns", "del", &b.name])
+        .status()
+        .expect("ip netns del");
+    assert!(status.success());
+    std::mem::forget(b);
+
+    // Counted without the namespace (`--by` without netns): the drops there name no namespace
+    // to read, so only the search for where new programs are attached can find it.
+    let report = Counting::start(&[
+        "report",
+        "--format",
+        "json",
+        "--by",
+        "reason,location,device",
+        "--every",
+        "1",
+    ]);
+    // Two searching readings, then readings of where the program was found.
+    std::thread::sleep(Duration::from_millis(4500));
+    a.traffic(&["udp-to", "10.85.0.2", "7006", "120"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let out = report.interrupt();
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let report: Value =
+        serde_json::from_str(out.lines().last().expect("a report")).expect("JSON report");
+    let dropped = rows(
+        &report,
+        nb,
+        &format!("Xdp:{vb}:xdpdrv:ds_fx_hidden#{drop_id}:"),
+    );
+    match traced {
+        Ok(()) => {
+            assert_eq!(dropped.len(), 1, "{:#}", report["ledger"]);
+            assert_eq!(n(dropped[0], "delta"), 120, "{:#}", dropped[0]);
+        }
+        Err(e) => {
+            assert!(dropped.is_empty(), "{:#}", report["ledger"]);
+            let found = note(&report, drop_id, "ds_fx_hidden", "xdp xdpdrv", nb);
+            let code = e.to_string();
+            let code = code.split(" (os error").next().unwrap_or_default();
+            assert!(found.contains(code), "the kernel's answer ({e}) in {found}");
+        }
+    }
+}

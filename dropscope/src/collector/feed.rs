@@ -48,7 +48,16 @@ impl Collector {
         if k.read_at.is_some_and(|t| t.elapsed() < k.pace.get()) {
             return false;
         }
-        k.counters.poll(&kcounters::drop_netns(&self.last));
+        let mut wanted = kcounters::drop_netns(&self.last);
+        let mut search = false;
+        if let Ok(p) = &k.programs {
+            wanted.extend(p.homes());
+            search = p.searching();
+        }
+        k.counters.poll_searching(&wanted, search);
+        if let (Ok(p), true) = (&mut k.programs, search) {
+            p.searched(k.counters.readings_for_all());
+        }
         k.read_at = Some(Instant::now());
         let mut reading = k.counters.reading();
         let (hooks, complete) = k.counters.hooks();

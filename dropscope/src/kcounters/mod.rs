@@ -115,13 +115,24 @@ impl KernelCounters {
     /// Reads the counters again (once), also in the namespaces of `netns` (inode numbers of
     /// namespaces where drops were seen).
     pub fn poll(&mut self, netns: &[u64]) {
-        self.namespaces.refresh(netns);
+        self.poll_searching(netns, false);
+    }
+
+    /// Like [`KernelCounters::poll`]; with `every`, in every namespace a process is in too
+    /// (see [`Namespaces::refresh_searching`]).
+    pub fn poll_searching(&mut self, netns: &[u64], every: bool) {
+        self.namespaces.refresh_searching(netns, every);
         let reading = self.namespaces.read();
         self.read_unix_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
         let tracked: BTreeSet<u64> = self.namespaces.inodes().collect();
         self.fold(reading, &tracked);
+    }
+
+    /// How many readings it takes to read every namespace known now once.
+    pub fn readings_for_all(&self) -> u32 {
+        self.namespaces.readings_for_all()
     }
 
     /// How many namespace reads waited for a later poll (see [`MAX_READ_PER_POLL`]) so far.

@@ -128,6 +128,13 @@ impl Namespaces {
         std::iter::once(self.initial).chain(self.others.keys().copied())
     }
 
+    /// How many reads it takes to read every namespace known now once (the initial one is
+    /// in each).
+    pub fn readings_for_all(&self) -> u32 {
+        let per = MAX_READ_PER_POLL - 1;
+        self.others.len().div_ceil(per).max(1) as u32
+    }
+
     /// Namespace reads deferred by [`MAX_READ_PER_POLL`] so far.
     pub fn deferred(&self) -> u64 {
         self.deferred
@@ -138,6 +145,13 @@ impl Namespaces {
     /// `/proc/*/ns/net` on every refresh). A namespace that has neither any more is forgotten:
     /// it is gone, or going.
     pub fn refresh(&mut self, wanted: &[u64]) {
+        self.refresh_searching(wanted, false);
+    }
+
+    /// Like [`Namespaces::refresh`]; with `every`, also every namespace a process is in (to
+    /// find where newly loaded XDP and tc programs are attached: a namespace without drops,
+    /// or a name, is otherwise not read). At most [`MAX_READ_PER_POLL`] are read a poll.
+    pub fn refresh_searching(&mut self, wanted: &[u64], every: bool) {
         let mut found: BTreeMap<u64, PathBuf> = BTreeMap::new();
         if let Ok(dir) = std::fs::read_dir(&self.run_netns) {
             for entry in dir.flatten() {
@@ -152,7 +166,11 @@ impl Namespaces {
             .copied()
             .filter(|i| *i != self.initial && !found.contains_key(i))
             .collect();
-        if !wanted.is_empty() {
+        if every {
+            for (ino, path) in self.processes_in(&BTreeSet::new()) {
+                found.entry(ino).or_insert(path);
+            }
+        } else if !wanted.is_empty() {
             found.extend(self.processes_in(&wanted));
         }
         found.remove(&self.initial);
@@ -164,8 +182,8 @@ impl Namespaces {
         self.others = others;
     }
 
-    /// A way into each namespace of `inodes` that a process is in: `/proc/PID/ns/net` of the
-    /// lowest such pid.
+    /// A way into each namespace of `inodes` that a process is in (of every one, when
+    /// `inodes` is empty): `/proc/PID/ns/net` of the lowest such pid.
     fn processes_in(&self, inodes: &BTreeSet<u64>) -> HashMap<u64, PathBuf> {
         let mut out = HashMap::new();
         let Ok(proc) = std::fs::read_dir(&self.proc) else {
@@ -181,7 +199,9 @@ impl Namespaces {
             let Ok(meta) = std::fs::metadata(&path) else {
                 continue;
             };
-            if inodes.contains(&meta.ino()) {
+            if inodes.is_empty() {
+                out.entry(meta.ino()).or_insert(path);
+            } else if inodes.contains(&meta.ino()) {
                 out.entry(meta.ino()).or_insert(path);
                 if out.len() == inodes.len() {
                     break;

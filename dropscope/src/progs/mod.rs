@@ -38,6 +38,9 @@ pub const MAX_PER_DISCOVERY: usize = 1024;
 /// The most programs kept as refused, with their reason; past it, an attached program that is
 /// not watched is noted without one.
 pub const MAX_REFUSED: usize = 1024;
+/// Complete readings that look in every namespace a process is in after a new XDP or tc
+/// program is found (it may be attached a moment after it is loaded).
+pub const SEARCH_READINGS: u32 = 2;
 
 /// The kind of program watched, and the verdicts that are drops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,6 +96,13 @@ pub struct Programs {
     /// The highest program id looked at.
     last_id: u32,
     found_at: Option<Instant>,
+    /// The namespace each watched or refused program was last found attached in: read on
+    /// every reading, drops or not (an XDP drop frees no skb, so its namespace may have none).
+    homes: BTreeMap<u32, u64>,
+    /// Readings left that look in every namespace (see [`SEARCH_READINGS`]).
+    search: u32,
+    /// Whether `search` was sized to the namespaces there are (by the first search reading).
+    search_sized: bool,
 }
 
 impl Programs {
@@ -106,6 +116,9 @@ impl Programs {
             free: (0..MAX_PROGRAMS).rev().collect(),
             last_id: 0,
             found_at: None,
+            homes: BTreeMap::new(),
+            search: 0,
+            search_sized: false,
         };
         p.discover();
         Ok(p)
@@ -145,6 +158,7 @@ impl Programs {
                 continue;
             };
             tc |= kind == Kind::Tc;
+            (self.search, self.search_sized) = (SEARCH_READINGS, false);
             if let Err(why) = self.watch(&info, kind, fd)
                 && self.refused.len() < MAX_REFUSED
             {
@@ -300,6 +314,37 @@ impl Programs {
         // A refused program that is no longer loaded is forgotten.
         self.refused
             .retain(|id, _| attached.contains(id) || sys::prog_fd(*id).is_ok());
+        for (id, at) in &places {
+            if let Some((ns, _)) = at.first() {
+                self.homes.insert(*id, *ns);
+            }
+        }
+        let (watched, refused) = (&self.watched, &self.refused);
+        self.homes
+            .retain(|id, _| watched.contains_key(id) || refused.contains_key(id));
+    }
+
+    /// The namespaces where watched or refused programs were last found attached: the
+    /// reading looks there every time.
+    pub fn homes(&self) -> impl Iterator<Item = u64> + '_ {
+        self.homes.values().copied()
+    }
+
+    /// Whether the next reading is to look in every namespace a process is in: a new XDP or
+    /// tc program was found, and where it is attached is not known yet.
+    pub fn searching(&self) -> bool {
+        self.search > 0
+    }
+
+    /// Takes in that a searching reading was made; `rounds`: how many readings it takes to
+    /// read every namespace once (more than one past the bound on namespaces per reading:
+    /// the search then lasts as many times longer).
+    pub fn searched(&mut self, rounds: u32) {
+        if !self.search_sized {
+            self.search = SEARCH_READINGS * rounds.max(1);
+            self.search_sized = true;
+        }
+        self.search = self.search.saturating_sub(1);
     }
 }
 
