@@ -234,7 +234,8 @@ pub struct ReportArgs {
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
     /// Live: also print the counts so far every D (e.g. 1s), before the final report; with
-    /// `--format json` every report is one line (JSON Lines).
+    /// `--format json` every report is one line (JSON Lines). The kernel's counters (ledger,
+    /// unseen drops) are read once per report (every 10 s without this).
     #[arg(long, value_parser = parse_duration, value_name = "D", conflicts_with = "input")]
     pub every: Option<Duration>,
     /// Also write the sampled packets of the final counts (up to 8 per key) to this pcapng

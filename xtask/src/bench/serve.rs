@@ -35,9 +35,9 @@ pub const SERIES: usize = 10_000;
 const ROUNDS: usize = 20;
 /// Startup work (BTF, symbolizer, first polls) to let pass before measuring.
 const STARTUP: Duration = Duration::from_secs(3);
-/// Scraping before the first window: each scrape is a drop (the closed connection frees a
-/// packet), and the first drops' one-time work (the symbolizer reading the kernel's symbols)
-/// is not what an idle `serve` costs.
+/// Scraping before the first window, and the wait after it: the warm-up's closed connection
+/// frees a packet (a drop), and the first drop's one-time work (the symbolizer reading the
+/// kernel's symbols) is not what an idle `serve` costs.
 const WARM: Duration = Duration::from_secs(3);
 /// Time for the poller to adapt to the flood before measuring.
 const ADAPT: Duration = Duration::from_secs(2);
@@ -121,10 +121,13 @@ pub fn measure(
     proc.wait_line(|l| l.contains("serving metrics"), Duration::from_secs(30))?;
     let pid = proc.pid();
     interrupt::sleep(STARTUP)?;
+    // The warm-up's connection ends with it (a drop); the symbolizer's start follows within
+    // a poll, before the window.
     let warm = Scraper::start(port);
     let warmed = interrupt::sleep(WARM);
     warm.stop()?;
     warmed?;
+    interrupt::sleep(WARM)?;
     eprintln!("bench: serve (pid {pid}): measuring {window:?} with no drops, scraped every 1 s");
     let (idle, idle_scrapes) = measure_window(pid, port, method, window, None)?;
     eprintln!("bench: serve: measuring {window:?} under the flood, scraped every 1 s");
@@ -191,9 +194,23 @@ impl Scraper {
         let handle = std::thread::spawn(move || {
             let mut times = Vec::new();
             let mut body_bytes = 0;
+            // One connection kept open, as Prometheus keeps its connections (a new one per
+            // scrape costs serve about ten more syscalls, and its close is a drop).
+            let mut conn: Option<TcpStream> = None;
             while !flag.load(Ordering::Relaxed) {
                 let start = Instant::now();
-                body_bytes = scrape(port)?;
+                body_bytes = match conn.as_mut().map(scrape_on) {
+                    Some(Ok(n)) => n,
+                    // Closed by serve since (or never opened): a new connection.
+                    _ => {
+                        let mut c = TcpStream::connect(("127.0.0.1", port))
+                            .context("connecting to serve")?;
+                        c.set_read_timeout(Some(Duration::from_secs(10)))?;
+                        let n = scrape_on(&mut c)?;
+                        conn = Some(c);
+                        n
+                    }
+                };
                 times.push(start.elapsed().as_secs_f64() * 1e3);
                 let next = start + SCRAPE_EVERY;
                 while Instant::now() < next && !flag.load(Ordering::Relaxed) {
@@ -220,26 +237,34 @@ impl Scraper {
 }
 
 /// One scrape as Prometheus asks for it; the body's length.
-fn scrape(port: u16) -> anyhow::Result<usize> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).context("connecting to serve")?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+/// One scrape on a kept HTTP/1.1 connection; the body's length.
+fn scrape_on(s: &mut TcpStream) -> anyhow::Result<usize> {
     s.write_all(
-        b"GET /metrics HTTP/1.0\r\nHost: bench\r\nAccept: application/openmetrics-text;\
+        b"GET /metrics HTTP/1.1\r\nHost: bench\r\nAccept: application/openmetrics-text;\
           version=1.0.0,text/plain;version=0.0.4;q=0.5\r\n\r\n",
     )?;
-    let mut out = Vec::new();
-    s.read_to_end(&mut out)?;
-    let head_end = out
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .context("a response without a header block")?;
-    if !out.starts_with(b"HTTP/1.0 200") && !out.starts_with(b"HTTP/1.1 200") {
-        bail!(
-            "/metrics answered {}",
-            String::from_utf8_lossy(&out[..head_end])
-        );
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        anyhow::ensure!(s.read(&mut byte)? == 1, "the connection closed");
+        head.push(byte[0]);
+        anyhow::ensure!(head.len() < 65536, "a header block without an end");
     }
-    Ok(out.len() - head_end - 4)
+    let head = String::from_utf8_lossy(&head);
+    if !head.starts_with("HTTP/1.1 200") {
+        bail!("/metrics answered {}", head.trim());
+    }
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().ok())?
+        })
+        .context("a response without content-length")?;
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body)?;
+    Ok(len)
 }
 
 /// The serve figures beside the TUI's, as lines for the bench's report.
