@@ -464,3 +464,22 @@ fn a_program_in_a_namespace_without_a_name_or_counted_drops_is_found() {
         }
     }
 }
+
+#[test]
+fn a_program_load_moves_the_load_watch() {
+    let _serial = root_test();
+    let mut watch = dropscope::progs::loads::LoadWatch::open().expect("side-band events");
+    // What happened before (or while) it opened is not this test's.
+    let _ = watch.changed();
+    let prog = fixture::load(Kind::Xdp, "ds_fx_seen", 1, XDP_DROP, true).expect("load");
+    assert!(watch.changed(), "the load was not seen");
+    drop(prog);
+    // Its unload is an event too (freed after an RCU grace period: waited for).
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    let mut seen = watch.changed();
+    while !seen && std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+        seen = watch.changed();
+    }
+    assert!(seen, "the unload was not seen");
+}

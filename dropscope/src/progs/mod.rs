@@ -2,14 +2,16 @@
 //! (fexit, [`asm`]) that counts its drop verdicts in the kernel: `XDP_ABORTED` and `XDP_DROP`,
 //! `TC_ACT_SHOT`.
 //!
-//! New programs are found by id (`BPF_PROG_GET_NEXT_ID` from the highest id seen: one syscall
-//! when there is none) at most once a second; where each is attached (device, namespace, hook)
-//! comes from the kernel-counter reading (`rtnl`), which turns the counts into `Xdp:` and
-//! `Tc:` counters of the ledger. A counter holds its target loaded: one whose target is no
+//! New programs are found by id (`BPF_PROG_GET_NEXT_ID` from the highest id seen) when the
+//! [`loads`] watch saw a program loaded since the last look (memory reads, no syscall), and
+//! at most once a second where it cannot be opened; where each is attached (device,
+//! namespace, hook) comes from the kernel-counter reading (`rtnl`), which turns the counts
+//! into `Xdp:` and `Tc:` counters of the ledger. A counter holds its target loaded: one whose target is no
 //! longer attached anywhere the reading looked is dropped after [`UNATTACHED_READINGS`]
 //! readings. A program that cannot be watched (loaded without BTF, or refused) is kept with
 //! the reason, for the reading's notes.
 pub mod asm;
+pub mod loads;
 pub mod sys;
 
 use std::{
@@ -29,8 +31,10 @@ use crate::{
 
 /// The most programs watched at once.
 pub const MAX_PROGRAMS: u32 = 256;
-/// How often new programs are looked for.
+/// How often new programs are looked for without a [`loads::LoadWatch`].
 pub const DISCOVER_EVERY: Duration = Duration::from_secs(1);
+/// How often with one, when it saw no load: a safety net (a CPU that came online since).
+pub const DISCOVER_ANYWAY: Duration = Duration::from_secs(60);
 /// Readings in a row that must find a program attached nowhere before its counter goes.
 pub const UNATTACHED_READINGS: u32 = 2;
 /// The most programs looked at in one discovery (the rest wait for the next one).
@@ -103,6 +107,8 @@ pub struct Programs {
     search: u32,
     /// Whether `search` was sized to the namespaces there are (by the first search reading).
     search_sized: bool,
+    /// Program loads seen without a syscall (`None`: the kernel refused the events).
+    loads: Option<loads::LoadWatch>,
 }
 
 impl Programs {
@@ -119,16 +125,31 @@ impl Programs {
             homes: BTreeMap::new(),
             search: 0,
             search_sized: false,
+            loads: loads::LoadWatch::open()
+                .inspect_err(|e| tracing::debug!("program loads not watched: {e}"))
+                .ok(),
         };
         p.discover();
         Ok(p)
     }
 
-    /// Looks for programs loaded since the last look (at most once per [`DISCOVER_EVERY`]).
+    /// Looks for programs loaded since the last look: when the load watch saw one (or
+    /// [`DISCOVER_ANYWAY`] passed), or without a watch once per [`DISCOVER_EVERY`].
     pub fn discover_if_due(&mut self) {
-        if self.found_at.is_none_or(|t| t.elapsed() >= DISCOVER_EVERY) {
+        let since = self.found_at.map(|t| t.elapsed());
+        let due = match &mut self.loads {
+            // A load during the walk moves a head again: looked for on the next call.
+            Some(w) => w.changed() || since.is_none_or(|t| t >= DISCOVER_ANYWAY),
+            None => since.is_none_or(|t| t >= DISCOVER_EVERY),
+        };
+        if due {
             self.discover();
         }
+    }
+
+    /// Whether program loads are watched without a syscall (see [`loads`]).
+    pub fn watches_loads(&self) -> bool {
+        self.loads.is_some()
     }
 
     fn discover(&mut self) {
