@@ -111,16 +111,7 @@ fn xdp_drop_and_aborted_are_counted_per_program_device_and_namespace() {
     let traced = fixture::fentry_allowed(&drop);
     eprintln!("tracing programs on this kernel: {traced:?}");
     let pin = fs.pin(&drop, "drop");
-    b.exec(&[
-        "ip",
-        "link",
-        "set",
-        "dev",
-        &vb,
-        "xdpdrv",
-        "pinned",
-        pin.to_str().expect("path"),
-    ]);
+    attach_xdp(&b, &vb, "xdpdrv", &pin);
     // The neighbours are resolved before counting.
     a.traffic(&["udp-to", "10.82.0.2", "7999", "1"]);
     b.traffic(&["udp-to", "10.82.0.1", "7999", "1"]);
@@ -131,16 +122,7 @@ fn xdp_drop_and_aborted_are_counted_per_program_device_and_namespace() {
     let abort = fixture::load(Kind::Xdp, "ds_fx_abort", 7002, XDP_ABORTED, true).expect("load");
     let abort_id = prog_id(&abort);
     let pin2 = fs.pin(&abort, "abort");
-    a.exec(&[
-        "ip",
-        "link",
-        "set",
-        "dev",
-        &va,
-        "xdpdrv",
-        "pinned",
-        pin2.to_str().expect("path"),
-    ]);
+    attach_xdp(&a, &va, "xdpdrv", &pin2);
     // Found within a second.
     std::thread::sleep(Duration::from_millis(1200));
     a.traffic(&["udp-to", "10.82.0.2", "7001", "500"]);
@@ -238,16 +220,7 @@ fn tc_shot_is_one_drop_and_a_program_without_btf_is_listed() {
     let plain = fixture::load(Kind::Xdp, "ds_fx_nobtf", 1, XDP_DROP, false).expect("load");
     let plain_id = prog_id(&plain);
     let pin2 = fs.pin(&plain, "plain");
-    a.exec(&[
-        "ip",
-        "link",
-        "set",
-        "dev",
-        &va,
-        "xdpgeneric",
-        "pinned",
-        pin2.to_str().expect("path"),
-    ]);
+    attach_xdp(&a, &va, "xdpgeneric", &pin2);
     // A tcx link (6.6+) on va's egress shoots UDP to port 7004.
     let tcx = fixture::load(Kind::Tc, "ds_fx_tcx", 7004, TC_ACT_SHOT, true).expect("load");
     let tcx_id = prog_id(&tcx);
@@ -367,24 +340,9 @@ fn a_tcx_program_attached_while_dropscope_runs_is_found_within_a_reading() {
         "{:#}",
         report["drops"]
     );
-    let found = rows(
-        &report,
-        na,
-        &format!("Tc:{va}:tcx-egress:ds_fx_late#{tcx_id}:"),
-    );
-    match traced {
-        Ok(()) => {
-            assert_eq!(found.len(), 1, "{:#}", report["ledger"]);
-            assert_eq!(n(found[0], "delta"), 150, "{:#}", found[0]);
-        }
-        Err(e) => {
-            assert!(found.is_empty(), "{:#}", report["ledger"]);
-            let note = note(&report, tcx_id, "ds_fx_late", "tc tcx-egress", na);
-            let code = e.to_string();
-            let code = code.split(" (os error").next().unwrap_or_default();
-            assert!(note.contains(code), "the kernel's answer ({e}) in {note}");
-        }
-    }
+    let prefix = format!("Tc:{va}:tcx-egress:ds_fx_late#{tcx_id}:");
+    let place = (na, tcx_id, "ds_fx_late", "tc tcx-egress");
+    counted_or_noted(&report, &traced, &prefix, place, 150);
 }
 
 #[test]
@@ -398,16 +356,7 @@ fn a_program_in_a_namespace_without_a_name_or_counted_drops_is_found() {
     let drop_id = prog_id(&drop);
     let traced = fixture::fentry_allowed(&drop);
     let pin = fs.pin(&drop, "hidden");
-    b.exec(&[
-        "ip",
-        "link",
-        "set",
-        "dev",
-        &vb,
-        "xdpdrv",
-        "pinned",
-        pin.to_str().expect("path"),
-    ]);
+    attach_xdp(&b, &vb, "xdpdrv", &pin);
     // b loses its name; a process keeps it, as a container's namespace is kept.
     let mut holder = std::process::Command::new("ip")
         .args(["netns", "exec", &b.name, "sleep", "120"])
@@ -445,22 +394,39 @@ fn a_program_in_a_namespace_without_a_name_or_counted_drops_is_found() {
     let _ = holder.wait();
     let report: Value =
         serde_json::from_str(out.lines().last().expect("a report")).expect("JSON report");
-    let dropped = rows(
-        &report,
-        nb,
-        &format!("Xdp:{vb}:xdpdrv:ds_fx_hidden#{drop_id}:"),
-    );
+    let prefix = format!("Xdp:{vb}:xdpdrv:ds_fx_hidden#{drop_id}:");
+    let place = (nb, drop_id, "ds_fx_hidden", "xdp xdpdrv");
+    counted_or_noted(&report, &traced, &prefix, place, 120);
+}
+
+/// Attaches the pinned XDP program `pin` to `dev` of `ns` in `mode` (`xdpdrv`, `xdpgeneric`).
+fn attach_xdp(ns: &Netns, dev: &str, mode: &str, pin: &std::path::Path) {
+    let pin = pin.to_str().expect("path");
+    ns.exec(&["ip", "link", "set", "dev", dev, mode, "pinned", pin]);
+}
+
+/// Where the kernel traces programs (`traced`), the program at `place` (namespace, id, name,
+/// hook) has one counter row starting with `prefix` that counted `count`; elsewhere none, and
+/// a note says why with the kernel's answer.
+fn counted_or_noted(
+    report: &Value,
+    traced: &std::io::Result<()>,
+    prefix: &str,
+    (ns, id, name, hook): (u64, u32, &str, &str),
+    count: u64,
+) {
+    let found = rows(report, ns, prefix);
     match traced {
         Ok(()) => {
-            assert_eq!(dropped.len(), 1, "{:#}", report["ledger"]);
-            assert_eq!(n(dropped[0], "delta"), 120, "{:#}", dropped[0]);
+            assert_eq!(found.len(), 1, "{:#}", report["ledger"]);
+            assert_eq!(n(found[0], "delta"), count, "{:#}", found[0]);
         }
         Err(e) => {
-            assert!(dropped.is_empty(), "{:#}", report["ledger"]);
-            let found = note(&report, drop_id, "ds_fx_hidden", "xdp xdpdrv", nb);
+            assert!(found.is_empty(), "{:#}", report["ledger"]);
+            let note = note(report, id, name, hook, ns);
             let code = e.to_string();
             let code = code.split(" (os error").next().unwrap_or_default();
-            assert!(found.contains(code), "the kernel's answer ({e}) in {found}");
+            assert!(note.contains(code), "the kernel's answer ({e}) in {note}");
         }
     }
 }

@@ -106,10 +106,7 @@ pub fn render(r: &Results) -> String {
     for w in &r.warnings {
         let _ = writeln!(out, "\nwarning: {w}");
     }
-    let _ = writeln!(out, "\nVerdict");
-    for v in &verdicts {
-        let _ = writeln!(out, "  {:<5} {}", v.status, v.what);
-    }
+    verdict_section(&mut out, &verdicts);
     out
 }
 
@@ -433,11 +430,15 @@ fn syscall_verdict(rows: &[collector::Row], verdicts: &mut Vec<Verdict>) {
 pub fn render_tui(method: Option<Method>, tui: &Outcome<TuiCost>) -> String {
     let (mut out, mut verdicts) = (String::new(), Vec::new());
     tui_table(&mut out, method, tui, None, &mut verdicts);
+    verdict_section(&mut out, &verdicts);
+    out
+}
+
+fn verdict_section(out: &mut String, verdicts: &[Verdict]) {
     let _ = writeln!(out, "\nVerdict");
-    for v in &verdicts {
+    for v in verdicts {
         let _ = writeln!(out, "  {:<5} {}", v.status, v.what);
     }
-    out
 }
 
 fn tui_table(
