@@ -35,10 +35,14 @@ fn main() -> ExitCode {
     // The command runs as a task, not as block_on's own future: a task woken by another task
     // of this thread is queued without a system call, whereas waking block_on's future writes
     // to the runtime's eventfd (a write and an extra epoll_wait per wake-up).
+    // A panic in it has unwound the task (restoring the terminal, detaching the probe) and is
+    // raised again here, so the process ends as a panic does.
     let res = rt.block_on(async {
-        tokio::spawn(dropscope::cmd::run(cli))
-            .await
-            .unwrap_or_else(|e| Err(anyhow::anyhow!("the command's task ended: {e}")))
+        match tokio::spawn(dropscope::cmd::run(cli)).await {
+            Ok(res) => res,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => Err(anyhow::anyhow!("the command's task ended: {e}")),
+        }
     });
     match res {
         Ok(()) => ExitCode::SUCCESS,
