@@ -55,8 +55,8 @@ pub struct BenchArgs {
     /// Seconds of flood per (flood, configuration) pair and round.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=60))]
     flood_secs: u64,
-    /// Seconds of each measurement window of the live TUI and `serve` (a multiple of 10: the
-    /// kernel's counters are read every 10 s, and a window holds as many readings as its share).
+    /// Seconds of each measurement window of the live TUI and `serve` (the default, 10, holds
+    /// one reading of the kernel's counters, which both read every 10 s).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=60))]
     window_secs: u64,
     /// Seconds of each measurement of the collector's cost (10, 1,000 and 10,000 live keys).
@@ -78,7 +78,7 @@ pub struct BenchArgs {
           value_parser = clap::value_parser!(u64).range(1..=256))]
     layers: Option<u64>,
     /// Only the live TUI's and `serve`'s own cost (syscalls, CPU), idle and under the flood
-    /// (about 2 minutes).
+    /// (about 3 minutes).
     #[arg(long, conflicts_with_all = ["breakdown", "layers"])]
     syscalls: bool,
 }
@@ -142,16 +142,7 @@ fn run_all(args: BenchArgs) -> anyhow::Result<()> {
         let tui = measure_tui(&dropscope, &target, method, window)?;
         let serve = measure_serve(&root, &target_dir, &dropscope, &target, method, window)?;
         print!("{}", report::render_tui(method, &tui));
-        match &serve {
-            Outcome::Measured(cost) => {
-                let tui = match &tui {
-                    Outcome::Measured(t) => Some(t),
-                    Outcome::Skipped(_) => None,
-                };
-                print!("\n7. {}", serve::render(cost, tui));
-            }
-            Outcome::Skipped(why) => println!("\n7. dropscope serve: SKIPPED: {why}"),
-        }
+        print_serve(&serve, &tui);
         for w in &warnings {
             println!("\nwarning: {w}");
         }
@@ -236,9 +227,15 @@ fn run_all(args: BenchArgs) -> anyhow::Result<()> {
         warnings,
     };
     print!("{}", report::render(&results));
-    match &serve {
+    print_serve(&serve, &results.tui);
+    Ok(())
+}
+
+/// Section 7 of the report: `serve`'s cost beside the TUI's.
+fn print_serve(serve: &Outcome<serve::ServeCost>, tui: &Outcome<tui::TuiCost>) {
+    match serve {
         Outcome::Measured(cost) => {
-            let tui = match &results.tui {
+            let tui = match tui {
                 Outcome::Measured(t) => Some(t),
                 Outcome::Skipped(_) => None,
             };
@@ -246,7 +243,6 @@ fn run_all(args: BenchArgs) -> anyhow::Result<()> {
         }
         Outcome::Skipped(why) => println!("\n7. dropscope serve: SKIPPED: {why}"),
     }
-    Ok(())
 }
 
 /// The (flood, configuration) pairs of the loss rounds. The interleaved flood leaves out

@@ -5,8 +5,8 @@
 //! drops (see [`is_drop_stat`]) as `Ethtool:<dev>:<stat>`.
 //!
 //! Bounded: at most [`MAX_STATS`] statistics per device (a driver with more is cut, with a
-//! note; one with more than [`MAX_ANSWER`] is not read, with a note), names cut at their 32 bytes and escaped; a device without statistics (`lo`) costs
-//! one ioctl. The kernel's answers land in guarded buffers ([`super::guarded`]): a driver whose
+//! note; one with more than [`MAX_ANSWER`] is not read, with a note), names cut at their 32
+//! bytes and escaped; a device without statistics (`lo`) costs one ioctl. The kernel's answers land in guarded buffers ([`super::guarded`]): a driver whose
 //! statistics change between the ioctls cannot make the kernel write past them.
 use std::{
     cell::RefCell,

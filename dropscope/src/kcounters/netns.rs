@@ -167,11 +167,11 @@ impl Namespaces {
             .filter(|i| *i != self.initial && !found.contains_key(i))
             .collect();
         if every {
-            for (ino, path) in self.processes_in(&BTreeSet::new()) {
+            for (ino, path) in self.processes_in(None) {
                 found.entry(ino).or_insert(path);
             }
         } else if !wanted.is_empty() {
-            found.extend(self.processes_in(&wanted));
+            found.extend(self.processes_in(Some(&wanted)));
         }
         found.remove(&self.initial);
         let mut others = BTreeMap::new();
@@ -182,9 +182,9 @@ impl Namespaces {
         self.others = others;
     }
 
-    /// A way into each namespace of `inodes` that a process is in (of every one, when
-    /// `inodes` is empty): `/proc/PID/ns/net` of the lowest such pid.
-    fn processes_in(&self, inodes: &BTreeSet<u64>) -> HashMap<u64, PathBuf> {
+    /// A way into each namespace of `inodes` that a process is in (into every one a process
+    /// is in, with `None`): `/proc/PID/ns/net` of the lowest such pid.
+    fn processes_in(&self, inodes: Option<&BTreeSet<u64>>) -> HashMap<u64, PathBuf> {
         let mut out = HashMap::new();
         let Ok(proc) = std::fs::read_dir(&self.proc) else {
             return out;
@@ -199,13 +199,17 @@ impl Namespaces {
             let Ok(meta) = std::fs::metadata(&path) else {
                 continue;
             };
-            if inodes.is_empty() {
-                out.entry(meta.ino()).or_insert(path);
-            } else if inodes.contains(&meta.ino()) {
-                out.entry(meta.ino()).or_insert(path);
-                if out.len() == inodes.len() {
-                    break;
+            match inodes {
+                None => {
+                    out.entry(meta.ino()).or_insert(path);
                 }
+                Some(inodes) if inodes.contains(&meta.ino()) => {
+                    out.entry(meta.ino()).or_insert(path);
+                    if out.len() == inodes.len() {
+                        break;
+                    }
+                }
+                Some(_) => {}
             }
         }
         out

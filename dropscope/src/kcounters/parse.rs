@@ -23,17 +23,22 @@ pub fn snmp(text: &str, out: &mut Counters, keep: fn(&str) -> bool) {
         }
         for (n, v) in names.split_whitespace().zip(values.split_whitespace()) {
             // Some values are signed (Tcp:MaxConn is -1); they are not drop counters.
-            name.clear();
-            name.push_str(g1);
-            name.push(':');
-            name.push_str(n);
-            if keep(&name)
+            if keep(joined(&mut name, g1, n))
                 && let Ok(v) = v.parse::<u64>()
             {
                 out.insert(name.clone(), v);
             }
         }
     }
+}
+
+/// `group:name` in `buf` (reused: one allocation for all the names of a file).
+fn joined<'a>(buf: &'a mut String, group: &str, name: &str) -> &'a str {
+    buf.clear();
+    buf.push_str(group);
+    buf.push(':');
+    buf.push_str(name);
+    buf
 }
 
 /// Adds the counters of `/proc/net/snmp6` (`Udp6NoPorts 7` per line) as `Udp6:NoPorts`, those
@@ -51,11 +56,7 @@ pub fn snmp6(text: &str, out: &mut Counters, keep: fn(&str) -> bool) {
         if rest.is_empty() {
             continue;
         }
-        key.clear();
-        key.push_str(group);
-        key.push(':');
-        key.push_str(rest);
-        if keep(&key)
+        if keep(joined(&mut key, group, rest))
             && let Ok(v) = v.parse::<u64>()
         {
             out.insert(key.clone(), v);

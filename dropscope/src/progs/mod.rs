@@ -6,10 +6,10 @@
 //! [`loads`] watch saw a program loaded since the last look (memory reads, no syscall), and
 //! at most once a second where it cannot be opened; where each is attached (device,
 //! namespace, hook) comes from the kernel-counter reading (`rtnl`), which turns the counts
-//! into `Xdp:` and `Tc:` counters of the ledger. A counter holds its target loaded: one whose target is no
-//! longer attached anywhere the reading looked is dropped after [`UNATTACHED_READINGS`]
-//! readings. A program that cannot be watched (loaded without BTF, or refused) is kept with
-//! the reason, for the reading's notes.
+//! into `Xdp:` and `Tc:` counters of the ledger. A counter holds its target loaded: one whose
+//! target is no longer attached anywhere the reading looked is dropped after
+//! [`UNATTACHED_READINGS`] readings. A program that cannot be watched (loaded without BTF, or
+//! refused) is kept with the reason, for the reading's notes.
 pub mod asm;
 pub mod loads;
 pub mod sys;
@@ -100,9 +100,9 @@ pub struct Programs {
     /// The highest program id looked at.
     last_id: u32,
     found_at: Option<Instant>,
-    /// The namespace each watched or refused program was last found attached in: read on
+    /// The namespaces each watched or refused program was last found attached in: read on
     /// every reading, drops or not (an XDP drop frees no skb, so its namespace may have none).
-    homes: BTreeMap<u32, u64>,
+    homes: BTreeMap<u32, BTreeSet<u64>>,
     /// Readings left that look in every namespace (see [`SEARCH_READINGS`]).
     search: u32,
     /// Whether `search` was sized to the namespaces there are (by the first search reading).
@@ -145,11 +145,6 @@ impl Programs {
         if due {
             self.discover();
         }
-    }
-
-    /// Whether program loads are watched without a syscall (see [`loads`]).
-    pub fn watches_loads(&self) -> bool {
-        self.loads.is_some()
     }
 
     fn discover(&mut self) {
@@ -336,9 +331,8 @@ impl Programs {
         self.refused
             .retain(|id, _| attached.contains(id) || sys::prog_fd(*id).is_ok());
         for (id, at) in &places {
-            if let Some((ns, _)) = at.first() {
-                self.homes.insert(*id, *ns);
-            }
+            self.homes
+                .insert(*id, at.iter().map(|(ns, _)| *ns).collect());
         }
         let (watched, refused) = (&self.watched, &self.refused);
         self.homes
@@ -348,7 +342,7 @@ impl Programs {
     /// The namespaces where watched or refused programs were last found attached: the
     /// reading looks there every time.
     pub fn homes(&self) -> impl Iterator<Item = u64> + '_ {
-        self.homes.values().copied()
+        self.homes.values().flatten().copied()
     }
 
     /// Whether the next reading is to look in every namespace a process is in: a new XDP or
