@@ -142,6 +142,12 @@ pub const fn reason_bit(value: u32) -> Option<u32> {
     }
 }
 
+/// The helper id the program calls where it means the `bpf_rdonly_cast` kfunc: no kernel has
+/// a helper by this number. The loader rewrites each such call into a call of the kfunc
+/// (`BPF_PSEUDO_KFUNC_CALL` with its BTF id), or, on a kernel without it (before 6.2), into
+/// `r0 = 0` on a path the settings never take.
+pub const RDONLY_CAST_MARK: u32 = 0x7ead_ca57;
+
 /// Load-time settings of the program (a read-only global: the verifier sees constants).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -201,11 +207,21 @@ pub struct Config {
     /// What the program must read per drop: bits of [`need`] (derived from the rest, so the
     /// common path tests one word).
     pub need: u32,
+    /// BTF id of `struct iphdr`, for `bpf_rdonly_cast` (0: no such kfunc, the headers are
+    /// read with `bpf_probe_read_kernel`).
+    pub btf_iphdr: u32,
+    /// BTF id of `struct ipv6hdr` (as above).
+    pub btf_ipv6hdr: u32,
+    /// BTF id of `struct udphdr` (as above: the destination port of UDP, TCP, SCTP and
+    /// UDP-Lite is at the same place).
+    pub btf_udphdr: u32,
+    /// Unused: keeps the bitmap 8-byte aligned.
+    pub _pad: u32,
     /// The reason filter's bitmap (bits of [`reason_bit`]): read-only like the rest, so the
     /// test is one load, and set before the program counts anything.
     pub filter_reason_words: ReasonWords,
 }
-const _: () = assert!(core::mem::size_of::<Config>() == 120 + 8 * REASON_WORDS);
+const _: () = assert!(core::mem::size_of::<Config>() == 136 + 8 * REASON_WORDS);
 
 /// Words of the reason filter's bitmap.
 pub const REASON_WORDS: usize = (filter::REASON_BITS / 64) as usize;
@@ -244,10 +260,13 @@ pub mod need {
     /// The reason filter is set.
     pub const REASONS: u32 = 8;
     /// The key keeps less than what is read of the packet (a filter reads a dimension the
-    /// grouping drops, or the grouping keeps the namespace without the interface, or protocol
-    /// and port apart), so each field is masked by the grouping. Unset, the key is the packet
+    /// grouping drops, or the grouping keeps the namespace without the interface, or the port
+    /// without the protocol), so each field is masked by the grouping. Unset, the key is the packet
     /// as read, with no per-field test.
     pub const MASK: u32 = 16;
+    /// Read the destination port too (port grouped by, or filtered on): with
+    /// [`HEADERS`] alone, only the protocol is read.
+    pub const PORT: u32 = 32;
 }
 
 /// The headers of one dropped packet, kept as an example of its key.

@@ -1,12 +1,14 @@
 //! Which packet a drop is: its network namespace, interface and protocols, read from the
 //! `sk_buff` at offsets the loader found in the running kernel's BTF (no CO-RE needed).
 use aya_ebpf::helpers::bpf_probe_read_kernel;
-use dropscope_common::need;
+use dropscope_common::{RDONLY_CAST_MARK, need};
 
 /// How kernel memory is read: typed loads through BTF pointers (tp_btf, a few ns each; faults
 /// read as zero) or `bpf_probe_read_kernel` (the classic tracepoint, whose pointers are plain
 /// numbers to the verifier).
 pub trait Mem {
+    /// Whether pointers are BTF-typed (so `bpf_rdonly_cast` may type a header).
+    const TYPED: bool;
     /// The u64 at `base + off` (0 if it cannot be read).
     fn u64(&self, base: *const u8, off: u32) -> u64;
     /// The u32 at `base + off` (0 if it cannot be read).
@@ -20,6 +22,7 @@ pub trait Mem {
 pub struct Typed;
 
 impl Mem for Typed {
+    const TYPED: bool = true;
     #[inline(always)]
     fn u64(&self, base: *const u8, off: u32) -> u64 {
         // SAFETY: `base` is a BTF-typed kernel pointer and `off` a field offset from its BTF; the
@@ -42,6 +45,7 @@ impl Mem for Typed {
 pub struct Probed;
 
 impl Mem for Probed {
+    const TYPED: bool = false;
     #[inline(always)]
     fn u64(&self, base: *const u8, off: u32) -> u64 {
         // SAFETY: bpf_probe_read_kernel checks the address itself.
@@ -112,21 +116,26 @@ pub fn packet<M: Mem>(m: &M, needs: u32, skb: *const u8, rx_sk: *const u8) -> Pa
     if needs & need::HEADERS != 0 {
         p.l3proto = u16::from_be(m.u16(skb, setting!(skb_protocol)));
         if p.l3proto == ETH_P_IP || p.l3proto == ETH_P_IPV6 {
-            transport(m, skb, &mut p);
+            transport(m, skb, needs & need::PORT != 0, &mut p);
         }
     }
     p
 }
 
-/// The L4 protocol and destination port, from the packet's headers when they are set.
+/// The L4 protocol and (with `port`) the destination port, from the packet's headers when
+/// they are set.
 #[inline(always)]
-fn transport<M: Mem>(m: &M, skb: *const u8, p: &mut Packet) {
+fn transport<M: Mem>(m: &M, skb: *const u8, port: bool, p: &mut Packet) {
     let head = m.u64(skb, setting!(skb_head)) as *const u8;
     let nh = m.u16(skb, setting!(skb_network_header));
     if head.is_null() || nh == NO_HEADER {
         return;
     }
     let ip = head.wrapping_add(nh as usize);
+    if M::TYPED && setting!(btf_udphdr) != 0 {
+        cast_transport(ip, port, p);
+        return;
+    }
     let (l4, ports_at) = if p.l3proto == ETH_P_IP {
         // SAFETY: bpf_probe_read_kernel checks the address itself.
         let Ok(b) = (unsafe { bpf_probe_read_kernel(ip.cast::<[u8; 24]>()) }) else {
@@ -150,7 +159,7 @@ fn transport<M: Mem>(m: &M, skb: *const u8, p: &mut Packet) {
     };
     p.l4proto = l4;
     // TCP, UDP, SCTP and UDP-Lite carry the destination port in bytes 2-3.
-    if matches!(l4, 6 | 17 | 132 | 136) {
+    if port && matches!(l4, 6 | 17 | 132 | 136) {
         let port = match ports_at {
             Some(b) => u16::from_be_bytes(b),
             None => {
@@ -166,6 +175,56 @@ fn transport<M: Mem>(m: &M, skb: *const u8, p: &mut Packet) {
             }
         };
         p.dport = port;
+    }
+}
+
+/// `bpf_rdonly_cast(obj, btf_id)` (6.2+): `obj` as a read-only pointer to the kernel type
+/// `btf_id`, whose fields are then read with plain loads (a fault reads as zero). The verifier
+/// turns the call into a move. Emitted as a call of helper [`RDONLY_CAST_MARK`], which the
+/// loader rewrites into the kfunc's call.
+#[inline(always)]
+fn rdonly_cast(obj: *const u8, btf_id: u32) -> *const u8 {
+    // SAFETY: the mark is a call the loader rewrites into `bpf_rdonly_cast`, whose signature
+    // this is (or, where the kernel has no such kfunc, into `r0 = 0` on a path never taken: the
+    // settings then hold no BTF ids).
+    unsafe {
+        let cast: unsafe extern "C" fn(*const u8, u32) -> *const u8 =
+            core::mem::transmute(RDONLY_CAST_MARK as usize);
+        cast(obj, btf_id)
+    }
+}
+
+/// The L4 protocol and destination port, with the headers typed by `bpf_rdonly_cast`: plain
+/// loads, no helper call.
+#[inline(always)]
+fn cast_transport(ip: *const u8, port: bool, p: &mut Packet) {
+    let (l4, l4_at) = if p.l3proto == ETH_P_IP {
+        let h = rdonly_cast(ip, setting!(btf_iphdr));
+        // SAFETY: `h` is a read-only BTF pointer to `struct iphdr` (20 bytes): the verifier
+        // checks each offset against it and a fault reads as zero.
+        let proto = unsafe { core::ptr::read_volatile(h.add(9)) };
+        // The header's length (`ihl`, in words) only where the port is read.
+        let at = if port {
+            // SAFETY: as above: `ihl` and `version` share byte 0.
+            let ihl = ((unsafe { core::ptr::read_volatile(h) } & 0xf) as usize) * 4;
+            (ihl >= 20).then(|| ip.wrapping_add(ihl))
+        } else {
+            None
+        };
+        (proto, at)
+    } else {
+        let h = rdonly_cast(ip, setting!(btf_ipv6hdr));
+        // SAFETY: as above, `struct ipv6hdr` (40 bytes): `nexthdr` at 6.
+        let next = unsafe { core::ptr::read_volatile(h.add(6)) };
+        (next, Some(ip.wrapping_add(40)))
+    };
+    p.l4proto = l4;
+    // TCP, UDP, SCTP and UDP-Lite carry the destination port in bytes 2-3.
+    if let (true, Some(at)) = (port && matches!(l4, 6 | 17 | 132 | 136), l4_at) {
+        let u = rdonly_cast(at, setting!(btf_udphdr));
+        // SAFETY: as above, `struct udphdr` (8 bytes): `dest` at 2.
+        let dest = unsafe { core::ptr::read_volatile(u.add(2).cast::<u16>()) };
+        p.dport = u16::from_be(dest);
     }
 }
 

@@ -101,6 +101,10 @@ static CONFIG: Global<Config> = Global::new(Config {
     skb_data_len: 0,
     skb_tail: 0,
     need: 0,
+    btf_iphdr: 0,
+    btf_ipv6hdr: 0,
+    btf_udphdr: 0,
+    _pad: 0,
     filter_reason_words: ReasonWords::EMPTY,
 });
 

@@ -262,6 +262,7 @@ fn plan(bpftrace: bool) -> Vec<(Kind, Config)> {
         Config::StatsFloor,
         Config::StatsCounting,
         Config::StatsNoStacks,
+        Config::StatsProtocol,
         Config::StatsHeaders,
         Config::StatsFiltered,
         Config::StatsStacks,

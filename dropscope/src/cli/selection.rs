@@ -10,11 +10,11 @@ use crate::{
     names::spec,
 };
 
-/// The grouping when `--by` is not given: answers "which namespace and interface" with a
-/// handful of keys per drop site for a few ns per drop (four loads through the kernel's own
-/// pointers). The protocol and port are opt-in: they read the packet's headers, which costs
-/// tens of ns per drop, and the port multiplies keys.
-pub const DEFAULT_BY: &str = "reason,location,netns,device";
+/// The grouping when `--by` is not given: answers "which namespace, interface and protocol"
+/// with a handful of keys per drop site for a few ns per drop (loads through the kernel's own
+/// pointers; the IP header typed by `bpf_rdonly_cast`, 6.2+; before 6.2 it is read with
+/// `bpf_probe_read_kernel`, tens of ns). The port is opt-in: it multiplies keys.
+pub const DEFAULT_BY: &str = "reason,location,netns,device,protocol";
 
 impl ValueEnum for Dim {
     fn value_variants<'a>() -> &'a [Self] {

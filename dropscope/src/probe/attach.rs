@@ -12,7 +12,7 @@ use dropscope_common::{
 };
 
 use super::{
-    ProbeChoice, ProbeError, ProbeKind, ProbeOptions, Totals, btf, errors, layout, reasons,
+    ProbeChoice, ProbeError, ProbeKind, ProbeOptions, Totals, btf, errors, kfunc, layout, reasons,
     reasons::ReasonTable,
     sys::{self, MmapArray, ProgStats},
     tracefs::{self, TracefsMount},
@@ -57,6 +57,7 @@ impl Probe {
             btf,
             reasons,
             mut config,
+            rdonly_cast,
         } = KernelFacts::read(opts)?;
         let use_btf = btf.is_some() && opts.choice != ProbeChoice::Tracepoint;
         super::filter::encode(&opts.by, &opts.filter, &reasons, &mut config)
@@ -89,7 +90,18 @@ impl Probe {
                     opts.max_keys
                 ))
             })?;
-        let mut ebpf = load(opts, &reasons, &config, tp_offsets, ncpus, slot_entries)?;
+        let object = kfunc::patch(EBPF_OBJECT, rdonly_cast)
+            .map_err(|e| ProbeError::Load(format!("{e:#}")))?
+            .0;
+        let mut ebpf = load(
+            opts,
+            &reasons,
+            &config,
+            object.bytes(),
+            tp_offsets,
+            ncpus,
+            slot_entries,
+        )?;
         let kind = attach_drop_program(&mut ebpf, btf.as_ref(), use_btf, opts)?;
         let counts_self_syscalls = match (&btf, opts.count_self_syscalls) {
             (Some(btf), true) => {
@@ -393,6 +405,8 @@ struct KernelFacts {
     btf: Option<Btf>,
     reasons: ReasonTable,
     config: Config,
+    /// `bpf_rdonly_cast`'s BTF id, where the kernel has it (6.2+).
+    rdonly_cast: Option<u32>,
 }
 
 impl KernelFacts {
@@ -421,11 +435,16 @@ impl KernelFacts {
             Err(e) => ProbeError::Reasons(format!("{e:#}")),
         })?;
         let mut config = Config::default();
+        let mut rdonly_cast = None;
         if let Some(bytes) = &bytes {
-            btf_rs::Btf::from_bytes(bytes)
-                .map_err(anyhow::Error::from)
-                .and_then(|b| layout::fill(&b, &mut config))
-                .map_err(|e| ProbeError::Layout(format!("{e:#}")))?;
+            let b =
+                btf_rs::Btf::from_bytes(bytes).map_err(|e| ProbeError::Layout(format!("{e:#}")))?;
+            layout::fill(&b, &mut config).map_err(|e| ProbeError::Layout(format!("{e:#}")))?;
+            if let Some(t) = kfunc::HeaderTypes::find(&b) {
+                (config.btf_iphdr, config.btf_ipv6hdr, config.btf_udphdr) =
+                    (t.iphdr, t.ipv6hdr, t.udphdr);
+                rdonly_cast = Some(t.rdonly_cast);
+            }
         }
         let btf = match bytes {
             Some(bytes) => Some(Btf::parse(&bytes, Endianness::default()).map_err(|e| {
@@ -440,6 +459,7 @@ impl KernelFacts {
             btf,
             reasons,
             config,
+            rdonly_cast,
         })
     }
 }
@@ -464,6 +484,7 @@ fn load(
     opts: &ProbeOptions,
     reasons: &ReasonTable,
     config: &Config,
+    object: &[u8],
     (loc_off, reason_off): (u32, u32),
     ncpus: usize,
     slot_entries: u32,
@@ -490,7 +511,7 @@ fn load(
     #[cfg(feature = "bench")]
     loader.override_global(globals::BENCH_SKIP, &skip, true);
     loader
-        .load(EBPF_OBJECT)
+        .load(object)
         .map_err(|e| ProbeError::Load(format!("{e:#}")))
 }
 

@@ -89,6 +89,9 @@ fn need_bits(cfg: &Config, reasons_filtered: bool) -> u32 {
     {
         bits |= need::HEADERS;
     }
+    if cfg.group & group::PORT != 0 || cfg.filter_port != 0 {
+        bits |= need::PORT;
+    }
     if cfg.filter_netns != 0 || cfg.filter_dev_on != 0 || cfg.filter_l4 != 0 || cfg.filter_port != 0
     {
         bits |= need::FILTER;
@@ -97,9 +100,9 @@ fn need_bits(cfg: &Config, reasons_filtered: bool) -> u32 {
         bits |= need::REASONS;
     }
     // The key is the packet as read unless the grouping keeps less than is read.
-    let all_headers = group::PROTOCOL | group::PORT;
     if (bits & need::NETDEV != 0 && cfg.group & group::DEVICE == 0)
-        || (bits & need::HEADERS != 0 && cfg.group & all_headers != all_headers)
+        || (bits & need::HEADERS != 0 && cfg.group & group::PROTOCOL == 0)
+        || (bits & need::PORT != 0 && cfg.group & group::PORT == 0)
     {
         bits |= need::MASK;
     }
@@ -125,14 +128,32 @@ mod tests {
         assert!(!masked(&[Dim::Reason, Dim::Location], none));
         assert!(!masked(&[Dim::Reason, Dim::Netns, Dim::Device], none));
         assert!(!masked(&[Dim::Device, Dim::Protocol, Dim::Port], none));
-        // The namespace without the interface, protocol without port, port without protocol.
+        // The protocol alone reads no port.
+        assert!(!masked(&[Dim::Device, Dim::Protocol], none));
+        // The namespace without the interface, the port without the protocol.
         assert!(masked(&[Dim::Netns], none));
-        assert!(masked(&[Dim::Device, Dim::Protocol], none));
         assert!(masked(&[Dim::Port], none));
         // A filter reads what the grouping drops.
         assert!(masked(&[Dim::Reason], |c| c.filter_netns = 7));
         assert!(masked(&[Dim::Device], |c| c.filter_port = 53));
         assert!(!masked(&[Dim::Device], |c| c.filter_dev_on = 1));
+        assert!(masked(&[Dim::Protocol], |c| c.filter_port = 53));
+    }
+
+    #[test]
+    fn the_port_is_read_only_where_it_is_grouped_by_or_filtered_on() {
+        let reads = |by: &[Dim], port: u32| {
+            let cfg = Config {
+                group: group_bits(by),
+                filter_port: port,
+                ..Config::default()
+            };
+            need_bits(&cfg, false) & (need::HEADERS | need::PORT)
+        };
+        assert_eq!(reads(&[Dim::Reason], 0), 0);
+        assert_eq!(reads(&[Dim::Protocol], 0), need::HEADERS);
+        assert_eq!(reads(&[Dim::Port], 0), need::HEADERS | need::PORT);
+        assert_eq!(reads(&[Dim::Protocol], 53), need::HEADERS | need::PORT);
     }
 
     #[test]

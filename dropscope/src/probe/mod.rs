@@ -8,6 +8,8 @@
 pub mod btf;
 pub mod errors;
 pub mod filter;
+#[cfg(feature = "live")]
+pub mod kfunc;
 pub mod layout;
 pub mod reasons;
 #[cfg(feature = "live")]

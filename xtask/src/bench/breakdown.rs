@@ -37,6 +37,7 @@ pub fn plan() -> Vec<(Kind, Config)> {
         Config::StatsFloor,
         Config::StatsCounting,
         Config::StatsNoStacks,
+        Config::StatsProtocol,
         Config::StatsFiltered,
         Config::StatsHeaders,
         Config::StatsStacks,

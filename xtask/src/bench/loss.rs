@@ -56,7 +56,10 @@ pub enum Config {
     StatsClock,
     StatsFloor,
     StatsCounting,
+    /// Namespace and interface, named (the same whatever the default grouping).
     StatsNoStacks,
+    /// Namespace, interface and protocol.
+    StatsProtocol,
     StatsHeaders,
     StatsFiltered,
     StatsStacks,
@@ -79,7 +82,7 @@ impl Base {
     fn flags(self) -> &'static [&'static str] {
         match self {
             Self::Counting => &["--by", "reason,location"],
-            Self::Default => &[],
+            Self::Default => &["--by", "reason,location,netns,device"],
             Self::Filtered => &["--reason", "NETFILTER_DROP"],
         }
     }
@@ -88,7 +91,7 @@ impl Base {
     pub fn label(self) -> &'static str {
         match self {
             Self::Counting => "counting",
-            Self::Default => "default --by",
+            Self::Default => "namespace, interface",
             Self::Filtered => "filtered out",
         }
     }
@@ -117,7 +120,8 @@ impl Config {
             Self::StatsClock => "bare floor + 4 bpf_ktime_get_ns calls",
             Self::StatsFloor => "empty tp_btf program --bpf-stats",
             Self::StatsCounting => "counting only (--by reason,location)",
-            Self::StatsNoStacks => "dropscope --no-stacks --bpf-stats",
+            Self::StatsNoStacks => "namespace, interface (--no-stacks)",
+            Self::StatsProtocol => "+ protocol (reads the IP header)",
             Self::StatsHeaders => "+ protocol,port (reads headers)",
             Self::StatsFiltered => "filtered out in the kernel",
             Self::StatsStacks => "dropscope --bpf-stats (stacks)",
@@ -140,7 +144,18 @@ impl Config {
             Self::Stacks => &[],
             Self::StatsFloor => &["--probe", "floor", "--no-stacks", "--bpf-stats"],
             Self::StatsCounting => &["--no-stacks", "--bpf-stats", "--by", "reason,location"],
-            Self::StatsNoStacks => &["--no-stacks", "--bpf-stats"],
+            Self::StatsNoStacks => &[
+                "--no-stacks",
+                "--bpf-stats",
+                "--by",
+                "reason,location,netns,device",
+            ],
+            Self::StatsProtocol => &[
+                "--no-stacks",
+                "--bpf-stats",
+                "--by",
+                "reason,location,netns,device,protocol",
+            ],
             Self::StatsHeaders => &[
                 "--no-stacks",
                 "--bpf-stats",

@@ -19,6 +19,8 @@ const LOSS_NO_STACKS: f64 = 3.0;
 const LOSS_STACKS: f64 = 5.0;
 /// BPF ns per drop that attribution (the default grouping) may add over counting only.
 const NS_ATTRIBUTION: f64 = 15.0;
+/// BPF ns per drop that protocol may add over namespace and interface.
+const NS_PROTOCOL: f64 = 10.0;
 /// BPF ns per drop above the empty program for a drop filtered out in the kernel.
 const NS_FILTERED: f64 = 5.0;
 /// BPF ns per drop of counting (stacks off) above the empty program on the same hook.
@@ -289,7 +291,7 @@ fn bpf_table(out: &mut String, sums: &[Summary], verdicts: &mut Vec<Verdict>) {
                 verdicts.push(verdict(
                     ok,
                     format!(
-                        "BPF cost of attribution (default --by: namespace, interface), {}: \
+                        "BPF cost of attribution (namespace, interface), {}: \
                          {extra:+.1} ns/drop over counting only (target <= {NS_ATTRIBUTION})",
                         s.kind.label(),
                     ),
@@ -298,6 +300,31 @@ fn bpf_table(out: &mut String, sums: &[Summary], verdicts: &mut Vec<Verdict>) {
                     "<= {NS_ATTRIBUTION} ns over counting  {}",
                     if ok { "PASS" } else { "FAIL" }
                 )
+            }
+            (Config::StatsProtocol, Some(above)) => {
+                let attribution = sums
+                    .iter()
+                    .find(|c| c.kind == s.kind && c.config == Config::StatsNoStacks)
+                    .and_then(|c| c.above_floor);
+                match attribution {
+                    Some(a) => {
+                        let extra = above - a;
+                        let ok = extra <= NS_PROTOCOL;
+                        verdicts.push(verdict(
+                            ok,
+                            format!(
+                                "BPF cost of protocol, {}: {extra:+.1} ns/drop over namespace \
+                                 and interface (target <= {NS_PROTOCOL})",
+                                s.kind.label(),
+                            ),
+                        ));
+                        format!(
+                            "<= {NS_PROTOCOL} ns over namespace, interface  {}",
+                            if ok { "PASS" } else { "FAIL" }
+                        )
+                    }
+                    None => String::new(),
+                }
             }
             (Config::StatsBare, _) => "(the floor)".into(),
             (Config::StatsFloor, _) if s.above_floor.is_some() => {
