@@ -215,8 +215,9 @@ pub struct Config {
     /// BTF id of `struct udphdr` (as above: the destination port of UDP, TCP, SCTP and
     /// UDP-Lite is at the same place).
     pub btf_udphdr: u32,
-    /// Unused: keeps the bitmap 8-byte aligned.
-    pub _pad: u32,
+    /// 1 when stacks may be sampled (not `--no-stacks`); 0 takes the sampling test out of the
+    /// per-drop path (the verifier drops the dead code).
+    pub stacks: u32,
     /// The reason filter's bitmap (bits of [`reason_bit`]): read-only like the rest, so the
     /// test is one load, and set before the program counts anything.
     pub filter_reason_words: ReasonWords,

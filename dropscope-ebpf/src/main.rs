@@ -104,7 +104,7 @@ static CONFIG: Global<Config> = Global::new(Config {
     btf_iphdr: 0,
     btf_ipv6hdr: 0,
     btf_udphdr: 0,
-    _pad: 0,
+    stacks: 0,
     filter_reason_words: ReasonWords::EMPTY,
 });
 
@@ -512,6 +512,9 @@ fn sample_stack<C: StackIdContext>(
     slot: u32,
     first: bool,
 ) {
+    if setting!(stacks) == 0 {
+        return;
+    }
     let Some(control) = CONTROL.get(0) else {
         return;
     };

@@ -33,6 +33,7 @@ pub fn start_live(
         bench_skip: live.bench_skip,
         by: live.select.by.clone(),
         filter: live.select.live_filter()?,
+        stacks: !live.no_stacks,
     };
     let probe = Probe::attach(&opts)?;
     let copts = CollectorOptions {

@@ -62,6 +62,7 @@ impl Probe {
         let use_btf = btf.is_some() && opts.choice != ProbeChoice::Tracepoint;
         super::filter::encode(&opts.by, &opts.filter, &reasons, &mut config)
             .map_err(|e| ProbeError::Selection(format!("{e:#}")))?;
+        config.stacks = u32::from(opts.stacks);
         let filtering = opts.filter.netns.is_some()
             || opts.filter.device.is_some()
             || opts.filter.protocol.is_some()
@@ -557,4 +558,23 @@ fn attach_drop_program(
             ProbeKind::Tracepoint
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_program_types_headers_through_marked_calls_that_are_all_rewritten() {
+        let (_, marked) = kfunc::patch(EBPF_OBJECT, Some(1)).expect("patch");
+        assert!(marked > 0, "the compiled program calls no bpf_rdonly_cast");
+        for cast in [Some(1), None] {
+            let (patched, _) = kfunc::patch(EBPF_OBJECT, cast).expect("patch");
+            let (_, left) = kfunc::patch(patched.bytes(), cast).expect("patch again");
+            assert_eq!(
+                left, 0,
+                "a marked call is left after rewriting for {cast:?}"
+            );
+        }
+    }
 }

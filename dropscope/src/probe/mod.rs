@@ -93,6 +93,9 @@ pub struct ProbeOptions {
     pub by: Vec<Dim>,
     /// The in-kernel filter (its namespace resolved to an inode).
     pub filter: Filter,
+    /// Whether stacks may be sampled (false with `--no-stacks`: the program is loaded without
+    /// its sampling test).
+    pub stacks: bool,
 }
 
 impl Default for ProbeOptions {
@@ -108,6 +111,7 @@ impl Default for ProbeOptions {
             bench_skip: None,
             by: vec![Dim::Reason, Dim::Location],
             filter: Filter::default(),
+            stacks: true,
         }
     }
 }
