@@ -163,6 +163,21 @@ fn drops_are_attributed_to_namespace_interface_and_protocol_and_filtered_in_the_
             want,
             "{what}"
         );
+        // Without --by, the protocol is kept (read through the typed header on 6.2+) and the
+        // port is not.
+        let by_protocol = match what {
+            "netns B by name" | "device vb" | "netns B by path, port 9" => {
+                sum(&r, &[("protocol", udp())])
+            }
+            "netns A by inode, tcp" => sum(&r, &[("protocol", "tcp".into())]),
+            _ => sum(&r, &[("protocol", "253".into())]),
+        };
+        assert_eq!(by_protocol, want, "{what}: {r:#}");
+        let drops = r["drops"].as_array().expect("drops");
+        assert!(
+            drops.iter().all(|d| d.get("port").is_none()),
+            "{what}: {r:#}"
+        );
     }
 }
 
