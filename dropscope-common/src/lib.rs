@@ -250,6 +250,19 @@ impl Default for ReasonWords {
     }
 }
 
+/// The [`Config::need`] words a program is compiled for (the general program reads the
+/// setting): the loader attaches the program of the configuration's word where there is one.
+pub mod specialised {
+    use super::need;
+
+    /// Counting by reason and location, no filter.
+    pub const COUNT: u32 = 0;
+    /// The namespace and interface.
+    pub const NETDEV: u32 = need::NETDEV;
+    /// The default grouping: namespace, interface and protocol.
+    pub const DEFAULT: u32 = need::NETDEV | need::HEADERS;
+}
+
 /// Bits of [`Config::need`].
 pub mod need {
     /// Read the device and namespace (grouped by, or filtered on).
@@ -347,10 +360,16 @@ pub fn sample_caplen(l: &SkbLayout) -> u32 {
     }
 }
 
-/// Program names in the eBPF object.
+/// Program names in the eBPF object (each within the 15 bytes of a name the kernel keeps).
 pub mod programs {
     /// `tp_btf/kfree_skb`: typed arguments, no tracefs needed.
     pub const KFREE_SKB_BTF: &str = "kfree_skb_btf";
+    /// `tp_btf/kfree_skb` compiled for [`super::specialised::COUNT`].
+    pub const KFREE_SKB_COUNT: &str = "kfree_skb_count";
+    /// `tp_btf/kfree_skb` compiled for [`super::specialised::NETDEV`].
+    pub const KFREE_SKB_NETDEV: &str = "kfree_skb_dev";
+    /// `tp_btf/kfree_skb` compiled for [`super::specialised::DEFAULT`].
+    pub const KFREE_SKB_DEFAULT: &str = "kfree_skb_dfl";
     /// `tp_btf/kfree_skb` that does nothing: the benchmark's floor.
     pub const KFREE_SKB_FLOOR: &str = "kfree_skb_floor";
     /// Benchmark builds only: `tp_btf/kfree_skb` with steps taken out (see [`super::skip`]).
@@ -549,6 +568,23 @@ mod tests {
     extern crate std;
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn program_names_fit_in_what_the_kernel_keeps() {
+        use programs::*;
+        let names = [
+            KFREE_SKB_BTF,
+            KFREE_SKB_COUNT,
+            KFREE_SKB_NETDEV,
+            KFREE_SKB_DEFAULT,
+            KFREE_SKB_FLOOR,
+            KFREE_SKB_TP,
+            SYS_ENTER,
+        ];
+        #[cfg(feature = "bench")]
+        assert!(KFREE_SKB_SKIP.len() <= 15);
+        assert!(names.iter().all(|n| n.len() <= 15), "{names:?}");
+    }
 
     fn drop_key() -> impl Strategy<Value = DropKey> {
         (

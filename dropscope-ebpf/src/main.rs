@@ -132,18 +132,42 @@ static STACK_COUNTS: PerCpuHashMap<StackKey, StackValue> =
 /// `tp_btf/kfree_skb(skb, location, reason[, rx_sk])`: typed arguments, no tracefs.
 #[btf_tracepoint(function = "kfree_skb")]
 pub fn kfree_skb_btf(ctx: BtfTracePointContext) -> i32 {
-    typed::<false>(ctx)
+    typed::<false, ANY_NEED>(ctx)
+}
+
+/// `tp_btf/kfree_skb` compiled for counting by reason and location alone, no filter but the
+/// reason's (the loader attaches it for that configuration): what the general program reads
+/// from the `need` setting is a constant here, so the compiler leaves out the attribution and
+/// filter code and the registers it keeps live.
+#[btf_tracepoint(function = "kfree_skb")]
+pub fn kfree_skb_count(ctx: BtfTracePointContext) -> i32 {
+    typed::<false, { dropscope_common::specialised::COUNT }>(ctx)
+}
+
+/// As [`kfree_skb_count`], for the namespace and interface.
+#[btf_tracepoint(function = "kfree_skb")]
+pub fn kfree_skb_dev(ctx: BtfTracePointContext) -> i32 {
+    typed::<false, { dropscope_common::specialised::NETDEV }>(ctx)
+}
+
+/// As [`kfree_skb_count`], for the default grouping: namespace, interface and protocol.
+#[btf_tracepoint(function = "kfree_skb")]
+pub fn kfree_skb_dfl(ctx: BtfTracePointContext) -> i32 {
+    typed::<false, { dropscope_common::specialised::DEFAULT }>(ctx)
 }
 
 /// `tp_btf/kfree_skb` of the bench build whose steps `BENCH_SKIP` takes out (`--bench-skip`).
 #[cfg(feature = "bench")]
 #[btf_tracepoint(function = "kfree_skb")]
 pub fn kfree_skb_skip(ctx: BtfTracePointContext) -> i32 {
-    typed::<true>(ctx)
+    typed::<true, ANY_NEED>(ctx)
 }
 
+/// `NEED` of the general program: what a drop needs is read from the `need` setting.
+const ANY_NEED: u32 = u32::MAX;
+
 #[inline(always)]
-fn typed<const BENCH: bool>(ctx: BtfTracePointContext) -> i32 {
+fn typed<const BENCH: bool, const NEED: u32>(ctx: BtfTracePointContext) -> i32 {
     let skb: *const u8 = ctx.arg(0);
     let location: u64 = ctx.arg(1);
     let reason: u32 = ctx.arg(2);
@@ -154,7 +178,7 @@ fn typed<const BENCH: bool>(ctx: BtfTracePointContext) -> i32 {
     } else {
         core::ptr::null()
     };
-    count_drop::<BENCH, _, _>(&ctx, &Typed, reason, location, skb, rx_sk);
+    count_drop::<BENCH, NEED, _, _>(&ctx, &Typed, reason, location, skb, rx_sk);
     0
 }
 
@@ -185,7 +209,7 @@ pub fn kfree_skb_tp(ctx: TracePointContext) -> u32 {
         0
     };
     if let (Ok(location), Ok(reason), Ok(skb)) = fields {
-        count_drop::<false, _, _>(
+        count_drop::<false, ANY_NEED, _, _>(
             &ctx,
             &Probed,
             reason,
@@ -250,7 +274,7 @@ fn reason_wanted<const BENCH: bool>(reason: u32) -> bool {
 }
 
 #[inline(always)]
-fn count_drop<const BENCH: bool, C: StackIdContext, M: Mem>(
+fn count_drop<const BENCH: bool, const NEED: u32, C: StackIdContext, M: Mem>(
     ctx: &C,
     m: &M,
     reason: u32,
@@ -264,7 +288,11 @@ fn count_drop<const BENCH: bool, C: StackIdContext, M: Mem>(
         return;
     }
     // One word says what this drop needs beyond counting: the common case tests it and goes on.
-    let needs = setting!(need);
+    let needs = if NEED == ANY_NEED {
+        setting!(need)
+    } else {
+        NEED
+    };
     if needs & need::REASONS != 0 && !reason_wanted::<BENCH>(reason) {
         return;
     }
@@ -303,7 +331,7 @@ fn count_drop<const BENCH: bool, C: StackIdContext, M: Mem>(
     let hit = if taken_out!(BENCH, KEY) {
         (c.cached_valid == 1).then_some(c.cached_slot)
     } else {
-        let words = drop_key(location, reason, &p).words();
+        let words = drop_key(needs, location, reason, &p).words();
         // SAFETY: `c.cached` is a DropKey in this CPU's counters.
         let newer = || unsafe { DropKey::stored_equals(&c.cached, &words) };
         // SAFETY: as above, `c.older`.
@@ -319,7 +347,7 @@ fn count_drop<const BENCH: bool, C: StackIdContext, M: Mem>(
     let (slot, first) = if let Some(slot) = hit {
         (slot, false)
     } else {
-        let key = drop_key(location, reason, &p);
+        let key = drop_key(needs, location, reason, &p);
         match slot_of(c, &key) {
             Some(found) => {
                 c.older = c.cached;
@@ -377,10 +405,10 @@ fn count_drop<const BENCH: bool, C: StackIdContext, M: Mem>(
 
 /// The drop's key: reason, location and what `--by` keeps of the packet.
 #[inline(always)]
-fn drop_key(location: u64, reason: u32, p: &attribute::Packet) -> DropKey {
+fn drop_key(needs: u32, location: u64, reason: u32, p: &attribute::Packet) -> DropKey {
     // Most groupings keep all that was read (what was not read is zero): the key is the packet.
     // The setting is read-only, so the verifier keeps one of the two branches.
-    if setting!(need) & need::MASK == 0 {
+    if needs & need::MASK == 0 {
         return DropKey {
             location,
             reason,

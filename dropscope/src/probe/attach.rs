@@ -8,7 +8,7 @@ use aya::{
 };
 use dropscope_common::{
     Config, Control, CpuCounters, DropKey, PacketSample, SAMPLED_KEYS, SAMPLES_PER_KEY, StackKey,
-    StackValue, globals, maps, programs,
+    StackValue, globals, maps, programs, specialised,
 };
 
 use super::{
@@ -34,6 +34,8 @@ pub struct Probe {
     stacks: StackTraceMap<MapData>,
     ebpf: Ebpf,
     kind: ProbeKind,
+    /// The attached kfree_skb program's name.
+    program: &'static str,
     reasons: ReasonTable,
     max_keys: u32,
     ncpus: usize,
@@ -103,7 +105,8 @@ impl Probe {
             ncpus,
             slot_entries,
         )?;
-        let kind = attach_drop_program(&mut ebpf, btf.as_ref(), use_btf, opts)?;
+        let (kind, drop_program) =
+            attach_drop_program(&mut ebpf, btf.as_ref(), use_btf, opts, config.need)?;
         let counts_self_syscalls = match (&btf, opts.count_self_syscalls) {
             (Some(btf), true) => {
                 let prog: &mut BtfTracePoint = program(&mut ebpf, programs::SYS_ENTER)?;
@@ -150,6 +153,7 @@ impl Probe {
             stacks,
             ebpf,
             kind,
+            program: drop_program,
             reasons,
             max_keys: opts.max_keys,
             ncpus,
@@ -290,15 +294,7 @@ impl Probe {
 
     /// Run statistics of the attached kfree_skb program (one syscall).
     pub fn prog_stats(&self) -> Option<ProgStats> {
-        let name = match self.kind {
-            ProbeKind::TpBtf => programs::KFREE_SKB_BTF,
-            ProbeKind::Tracepoint => programs::KFREE_SKB_TP,
-            #[cfg(feature = "bench")]
-            ProbeKind::Floor => programs::KFREE_SKB_FLOOR,
-            #[cfg(feature = "bench")]
-            ProbeKind::Skip => programs::KFREE_SKB_SKIP,
-        };
-        let prog = self.ebpf.program(name)?;
+        let prog = self.ebpf.program(self.program)?;
         let fd = prog.fd().ok()?;
         sys::prog_stats(fd.as_fd()).ok()
     }
@@ -516,14 +512,25 @@ fn load(
         .map_err(|e| ProbeError::Load(format!("{e:#}")))
 }
 
-/// Attaches the drop-counting program: the typed hook where BTF allows, else the classic
-/// tracepoint.
+/// The typed program compiled for what a drop needs (`Config::need`), or the general one.
+fn typed_program(need: u32) -> &'static str {
+    match need {
+        specialised::COUNT => programs::KFREE_SKB_COUNT,
+        specialised::NETDEV => programs::KFREE_SKB_NETDEV,
+        specialised::DEFAULT => programs::KFREE_SKB_DEFAULT,
+        _ => programs::KFREE_SKB_BTF,
+    }
+}
+
+/// Attaches the drop-counting program: the typed hook where BTF allows (the program compiled
+/// for `need`, where there is one), else the classic tracepoint; and says which.
 fn attach_drop_program(
     ebpf: &mut Ebpf,
     btf: Option<&Btf>,
     use_btf: bool,
     opts: &ProbeOptions,
-) -> Result<ProbeKind, ProbeError> {
+    need: u32,
+) -> Result<(ProbeKind, &'static str), ProbeError> {
     // Only a bench build has other choices here (the floor, the program with steps taken out).
     let _ = opts;
     Ok(match (btf, use_btf) {
@@ -533,7 +540,7 @@ fn attach_drop_program(
             prog.load("kfree_skb", btf)
                 .and_then(|()| prog.attach().map(drop))
                 .map_err(|e| ProbeError::Attach("tp_btf/kfree_skb", format!("{e:#}")))?;
-            ProbeKind::Floor
+            (ProbeKind::Floor, programs::KFREE_SKB_FLOOR)
         }
         #[cfg(feature = "bench")]
         (Some(btf), true) if opts.bench_skip.is_some() => {
@@ -541,21 +548,22 @@ fn attach_drop_program(
             prog.load("kfree_skb", btf)
                 .and_then(|()| prog.attach().map(drop))
                 .map_err(|e| ProbeError::Attach("tp_btf/kfree_skb", format!("{e:#}")))?;
-            ProbeKind::Skip
+            (ProbeKind::Skip, programs::KFREE_SKB_SKIP)
         }
         (Some(btf), true) => {
-            let prog: &mut BtfTracePoint = program(ebpf, programs::KFREE_SKB_BTF)?;
+            let name = typed_program(need);
+            let prog: &mut BtfTracePoint = program(ebpf, name)?;
             prog.load("kfree_skb", btf)
                 .and_then(|()| prog.attach().map(drop))
                 .map_err(|e| ProbeError::Attach("tp_btf/kfree_skb", format!("{e:#}")))?;
-            ProbeKind::TpBtf
+            (ProbeKind::TpBtf, name)
         }
         _ => {
             let prog: &mut TracePoint = program(ebpf, programs::KFREE_SKB_TP)?;
             prog.load()
                 .and_then(|()| prog.attach("skb", "kfree_skb").map(drop))
                 .map_err(|e| ProbeError::Attach("tracepoint/skb/kfree_skb", format!("{e:#}")))?;
-            ProbeKind::Tracepoint
+            (ProbeKind::Tracepoint, programs::KFREE_SKB_TP)
         }
     })
 }

@@ -14,7 +14,15 @@ pub fn dropscope_programs() -> Vec<String> {
 }
 
 fn loaded() -> Vec<String> {
-    const OURS: [&str; 3] = ["kfree_skb_btf", "kfree_skb_tp", "sys_enter"];
+    use dropscope_common::programs as p;
+    const OURS: [&str; 6] = [
+        p::KFREE_SKB_BTF,
+        p::KFREE_SKB_COUNT,
+        p::KFREE_SKB_NETDEV,
+        p::KFREE_SKB_DEFAULT,
+        p::KFREE_SKB_TP,
+        p::SYS_ENTER,
+    ];
     aya::programs::loaded_programs()
         .filter_map(Result::ok)
         .filter_map(|p| p.name_as_str().map(str::to_string))
