@@ -135,10 +135,10 @@ pub fn kfree_skb_btf(ctx: BtfTracePointContext) -> i32 {
     typed::<false, ANY_NEED>(ctx)
 }
 
-/// `tp_btf/kfree_skb` compiled for counting by reason and location alone, no filter but the
-/// reason's (the loader attaches it for that configuration): what the general program reads
-/// from the `need` setting is a constant here, so the compiler leaves out the attribution and
-/// filter code and the registers it keeps live.
+/// `tp_btf/kfree_skb` compiled for counting by reason and location alone, with no filter (the
+/// loader attaches it for that configuration): what the general program reads from the `need`
+/// setting is a constant here, so the compiler leaves out the attribution and filter code and
+/// the registers it keeps live.
 #[btf_tracepoint(function = "kfree_skb")]
 pub fn kfree_skb_count(ctx: BtfTracePointContext) -> i32 {
     typed::<false, { dropscope_common::specialised::COUNT }>(ctx)

@@ -437,7 +437,7 @@ impl KernelFacts {
             let b =
                 btf_rs::Btf::from_bytes(bytes).map_err(|e| ProbeError::Layout(format!("{e:#}")))?;
             layout::fill(&b, &mut config).map_err(|e| ProbeError::Layout(format!("{e:#}")))?;
-            if let Some(t) = kfunc::HeaderTypes::find(&b) {
+            if let Some(t) = kfunc::HeaderTypes::find(&b).filter(|_| kfunc::jit_enabled()) {
                 (config.btf_iphdr, config.btf_ipv6hdr, config.btf_udphdr) =
                     (t.iphdr, t.ipv6hdr, t.udphdr);
                 rdonly_cast = Some(t.rdonly_cast);

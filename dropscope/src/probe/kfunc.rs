@@ -50,6 +50,14 @@ impl HeaderTypes {
     }
 }
 
+/// Whether the kernel compiles BPF programs (`net.core.bpf_jit_enable`): the verifier refuses
+/// kfunc calls in an interpreted program, which then keeps `bpf_probe_read_kernel`.
+pub fn jit_enabled() -> bool {
+    std::fs::read_to_string("/proc/sys/net/core/bpf_jit_enable")
+        .map(|s| s.trim() != "0")
+        .unwrap_or(true)
+}
+
 /// An eBPF object, 8-byte aligned as the ELF reader wants it.
 pub struct Aligned {
     words: Vec<u64>,
