@@ -90,6 +90,13 @@ fn probe_drops(report: &Value, netns: u64, device: &str, reason: &str, at: &str)
 }
 
 /// The ledger's total of `layer` on (`netns`, `device`).
+/// The report's program rows of `reason` at `location`.
+fn program_rows<'a>(report: &'a Value, reason: &str, location: &str) -> Vec<&'a Value> {
+    (report["programs"].as_array().into_iter().flatten())
+        .filter(|r| r["reason"] == reason && r["location"] == location)
+        .collect()
+}
+
 fn layer<'a>(report: &'a Value, layer: &str, netns: u64, device: &str) -> &'a Value {
     report["ledger"]["layers"]
         .as_array()
@@ -181,6 +188,30 @@ fn xdp_drop_and_aborted_are_counted_per_program_device_and_namespace() {
                 );
             }
             assert_eq!(n(&report["ledger"]["headline"], "counter_only"), 0);
+            // The verdicts are rows like the probe's: reason, program, namespace, interface.
+            for (reason, prog, ns, dev, count) in [
+                ("XDP_DROP", format!("ds_fx_drop#{drop_id}"), nb, &vb, 500),
+                (
+                    "XDP_ABORTED",
+                    format!("ds_fx_abort#{abort_id}"),
+                    na,
+                    &va,
+                    300,
+                ),
+            ] {
+                let found = program_rows(&report, reason, &format!("prog {prog} (xdpdrv)"));
+                assert_eq!(found.len(), 1, "{:#}", report["programs"]);
+                assert_eq!(
+                    (
+                        &found[0]["netns"],
+                        &found[0]["device"],
+                        n(found[0], "count")
+                    ),
+                    (&ns.into(), &dev.as_str().into(), count),
+                    "{:#}",
+                    found[0]
+                );
+            }
         }
         Err(e) => {
             assert!(
@@ -188,6 +219,8 @@ fn xdp_drop_and_aborted_are_counted_per_program_device_and_namespace() {
                 "{:#}",
                 report["ledger"]
             );
+            // Verdicts not counted are no rows (the notes say why).
+            assert_eq!(report["programs"], serde_json::json!([]));
             let why = e.to_string();
             for (id, name, dev, ns) in [
                 (drop_id, "ds_fx_drop", &vb, nb),
@@ -288,6 +321,30 @@ fn tc_shot_is_one_drop_and_a_program_without_btf_is_listed() {
                 "{:#}",
                 tcx_shot[0]
             );
+            // Rows beside the probe's TC_INGRESS/TC_EGRESS rows, outside its total.
+            for (prog, hook, ns, dev, count) in [
+                (
+                    format!("ds_fx_shoot#{shoot_id}"),
+                    "tc ingress",
+                    nb,
+                    &vb,
+                    300,
+                ),
+                (format!("ds_fx_tcx#{tcx_id}"), "tcx-egress", na, &va, 200),
+            ] {
+                let found = program_rows(&report, "TC_SHOT", &format!("prog {prog} ({hook})"));
+                assert_eq!(found.len(), 1, "{:#}", report["programs"]);
+                assert_eq!(
+                    (
+                        &found[0]["netns"],
+                        &found[0]["device"],
+                        n(found[0], "count")
+                    ),
+                    (&ns.into(), &dev.as_str().into(), count),
+                    "{:#}",
+                    found[0]
+                );
+            }
         }
         Err(e) => {
             assert!(
@@ -295,6 +352,7 @@ fn tc_shot_is_one_drop_and_a_program_without_btf_is_listed() {
                 "{:#}",
                 report["ledger"]
             );
+            assert_eq!(report["programs"], serde_json::json!([]));
             let code = e.to_string();
             let code = code.split(" (os error").next().unwrap_or_default();
             for (id, name, hook, ns) in [

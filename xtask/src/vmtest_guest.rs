@@ -461,6 +461,22 @@ impl Suite<'_> {
                 "reason,location,netns,device",
             ],
         )?;
+        // Recorded beside: the kernel's counters are read every 10 s, the programs' verdicts
+        // every second between readings; a window that ends before the last reading shows them.
+        let recording = self.args.out.join("programs.dsr");
+        let _ = fs::remove_file(&recording);
+        let recording_s = recording.to_str().context("non-UTF-8 path")?;
+        let r = start(
+            &self.args.dropscope,
+            &[
+                "record",
+                "-o",
+                recording_s,
+                "--no-stacks",
+                "--by",
+                "reason,location,netns,device",
+            ],
+        )?;
         let sent = ns
             .try_traffic(
                 &self.args.traffic,
@@ -481,10 +497,46 @@ impl Suite<'_> {
                     TRAFFIC_LIMIT,
                 )
             });
-        std::thread::sleep(Duration::from_millis(500));
+        std::thread::sleep(Duration::from_millis(4000));
+        r.try_interrupt(Duration::from_secs(60))?;
         let out = c.try_interrupt(Duration::from_secs(60))?;
         sent?;
         let report: Value = serde_json::from_str(&out).context("report JSON")?;
+        let recorded = |to: Option<Duration>| -> anyhow::Result<Value> {
+            let to = to.map(|t| format!("{}ms", t.as_millis()));
+            let mut args = vec!["report", "--format", "json", "--input", recording_s];
+            if let Some(t) = &to {
+                args.extend(["--to", t]);
+            }
+            let out = run_timeout(
+                Command::new(&self.args.dropscope).args(&args),
+                Duration::from_secs(60),
+            )?;
+            serde_json::from_slice(&out.stdout).context("recorded report JSON")
+        };
+        // The window ends 1.5 s before the recording (its last reading), 2.5 s after the
+        // traffic.
+        let whole = recorded(None)?["seconds"]
+            .as_f64()
+            .context("the recording's length")?;
+        let window_end = Duration::from_secs_f64(whole).saturating_sub(Duration::from_millis(1500));
+        let recorded = recorded(Some(window_end))?;
+        // The programs' verdicts as rows of the report (reason, program, namespace, device).
+        let program = |report: &Value, reason: &str, location: &str| {
+            report["programs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|r| {
+                    r["reason"] == reason
+                        && r["location"] == location
+                        && r["netns"] == inode
+                        && r["device"] == "lo"
+                })
+                .and_then(|r| r["count"].as_u64())
+        };
+        let xdp_row = format!("prog ds_fx_drop#{drop_id} (xdpgeneric)");
+        let tc_row = format!("prog ds_fx_shoot#{shoot_id} (tc ingress)");
         let row = |counter: &str| {
             report["ledger"]["counters"]
                 .as_array()
@@ -507,6 +559,20 @@ impl Suite<'_> {
                     "{SHOT} shot by tc; the ledger: {}",
                     report["ledger"]
                 );
+                ensure!(
+                    (
+                        program(&report, "XDP_DROP", &xdp_row),
+                        program(&report, "TC_SHOT", &tc_row)
+                    ) == (Some(DROPPED), Some(SHOT)),
+                    "{DROPPED} XDP_DROP and {SHOT} TC_SHOT rows; the report's: {}",
+                    report["programs"]
+                );
+                ensure!(
+                    program(&recorded, "XDP_DROP", &xdp_row) == Some(DROPPED),
+                    "the recording's window to {window_end:?} (before its last reading of the \
+                     kernel's counters) shows {DROPPED} XDP_DROP; its rows: {}",
+                    recorded["programs"]
+                );
                 let tcx_row = format!("Tc:lo:tcx-egress:ds_fx_tcx#{tcx_id}:shot");
                 let tcx_said = match tcx_link {
                     Some(_) => {
@@ -521,13 +587,19 @@ impl Suite<'_> {
                     None => ", no tcx on this kernel (EINVAL)".to_string(),
                 };
                 Ok(format!(
-                    "{DROPPED} XDP_DROP and {SHOT} TC_ACT_SHOT counted per program, the shots \
+                    "{DROPPED} XDP_DROP and {SHOT} TC_ACT_SHOT counted per program, rows of the \
+                     report and of a recording's window before its last reading, the shots \
                      matched with their kfree_skb drops{tcx_said}"
                 ))
             }
             Err(e) => {
                 let notes = report["ledger"]["notes"].to_string();
                 let tcx = tcx_link.as_ref().map(|_| tcx_id);
+                ensure!(
+                    report["programs"] == Value::Array(Vec::new()),
+                    "verdicts not counted, yet rows: {}",
+                    report["programs"]
+                );
                 for id in [drop_id, shoot_id].into_iter().chain(tcx) {
                     ensure!(
                         notes.contains(&format!("program {id} ")) && row(&xdp).is_none(),

@@ -13,6 +13,8 @@ pub struct KernelSource {
     /// The XDP and tc programs' drop verdicts, counted in the kernel (`None`: this kernel
     /// cannot, and the reading's notes say why).
     pub(super) programs: Result<crate::progs::Programs, String>,
+    /// When the programs' verdict counts were last brought up to date in the reading.
+    pub(super) programs_at: Instant,
 }
 
 impl KernelSource {
@@ -27,6 +29,7 @@ impl KernelSource {
                 read_at: Some(Instant::now()),
                 reading: None,
                 programs: crate::progs::Programs::start().map_err(|e| format!("{e:#}")),
+                programs_at: Instant::now(),
             }),
             Err(e) => {
                 tracing::warn!("not reading the kernel's drop counters: {e:#}");
@@ -45,7 +48,10 @@ impl Collector {
         if let Ok(p) = &mut k.programs {
             p.discover_if_due();
         }
-        if k.read_at.is_some_and(|t| t.elapsed() < k.pace.get()) {
+        // A new XDP or tc program is looked for at once (where it is attached, so that its
+        // verdicts are rows from the next snapshot on), not at the next reading.
+        let searching = k.programs.as_ref().is_ok_and(|p| p.searching());
+        if !searching && k.read_at.is_some_and(|t| t.elapsed() < k.pace.get()) {
             return false;
         }
         let mut wanted = kcounters::drop_netns(&self.last);
@@ -69,8 +75,34 @@ impl Collector {
             Err(_) => {}
         }
         let reading = Arc::new(reading);
+        k.programs_at = Instant::now();
         k.reading = Some(reading.clone());
         self.last.kernel = Some(reading);
+        true
+    }
+
+    /// Between readings, brings the programs' verdict counts of the latest reading up to date,
+    /// at most once per `every`: an XDP drop frees no skb, so nothing else would show it before
+    /// the next reading. Returns whether a count changed (the reading keeps its time: the
+    /// other counters are still those it read).
+    pub(super) fn refresh_programs_if_due(&mut self, every: Duration) -> bool {
+        let Some(k) = &mut self.kernel else {
+            return false;
+        };
+        let (Ok(p), Some(reading)) = (&k.programs, &k.reading) else {
+            return false;
+        };
+        if !p.placed() || k.programs_at.elapsed() < every {
+            return false;
+        }
+        k.programs_at = Instant::now();
+        let mut fresh = crate::model::KernelReading::clone(reading);
+        if !p.refresh(&mut fresh) {
+            return false;
+        }
+        let fresh = Arc::new(fresh);
+        k.reading = Some(fresh.clone());
+        self.last.kernel = Some(fresh);
         true
     }
 

@@ -150,6 +150,7 @@ impl Collector {
         // The kernel's counters are read before the maps: the snapshot then holds every drop
         // they counted (the same span or more), so a drop the probe saw never reads as unseen.
         let read_kernel = self.read_kernel_if_due();
+        let programs = !read_kernel && self.refresh_programs_if_due(self.opts.interval);
         let totals = self.probe.totals();
         // Names are looked up beside the counting: when the lookups learnt some, the keys are
         // named again even if no count changed (a quiet namespace gets its name too).
@@ -168,7 +169,7 @@ impl Collector {
         self.last.elapsed = self.started.elapsed();
         self.last.unix_ms = unix_ms();
         self.last.health = self.health(counts_changed);
-        Ok((self.last.clone(), counts_changed || read_kernel))
+        Ok((self.last.clone(), counts_changed || read_kernel || programs))
     }
 
     /// Reads the maps (and the kernel's counters, if read at all) now, whatever the totals

@@ -146,6 +146,18 @@ impl Guide {
                 name,
             };
         }
+        // A program's verdict row (`XDP_DROP`, `TC_SHOT`) is explained by its counter's entry.
+        if let Some(e) = crate::model::programs::guide_entry(&name)
+            .and_then(|c| self.counters.iter().find(|e| e.name == c))
+        {
+            return Explanation {
+                found: Match::Exact,
+                summary: e.summary.clone(),
+                text: e.text.clone(),
+                check: &e.check,
+                name,
+            };
+        }
         Explanation {
             found: Match::Generic,
             summary: "not in dropscope's reason guide".into(),

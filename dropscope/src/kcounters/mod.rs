@@ -68,6 +68,9 @@ pub struct KernelView {
     /// Every layer's drops reconciled with the probe's (see [`ledger`]); `None` when unseen
     /// is (filtered counts, or counts grouped without the reason).
     pub ledger: Option<Ledger>,
+    /// The XDP and tc programs' drop verdicts over the window, as rows beside the probe's (see
+    /// [`crate::model::programs`]); none while drops are filtered.
+    pub programs: Vec<crate::model::DropCount>,
 }
 
 impl KernelView {
@@ -237,13 +240,19 @@ pub fn view(reading: &KernelReading, snap: &Snapshot, filter: Option<String>) ->
         ),
         _ => (None, None),
     };
+    let programs = match &filter {
+        None => crate::model::programs::rows(reading, &crate::model::programs::netns_names(snap)),
+        Some(_) => Vec::new(),
+    };
     KernelView {
+        programs,
         initial_netns: initial,
         counters,
         unseen,
         filter,
         ratios: ratio::ratios(reading, snap),
         ledger,
+
         errors: reading.errors.clone(),
         names: snap
             .drops

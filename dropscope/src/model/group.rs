@@ -329,9 +329,12 @@ pub fn covers(row: &DropKey, key: &DropKey) -> bool {
         && (r.port.is_none() || r.port == k.port)
 }
 
-/// `key` with the dimensions not in `by` merged away.
+/// `key` with the dimensions not in `by` merged away. A program's verdict row keeps its reason
+/// and location (the program): it is never merged with the probe's drops, which may be the
+/// same packets (see [`super::programs`]).
 pub fn coarser(key: &DropKey, by: &[Dim]) -> DropKey {
-    let has = |d| by.contains(&d);
+    let program = super::programs::is_program(key);
+    let has = |d| by.contains(&d) || (program && matches!(d, Dim::Reason | Dim::Location));
     let mut k = key.clone();
     if !has(Dim::Reason) {
         k.reason = Reason {

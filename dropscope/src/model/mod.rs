@@ -6,6 +6,7 @@ pub mod group;
 pub mod kernel;
 pub mod packet;
 pub mod poisson;
+pub mod programs;
 pub mod snapshot;
 pub mod stacks;
 pub mod table;

@@ -9,7 +9,7 @@ use std::{
 };
 
 use super::group::{self, Dim};
-use super::{DropKey, Health, KernelReading, Snapshot};
+use super::{DropCount, DropKey, Health, KernelReading, Snapshot, programs};
 
 /// How many intervals of history a trend keeps.
 pub const TREND_LEN: usize = 64;
@@ -105,7 +105,8 @@ pub struct Row<'a> {
     pub count: u64,
     /// Drops per second over the last interval, if known.
     pub rate: Option<f64>,
-    /// Percentage of all drops (cumulative count over cumulative total).
+    /// Percentage of all drops (cumulative count over the cumulative total, with the program
+    /// rows' counts added to it where there are any).
     pub share: f64,
     /// Recent rates, oldest first.
     pub trend: Cow<'a, VecDeque<u64>>,
@@ -150,6 +151,9 @@ pub struct Tracker {
     /// carried it: where the next ratio window starts.
     ratio_base: Option<(Arc<KernelReading>, HashMap<DropKey, u64>)>,
     ratio: Option<RatioWindow>,
+    /// The program rows' counts summed (see [`programs`]): they are shares of the total and
+    /// these together.
+    program_total: u64,
 }
 
 /// Adds `t` to `sum` element-wise, aligned on the latest interval.
@@ -185,24 +189,30 @@ impl Tracker {
 
     /// Takes in the next snapshot. Returns `true` when it restarted the history (its `elapsed` is
     /// smaller than the previous snapshot's).
+    ///
+    /// The XDP and tc programs' drop verdicts its kernel reading carries are rows too (see
+    /// [`programs`]), beside the probe's, and never in its total.
     pub fn push(&mut self, snap: Snapshot) -> bool {
         let prev = self.latest.take();
         let reset = prev.as_ref().is_some_and(|p| snap.elapsed < p.elapsed);
+        let progs = programs::of_snapshot(&snap);
+        let rows = || snap.drops.iter().chain(&progs);
         match prev {
-            Some(prev) if snap.elapsed > prev.elapsed => self.advance(&prev, &snap),
+            Some(prev) if snap.elapsed > prev.elapsed => self.advance(&prev, &snap, rows()),
             Some(_) if !reset => {
                 // Same instant: take the counts, keep the rates.
-                for d in &snap.drops {
+                for d in rows() {
                     stats_of(&mut self.keys, &d.key).count = d.count;
                 }
             }
             _ => {
                 *self = Self::default();
-                for d in &snap.drops {
+                for d in rows() {
                     stats_of(&mut self.keys, &d.key).count = d.count;
                 }
             }
         }
+        self.program_total = (progs.iter()).fold(0, |t: u64, d| t.saturating_add(d.count));
         self.next_ratio_window(&snap);
         self.latest = Some(snap);
         reset
@@ -257,12 +267,17 @@ impl Tracker {
         (packets > 0).then(|| drops as f64 / packets as f64)
     }
 
-    fn advance(&mut self, prev: &Snapshot, snap: &Snapshot) {
+    fn advance<'s>(
+        &mut self,
+        prev: &Snapshot,
+        snap: &Snapshot,
+        rows: impl Iterator<Item = &'s DropCount> + Clone,
+    ) {
         let dt = snap.elapsed.saturating_sub(prev.elapsed);
         let secs = dt.as_secs_f64();
         self.interval = Some(dt);
         let mut seen = 0usize;
-        for d in &snap.drops {
+        for d in rows.clone() {
             let stats = stats_of(&mut self.keys, &d.key);
             let rate = d.count.saturating_sub(stats.count) as f64 / secs;
             stats.count = d.count;
@@ -272,8 +287,7 @@ impl Tracker {
         }
         if seen < self.keys.len() {
             // Keys absent from this snapshot did not grow.
-            let present: std::collections::HashSet<&DropKey> =
-                snap.drops.iter().map(|d| &d.key).collect();
+            let present: std::collections::HashSet<&DropKey> = rows.map(|d| &d.key).collect();
             for (k, stats) in self.keys.iter_mut() {
                 if !present.contains(k) {
                     stats.rate = Some(0.0);
@@ -312,6 +326,11 @@ impl Tracker {
         self.cost
     }
 
+    /// The program rows' counts summed (XDP and tc programs' drop verdicts, not in the total).
+    pub fn program_total(&self) -> u64 {
+        self.program_total
+    }
+
     /// Number of distinct keys seen.
     pub fn key_count(&self) -> usize {
         self.keys.len()
@@ -333,7 +352,8 @@ impl Tracker {
     /// The rows grouped by `by` only (`None`: as counted), whose key matches `filter`, sorted by
     /// `sort`. Merged keys sum their counts, rates and trends, so no drop is lost.
     pub fn grouped_rows(&self, sort: SortKey, filter: &str, by: Option<&[Dim]>) -> Vec<Row<'_>> {
-        let total = self.latest.as_ref().map_or(0, |s| s.total);
+        let total =
+            (self.latest.as_ref().map_or(0, |s| s.total)).saturating_add(self.program_total);
         let share = |count: u64| {
             if total == 0 {
                 0.0
@@ -496,6 +516,51 @@ mod tests {
         rows.iter()
             .map(|r| format!("{}@{}", r.key.reason.name, r.key.location))
             .collect()
+    }
+
+    /// The programs' verdicts a reading carries are rows of their own, with rates from one
+    /// snapshot to the next, kept apart when regrouped, and outside the probe's total.
+    #[test]
+    fn program_verdicts_are_rows_beside_the_probes() {
+        let with = |secs: u64, kfree: u64, xdp: u64| {
+            let mut s = snap(secs, &[("NOT_SPECIFIED", "veth_xdp_rcv_skb", kfree)]);
+            let mut r = KernelReading::default();
+            r.netns
+                .entry(7)
+                .or_default()
+                .insert(Arc::from("Xdp:vb:xdpdrv:ds_drop#42:drop"), xdp);
+            s.kernel = Some(Arc::new(r));
+            s
+        };
+        let mut t = Tracker::new();
+        t.push(with(1, 10, 100));
+        t.push(with(2, 30, 400));
+        let rows = t.rows(SortKey::Count, "");
+        assert_eq!(
+            names(&rows),
+            [
+                "XDP_DROP@prog ds_drop#42 (xdpdrv)",
+                "NOT_SPECIFIED@veth_xdp_rcv_skb"
+            ]
+        );
+        assert_eq!((rows[0].count, rows[0].rate), (400, Some(300.0)));
+        assert!(programs::is_program(&rows[0].key) && !programs::is_program(&rows[1].key));
+        // Shares are of every row's count; the probe's total is its own.
+        assert!((rows[0].share - 400.0 * 100.0 / 430.0).abs() < 1e-9);
+        assert_eq!(t.latest().map(|s| s.total), Some(30));
+        assert_eq!(t.total_rate(), Some(20.0));
+        // Grouped by namespace only, the program's row is not merged into the probe's.
+        let by = [Dim::Netns];
+        let grouped = t.grouped_rows(SortKey::Count, "", Some(&by));
+        assert_eq!(
+            names(&grouped),
+            ["XDP_DROP@prog ds_drop#42 (xdpdrv)", "*@*"]
+        );
+        assert_eq!(grouped[1].count, 30);
+        // The text filter finds it by program, verdict or device.
+        for f in ["ds_drop", "xdp_drop", "vb"] {
+            assert_eq!(t.rows(SortKey::Count, f).len(), 1, "{f}");
+        }
     }
 
     /// A namespace renamed between polls (its process renamed itself) is one row with its

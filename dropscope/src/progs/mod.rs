@@ -109,6 +109,8 @@ pub struct Programs {
     search_sized: bool,
     /// Program loads seen without a syscall (`None`: the kernel refused the events).
     loads: Option<loads::LoadWatch>,
+    /// Where the last reading put each watched program's counts: namespace, device, hook.
+    placed: BTreeMap<u32, (u64, String, &'static str)>,
 }
 
 impl Programs {
@@ -128,6 +130,7 @@ impl Programs {
             loads: loads::LoadWatch::open()
                 .inspect_err(|e| tracing::debug!("program loads not watched: {e}"))
                 .ok(),
+            placed: BTreeMap::new(),
         };
         p.discover();
         Ok(p)
@@ -261,6 +264,7 @@ impl Programs {
             }
         }
         let attached: BTreeSet<u32> = places.keys().copied().collect();
+        self.placed.clear();
         // A program loaded since the last discovery is looked at now, not a second later.
         if attached.last().is_some_and(|id| *id > self.last_id) {
             self.discover();
@@ -291,6 +295,8 @@ impl Programs {
                 continue;
             };
             // One count per program: on its first place, never once per place.
+            self.placed
+                .insert(*id, (*ns, h.device.clone(), h.hook.as_str()));
             let growth = reading.netns.entry(*ns).or_default();
             for (verdict, n) in read_cells(&self.cells, w).iter().filter(|(_, n)| *n > 0) {
                 let name = counter_name(w.kind, &h.device, h.hook.as_str(), &w.name, *id, verdict);
@@ -337,6 +343,34 @@ impl Programs {
         let (watched, refused) = (&self.watched, &self.refused);
         self.homes
             .retain(|id, _| watched.contains_key(id) || refused.contains_key(id));
+    }
+
+    /// Whether any watched program was found attached by the last reading: its counts can then
+    /// be [refreshed](Self::refresh) between readings.
+    pub fn placed(&self) -> bool {
+        !self.placed.is_empty()
+    }
+
+    /// Updates the verdict counts of `reading` (the latest reading, which placed them) to the
+    /// counts now, without reading anything else: one map read per verdict of each program
+    /// placed. Returns whether any count changed.
+    pub fn refresh(&self, reading: &mut KernelReading) -> bool {
+        let mut changed = false;
+        for (id, (ns, device, hook)) in &self.placed {
+            let Some(w) = self.watched.get(id) else {
+                continue;
+            };
+            let growth = reading.netns.entry(*ns).or_default();
+            for (verdict, n) in read_cells(&self.cells, w)
+                .into_iter()
+                .filter(|(_, n)| *n > 0)
+            {
+                let name = counter_name(w.kind, device, hook, &w.name, *id, verdict);
+                let old = growth.insert(Arc::from(name.as_str()), n);
+                changed |= old != Some(n);
+            }
+        }
+        changed
     }
 
     /// The namespaces where watched or refused programs were last found attached: the

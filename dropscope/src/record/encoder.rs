@@ -63,8 +63,9 @@ pub(crate) struct Encoder {
     samples: usize,
     new_samples: Vec<(u32, Sample)>,
     prev: Option<Prev>,
-    /// The time of the kernel reading written last.
-    kernel_ms: Option<u64>,
+    /// The kernel reading written last: a reading is written again when it changed, as a
+    /// reading whose programs' verdict counts were brought up to date does, at the same time.
+    kernel_last: Option<std::sync::Arc<crate::model::KernelReading>>,
     last_keyframe_ns: u64,
     since_keyframe: u32,
 }
@@ -309,10 +310,10 @@ impl Encoder {
             push_frame(out, Kind::Dictionary, elapsed_ns, &dict)?;
         }
         // A new reading of the kernel's counters goes before the first snapshot carrying it.
-        let kernel = s
-            .kernel
-            .as_ref()
-            .filter(|r| self.kernel_ms != Some(r.unix_ms));
+        let kernel = s.kernel.as_ref().filter(|r| {
+            !(self.kernel_last.as_ref())
+                .is_some_and(|l| std::sync::Arc::ptr_eq(l, r) || **l == ***r)
+        });
         if let Some(r) = kernel {
             let payload = super::kernel::encode(r);
             if payload.len() > super::kernel::MAX_KERNEL_FRAME {
@@ -340,7 +341,7 @@ impl Encoder {
         push_frame(out, kind, elapsed_ns, &p)?;
         // Committed.
         if let Some(r) = kernel {
-            self.kernel_ms = Some(r.unix_ms);
+            self.kernel_last = Some(r.clone());
         }
         self.new_samples.clear();
         self.new_strings.clear();

@@ -122,7 +122,8 @@ pub(super) fn story(n: usize) -> Vec<Snapshot> {
                 ..Default::default()
             },
             // A reading of the kernel's counters from the fourth snapshot on, new every fifth
-            // (the snapshots in between carry the same one), as a live source makes them.
+            // (the snapshots in between carry the same one, or one with newer program
+            // counts), as a live source makes them.
             kernel: (i >= 3).then(|| {
                 let n = i as u64 / 5;
                 let mut r = KernelReading {
@@ -133,6 +134,11 @@ pub(super) fn story(n: usize) -> Vec<Snapshot> {
                 let g = r.netns.entry(4026531840).or_default();
                 g.insert("Udp:NoPorts".into(), 10 * n + 1);
                 g.insert("Dev:lo:RxPackets".into(), 1000 * n + 7);
+                // Programs' verdict counts are brought up to date between readings: the same
+                // reading's time, new counts.
+                if n.is_multiple_of(2) {
+                    g.insert("Xdp:veth0:xdpdrv:ds_drop#7:drop".into(), 3 * i as u64);
+                }
                 if n % 3 == 1 {
                     r.netns
                         .entry(4026532999)

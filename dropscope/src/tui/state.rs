@@ -341,6 +341,11 @@ impl State {
         let mut rows = self
             .shown()
             .grouped_rows(self.sort, &self.filter, by.as_deref());
+        // Drop filters are the probe's: the programs' verdicts are not filtered, so not shown
+        // (as `report` does).
+        if self.filters.is_some() {
+            rows.retain(|r| !crate::model::programs::is_program(&r.key));
+        }
         if self.reverse {
             rows.reverse();
         }

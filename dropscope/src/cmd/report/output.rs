@@ -117,6 +117,30 @@ pub struct JsonReport<'a> {
     /// Every layer's drops reconciled with the probe's (`null` without the kernel's counters,
     /// or where unseen is `null`).
     pub ledger: Option<JsonLedger>,
+    /// The XDP and tc programs' drop verdicts over the same window, largest first (`null`
+    /// without the kernel's counters; empty while drops are filtered). Never part of `drops`
+    /// or `total`: a packet a program dropped may also be in `drops` (freed through
+    /// `kfree_skb`), and the ledger counts it once.
+    pub programs: Option<Vec<JsonProgramDrop>>,
+}
+
+/// One program's drop verdict over the window: a row like the probe's.
+#[derive(Debug, Serialize)]
+pub struct JsonProgramDrop {
+    /// The verdict: `XDP_DROP`, `XDP_ABORTED` or `TC_SHOT`.
+    pub reason: String,
+    /// The program: `prog <name>#<id> (<hook>)`.
+    pub location: String,
+    /// The namespace it is attached in.
+    pub netns: Option<u64>,
+    /// Its name (`host` for the initial one), where known.
+    pub netns_name: Option<String>,
+    /// The interface it is attached to.
+    pub device: Option<String>,
+    /// Exact count over the window.
+    pub count: u64,
+    /// What the verdict means and what to check.
+    pub hint: String,
 }
 
 /// The drop ledger in the JSON report.
@@ -191,6 +215,20 @@ impl JsonReport<'_> {
                 .collect(),
             notes: l.notes.clone(),
         });
+        self.programs = Some(
+            program_rows(k)
+                .into_iter()
+                .map(|d| JsonProgramDrop {
+                    reason: d.key.reason.name.to_string(),
+                    location: d.key.location.to_string(),
+                    netns: d.key.attr.netns,
+                    netns_name: d.key.attr.netns.and_then(name),
+                    device: d.key.attr.device.as_deref().map(str::to_string),
+                    count: d.count,
+                    hint: Guide::builtin().hint(&d.key.reason.name),
+                })
+                .collect(),
+        );
         self.unseen = k.unseen.as_ref().map(|u| {
             u.iter()
                 .map(|c| WithName {
@@ -201,6 +239,34 @@ impl JsonReport<'_> {
         });
         self
     }
+}
+
+/// The window's program rows, largest first.
+fn program_rows(k: &KernelView) -> Vec<&DropCount> {
+    let mut rows: Vec<&DropCount> = k.programs.iter().filter(|d| d.count > 0).collect();
+    rows.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
+    rows
+}
+
+/// Writes the window's program rows (if any) as a table of their own, after the probe's.
+pub fn write_programs(k: &KernelView, width: usize, mut out: impl Write) -> std::io::Result<()> {
+    let rows = program_rows(k);
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "XDP and tc programs' drop verdicts (counted per program; a packet also freed through \
+         kfree_skb is in the table above too, and once in the ledger):"
+    )?;
+    let keys: Vec<&DropKey> = rows.iter().map(|d| &d.key).collect();
+    let numbers = [NumberColumn {
+        title: "COUNT",
+        cells: rows.iter().map(|d| d.count.to_string()).collect(),
+        min: 12,
+    }];
+    write_key_table(&keys, &numbers, width, &mut out)
 }
 
 /// Every distinct name of the rows, ranked in order: rows are then sorted by numbers, so that
@@ -317,6 +383,7 @@ pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
         unseen: None,
         ratio: None,
         ledger: None,
+        programs: None,
     }
 }
 
@@ -801,6 +868,7 @@ mod tests {
 
     fn kernel() -> KernelView {
         KernelView {
+            programs: Vec::new(),
             initial_netns: 1,
             counters: vec![CounterDelta {
                 netns: 9,
@@ -876,6 +944,69 @@ mod tests {
             v["unseen"].is_null() && v["kernel_counters"].is_array(),
             "{v:#}"
         );
+    }
+
+    #[test]
+    fn program_verdicts_are_rows_of_their_own_in_json_and_text() {
+        let mut reading = crate::model::KernelReading {
+            initial_netns: 1,
+            ..Default::default()
+        };
+        let g = reading.netns.entry(9).or_default();
+        g.insert("Xdp:vb:xdpdrv:ds_drop#42:drop".into(), 500);
+        g.insert("Tc:vb:tcx-ingress:ds_shot#43:shot".into(), 7);
+        let mut s = one("TC_INGRESS", "tcx_run+0x1");
+        s.drops[0].count = 7;
+        s.drops[0].key.attr.netns = Some(9);
+        s.drops[0].key.attr.netns_name = Some("web1".into());
+        s.drops[0].key.attr.device = Some("vb".into());
+        s.total = 7;
+        let k = crate::kcounters::view(&reading, &s, None);
+        let v = serde_json::to_value(json(&s, 1.0).with_kernel(&k)).expect("json");
+        let p = &v["programs"];
+        assert_eq!(p.as_array().map(Vec::len), Some(2), "{p:#}");
+        assert_eq!(
+            (&p[0]["reason"], &p[0]["location"], &p[0]["count"]),
+            (
+                &"XDP_DROP".into(),
+                &"prog ds_drop#42 (xdpdrv)".into(),
+                &500.into()
+            )
+        );
+        assert_eq!(
+            (&p[0]["netns"], &p[0]["netns_name"], &p[0]["device"]),
+            (&9.into(), &"web1".into(), &"vb".into())
+        );
+        assert!(
+            p[0]["hint"]
+                .as_str()
+                .is_some_and(|h| h.contains("XDP_DROP"))
+        );
+        assert_eq!(
+            (&p[1]["reason"], &p[1]["count"]),
+            (&"TC_SHOT".into(), &7.into())
+        );
+        // Never in the probe's rows or total; the shot and its free are one drop in the ledger.
+        assert_eq!(
+            (&v["total"], v["drops"].as_array().map(Vec::len)),
+            (&7.into(), Some(1))
+        );
+        assert_eq!(v["ledger"]["headline"]["total"], 507, "{:#}", v["ledger"]);
+        let mut out = Vec::new();
+        write_programs(&k, PIPE_WIDTH, &mut out).expect("write");
+        let text = String::from_utf8(out).expect("utf8");
+        let at = text
+            .find("XDP and tc programs' drop verdicts")
+            .expect(&text);
+        let drop = text.find("prog ds_drop#42 (xdpdrv)").expect(&text);
+        let shot = text.find("prog ds_shot#43 (tcx-ingress)").expect(&text);
+        assert!(at < drop && drop < shot, "{text}");
+        assert!(text.contains("web1") && text.contains("500"), "{text}");
+        // Filtered counts show none (a filter the programs' counts know nothing of).
+        let filtered = crate::kcounters::view(&reading, &s, Some("reason NO_SOCKET".into()));
+        let mut out = Vec::new();
+        write_programs(&filtered, PIPE_WIDTH, &mut out).expect("write");
+        assert!(out.is_empty());
     }
 
     #[test]

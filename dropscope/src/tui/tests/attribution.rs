@@ -309,3 +309,55 @@ fn b_and_the_packets_are_in_help_and_footer() {
     );
     assert!(help::GENERAL.iter().any(|k| k.keys == "b"));
 }
+
+/// An XDP program's drops, which the probe may never see, are a row of the table: verdict,
+/// program, namespace and interface, with their rate; the header's total stays the probe's.
+#[test]
+fn program_verdicts_are_rows_of_the_table() {
+    let mut s = state((140, 24));
+    let t0 = Instant::now();
+    let with = |secs: u64, xdp: u64| {
+        let mut sn = snap(secs, &[(UDP, 1_234_000), (TCP, 30), (NFT, 505)], 0);
+        let mut r = crate::model::KernelReading::default();
+        r.netns
+            .entry(4026532999)
+            .or_default()
+            .insert(Arc::from("Xdp:eth0:xdpdrv:ddos_guard#42:drop"), xdp);
+        sn.kernel = Some(Arc::new(r));
+        sn
+    };
+    feed(&mut s, with(3, 1_000_000), t0 + Duration::from_secs(2));
+    feed(&mut s, with(4, 3_000_000), t0 + Duration::from_secs(3));
+    let text = screen(&s);
+    let row = (text.lines())
+        .find(|l| l.contains("XDP_DROP"))
+        .unwrap_or_else(|| panic!("no program row:\n{text}"));
+    for part in [
+        "prog ddos_guard#42 (xdpdrv)",
+        "eth0",
+        "4026532999",
+        "3,000,000",
+        "2,000,000",
+    ] {
+        assert!(row.contains(part), "{part} in {row:?}\n{text}");
+    }
+    // Sorted by rate, it tops the table (2,000,000/s).
+    let first = text.lines().position(|l| l.contains("XDP_DROP"));
+    let udp = text.lines().position(|l| l.contains(UDP.0));
+    assert!(first < udp, "{text}");
+    assert_eq!(
+        s.tracker.latest().map(|l| l.total),
+        Some(1_234_000 + 30 + 505)
+    );
+    assert!(
+        text.contains("total 1,234,535") && text.contains("programs 3,000,000"),
+        "{text}"
+    );
+    // Under drop filters (the probe's), they are not shown, as in `report`.
+    s.filters = Some("netns blue".into());
+    let text = screen(&s);
+    assert!(
+        !text.contains("XDP_DROP") && !text.contains("programs 3"),
+        "{text}"
+    );
+}

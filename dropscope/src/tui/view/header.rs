@@ -80,16 +80,24 @@ fn counts_spans(state: &State) -> Vec<Span<'static>> {
     let snap = t.latest();
     let total = snap.map_or(0, |s| s.total);
     let poll = snap.map_or(0, |s| s.health.poll_interval_ms);
-    vec![
+    let mut spans = vec![
         label("total "),
         value(format::count(total)),
         Span::raw(SEP),
         value(format::opt_rate(t.total_rate())),
         label(" drops/s"),
         Span::raw(SEP),
-        label("poll "),
-        Span::raw(format::millis(poll)),
-    ]
+    ];
+    // XDP and tc programs' verdicts are rows of their own, never in the probe's total.
+    if t.program_total() > 0 && state.filters.is_none() {
+        spans.extend([
+            label("programs "),
+            value(format::count(t.program_total())),
+            Span::raw(SEP),
+        ]);
+    }
+    spans.extend([label("poll "), Span::raw(format::millis(poll))]);
+    spans
 }
 
 /// dropscope's own cost: CPU, syscalls and BPF run time.

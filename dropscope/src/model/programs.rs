@@ -1,0 +1,188 @@
+//! Program verdicts as drop rows: the XDP and tc programs' drop verdicts a kernel reading
+//! carries (`Xdp:` and `Tc:` counters), keyed like the probe's drops so that every view lists
+//! them beside `kfree_skb`'s, never summed into its total.
+//!
+//! A row's reason is the verdict (`XDP_DROP`, `XDP_ABORTED`, `TC_SHOT`), its location the
+//! program (`prog <name>#<id> (<hook>)`), its namespace and interface where the program is
+//! attached. Its reason code has [`PROGRAM_REASON`] set, which no kernel reason has: a
+//! program row is known by its key alone, live, replayed or regrouped. A drop a program counted
+//! may also be freed through `kfree_skb` (a tc shot always is; generic XDP and a veth's XDP
+//! too): it is then in both lists, and the ledger counts it once.
+use std::{collections::BTreeMap, sync::Arc};
+
+use super::{Attribution, DropCount, DropKey, KernelReading, Reason, Snapshot};
+
+/// The bit set in a program row's reason code (kernel reasons are small enum values).
+pub const PROGRAM_REASON: u32 = 0x8000_0000;
+
+/// The verdicts counted, by their name in a counter: reason name and code.
+const VERDICTS: &[(&str, &str, u32, &str)] = &[
+    ("Xdp", "aborted", 0, "XDP_ABORTED"),
+    ("Xdp", "drop", 1, "XDP_DROP"),
+    ("Tc", "shot", 2, "TC_SHOT"),
+];
+
+/// Whether `key` is a program's verdict row (not a `kfree_skb` drop).
+pub fn is_program(key: &DropKey) -> bool {
+    key.reason.code & PROGRAM_REASON != 0
+}
+
+/// The reason guide's entry for a program row's reason (`XDP_DROP` → `Xdp:*:drop`).
+pub fn guide_entry(reason: &str) -> Option<&'static str> {
+    match reason {
+        "XDP_DROP" => Some("Xdp:*:drop"),
+        "XDP_ABORTED" => Some("Xdp:*:aborted"),
+        "TC_SHOT" => Some("Tc:*:shot"),
+        _ => None,
+    }
+}
+
+/// One verdict counter's name, split: `(layer, device, hook, program, verdict)`.
+fn parse(name: &str) -> Option<(&str, &str, &str, &str, &str)> {
+    // <Xdp|Tc>:<dev>:<hook>:<prog>#<id>:<verdict>; a device name has no `:`, nor has a hook.
+    let (layer, rest) = name.split_once(':')?;
+    if !matches!(layer, "Xdp" | "Tc") {
+        return None;
+    }
+    let (dev, rest) = rest.split_once(':')?;
+    let (hook, rest) = rest.split_once(':')?;
+    let (prog, verdict) = rest.rsplit_once(':')?;
+    Some((layer, dev, hook, prog, verdict))
+}
+
+/// The program rows of `reading`: one per (program, verdict) that counted, keyed by namespace
+/// and interface, with the namespaces' names in `names`.
+pub fn rows(reading: &KernelReading, names: &BTreeMap<u64, Arc<str>>) -> Vec<DropCount> {
+    let mut out = Vec::new();
+    for (&ns, growth) in &reading.netns {
+        for (name, &count) in growth {
+            let Some((layer, dev, hook, prog, verdict)) = parse(name) else {
+                continue;
+            };
+            let Some(&(_, _, code, reason)) =
+                VERDICTS.iter().find(|v| v.0 == layer && v.1 == verdict)
+            else {
+                continue;
+            };
+            if count == 0 {
+                continue;
+            }
+            // `xdpdrv`, `xdpgeneric`, `tcx-ingress` say their layer; tc's `ingress` does not.
+            let tc = if layer == "Tc" && !hook.starts_with("tcx") {
+                "tc "
+            } else {
+                ""
+            };
+            out.push(DropCount {
+                key: DropKey {
+                    reason: Reason {
+                        code: PROGRAM_REASON | code,
+                        name: Arc::from(reason),
+                    },
+                    location: Arc::from(format!("prog {prog} ({tc}{hook})")),
+                    attr: Attribution {
+                        netns: Some(ns),
+                        netns_name: names.get(&ns).cloned(),
+                        ifindex: None,
+                        device: Some(Arc::from(dev)),
+                        protocol: None,
+                        port: None,
+                    },
+                },
+                count,
+            });
+        }
+    }
+    out
+}
+
+/// The program rows of a snapshot's kernel reading (none without one), named as its drops
+/// name their namespaces.
+pub fn of_snapshot(snap: &Snapshot) -> Vec<DropCount> {
+    let Some(reading) = &snap.kernel else {
+        return Vec::new();
+    };
+    rows(reading, &netns_names(snap))
+}
+
+/// The namespaces' names as the snapshot's drops give them.
+pub fn netns_names(snap: &Snapshot) -> BTreeMap<u64, Arc<str>> {
+    (snap.drops.iter())
+        .filter_map(|d| Some((d.key.attr.netns?, d.key.attr.netns_name.clone()?)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reading(counters: &[(u64, &str, u64)]) -> KernelReading {
+        let mut r = KernelReading::default();
+        for (ns, name, v) in counters {
+            r.netns.entry(*ns).or_default().insert(Arc::from(*name), *v);
+        }
+        r
+    }
+
+    #[test]
+    fn verdict_counters_become_rows_of_their_program_device_and_namespace() {
+        let r = reading(&[
+            (7, "Xdp:vb:xdpdrv:ds_drop#42:drop", 500),
+            (7, "Xdp:vb:xdpdrv:ds_drop#42:aborted", 3),
+            (9, "Tc:va:tcx-ingress:ds_shot#43:shot", 40),
+            (9, "Tc:va:ingress:?#44:shot", 0),
+            (9, "Tc:vc:ingress:cls#45:shot", 2),
+            (9, "Udp:NoPorts", 12),
+            (9, "Link:va:rx_dropped", 8),
+            (9, "Xdp:va:xdpdrv:odd#1:pass", 8),
+        ]);
+        let names = BTreeMap::from([(9, Arc::from("web"))]);
+        let mut rows = rows(&r, &names);
+        rows.sort_by(|a, b| a.key.cmp(&b.key));
+        let got: Vec<String> = (rows.iter())
+            .map(|d| {
+                let a = &d.key.attr;
+                format!(
+                    "{} {} {:?} {:?} {:?} {} {}",
+                    d.key.reason.name,
+                    d.key.location,
+                    a.netns,
+                    a.netns_name.as_deref(),
+                    a.device.as_deref(),
+                    d.count,
+                    is_program(&d.key)
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                r#"XDP_ABORTED prog ds_drop#42 (xdpdrv) Some(7) None Some("vb") 3 true"#,
+                r#"XDP_DROP prog ds_drop#42 (xdpdrv) Some(7) None Some("vb") 500 true"#,
+                r#"TC_SHOT prog cls#45 (tc ingress) Some(9) Some("web") Some("vc") 2 true"#,
+                r#"TC_SHOT prog ds_shot#43 (tcx-ingress) Some(9) Some("web") Some("va") 40 true"#,
+            ]
+        );
+        assert_eq!(guide_entry("TC_SHOT"), Some("Tc:*:shot"));
+        assert_eq!(guide_entry("NO_SOCKET"), None);
+    }
+
+    #[test]
+    fn hostile_counter_names_make_no_row_or_a_bounded_one() {
+        let long = format!("Xdp:{}:xdpdrv:p#1:drop", "d".repeat(10_000));
+        let r = reading(&[
+            (1, "Xdp:", 1),
+            (1, "Xdp::::", 1),
+            (1, "Tc:a:b:c", 1),
+            (1, "Xdp:a:b:c:\u{1b}[2J", 1),
+            (1, &long, 1),
+        ]);
+        let rows = rows(&r, &BTreeMap::new());
+        // Only the well-formed (if long) one; views cut and escape names as for any key.
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert_eq!(
+            rows[0].key.attr.device.as_deref().map(str::len),
+            Some(10_000)
+        );
+    }
+}
