@@ -40,29 +40,61 @@ fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> u64 {
 
 /// The program: `verdict` for IPv4 UDP (no IP options) to `port`, the pass verdict otherwise.
 pub fn program(kind: Kind, port: u16, verdict: i32) -> Vec<u64> {
-    let (data, end, pass) = match kind {
-        Kind::Xdp => (0, 4, 2),
-        Kind::Tc => (76, 80, 0),
+    let mut p = udp_test(kind, port, 13);
+    p.extend([
+        insn(0xb7, 0, 0, 0, verdict), // 11: r0 = verdict
+        insn(0x95, 0, 0, 0, 0),       // 12: exit
+    ]);
+    p.extend(pass(kind));
+    p
+}
+
+/// An XDP program that redirects IPv4 UDP to `port` to the socket at key 0 of the XSKMAP
+/// `map` (`bpf_redirect_map`), and passes the rest.
+pub fn redirect_program(port: u16, map: i32) -> Vec<u64> {
+    let mut p = udp_test(Kind::Xdp, port, 17);
+    p.extend([
+        insn(0x18, 1, 1, 0, map), // 11: r1 = map (BPF_PSEUDO_MAP_FD)
+        insn(0, 0, 0, 0, 0),      // 12: (its upper half)
+        insn(0xb7, 2, 0, 0, 0),   // 13: r2 = 0 (the key)
+        insn(0xb7, 3, 0, 0, 0),   // 14: r3 = 0 (flags: XDP_ABORTED if no socket there)
+        insn(0x85, 0, 0, 0, 51),  // 15: call bpf_redirect_map
+        insn(0x95, 0, 0, 0, 0),   // 16: exit
+    ]);
+    p.extend(pass(Kind::Xdp));
+    p
+}
+
+/// `r0 = pass; exit`.
+fn pass(kind: Kind) -> [u64; 2] {
+    let pass = match kind {
+        Kind::Xdp => 2,
+        Kind::Tc => 0,
+    };
+    [insn(0xb7, 0, 0, 0, pass), insn(0x95, 0, 0, 0, 0)]
+}
+
+/// The first 11 instructions: to instruction `pass_at` unless the packet is IPv4 UDP (no IP
+/// options) to `port`.
+fn udp_test(kind: Kind, port: u16, pass_at: i16) -> Vec<u64> {
+    let (data, end) = match kind {
+        Kind::Xdp => (0, 4),
+        Kind::Tc => (76, 80),
     };
     // Bytes in network order read as a little-endian u16.
     let be16 = |v: u16| i32::from(u16::from_le_bytes(v.to_be_bytes()));
-    const PASS: i16 = 13;
     vec![
-        insn(0x61, 2, 1, data, 0),                // 0: r2 = ctx->data
-        insn(0x61, 3, 1, end, 0),                 // 1: r3 = ctx->data_end
-        insn(0xbf, 4, 2, 0, 0),                   // 2: r4 = r2
-        insn(0x07, 4, 0, 0, 14 + 20 + 8),         // 3: r4 += eth + ip + udp
-        insn(0x2d, 4, 3, PASS - 5, 0),            // 4: if r4 > r3 goto pass
-        insn(0x69, 5, 2, 12, 0),                  // 5: r5 = ethertype
-        insn(0x55, 5, 0, PASS - 7, be16(0x0800)), // 6: if r5 != IPv4 goto pass
-        insn(0x71, 5, 2, 23, 0),                  // 7: r5 = ip protocol
-        insn(0x55, 5, 0, PASS - 9, 17),           // 8: if r5 != UDP goto pass
-        insn(0x69, 5, 2, 36, 0),                  // 9: r5 = udp dest port
-        insn(0x55, 5, 0, PASS - 11, be16(port)),  // 10: if r5 != port goto pass
-        insn(0xb7, 0, 0, 0, verdict),             // 11: r0 = verdict
-        insn(0x95, 0, 0, 0, 0),                   // 12: exit
-        insn(0xb7, 0, 0, 0, pass),                // 13: pass: r0 = pass
-        insn(0x95, 0, 0, 0, 0),                   // 14: exit
+        insn(0x61, 2, 1, data, 0),                   // 0: r2 = ctx->data
+        insn(0x61, 3, 1, end, 0),                    // 1: r3 = ctx->data_end
+        insn(0xbf, 4, 2, 0, 0),                      // 2: r4 = r2
+        insn(0x07, 4, 0, 0, 14 + 20 + 8),            // 3: r4 += eth + ip + udp
+        insn(0x2d, 4, 3, pass_at - 5, 0),            // 4: if r4 > r3 goto pass
+        insn(0x69, 5, 2, 12, 0),                     // 5: r5 = ethertype
+        insn(0x55, 5, 0, pass_at - 7, be16(0x0800)), // 6: if r5 != IPv4 goto pass
+        insn(0x71, 5, 2, 23, 0),                     // 7: r5 = ip protocol
+        insn(0x55, 5, 0, pass_at - 9, 17),           // 8: if r5 != UDP goto pass
+        insn(0x69, 5, 2, 36, 0),                     // 9: r5 = udp dest port
+        insn(0x55, 5, 0, pass_at - 11, be16(port)),  // 10: if r5 != port goto pass
     ]
 }
 
@@ -144,7 +176,11 @@ pub fn load(
     verdict: i32,
     with_btf: bool,
 ) -> io::Result<OwnedFd> {
-    let insns = program(kind, port, verdict);
+    load_insns(kind, name, &program(kind, port, verdict), with_btf)
+}
+
+/// Loads program `insns` named `name`, with BTF function info when `with_btf`.
+pub fn load_insns(kind: Kind, name: &str, insns: &[u64], with_btf: bool) -> io::Result<OwnedFd> {
     let ctx = match kind {
         Kind::Xdp => "xdp_md",
         Kind::Tc => "__sk_buff",
@@ -200,6 +236,27 @@ pub fn load(
             log.trim_end_matches('\0')
         ))
     })
+}
+
+/// Creates an XSKMAP of one entry (AF_XDP sockets by queue).
+pub fn xskmap() -> io::Result<OwnedFd> {
+    // SAFETY: as above.
+    let mut attr: bpf_attr = unsafe { zeroed() };
+    attr.__bindgen_anon_1.map_type = aya_obj::generated::bpf_map_type::BPF_MAP_TYPE_XSKMAP as u32;
+    attr.__bindgen_anon_1.key_size = 4;
+    attr.__bindgen_anon_1.value_size = 4;
+    attr.__bindgen_anon_1.max_entries = 1;
+    bpf_fd(bpf_cmd::BPF_MAP_CREATE, &mut attr)
+}
+
+/// Sets `key` of map `map` to `value` (for an XSKMAP: a socket's descriptor).
+pub fn map_set(map: &OwnedFd, key: u32, value: u32) -> io::Result<()> {
+    // SAFETY: as above.
+    let mut attr: bpf_attr = unsafe { zeroed() };
+    attr.__bindgen_anon_2.map_fd = map.as_raw_fd() as u32;
+    attr.__bindgen_anon_2.key = (&key as *const u32) as u64;
+    attr.__bindgen_anon_2.__bindgen_anon_1.value = (&value as *const u32) as u64;
+    bpf(bpf_cmd::BPF_MAP_UPDATE_ELEM, &mut attr).map(drop)
 }
 
 /// A bpffs mounted on a temporary directory for one test, unmounted when dropped.
@@ -283,10 +340,39 @@ pub fn prog_id(fd: &OwnedFd) -> io::Result<u32> {
         .ok_or_else(|| io::Error::other("no prog_id in fdinfo"))
 }
 
+/// Attaches XDP program `prog` to device `dev` of the namespace at `netns` as an XDP link
+/// (5.9+; generic XDP, `XDP_FLAGS_SKB_MODE`), with no `ip` needed; the link lives as long as
+/// the returned descriptor.
+pub fn attach_xdp_link(prog: &OwnedFd, netns: &Path, dev: &str) -> io::Result<OwnedFd> {
+    link(prog, netns, dev, |attr, ifindex| {
+        attr.link_create.__bindgen_anon_2.target_ifindex = ifindex;
+        attr.link_create.attach_type = aya_obj::generated::bpf_attach_type::BPF_XDP as u32;
+        attr.link_create.flags = 1 << 1;
+    })
+}
+
 /// Attaches tc program `prog` to device `dev` of the namespace at `netns` as a tcx link
 /// (6.6+), on ingress or egress; the link lives as long as the returned descriptor.
 pub fn attach_tcx(prog: &OwnedFd, netns: &Path, dev: &str, egress: bool) -> io::Result<OwnedFd> {
     use aya_obj::generated::bpf_attach_type::{BPF_TCX_EGRESS, BPF_TCX_INGRESS};
+    link(prog, netns, dev, move |attr, ifindex| {
+        attr.link_create.__bindgen_anon_2.target_ifindex = ifindex;
+        attr.link_create.attach_type = if egress {
+            BPF_TCX_EGRESS
+        } else {
+            BPF_TCX_INGRESS
+        } as u32;
+    })
+}
+
+/// Creates a link of `prog` on device `dev` of the namespace at `netns`, `set` filling in the
+/// target and type.
+fn link(
+    prog: &OwnedFd,
+    netns: &Path,
+    dev: &str,
+    set: impl FnOnce(&mut bpf_attr, u32) + Send + 'static,
+) -> io::Result<OwnedFd> {
     let prog_fd = prog.as_raw_fd();
     let netns = netns.to_path_buf();
     let dev = CString::new(dev).map_err(io::Error::other)?;
@@ -306,12 +392,7 @@ pub fn attach_tcx(prog: &OwnedFd, netns: &Path, dev: &str, egress: bool) -> io::
         // SAFETY: as above.
         let mut attr: bpf_attr = unsafe { zeroed() };
         attr.link_create.__bindgen_anon_1.prog_fd = prog_fd as u32;
-        attr.link_create.__bindgen_anon_2.target_ifindex = ifindex;
-        attr.link_create.attach_type = if egress {
-            BPF_TCX_EGRESS
-        } else {
-            BPF_TCX_INGRESS
-        } as u32;
+        set(&mut attr, ifindex);
         bpf_fd(bpf_cmd::BPF_LINK_CREATE, &mut attr)
     })
     .join()

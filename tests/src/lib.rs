@@ -6,6 +6,7 @@ pub mod hostile;
 pub mod serve;
 pub mod tmux;
 pub mod traffic;
+pub mod xsk;
 
 use std::{
     io::{BufRead, BufReader},

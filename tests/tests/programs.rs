@@ -5,7 +5,10 @@
 //! program (checked beside, with an empty fentry program) must see each such program listed
 //! in the ledger's notes with the kernel's refusal instead; a program loaded without BTF is
 //! listed as such on every kernel. Needs root.
-use std::{os::unix::fs::MetadataExt as _, time::Duration};
+use std::{
+    os::{fd::AsRawFd as _, unix::fs::MetadataExt as _},
+    time::Duration,
+};
 
 use dropscope_tests::{
     Counting, Netns, ethtool_sum,
@@ -458,6 +461,71 @@ fn a_program_in_a_namespace_without_a_name_or_counted_drops_is_found() {
 }
 
 /// Attaches the pinned XDP program `pin` to `dev` of `ns` in `mode` (`xdpdrv`, `xdpgeneric`).
+/// An AF_XDP socket that never gives the kernel a buffer: every packet an XDP program
+/// redirects to it is dropped, as the socket's own statistics say, and the ledger's AF_XDP row
+/// of its device and namespace counts exactly those, matched with the redirect's failure.
+#[test]
+fn an_af_xdp_socket_without_buffers_drops_what_it_is_given() {
+    const SENT: u64 = 400;
+    let _serial = root_test();
+    let (a, b) = (Netns::new("pk-a"), Netns::new("pk-b"));
+    let (_va, vb) = veth_pair(&a, &b, "10.86.0");
+    let fs = Bpffs::mount();
+    let map = fixture::xskmap().expect("XSKMAP");
+    let prog = fixture::load_insns(
+        Kind::Xdp,
+        "ds_fx_xsk",
+        &fixture::redirect_program(7005, map.as_raw_fd()),
+        true,
+    )
+    .expect("load");
+    let xsk = dropscope_tests::xsk::Socket::bind(&b.path(), &vb, 0).expect("AF_XDP socket");
+    fixture::map_set(&map, 0, xsk.fd()).expect("the socket in the XSKMAP");
+    let pin = fs.pin(&prog, "xsk");
+    attach_xdp(&b, &vb, "xdpgeneric", &pin);
+    a.traffic(&["udp-to", "10.86.0.2", "7999", "1"]);
+    let before = xsk.statistics().expect("XDP_STATISTICS");
+
+    let report = Counting::start(&["report", "--format", "json", "--by", BY]);
+    a.traffic(&["udp-to", "10.86.0.2", "7005", &SENT.to_string()]);
+    std::thread::sleep(Duration::from_millis(300));
+    let report: Value = serde_json::from_str(&report.interrupt()).expect("JSON report");
+
+    let after = xsk.statistics().expect("XDP_STATISTICS");
+    let dropped = after.rx_dropped - before.rx_dropped;
+    assert_eq!(dropped, SENT, "the socket's own count: {after:?}");
+    let nb = inode(&b);
+    let sk = xsk.inode().expect("socket inode");
+    let found = rows(&report, nb, &format!("Xsk:{vb}:q0:sk{sk}:rx_dropped"));
+    if let Err(e) = dropscope_tests::xsk::diag_available() {
+        // This kernel cannot tell anyone its AF_XDP sockets' counts: the ledger says so.
+        assert!(found.is_empty(), "{:#}", report["ledger"]);
+        assert!(
+            notes(&report).iter().any(|n| n.starts_with(&format!("netns {nb}: AF_XDP sockets' drops not read: this kernel answers no AF_XDP sock_diag"))),
+            "{e}: {:#}",
+            report["ledger"]["notes"]
+        );
+        return;
+    }
+    assert_eq!(found.len(), 1, "{:#}", report["ledger"]);
+    assert_eq!(n(found[0], "delta"), dropped, "{:#}", found[0]);
+    // The redirect failed, so the skb was freed: one drop, seen by both.
+    let t = layer(&report, "af_xdp", nb, &vb);
+    assert_eq!(
+        (n(t, "counted"), n(t, "matched"), n(t, "counter_only")),
+        (SENT, SENT, 0),
+        "{t:#}\n{:#}",
+        report["drops"]
+    );
+    let empty = rows(&report, nb, &format!("Xsk:{vb}:q0:sk{sk}:fill_ring_empty"));
+    assert_eq!(
+        empty.first().map(|r| n(r, "delta")),
+        Some(after.rx_fill_ring_empty_descs - before.rx_fill_ring_empty_descs),
+        "{:#}",
+        report["ledger"]
+    );
+}
+
 fn attach_xdp(ns: &Netns, dev: &str, mode: &str, pin: &std::path::Path) {
     let pin = pin.to_str().expect("path");
     ns.exec(&["ip", "link", "set", "dev", dev, mode, "pinned", pin]);

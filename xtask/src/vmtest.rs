@@ -66,7 +66,7 @@ pub enum Accel {
 }
 
 /// The columns of the table, in order.
-const CHECKS: [&str; 11] = [
+const CHECKS: [&str; 12] = [
     "reasons",
     "reasons --btf",
     "report tp_btf",
@@ -75,6 +75,7 @@ const CHECKS: [&str; 11] = [
     "stacks",
     vmtest_guest::LEDGER,
     vmtest_guest::PROGRAMS,
+    vmtest_guest::AF_XDP,
     "record",
     "replay here",
     vmtest_guest::FLOOD,

@@ -15,6 +15,15 @@ use anyhow::{Context as _, bail};
 /// The modules the guest loads (their dependencies come first, found by modinfo): the host's
 /// output directory is shared over 9p on virtio-mmio.
 const MODULES: [&str; 3] = ["virtio_mmio", "9pnet_virtio", "9p"];
+/// Modules loaded where the kernel package has them: AF_XDP's `sock_diag` (a module on
+/// 6.12, absent from 6.1).
+const OPTIONAL_MODULES: [&str; 1] = ["xsk_diag"];
+
+/// Whether the kernel package's module tree has module `name`.
+fn has_module(tree: &Path, name: &str) -> bool {
+    let mut files = HashMap::new();
+    index(&tree.join("kernel"), &mut files).is_ok() && files.contains_key(name)
+}
 
 /// The 9p mount tag of the shared output directory.
 pub const OUT_TAG: &str = "out";
@@ -72,7 +81,12 @@ pub fn write(root: &Root<'_>, out: &Path) -> anyhow::Result<()> {
     }
     cpio.file("usr/local/bin/ip", 0o755, IP.as_bytes());
     let mut names = Vec::new();
-    for (name, data) in modules(root.modules, &MODULES)? {
+    let optional: Vec<&str> = OPTIONAL_MODULES
+        .into_iter()
+        .filter(|m| has_module(root.modules, m))
+        .collect();
+    let wanted: Vec<&str> = MODULES.into_iter().chain(optional).collect();
+    for (name, data) in modules(root.modules, &wanted)? {
         cpio.file(&format!("lib/modules/{name}.ko"), 0o644, &data);
         names.push(name);
     }

@@ -19,6 +19,12 @@ pub fn is_program_note(note: &str) -> bool {
     note.starts_with(PROGRAM_NOTE)
 }
 
+/// Whether a note of a reading belongs in the ledger's notes: one about an attached program,
+/// or about a layer that could not be read ([`super::xsk::NO_DIAG`]).
+pub fn is_ledger_note(note: &str) -> bool {
+    is_program_note(note) || note.contains(super::xsk::NO_DIAG)
+}
+
 /// A hook a program is attached to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Hook {
@@ -39,6 +45,11 @@ pub enum Hook {
 }
 
 impl Hook {
+    /// Whether it is an XDP hook.
+    pub fn is_xdp(self) -> bool {
+        matches!(self, Hook::XdpDrv | Hook::XdpGeneric | Hook::XdpOffload)
+    }
+
     /// Its name in counter names (as `ip link` and `tc filter` say it).
     pub fn as_str(self) -> &'static str {
         match self {

@@ -30,6 +30,8 @@ pub enum Layer {
     KfreeSkb,
     /// Socket and protocol counters: `/proc/net/snmp`, `netstat`, `snmp6`.
     Protocol,
+    /// AF_XDP sockets: what an XDP program redirected to a socket that had no room for it.
+    AfXdp,
 }
 
 impl Layer {
@@ -43,6 +45,7 @@ impl Layer {
             Layer::Softnet => "softnet",
             Layer::KfreeSkb => "kfree_skb",
             Layer::Protocol => "protocol",
+            Layer::AfXdp => "af_xdp",
         }
     }
 }
@@ -273,6 +276,25 @@ pub fn classify(name: &str) -> Option<Class<'_>> {
             "Tc:*:shot",
         ));
     }
+    if let Some(rest) = name.strip_prefix("Xsk:") {
+        // Xsk:<dev>:q<queue>:sk<inode>:<stat>
+        let (dev, rest) = rest.split_once(':')?;
+        let (role, guide) = match rest.rsplit_once(':')?.1 {
+            "rx_dropped" => (Role::Primary, "Xsk:*:rx_dropped"),
+            "rx_ring_full" => (Role::Primary, "Xsk:*:rx_ring_full"),
+            "fill_ring_empty" => (Role::Detail, "Xsk:*:fill_ring_empty"),
+            "rx_invalid" | "tx_invalid" => (Role::Detail, "Xsk:*:invalid"),
+            _ => return None,
+        };
+        return Some(class(
+            Layer::AfXdp,
+            Some(dev),
+            role,
+            XDP_REASONS,
+            false,
+            guide,
+        ));
+    }
     if let Some(rest) = name.strip_prefix("Qdisc:") {
         let (dev, rest) = rest.split_once(':')?;
         let (label, stat) = rest.rsplit_once(':')?;
@@ -437,6 +459,10 @@ pub fn guide_keys() -> impl Iterator<Item = &'static str> {
         "Xdp:*:drop",
         "Xdp:*:aborted",
         "Tc:*:shot",
+        "Xsk:*:rx_dropped",
+        "Xsk:*:rx_ring_full",
+        "Xsk:*:fill_ring_empty",
+        "Xsk:*:invalid",
         "Qdisc:*:drops",
         "Qdisc:*:overlimits",
         "Qdisc:*:requeues",
@@ -456,6 +482,20 @@ mod tests {
 
     #[test]
     fn names_find_their_layer_device_and_role() {
+        for (name, role) in [
+            ("Xsk:vb:q0:sk1234:rx_dropped", Role::Primary),
+            ("Xsk:vb:q0:sk1234:rx_ring_full", Role::Primary),
+            ("Xsk:vb:q0:sk1234:fill_ring_empty", Role::Detail),
+            ("Xsk:vb:q0:sk1234:tx_invalid", Role::Detail),
+        ] {
+            let c = classify(name).expect(name);
+            assert_eq!(
+                (c.layer, c.device, c.role),
+                (Layer::AfXdp, Some("vb"), role)
+            );
+            assert_eq!(c.reasons, XDP_REASONS);
+        }
+        assert!(classify("Xsk:vb:q0:sk1:tx_ring_empty").is_none());
         let c = classify("Link:veth0:rx_dropped").expect("link");
         assert_eq!(
             (c.layer, c.device, c.role),

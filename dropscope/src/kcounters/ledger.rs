@@ -144,7 +144,7 @@ pub fn ledger(reading: &KernelReading, snap: &Snapshot) -> Ledger {
     }
     notes.extend(
         (reading.errors.iter())
-            .filter(|e| super::hooks::is_program_note(e))
+            .filter(|e| super::hooks::is_ledger_note(e))
             .cloned(),
     );
     let mut seen: Vec<Seen<'_>> = (snap.drops.iter())

@@ -23,6 +23,7 @@ pub mod parse;
 pub mod ratio;
 pub mod rtnl;
 pub mod unseen;
+pub mod xsk;
 
 #[cfg(test)]
 mod tests;

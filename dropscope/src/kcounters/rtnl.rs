@@ -80,6 +80,10 @@ impl Rtnl {
                 notes.extend(super::hooks::tcx(&names, hooks));
                 let sock = self.socket.as_ref().map(std::os::fd::AsFd::as_fd);
                 notes.extend(super::ethtool::read(sock, &raw_names(&msgs), out));
+                // AF_XDP sockets get packets only from an XDP program.
+                if hooks.iter().any(|h| h.hook.is_xdp()) {
+                    notes.extend(super::xsk::read(&names, out));
+                }
                 names
             }
             Err(e) => {

@@ -739,7 +739,7 @@ pub fn write_kernel(k: &KernelView, mut out: impl Write) -> std::io::Result<()> 
     for e in k
         .errors
         .iter()
-        .filter(|e| !crate::kcounters::hooks::is_program_note(e))
+        .filter(|e| !crate::kcounters::hooks::is_ledger_note(e))
     {
         writeln!(out, "(kernel counters not read: {e})")?;
     }
