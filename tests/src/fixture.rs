@@ -351,6 +351,25 @@ pub fn attach_xdp_link(prog: &OwnedFd, netns: &Path, dev: &str) -> io::Result<Ow
     })
 }
 
+/// Attaches tc program `prog` to the netkit pair whose primary is `primary` in the namespace at
+/// `netns`, run on what the primary sends (or, with `peer`, on what its peer sends).
+pub fn attach_netkit(
+    prog: &OwnedFd,
+    netns: &Path,
+    primary: &str,
+    peer: bool,
+) -> io::Result<OwnedFd> {
+    use aya_obj::generated::bpf_attach_type::{BPF_NETKIT_PEER, BPF_NETKIT_PRIMARY};
+    link(prog, netns, primary, move |attr, ifindex| {
+        attr.link_create.__bindgen_anon_2.target_ifindex = ifindex;
+        attr.link_create.attach_type = if peer {
+            BPF_NETKIT_PEER
+        } else {
+            BPF_NETKIT_PRIMARY
+        } as u32;
+    })
+}
+
 /// Attaches tc program `prog` to device `dev` of the namespace at `netns` as a tcx link
 /// (6.6+), on ingress or egress; the link lives as long as the returned descriptor.
 pub fn attach_tcx(prog: &OwnedFd, netns: &Path, dev: &str, egress: bool) -> io::Result<OwnedFd> {

@@ -66,7 +66,7 @@ pub enum Accel {
 }
 
 /// The columns of the table, in order.
-const CHECKS: [&str; 12] = [
+const CHECKS: [&str; 13] = [
     "reasons",
     "reasons --btf",
     "report tp_btf",
@@ -76,6 +76,7 @@ const CHECKS: [&str; 12] = [
     vmtest_guest::LEDGER,
     vmtest_guest::PROGRAMS,
     vmtest_guest::AF_XDP,
+    vmtest_guest::NETKIT,
     "record",
     "replay here",
     vmtest_guest::FLOOD,

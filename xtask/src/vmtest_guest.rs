@@ -40,6 +40,9 @@ pub const PROGRAMS: &str = "programs";
 /// The name of the AF_XDP check.
 pub const AF_XDP: &str = "af_xdp";
 
+/// The name of the netkit check.
+pub const NETKIT: &str = "netkit";
+
 /// What the guest suite needs.
 #[derive(clap::Args)]
 pub struct GuestArgs {
@@ -77,6 +80,7 @@ pub fn run(args: &GuestArgs) -> anyhow::Result<()> {
         LEDGER,
         PROGRAMS,
         AF_XDP,
+        NETKIT,
         "record",
     ];
     if args.no_ledger {
@@ -96,6 +100,7 @@ pub fn run(args: &GuestArgs) -> anyhow::Result<()> {
             LEDGER => suite.ledger(),
             PROGRAMS => suite.programs(),
             AF_XDP => suite.af_xdp(),
+            NETKIT => suite.netkit(),
             FLOOD => suite.flood(args.flood_seconds),
             _ => suite.record(),
         };
@@ -700,6 +705,116 @@ impl Suite<'_> {
                 Ok(format!(
                     "this kernel answers no AF_XDP sock_diag ({e}): the socket's {SENT} drops \
                      are noted as not read"
+                ))
+            }
+        }
+    }
+
+    /// A netkit pair (6.7+; made with rtnetlink) whose primary runs a program that drops UDP
+    /// to one port: its verdicts are counted per program on the primary device, a row of the
+    /// report, and one drop with the free in `netkit_xmit` in the ledger. A kernel without
+    /// netkit says so when the pair is made, and the check says that.
+    fn netkit(&self) -> anyhow::Result<String> {
+        use dropscope_tests::{
+            fixture::{self, Kind, TC_ACT_SHOT},
+            netkit,
+        };
+        const SENT: u64 = 250;
+        let (a, b) = (netns("nk-a")?, netns("nk-b")?);
+        match netkit::create(&a.path(), "nk0", &b.path(), "nk1") {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+                return Ok(format!("no netkit on this kernel ({e}): nothing to count"));
+            }
+            Err(e) => return Err(e).context("making a netkit pair"),
+        }
+        let in_ns = |ns: &Netns, args: &[&str]| {
+            run_timeout(
+                Command::new("ip")
+                    .args(["netns", "exec", &ns.name])
+                    .args(args),
+                Duration::from_secs(30),
+            )
+        };
+        for (ns, dev, ip) in [(&a, "nk0", "10.87.0.1/24"), (&b, "nk1", "10.87.0.2/24")] {
+            in_ns(ns, &["ip", "addr", "add", ip, "dev", dev])?;
+            in_ns(ns, &["ip", "link", "set", dev, "up"])?;
+        }
+        let prog = fixture::load(Kind::Tc, "ds_fx_nk", 7006, TC_ACT_SHOT, true)?;
+        let id = fixture::prog_id(&prog)?;
+        let traced = fixture::fentry_allowed(&prog);
+        let _link = fixture::attach_netkit(&prog, &a.path(), "nk0", false)
+            .context("a netkit link on nk0")?;
+        a.try_traffic(
+            &self.args.traffic,
+            &["udp-to", "10.87.0.2", "7999", "1"],
+            TRAFFIC_LIMIT,
+        )?;
+        let inode = fs::metadata(a.path())
+            .context("the namespace's file")?
+            .ino();
+        let c = start(
+            &self.args.dropscope,
+            &[
+                "report",
+                "--format",
+                "json",
+                "--no-stacks",
+                "--by",
+                "reason,location,netns,device",
+            ],
+        )?;
+        let sent = a.try_traffic(
+            &self.args.traffic,
+            &["udp-to", "10.87.0.2", "7006", &SENT.to_string()],
+            TRAFFIC_LIMIT,
+        );
+        std::thread::sleep(Duration::from_millis(500));
+        let out = c.try_interrupt(Duration::from_secs(60))?;
+        sent?;
+        let report: Value = serde_json::from_str(&out).context("report JSON")?;
+        let counter = format!("Tc:nk0:netkit-primary:ds_fx_nk#{id}:shot");
+        let row = report["ledger"]["counters"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["netns"] == inode && r["counter"] == counter.as_str());
+        match traced {
+            Ok(()) => {
+                let n = |f: &str| row.and_then(|r| r[f].as_u64());
+                ensure!(
+                    (n("delta"), n("matched")) == (Some(SENT), Some(SENT)),
+                    "{SENT} dropped by the netkit program, matched; the ledger: {}",
+                    report["ledger"]
+                );
+                let location = format!("prog ds_fx_nk#{id} (netkit-primary)");
+                let listed = (report["programs"].as_array().into_iter().flatten()).any(|r| {
+                    r["reason"] == "TC_SHOT"
+                        && r["location"] == location.as_str()
+                        && r["device"] == "nk0"
+                        && r["count"] == SENT
+                });
+                ensure!(
+                    listed,
+                    "no {location} row of {SENT}: {}",
+                    report["programs"]
+                );
+                Ok(format!(
+                    "{SENT} NETKIT_DROP on nk0's primary program counted per program, a row of \
+                     the report, matched with their frees"
+                ))
+            }
+            Err(e) => {
+                let notes = report["ledger"]["notes"].to_string();
+                ensure!(
+                    row.is_none() && notes.contains(&format!("program {id} ")),
+                    "this kernel refuses fentry on programs ({e}), but the ledger does not say \
+                     so for program {id}: {}",
+                    report["ledger"]
+                );
+                Ok(format!(
+                    "this kernel refuses tracing programs on BPF programs ({e}): the netkit \
+                     program is listed with the refusal"
                 ))
             }
         }

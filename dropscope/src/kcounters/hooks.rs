@@ -1,12 +1,13 @@
-//! Where BPF programs are attached: each device's XDP programs (`IFLA_XDP` of the link dump)
-//! and tc `bpf` filters (an `RTM_GETTFILTER` dump of each ingress or clsact qdisc's ingress
-//! and egress), as the namespace's reading finds them. The verdict counters (`progs`) turn
+//! Where BPF programs are attached: each device's XDP programs (`IFLA_XDP` of the link dump),
+//! tc `bpf` filters (an `RTM_GETTFILTER` dump of each ingress or clsact qdisc's ingress
+//! and egress), tcx links and the programs of each netkit pair (`BPF_PROG_QUERY` on its
+//! primary device), as the namespace's reading finds them. The verdict counters (`progs`) turn
 //! them into the ledger's `Xdp:` and `Tc:` counters.
 use std::collections::HashMap;
 
 use netlink_packet_route::{
     RouteNetlinkMessage,
-    link::{LinkAttribute, LinkXdp},
+    link::{InfoData, InfoNetkit, LinkAttribute, LinkInfo, LinkXdp},
     tc::{TcAttribute, TcFilterBpfOption, TcHandle, TcMessage, TcOption},
 };
 
@@ -42,6 +43,10 @@ pub enum Hook {
     TcxIngress,
     /// A tcx program on egress.
     TcxEgress,
+    /// A netkit program run on what the primary device sends (6.7+).
+    NetkitPrimary,
+    /// A netkit program run on what the peer device sends (the container's egress).
+    NetkitPeer,
 }
 
 impl Hook {
@@ -60,6 +65,8 @@ impl Hook {
             Hook::TcEgress => "egress",
             Hook::TcxIngress => "tcx-ingress",
             Hook::TcxEgress => "tcx-egress",
+            Hook::NetkitPrimary => "netkit-primary",
+            Hook::NetkitPeer => "netkit-peer",
         }
     }
 
@@ -68,6 +75,7 @@ impl Hook {
         match self {
             Hook::XdpDrv | Hook::XdpGeneric | Hook::XdpOffload => "xdp",
             Hook::TcIngress | Hook::TcEgress | Hook::TcxIngress | Hook::TcxEgress => "tc",
+            Hook::NetkitPrimary | Hook::NetkitPeer => "netkit",
         }
     }
 }
@@ -193,6 +201,68 @@ pub fn tcx(names: &HashMap<u32, String>, out: &mut Vec<Hooked>) -> Vec<String> {
     }
 }
 
+/// The primary devices of the netkit pairs of a link dump's messages (index, name): their
+/// programs, primary's and peer's, are asked of the primary.
+pub fn netkit_primaries<'a>(
+    msgs: &[RouteNetlinkMessage],
+    names: &'a HashMap<u32, String>,
+) -> Vec<(u32, &'a String)> {
+    let mut out = Vec::new();
+    for m in msgs {
+        let RouteNetlinkMessage::NewLink(link) = m else {
+            continue;
+        };
+        let primary = (link.attributes.iter())
+            .filter_map(|a| match a {
+                LinkAttribute::LinkInfo(infos) => Some(infos),
+                _ => None,
+            })
+            .flatten()
+            .any(|i| {
+                matches!(i, LinkInfo::Data(InfoData::Netkit(d))
+                    if d.iter().any(|x| matches!(x, InfoNetkit::Primary(true))))
+            });
+        if let (true, Some(name)) = (primary, names.get(&link.header.index)) {
+            out.push((link.header.index, name));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The programs of each netkit pair whose primary is in `primaries` (`BPF_PROG_QUERY`: two
+/// calls per pair, and none on a host without netkit devices), named by the primary device.
+pub fn netkit(primaries: &[(u32, &String)], out: &mut Vec<Hooked>) -> Vec<String> {
+    #[cfg(feature = "live")]
+    {
+        use aya_obj::generated::bpf_attach_type::{BPF_NETKIT_PEER, BPF_NETKIT_PRIMARY};
+        let mut notes = Vec::new();
+        for (index, device) in primaries {
+            for (hook, at) in [
+                (Hook::NetkitPrimary, BPF_NETKIT_PRIMARY),
+                (Hook::NetkitPeer, BPF_NETKIT_PEER),
+            ] {
+                match crate::probe::sys::query_device(*index, at as u32, MAX_TCX) {
+                    Ok(ids) => out.extend(ids.into_iter().map(|prog| Hooked {
+                        device: (*device).clone(),
+                        hook,
+                        prog,
+                    })),
+                    // Gone since the link dump, or its peer is.
+                    Err(e) if e.raw_os_error() == Some(libc::ENODEV) => {}
+                    Err(e) => notes.push(format!("netkit programs of {device} not read: {e}")),
+                }
+            }
+        }
+        notes
+    }
+    #[cfg(not(feature = "live"))]
+    {
+        let _ = (primaries, out);
+        Vec::new()
+    }
+}
+
 /// `TC_H_MIN_INGRESS` and `TC_H_MIN_EGRESS` under `TC_H_CLSACT` (`ffff:fff2`, `ffff:fff3`).
 pub const INGRESS_PARENT: TcHandle = TcHandle {
     major: 0xffff,
@@ -292,6 +362,38 @@ mod tests {
                 hook: Hook::XdpDrv,
                 prog: 9
             }]
+        );
+    }
+
+    #[test]
+    fn netkit_pairs_are_asked_on_their_primary_only() {
+        use netlink_packet_route::link::InfoKind;
+        let netkit = |index: u32, primary: bool| {
+            let mut link = LinkMessage::default();
+            link.header.index = index;
+            link.attributes.push(LinkAttribute::LinkInfo(vec![
+                LinkInfo::Kind(InfoKind::Netkit),
+                LinkInfo::Data(InfoData::Netkit(vec![InfoNetkit::Primary(primary)])),
+            ]));
+            RouteNetlinkMessage::NewLink(link)
+        };
+        let mut veth = LinkMessage::default();
+        veth.header.index = 3;
+        let names = HashMap::from([
+            (3, "veth0".to_string()),
+            (7, "nk0".to_string()),
+            (8, "nk1".to_string()),
+        ]);
+        let msgs = [
+            RouteNetlinkMessage::NewLink(veth),
+            netkit(8, false),
+            netkit(7, true),
+        ];
+        let found = netkit_primaries(&msgs, &names);
+        assert_eq!(found, [(7, &"nk0".to_string())]);
+        assert_eq!(
+            (Hook::NetkitPeer.as_str(), Hook::NetkitPeer.kind_name()),
+            ("netkit-peer", "netkit")
         );
     }
 

@@ -159,6 +159,7 @@ const LINK: &[LinkStat] = &[
             "TAP_FILTER",
             "TAP_TXFILTER",
             "NOT_SPECIFIED@veth_xmit",
+            "NOT_SPECIFIED@netkit_xmit",
             "NOT_SPECIFIED@__dev_queue_xmit",
             "QDISC_DROP@__dev_queue_xmit",
             "~CPU_BACKLOG",
@@ -185,6 +186,9 @@ pub const TC_REASONS: &[&str] = &["TC_INGRESS", "TC_EGRESS"];
 pub const XDP_REASONS: &[&str] = &["XDP", "NOT_SPECIFIED@veth_xdp_rcv_skb"];
 /// What a tc program's shot packets are freed with on ingress (`sch_handle_ingress`).
 pub const TC_INGRESS_REASONS: &[&str] = &["TC_INGRESS"];
+/// What a netkit program's dropped packets are freed with (`netkit_xmit`, which counts them
+/// in the sending device's `tx_dropped` too).
+pub const NETKIT_REASONS: &[&str] = &["NOT_SPECIFIED@netkit_xmit"];
 /// What a tc program's shot packets are freed with on egress (`sch_handle_egress`).
 pub const TC_EGRESS_REASONS: &[&str] = &["TC_EGRESS"];
 /// What the backlog's dropped count is freed with (core/dev.c enqueue_to_backlog; before 6.0
@@ -263,16 +267,17 @@ pub fn classify(name: &str) -> Option<Class<'_>> {
         if rest.rsplit_once(':')?.1 != "shot" {
             return None;
         }
-        let reasons = match hook {
-            "egress" | "tcx-egress" => TC_EGRESS_REASONS,
-            _ => TC_INGRESS_REASONS,
+        let (reasons, exact) = match hook {
+            "egress" | "tcx-egress" => (TC_EGRESS_REASONS, true),
+            "netkit-primary" | "netkit-peer" => (NETKIT_REASONS, false),
+            _ => (TC_INGRESS_REASONS, true),
         };
         return Some(class(
             Layer::Tc,
             Some(dev),
             Role::Primary,
             reasons,
-            true,
+            exact,
             "Tc:*:shot",
         ));
     }

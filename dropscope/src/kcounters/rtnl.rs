@@ -78,6 +78,8 @@ impl Rtnl {
                 let names = links(&msgs, out);
                 super::hooks::xdp(&msgs, &names, hooks);
                 notes.extend(super::hooks::tcx(&names, hooks));
+                let primaries = super::hooks::netkit_primaries(&msgs, &names);
+                notes.extend(super::hooks::netkit(&primaries, hooks));
                 let sock = self.socket.as_ref().map(std::os::fd::AsFd::as_fd);
                 notes.extend(super::ethtool::read(sock, &raw_names(&msgs), out));
                 // AF_XDP sockets get packets only from an XDP program.

@@ -67,8 +67,8 @@ pub fn rows(reading: &KernelReading, names: &BTreeMap<u64, Arc<str>>) -> Vec<Dro
             if count == 0 {
                 continue;
             }
-            // `xdpdrv`, `xdpgeneric`, `tcx-ingress` say their layer; tc's `ingress` does not.
-            let tc = if layer == "Tc" && !hook.starts_with("tcx") {
+            // `xdpdrv`, `tcx-ingress`, `netkit-peer` say their layer; tc's `ingress` does not.
+            let tc = if layer == "Tc" && matches!(hook, "ingress" | "egress") {
                 "tc "
             } else {
                 ""
@@ -132,6 +132,7 @@ mod tests {
             (9, "Tc:va:tcx-ingress:ds_shot#43:shot", 40),
             (9, "Tc:va:ingress:?#44:shot", 0),
             (9, "Tc:vc:ingress:cls#45:shot", 2),
+            (9, "Tc:nk0:netkit-peer:pod_fw#46:shot", 6),
             (9, "Udp:NoPorts", 12),
             (9, "Link:va:rx_dropped", 8),
             (9, "Xdp:va:xdpdrv:odd#1:pass", 8),
@@ -161,6 +162,7 @@ mod tests {
                 r#"XDP_DROP prog ds_drop#42 (xdpdrv) Some(7) None Some("vb") 500 true"#,
                 r#"TC_SHOT prog cls#45 (tc ingress) Some(9) Some("web") Some("vc") 2 true"#,
                 r#"TC_SHOT prog ds_shot#43 (tcx-ingress) Some(9) Some("web") Some("va") 40 true"#,
+                r#"TC_SHOT prog pod_fw#46 (netkit-peer) Some(9) Some("web") Some("nk0") 6 true"#,
             ]
         );
         assert_eq!(guide_entry("TC_SHOT"), Some("Tc:*:shot"));
