@@ -93,11 +93,28 @@ fn probe_drops(report: &Value, netns: u64, device: &str, reason: &str, at: &str)
 }
 
 /// The ledger's total of `layer` on (`netns`, `device`).
-/// The report's program rows of `reason` at `location`.
-fn program_rows<'a>(report: &'a Value, reason: &str, location: &str) -> Vec<&'a Value> {
-    (report["programs"].as_array().into_iter().flatten())
+/// Asserts the report has one program row of (`reason`, `location`), on (`netns`, `device`),
+/// that counted `count`.
+fn program_row(
+    report: &Value,
+    (reason, location): (&str, &str),
+    (netns, device): (u64, &str),
+    count: u64,
+) {
+    let found: Vec<&Value> = (report["programs"].as_array().into_iter().flatten())
         .filter(|r| r["reason"] == reason && r["location"] == location)
-        .collect()
+        .collect();
+    assert_eq!(found.len(), 1, "{:#}", report["programs"]);
+    assert_eq!(
+        (
+            &found[0]["netns"],
+            &found[0]["device"],
+            n(found[0], "count")
+        ),
+        (&netns.into(), &device.into(), count),
+        "{:#}",
+        found[0]
+    );
 }
 
 fn layer<'a>(report: &'a Value, layer: &str, netns: u64, device: &str) -> &'a Value {
@@ -202,18 +219,8 @@ fn xdp_drop_and_aborted_are_counted_per_program_device_and_namespace() {
                     300,
                 ),
             ] {
-                let found = program_rows(&report, reason, &format!("prog {prog} (xdpdrv)"));
-                assert_eq!(found.len(), 1, "{:#}", report["programs"]);
-                assert_eq!(
-                    (
-                        &found[0]["netns"],
-                        &found[0]["device"],
-                        n(found[0], "count")
-                    ),
-                    (&ns.into(), &dev.as_str().into(), count),
-                    "{:#}",
-                    found[0]
-                );
+                let location = format!("prog {prog} (xdpdrv)");
+                program_row(&report, (reason, &location), (ns, dev), count);
             }
         }
         Err(e) => {
@@ -335,18 +342,8 @@ fn tc_shot_is_one_drop_and_a_program_without_btf_is_listed() {
                 ),
                 (format!("ds_fx_tcx#{tcx_id}"), "tcx-egress", na, &va, 200),
             ] {
-                let found = program_rows(&report, "TC_SHOT", &format!("prog {prog} ({hook})"));
-                assert_eq!(found.len(), 1, "{:#}", report["programs"]);
-                assert_eq!(
-                    (
-                        &found[0]["netns"],
-                        &found[0]["device"],
-                        n(found[0], "count")
-                    ),
-                    (&ns.into(), &dev.as_str().into(), count),
-                    "{:#}",
-                    found[0]
-                );
+                let location = format!("prog {prog} ({hook})");
+                program_row(&report, ("TC_SHOT", &location), (ns, dev), count);
             }
         }
         Err(e) => {

@@ -652,35 +652,13 @@ impl Suite<'_> {
             .context("the namespace's file")?
             .ino();
         let before = socket.statistics()?;
-        let c = start(
-            &self.args.dropscope,
-            &[
-                "report",
-                "--format",
-                "json",
-                "--no-stacks",
-                "--by",
-                "reason,location,netns,device",
-            ],
-        )?;
-        let sent = ns.try_traffic(
-            &self.args.traffic,
-            &["udp-to", "127.0.0.1", "7005", &SENT.to_string()],
-            TRAFFIC_LIMIT,
-        );
-        std::thread::sleep(Duration::from_millis(500));
-        let out = c.try_interrupt(Duration::from_secs(60))?;
-        sent?;
-        let report: Value = serde_json::from_str(&out).context("report JSON")?;
+        let report =
+            self.ledger_report(&ns, &["udp-to", "127.0.0.1", "7005", &SENT.to_string()])?;
         let dropped = socket.statistics()?.rx_dropped - before.rx_dropped;
         ensure!(dropped == SENT, "the socket dropped {dropped} of {SENT}");
         let sk = socket.inode()?;
         let counter = format!("Xsk:lo:q0:sk{sk}:rx_dropped");
-        let row = report["ledger"]["counters"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|r| r["netns"] == inode && r["counter"] == counter.as_str());
+        let row = ledger_row(&report, inode, &counter);
         match xsk::diag_available() {
             Ok(()) => {
                 let n = |f: &str| row.and_then(|r| r[f].as_u64());
@@ -753,32 +731,9 @@ impl Suite<'_> {
         let inode = fs::metadata(a.path())
             .context("the namespace's file")?
             .ino();
-        let c = start(
-            &self.args.dropscope,
-            &[
-                "report",
-                "--format",
-                "json",
-                "--no-stacks",
-                "--by",
-                "reason,location,netns,device",
-            ],
-        )?;
-        let sent = a.try_traffic(
-            &self.args.traffic,
-            &["udp-to", "10.87.0.2", "7006", &SENT.to_string()],
-            TRAFFIC_LIMIT,
-        );
-        std::thread::sleep(Duration::from_millis(500));
-        let out = c.try_interrupt(Duration::from_secs(60))?;
-        sent?;
-        let report: Value = serde_json::from_str(&out).context("report JSON")?;
+        let report = self.ledger_report(&a, &["udp-to", "10.87.0.2", "7006", &SENT.to_string()])?;
         let counter = format!("Tc:nk0:netkit-primary:ds_fx_nk#{id}:shot");
-        let row = report["ledger"]["counters"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|r| r["netns"] == inode && r["counter"] == counter.as_str());
+        let row = ledger_row(&report, inode, &counter);
         match traced {
             Ok(()) => {
                 let n = |f: &str| row.and_then(|r| r[f].as_u64());
@@ -818,6 +773,27 @@ impl Suite<'_> {
                 ))
             }
         }
+    }
+
+    /// The JSON report (by namespace and device, no stacks) of a session during which `ns`
+    /// sent `traffic`.
+    fn ledger_report(&self, ns: &Netns, traffic: &[&str]) -> anyhow::Result<Value> {
+        let c = start(
+            &self.args.dropscope,
+            &[
+                "report",
+                "--format",
+                "json",
+                "--no-stacks",
+                "--by",
+                "reason,location,netns,device",
+            ],
+        )?;
+        let sent = ns.try_traffic(&self.args.traffic, traffic, TRAFFIC_LIMIT);
+        std::thread::sleep(Duration::from_millis(500));
+        let out = c.try_interrupt(Duration::from_secs(60))?;
+        sent?;
+        serde_json::from_str(&out).context("report JSON")
     }
 
     fn stacks(&self) -> anyhow::Result<String> {
@@ -1026,6 +1002,15 @@ const TRAFFIC_LIMIT: Duration = Duration::from_secs(120);
 /// A network namespace for one check (the tests' guard: loopback up, removed when dropped).
 fn netns(tag: &str) -> anyhow::Result<Netns> {
     Netns::create(&format!("vmtest-{tag}-{}", std::process::id()))
+}
+
+/// The ledger's row of `counter` in namespace `netns`, if it grew.
+fn ledger_row<'a>(report: &'a Value, netns: u64, counter: &str) -> Option<&'a Value> {
+    (report["ledger"]["counters"]
+        .as_array()
+        .into_iter()
+        .flatten())
+    .find(|r| r["netns"] == netns && r["counter"] == counter)
 }
 
 /// Starts dropscope and waits (up to 120 s: emulated guests are slow) for its line saying it
