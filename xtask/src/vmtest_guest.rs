@@ -662,11 +662,25 @@ impl Suite<'_> {
         match xsk::diag_available() {
             Ok(()) => {
                 let n = |f: &str| row.and_then(|r| r[f].as_u64());
-                ensure!(
-                    (n("delta"), n("matched")) == (Some(SENT), Some(SENT)),
-                    "{SENT} dropped by the socket, matched; the ledger: {}",
-                    report["ledger"]
-                );
+                if (n("delta"), n("matched")) != (Some(SENT), Some(SENT)) {
+                    // What the kernel's own tool says, beside what dropscope read there.
+                    let ss = run_timeout(
+                        Command::new("ip")
+                            .args(["netns", "exec", &ns.name, "ss", "-a", "--xdp", "-e"]),
+                        Duration::from_secs(30),
+                    )
+                    .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                    .unwrap_or_else(|e| format!("{e:#}"));
+                    let read: Vec<&Value> = (report["kernel_counters"].as_array().into_iter())
+                        .flatten()
+                        .filter(|c| c["netns"] == inode)
+                        .collect();
+                    anyhow::bail!(
+                        "{SENT} dropped by the socket, matched; the ledger: {}; counters read in \
+                         its namespace: {read:?}; ss: {ss}",
+                        report["ledger"]
+                    );
+                }
                 Ok(format!(
                     "{SENT} packets redirected to an AF_XDP socket without buffers: {counter} \
                      counted them, as its XDP_STATISTICS did, matched with their frees"

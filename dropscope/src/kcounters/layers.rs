@@ -159,7 +159,7 @@ const LINK: &[LinkStat] = &[
             "TAP_FILTER",
             "TAP_TXFILTER",
             "NOT_SPECIFIED@veth_xmit",
-            "NOT_SPECIFIED@netkit_xmit",
+            "~NOT_SPECIFIED@netkit_xmit",
             "NOT_SPECIFIED@__dev_queue_xmit",
             "QDISC_DROP@__dev_queue_xmit",
             "~CPU_BACKLOG",
@@ -187,8 +187,10 @@ pub const XDP_REASONS: &[&str] = &["XDP", "NOT_SPECIFIED@veth_xdp_rcv_skb"];
 /// What a tc program's shot packets are freed with on ingress (`sch_handle_ingress`).
 pub const TC_INGRESS_REASONS: &[&str] = &["TC_INGRESS"];
 /// What a netkit program's dropped packets are freed with (`netkit_xmit`, which counts them
-/// in the sending device's `tx_dropped` too).
-pub const NETKIT_REASONS: &[&str] = &["NOT_SPECIFIED@netkit_xmit"];
+/// in the sending device's `tx_dropped` too). The packet is already the peer's when it is
+/// freed (its device and namespace), so the match is made anywhere: `netkit_xmit` frees
+/// nothing else.
+pub const NETKIT_REASONS: &[&str] = &["~NOT_SPECIFIED@netkit_xmit"];
 /// What a tc program's shot packets are freed with on egress (`sch_handle_egress`).
 pub const TC_EGRESS_REASONS: &[&str] = &["TC_EGRESS"];
 /// What the backlog's dropped count is freed with (core/dev.c enqueue_to_backlog; before 6.0

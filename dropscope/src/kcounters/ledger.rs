@@ -432,6 +432,37 @@ mod tests {
         );
     }
 
+    /// A netkit program's drop is freed once the packet is the peer's (another device, often
+    /// another namespace): its counter and the primary's `tx_dropped` still match it, once.
+    #[test]
+    fn netkit_drops_match_their_free_on_the_peer() {
+        const POD: u64 = 9;
+        let r = reading(&[
+            (NS, "Tc:nk0:netkit-primary:pod_fw#46:shot", 250),
+            (NS, "Link:nk0:tx_dropped", 250),
+        ]);
+        let s = snap(vec![drop(
+            POD,
+            "nk1",
+            "NOT_SPECIFIED",
+            "netkit_xmit+0x2c1",
+            250,
+        )]);
+        let l = ledger(&r, &s);
+        let t = row(&l, "Tc:nk0:netkit-primary:pod_fw#46:shot");
+        assert_eq!((t.delta, t.matched, t.counter_only), (250, 250, 0));
+        assert_eq!(row(&l, "Link:nk0:tx_dropped").counter_only, 0);
+        assert_eq!(
+            l.headline,
+            Headline {
+                total: 250,
+                with_reason: 250,
+                counter_only: 0,
+                unexplained: 0
+            }
+        );
+    }
+
     #[test]
     fn program_verdicts_are_one_drop_with_the_free_they_cause_and_alone_without() {
         let mut r = reading(&[
