@@ -443,9 +443,17 @@ fn link_guide(stat: &str) -> &'static str {
 /// Whether a counter is one of the layer counters read through rtnetlink or per CPU (kept in
 /// a reading beside [`map`]'s).
 pub fn is_layer_counter(name: &str) -> bool {
-    ["Link:", "Qdisc:", "Softnet:cpu", "Xdp:", "Tc:", "Ethtool:"]
-        .iter()
-        .any(|p| name.starts_with(p))
+    [
+        "Link:",
+        "Qdisc:",
+        "Softnet:cpu",
+        "Xdp:",
+        "Tc:",
+        "Ethtool:",
+        "Xsk:",
+    ]
+    .iter()
+    .any(|p| name.starts_with(p))
         && classify(name).is_some()
 }
 
@@ -503,6 +511,11 @@ mod tests {
             assert_eq!(c.reasons, XDP_REASONS);
         }
         assert!(classify("Xsk:vb:q0:sk1:tx_ring_empty").is_none());
+        // Kept by a reading (which keeps layer counters only).
+        assert!(is_layer_counter("Xsk:vb:q0:sk1234:rx_dropped"));
+        assert!(crate::kcounters::is_kept(
+            "Xsk:vb:q0:sk1234:fill_ring_empty"
+        ));
         let c = classify("Link:veth0:rx_dropped").expect("link");
         assert_eq!(
             (c.layer, c.device, c.role),
