@@ -103,8 +103,10 @@ pub fn of_snapshot(snap: &Snapshot) -> Vec<DropCount> {
         return Vec::new();
     };
     // The names are looked up through every key only where there is a program row to name.
-    let any = (reading.netns.values())
-        .any(|g| g.keys().any(|k| k.starts_with("Xdp:") || k.starts_with("Tc:")));
+    let any = (reading.netns.values()).any(|g| {
+        g.keys()
+            .any(|k| k.starts_with("Xdp:") || k.starts_with("Tc:"))
+    });
     if !any {
         return Vec::new();
     }
