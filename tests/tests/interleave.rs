@@ -93,7 +93,16 @@ fn interleaved_runs_are_counted_exactly_and_freshly_in_every_window() {
         let dir = tempfile::tempdir().expect("tempdir");
         let file = dir.path().join("mix.dsrec");
         let ns = Netns::new("mix");
-        let rec = Counting::start(&["record", "-o", file.to_str().expect("utf-8")]);
+        // The recorder polls every 100 ms while drops arrive (a 200 ms base interval): a
+        // window's ends are its snapshots, at most one poll before the times asked for, so at
+        // the default 500 ms either end of a 2-s window could be a quarter of it off.
+        let rec = Counting::start(&[
+            "record",
+            "--interval",
+            "200ms",
+            "-o",
+            file.to_str().expect("utf-8"),
+        ]);
         // Session times are measured from here (the recorder has just attached); an error in
         // this estimate shifts both ends of every window alike.
         let rec_start = unix_ms();
