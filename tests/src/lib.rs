@@ -389,19 +389,30 @@ impl Counting {
     /// Sends SIGINT and waits at most `limit`; returns stdout (all of it, also what
     /// [`Counting::read_stdout`] read meanwhile), or an error on a non-zero exit or a timeout
     /// (the process killed).
-    pub fn try_interrupt(mut self, limit: Duration) -> anyhow::Result<String> {
+    pub fn try_interrupt(self, limit: Duration) -> anyhow::Result<String> {
+        let (status, out) = self.try_interrupt_status(limit)?;
+        anyhow::ensure!(status.success(), "dropscope exited with {status}");
+        Ok(out)
+    }
+
+    /// Sends SIGINT and waits at most `limit`; returns the exit status and stdout (all of it),
+    /// whatever the status, or an error on a timeout (the process killed).
+    pub fn try_interrupt_status(
+        mut self,
+        limit: Duration,
+    ) -> anyhow::Result<(std::process::ExitStatus, String)> {
         // SAFETY: kill(2) with a pid we own and a valid signal.
         unsafe { libc::kill(self.pid() as i32, libc::SIGINT) };
         let child = self.child.take().context("a running dropscope")?;
         let out = wait_timeout(child, limit)?;
-        anyhow::ensure!(out.status.success(), "dropscope exited with {}", out.status);
-        match self.stdout.take() {
+        let stdout = match self.stdout.take() {
             Some(reader) => reader
                 .join()
                 .map_err(|_| anyhow::anyhow!("the stdout reader panicked"))?
-                .context("reading dropscope's stdout"),
-            None => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
-        }
+                .context("reading dropscope's stdout")?,
+            None => String::from_utf8_lossy(&out.stdout).into_owned(),
+        };
+        Ok((out.status, stdout))
     }
 
     /// Waits at most `limit` for the process to end by itself and returns its stdout; panics

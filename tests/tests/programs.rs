@@ -145,6 +145,16 @@ fn xdp_drop_and_aborted_are_counted_per_program_device_and_namespace() {
 
     let xdp_drops_before = ethtool_sum(&b, &vb, "_xdp_drops");
     let report = Counting::start(&["report", "--format", "json", "--by", BY]);
+    // Judged beside: a budget on a program's verdicts makes `check` count them.
+    let check = Counting::start(&[
+        "check",
+        "--format",
+        "json",
+        "--by",
+        BY,
+        "--budget",
+        "XDP_DROP<1/s,total<1000000/s",
+    ]);
     // Attached while dropscope runs: aborts UDP to port 7002 arriving on va.
     let abort = fixture::load(Kind::Xdp, "ds_fx_abort", 7002, XDP_ABORTED, true).expect("load");
     let abort_id = prog_id(&abort);
@@ -156,6 +166,9 @@ fn xdp_drop_and_aborted_are_counted_per_program_device_and_namespace() {
     b.traffic(&["udp-to", "10.82.0.1", "7002", "300"]);
     std::thread::sleep(Duration::from_millis(300));
     let report: Value = serde_json::from_str(&report.interrupt()).expect("JSON report");
+    let (checked, check) = check
+        .try_interrupt_status(Duration::from_secs(30))
+        .expect("check ends");
 
     let (na, nb) = (inode(&a), inode(&b));
     // The veth's driver counts its XDP program's drops too (`ethtool -S`): the ledger shows the
@@ -222,6 +235,19 @@ fn xdp_drop_and_aborted_are_counted_per_program_device_and_namespace() {
                 let location = format!("prog {prog} (xdpdrv)");
                 program_row(&report, (reason, &location), (ns, dev), count);
             }
+            // `check` broke the clause on the program's verdicts, with them as a key, and
+            // kept them out of the total's.
+            let check: Value = serde_json::from_str(&check).expect("check JSON");
+            assert_eq!(checked.code(), Some(1), "{check:#}");
+            assert_eq!(
+                (&check["budgets"][0]["ok"], &check["budgets"][1]["ok"]),
+                (&Value::Bool(false), &Value::Bool(true)),
+                "{check:#}"
+            );
+            let location = format!("prog ds_fx_drop#{drop_id} (xdpdrv)");
+            let key = (check["keys"].as_array().into_iter().flatten())
+                .find(|k| k["reason"] == "XDP_DROP" && k["location"] == location.as_str());
+            assert_eq!(key.map(|k| n(k, "count")), Some(500), "{check:#}");
         }
         Err(e) => {
             assert!(
@@ -229,8 +255,10 @@ fn xdp_drop_and_aborted_are_counted_per_program_device_and_namespace() {
                 "{:#}",
                 report["ledger"]
             );
-            // Verdicts not counted are no rows (the notes say why).
+            // Verdicts not counted are no rows (the notes say why), and a budget on them is
+            // refused (2), never passed on nothing.
             assert_eq!(report["programs"], serde_json::json!([]));
+            assert_eq!(checked.code(), Some(2), "check wrote {check}");
             let why = e.to_string();
             for (id, name, dev, ns) in [
                 (drop_id, "ds_fx_drop", &vb, nb),

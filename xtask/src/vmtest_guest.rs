@@ -487,6 +487,19 @@ impl Suite<'_> {
                 "reason,location,netns,device",
             ],
         )?;
+        // Judged beside: a budget on a program's verdicts makes `check` count them.
+        let budget = start(
+            &self.args.dropscope,
+            &[
+                "check",
+                "--format",
+                "json",
+                "--by",
+                "reason,location,netns,device",
+                "--budget",
+                "XDP_DROP<1/s,total<1000000/s",
+            ],
+        )?;
         let sent = ns
             .try_traffic(
                 &self.args.traffic,
@@ -510,8 +523,21 @@ impl Suite<'_> {
         std::thread::sleep(Duration::from_millis(4000));
         r.try_interrupt(Duration::from_secs(60))?;
         let out = c.try_interrupt(Duration::from_secs(60))?;
+        let (checked, check_out) = budget.try_interrupt_status(Duration::from_secs(60))?;
         sent?;
         let report: Value = serde_json::from_str(&out).context("report JSON")?;
+        // The recording judged by `diff` (against itself: only the budget matters here).
+        let diffed = dropscope_tests::wait_timeout(
+            Command::new(&self.args.dropscope)
+                .args(["diff", recording_s, recording_s, "--format", "json"])
+                .args(["--budget", "XDP_DROP<1/s"])
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .context("starting diff")?,
+            Duration::from_secs(60),
+        )?;
         let recorded = |to: Option<Duration>| -> anyhow::Result<Value> {
             let to = to.map(|t| format!("{}ms", t.as_millis()));
             let mut args = vec!["report", "--format", "json", "--input", recording_s];
@@ -583,6 +609,29 @@ impl Suite<'_> {
                      kernel's counters) shows {DROPPED} XDP_DROP; its rows: {}",
                     recorded["programs"]
                 );
+                // `check` and `diff` judge the program's verdicts: broken, naming it.
+                let check: Value = serde_json::from_str(&check_out).context("check JSON")?;
+                let key = (check["keys"].as_array().into_iter().flatten())
+                    .find(|k| k["reason"] == "XDP_DROP" && k["location"] == xdp_row.as_str());
+                ensure!(
+                    checked.code() == Some(1)
+                        && check["budgets"][0]["ok"] == false
+                        && check["budgets"][1]["ok"] == true
+                        && key.and_then(|k| k["count"].as_u64()) == Some(DROPPED),
+                    "`check --budget XDP_DROP<1/s` ({checked}) breaks the clause with the \
+                     program's {DROPPED} drops as a key; it wrote {check}"
+                );
+                let diff: Value = serde_json::from_slice(&diffed.stdout).context("diff JSON")?;
+                ensure!(
+                    diffed.status.code() == Some(1)
+                        && diff["budgets"][0]["ok"] == false
+                        && diff["budgets"][0]["message"]
+                            .as_str()
+                            .is_some_and(|m| m.contains(&xdp_row)),
+                    "`diff --budget XDP_DROP<1/s` of the recording ({}) breaks it naming the \
+                     program; it wrote {diff}",
+                    diffed.status
+                );
                 let tcx_row = format!("Tc:lo:tcx-egress:ds_fx_tcx#{tcx_id}:shot");
                 let tcx_said = match tcx_link {
                     Some(_) => {
@@ -599,7 +648,8 @@ impl Suite<'_> {
                 Ok(format!(
                     "{DROPPED} XDP_DROP and {SHOT} TC_ACT_SHOT counted per program, rows of the \
                      report and of a recording's window before its last reading, the shots \
-                     matched with their kfree_skb drops{tcx_said}"
+                     matched with their kfree_skb drops{tcx_said}; `check` and `diff` break \
+                     XDP_DROP<1/s naming the program"
                 ))
             }
             Err(e) => {
@@ -618,9 +668,17 @@ impl Suite<'_> {
                         report["ledger"]
                     );
                 }
+                // A budget on their verdicts cannot be judged: refused (2), never passed.
+                ensure!(
+                    checked.code() == Some(2) && diffed.status.code() == Some(2),
+                    "verdicts not counted, yet `check` ({checked}) and `diff` ({}) judged \
+                     XDP_DROP<1/s: {check_out} {}",
+                    diffed.status,
+                    String::from_utf8_lossy(&diffed.stderr)
+                );
                 Ok(format!(
                     "this kernel refuses tracing programs on BPF programs ({e}): every program \
-                     listed with the refusal"
+                     listed with the refusal, and budgets on their verdicts refused"
                 ))
             }
         }

@@ -9,6 +9,7 @@ use super::{
     diff::{
         broken_lines, check_budget_reasons,
         output::{Cases, Run, run_line, write_json, write_junit, write_verdicts},
+        refuse_filtered_programs,
     },
     live,
     report::output::{NumberColumn, write_key_table},
@@ -20,6 +21,7 @@ use crate::{
         budget::{self, Clause, Verdict},
         compare::{self, DiffKey, Side},
         group::Dim,
+        programs::{self, is_program_reason},
     },
     probe::reasons::ReasonTable,
 };
@@ -46,16 +48,24 @@ pub async fn check_cmd(args: CheckArgs) -> anyhow::Result<()> {
     }
     check_budget_reasons(&args.budget, &kernel_reasons(&args))?;
     let filter = args.live.select.live_filter()?;
+    refuse_filtered_programs(&args.budget, &filter)?;
     let packets = args.budget.iter().any(Clause::needs_packets);
+    // A clause on an XDP or tc program's verdicts needs them counted, which they are with the
+    // kernel's counters.
+    let programs = (args.budget.iter()).any(|c| c.reason().is_some_and(is_program_reason));
     // The packets come with the kernel's counters, read once more right before the last
     // snapshot (the same span as its counts).
-    let counters = packets.then_some(CHECK_KERNEL_READ);
+    let counters = (packets || programs).then_some(CHECK_KERNEL_READ);
     let (_, snap) = live::count_live(&args.live, args.duration, "", counters, |_| Ok(())).await?;
     let seconds = snap.elapsed.as_secs_f64();
     if seconds <= 0.0 {
         anyhow::bail!("counted for no time: no rate can be computed");
     }
-    let side = Side::of(&snap, seconds, compare::packets(&snap, &filter));
+    let mut side = Side::of(&snap, seconds, compare::packets(&snap, &filter));
+    if !filter.is_set() {
+        side = side.with_programs(&programs::of_snapshot(&snap), &args.live.select.by);
+    }
+    programs::judgeable(&args.budget, &snap).map_err(usage)?;
     let verdicts = budget::judge(&args.budget, &side, None, "the live count")
         .map_err(|e| usage(e.to_string()))?;
     let mut keys: Vec<(DiffKey, u64)> = side.counts.iter().map(|(k, &n)| (k.clone(), n)).collect();

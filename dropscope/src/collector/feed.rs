@@ -69,9 +69,10 @@ impl Collector {
         let (hooks, complete) = k.counters.hooks();
         match &mut k.programs {
             Ok(p) => p.add_to(&mut reading, hooks, complete),
-            Err(why) if hooks.values().any(|h| !h.is_empty()) => reading
-                .errors
-                .push(format!("XDP and tc programs' verdicts not counted: {why}")),
+            Err(why) if hooks.values().any(|h| !h.is_empty()) => reading.errors.push(format!(
+                "XDP and tc programs' {}: {why}",
+                crate::model::programs::UNCOUNTED
+            )),
             Err(_) => {}
         }
         let reading = Arc::new(reading);

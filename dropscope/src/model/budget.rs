@@ -12,6 +12,7 @@ use serde::Serialize;
 use super::{
     compare::{DiffKey, Side},
     group::reason_name,
+    programs,
 };
 
 /// What a clause limits.
@@ -310,7 +311,8 @@ fn judge_one(
     let rate = |r: f64| format!("{}/s", crate::format::rate(r));
     let (value, keys, shown, top) = match &c.subject {
         Subject::Total => {
-            let top = largest(&|_| true);
+            // The total is the probe's; a program's verdicts are not in it.
+            let top = largest(&|k| !programs::is_program_reason(&k.reason));
             (
                 new.rate(new.total),
                 top.clone(),
@@ -340,7 +342,7 @@ fn judge_one(
             } else {
                 drops / packets as f64
             };
-            let top = largest(&|_| true);
+            let top = largest(&|k| !programs::is_program_reason(&k.reason));
             let shown = format!(
                 "{} ({} drops / {} packets)",
                 percent(v),

@@ -11,7 +11,11 @@ use std::{
 
 use serde::Serialize;
 
-use super::{DropKey, Snapshot, group::Filter, poisson};
+use super::{
+    DropCount, DropKey, Snapshot,
+    group::{self, Dim, Filter},
+    poisson,
+};
 
 /// Longest name a key's description shows in full (longer ones are cut with `…`).
 pub const DESCRIBED_CHARS: usize = 96;
@@ -103,9 +107,10 @@ impl DiffKey {
 /// One run's drops over its window, by [`DiffKey`].
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Side {
-    /// Drops per key (keys of two namespaces of one name are one).
+    /// Drops per key (keys of two namespaces of one name are one), and the programs' drop
+    /// verdicts where [`Side::with_programs`] added them.
     pub counts: BTreeMap<DiffKey, u64>,
-    /// Every drop, keyed or not.
+    /// Every drop `kfree_skb` saw, keyed or not (programs' verdicts are not in it).
     pub total: u64,
     /// Seconds the window covers (positive).
     pub seconds: f64,
@@ -128,6 +133,19 @@ impl Side {
             seconds,
             packets,
         }
+    }
+
+    /// The side with the XDP and tc programs' drop verdicts over the same window as keys of
+    /// their own (`XDP_DROP`, `TC_SHOT`, ... at `prog <name>#<id> (<hook>)`), grouped by `by` as
+    /// the live view groups them. They are never added to `total`: a packet a tc program shot
+    /// is also freed through `kfree_skb` and counted there.
+    pub fn with_programs(mut self, rows: &[DropCount], by: &[Dim]) -> Self {
+        for d in rows.iter().filter(|d| d.count > 0) {
+            let k = DiffKey::of(&group::coarser(&d.key, by));
+            let c = self.counts.entry(k).or_default();
+            *c = c.saturating_add(d.count);
+        }
+        self
     }
 
     /// Drops per second of `count` drops over this window.

@@ -27,6 +27,16 @@ pub fn is_program(key: &DropKey) -> bool {
     key.reason.code & PROGRAM_REASON != 0
 }
 
+/// The reasons of program rows, by name: no kernel drop reason is named so (the kernel's are
+/// `XDP`, `TC_INGRESS`, ...), so a name alone tells them apart where no code is kept (`diff`'s
+/// keys, a JSON report).
+pub const REASONS: [&str; 3] = ["XDP_ABORTED", "XDP_DROP", "TC_SHOT"];
+
+/// Whether `reason` (a canonical name) is a program verdict's.
+pub fn is_program_reason(reason: &str) -> bool {
+    REASONS.contains(&reason)
+}
+
 /// The reason guide's entry for a program row's reason (`XDP_DROP` → `Xdp:*:drop`).
 pub fn guide_entry(reason: &str) -> Option<&'static str> {
     match reason {
@@ -36,6 +46,33 @@ pub fn guide_entry(reason: &str) -> Option<&'static str> {
         _ => None,
     }
 }
+
+/// Refuses the first clause of `clauses` on a program's verdicts when `snap`'s kernel reading
+/// says an attached program's verdicts were not counted (a kernel that refuses fexit): the
+/// clause would hold on nothing. The message names the clause and the reading's first such
+/// note.
+pub fn judgeable(clauses: &[super::budget::Clause], snap: &Snapshot) -> Result<(), String> {
+    let Some(c) = (clauses.iter()).find(|c| c.reason().is_some_and(is_program_reason)) else {
+        return Ok(());
+    };
+    let Some(k) = &snap.kernel else {
+        return Ok(());
+    };
+    let notes: Vec<&String> = (k.errors.iter())
+        .filter(|e| e.contains(UNCOUNTED))
+        .collect();
+    match notes.as_slice() {
+        [] => Ok(()),
+        [one] => Err(format!("--budget {c} cannot be judged: {one}")),
+        [first, rest @ ..] => Err(format!(
+            "--budget {c} cannot be judged: {first} (and {} more)",
+            rest.len()
+        )),
+    }
+}
+
+/// What a reading's note on an attached program whose verdicts were not counted says.
+pub const UNCOUNTED: &str = "verdicts not counted";
 
 /// One verdict counter's name, split: `(layer, device, hook, program, verdict)`.
 fn parse(name: &str) -> Option<(&str, &str, &str, &str, &str)> {
@@ -175,6 +212,32 @@ mod tests {
         );
         assert_eq!(guide_entry("TC_SHOT"), Some("Tc:*:shot"));
         assert_eq!(guide_entry("NO_SOCKET"), None);
+    }
+
+    #[test]
+    fn a_clause_on_verdicts_is_refused_where_an_attached_program_was_not_counted() {
+        let clauses =
+            ["NO_SOCKET<1/s", "xdp_drop<5/s"].map(|c| super::super::budget::parse(c).expect(c));
+        let mut snap = Snapshot::default();
+        // No reading, or one with every program counted: judged.
+        assert_eq!(judgeable(&clauses, &snap), Ok(()));
+        let mut r = reading(&[(7, "Xdp:vb:xdpdrv:ds_drop#42:drop", 500)]);
+        snap.kernel = Some(Arc::new(r.clone()));
+        assert_eq!(judgeable(&clauses, &snap), Ok(()));
+        // The collector's notes when the kernel refuses.
+        r.errors = vec![
+            format!("program 42 \"g\" (XDP xdpdrv on vb, netns 7): {UNCOUNTED}: EPERM"),
+            format!("program 43 \"s\" (tc ingress on vb, netns 7): {UNCOUNTED}: EPERM"),
+        ];
+        snap.kernel = Some(Arc::new(r));
+        let e = judgeable(&clauses, &snap).expect_err("refused");
+        assert!(
+            e.starts_with("--budget XDP_DROP<5/s cannot be judged: program 42"),
+            "{e}"
+        );
+        assert!(e.ends_with("(and 1 more)"), "{e}");
+        // A budget naming no verdict is judged as ever.
+        assert_eq!(judgeable(&clauses[..1], &snap), Ok(()));
     }
 
     #[test]

@@ -27,6 +27,7 @@ use aya_obj::generated::bpf_prog_type;
 use crate::{
     kcounters::{Hooked, hooks::PROGRAM_NOTE},
     model::KernelReading,
+    model::programs::UNCOUNTED,
 };
 
 /// The most programs watched at once.
@@ -273,8 +274,8 @@ impl Programs {
             if let Some((name, why)) = self.refused.get(id) {
                 for (ns, h) in at {
                     reading.errors.push(format!(
-                        "{PROGRAM_NOTE}{id} {name:?} ({} {} on {}, netns {ns}): verdicts not \
-                         counted: {why}",
+                        "{PROGRAM_NOTE}{id} {name:?} ({} {} on {}, netns {ns}): {UNCOUNTED}: \
+                         {why}",
                         h.hook.kind_name(),
                         h.hook.as_str(),
                         h.device,
@@ -285,7 +286,7 @@ impl Programs {
             let Some((ns, h)) = at.first() else { continue };
             let Some(w) = self.watched.get(id) else {
                 reading.errors.push(format!(
-                    "{PROGRAM_NOTE}{id} ({} {} on {}, netns {ns}): verdicts not counted: not \
+                    "{PROGRAM_NOTE}{id} ({} {} on {}, netns {ns}): {UNCOUNTED}: not \
                      watched (it could not be read when it was loaded, or more than \
                      {MAX_REFUSED} programs could not be watched)",
                     h.hook.kind_name(),

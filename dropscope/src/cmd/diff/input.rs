@@ -17,7 +17,7 @@ use serde::{
 };
 
 use crate::{
-    model::{Attribution, DropCount, DropKey, Reason, Snapshot},
+    model::{Attribution, DropCount, DropKey, Reason, Snapshot, programs},
     record::{self, Recording},
 };
 
@@ -31,6 +31,9 @@ pub struct Input {
     pub snapshot: Snapshot,
     /// Seconds the window covers (positive).
     pub seconds: f64,
+    /// The XDP and tc programs' drop verdicts over the same window (a recording's from its
+    /// kernel readings, a JSON report's `programs`), never in the snapshot's total.
+    pub programs: Vec<DropCount>,
 }
 
 /// What a recording starts with (its magic, less the line-ending checks after it).
@@ -62,7 +65,7 @@ pub fn load(path: &Path) -> anyhow::Result<Input> {
         .take(RECORDING.len() as u64)
         .read_to_end(&mut head)
         .with_context(|| format!("reading {name}"))?;
-    let (snapshot, seconds) = if head == RECORDING {
+    let (snapshot, seconds, programs) = if head == RECORDING {
         // A pipe (`-`, `<(...)`) is read through as a stream; a file is opened as one.
         let rec = if regular {
             drop(src);
@@ -77,7 +80,9 @@ pub fn load(path: &Path) -> anyhow::Result<Input> {
                 crate::sanitize::terminal(&name)
             );
         }
-        whole(&rec).with_context(|| format!("reading {name}"))?
+        let (snapshot, seconds) = whole(&rec).with_context(|| format!("reading {name}"))?;
+        let programs = crate::model::programs::of_snapshot(&snapshot);
+        (snapshot, seconds, programs)
     } else if !head.is_empty() && RECORDING.starts_with(&head) {
         bail!("{name} is a recording cut short in its header");
     } else {
@@ -88,11 +93,12 @@ pub fn load(path: &Path) -> anyhow::Result<Input> {
         if text.len() as u64 > MAX_JSON_BYTES {
             bail!("{name} is larger than the {MAX_JSON_BYTES} bytes read of a JSON report");
         }
-        let report = last_report(&text).with_context(|| {
+        let mut report = last_report(&text).with_context(|| {
             format!("{name} is neither a dropscope recording nor `report --format json` output")
         })?;
         let seconds = report.seconds;
-        (report.snapshot(), seconds)
+        let programs = report.programs();
+        (report.snapshot(), seconds, programs)
     };
     if !(seconds.is_finite() && seconds > 0.0) {
         bail!("{name} covers no time ({seconds} s): no rate can be computed from it");
@@ -101,6 +107,7 @@ pub fn load(path: &Path) -> anyhow::Result<Input> {
         name,
         snapshot,
         seconds,
+        programs,
     })
 }
 
@@ -129,9 +136,23 @@ struct Report {
     missed: u64,
     drops: Drops,
     seconds: f64,
+    /// `null` where the report's drops were filtered (the programs' counts know no filter).
+    #[serde(default)]
+    programs: Option<Drops>,
 }
 
 impl Report {
+    /// Its `programs` rows, marked as program rows; a row whose reason no program verdict
+    /// has is not one, and is left out.
+    fn programs(&mut self) -> Vec<DropCount> {
+        let mut rows = self.programs.take().map(|p| p.0).unwrap_or_default();
+        rows.retain(|d| programs::is_program_reason(&d.key.reason.name));
+        for d in &mut rows {
+            d.key.reason.code |= programs::PROGRAM_REASON;
+        }
+        rows
+    }
+
     fn snapshot(self) -> Snapshot {
         let drops = self.drops.0;
         let keyed = drops.iter().fold(0u64, |t, d| t.saturating_add(d.count));
@@ -251,6 +272,31 @@ mod tests {
             (60, 60),
             "the last line, and a total >= keyed"
         );
+    }
+
+    #[test]
+    fn a_reports_programs_are_program_rows_and_only_program_verdicts_are() {
+        let text = r#"{"total": 7, "missed": 0, "seconds": 2.0, "drops": [], "programs": [
+            {"reason": "XDP_DROP", "location": "prog g#42 (xdpdrv)", "netns": 9,
+             "netns_name": "web", "device": "vb", "count": 500, "hint": "..."},
+            {"reason": "NO_SOCKET", "location": "f+0x1", "netns": 9, "count": 3}]}"#;
+        let mut r = last_report(text.as_bytes()).expect("report");
+        let rows = r.programs();
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert!(programs::is_program(&rows[0].key));
+        assert_eq!(&*rows[0].key.reason.name, "XDP_DROP");
+        assert_eq!(
+            (rows[0].key.attr.device.as_deref(), rows[0].count),
+            (Some("vb"), 500)
+        );
+        // A filtered report's `null`, or none at all: no rows.
+        for text in [
+            r#"{"total": 1, "seconds": 1, "drops": [], "programs": null}"#,
+            r#"{"total": 1, "seconds": 1, "drops": []}"#,
+        ] {
+            let mut r = last_report(text.as_bytes()).expect(text);
+            assert!(r.programs().is_empty(), "{text}");
+        }
     }
 
     #[test]

@@ -19,6 +19,7 @@ use crate::{
         budget::{self, Clause, Verdict},
         compare::{self, Comparison, Side},
         group::{self, Dim, Filter},
+        programs,
     },
     record,
 };
@@ -35,6 +36,9 @@ pub fn diff_cmd(args: DiffArgs) -> anyhow::Result<()> {
     let new = input::load(&args.new)?;
     let (filter, by) = args.select.recorded_all(&[&base.snapshot, &new.snapshot])?;
     check_budget_reasons(&args.budget, &reasons(&[&base, &new]))?;
+    refuse_filtered_programs(&args.budget, &filter)?;
+    programs::judgeable(&args.budget, &new.snapshot)
+        .map_err(|e| Outcome::Usage(format!("{}: {e}", new.name)))?;
     let sides = (side(&base, &filter, &by), side(&new, &filter, &by));
     let judged = judge(&args, sides, &new.name)?;
     let mut out = std::io::stdout().lock();
@@ -105,18 +109,40 @@ fn judge(args: &DiffArgs, sides: (Side, Side), new: &str) -> anyhow::Result<Judg
     })
 }
 
-/// An input's drops, filtered and grouped, as one side of the comparison.
+/// An input's drops, filtered and grouped, as one side of the comparison; unfiltered, with
+/// its programs' drop verdicts as keys of their own (a filter on drops knows nothing of them,
+/// as in `report`).
 fn side(i: &Input, filter: &Filter, by: &[Dim]) -> Side {
     let snap = group::apply(&i.snapshot, filter, by);
-    Side::of(&snap, i.seconds, compare::packets(&i.snapshot, filter))
+    let side = Side::of(&snap, i.seconds, compare::packets(&i.snapshot, filter));
+    if filter.is_set() {
+        side
+    } else {
+        side.with_programs(&i.programs, by)
+    }
 }
 
 /// The reason names the inputs have.
 fn reasons(inputs: &[&Input]) -> BTreeSet<String> {
     (inputs.iter())
-        .flat_map(|i| i.snapshot.drops.iter())
+        .flat_map(|i| i.snapshot.drops.iter().chain(&i.programs))
         .map(|d| d.key.reason.name.to_string())
         .collect()
+}
+
+/// Refuses a clause on a program's verdicts (`XDP_DROP<1/s`) with drops filtered: the
+/// programs' counts cannot be filtered, and the clause would hold on nothing.
+pub(crate) fn refuse_filtered_programs(clauses: &[Clause], filter: &Filter) -> anyhow::Result<()> {
+    let program = clauses
+        .iter()
+        .find(|c| c.reason().is_some_and(programs::is_program_reason));
+    match program {
+        Some(c) if filter.is_set() => Err(Outcome::Usage(format!(
+            "--budget {c}: a program's verdicts are counted per program, and a filter on drops              cannot apply to them; judge it without the filter"
+        ))
+        .into()),
+        _ => Ok(()),
+    }
 }
 
 /// Refuses a clause naming a reason that neither `seen` (the names at hand) nor the reason
@@ -126,6 +152,9 @@ pub(crate) fn check_budget_reasons(
     seen: &BTreeSet<String>,
 ) -> anyhow::Result<()> {
     for reason in clauses.iter().filter_map(Clause::reason) {
+        if programs::is_program_reason(reason) {
+            continue;
+        }
         check_reason(reason, seen).map_err(|e| Outcome::Usage(format!("--budget: {e}")))?;
     }
     Ok(())

@@ -90,6 +90,7 @@ fn diff(base: &Recording, new: &Recording, alpha: f64) -> Comparison {
         let (snapshot, seconds) = input::whole(rec).expect("snapshot");
         input::Input {
             name: "synthetic".into(),
+            programs: crate::model::programs::of_snapshot(&snapshot),
             snapshot,
             seconds,
         }
@@ -151,4 +152,129 @@ fn equal_rates_are_flagged_in_fewer_than_one_percent_of_pairs() {
         (1..=12).contains(&at_5_percent),
         "{at_5_percent} of 100 equal-rate pairs flagged at p < 0.05"
     );
+}
+
+/// A recording of 10 one-second snapshots of 100 NO_SOCKET drops a second, its kernel
+/// readings carrying `xdp_per_s` XDP_DROP verdicts a second of one program (none: no reading).
+fn with_program(xdp_per_s: Option<u64>) -> Recording {
+    let snaps: Vec<Snapshot> = (1..=10u64)
+        .map(|t| Snapshot {
+            elapsed: Duration::from_secs(t),
+            unix_ms: 1_750_000_000_000 + 1000 * t,
+            total: 100 * t,
+            drops: vec![DropCount {
+                key: key("NO_SOCKET", 2),
+                count: 100 * t,
+            }],
+            kernel: xdp_per_s.map(|n| {
+                let mut r = crate::model::KernelReading {
+                    unix_ms: 1_750_000_000_000 + 1000 * t,
+                    initial_netns: 1,
+                    ..Default::default()
+                };
+                r.netns
+                    .entry(4026532001)
+                    .or_default()
+                    .insert(Arc::from("Xdp:vb:xdpdrv:ddos_guard#42:drop"), n * t);
+                Arc::new(r)
+            }),
+            ..Default::default()
+        })
+        .collect();
+    let bytes = record::encode(&SessionInfo::default(), &snaps).expect("encode");
+    Recording::from_bytes(&bytes).expect("read back")
+}
+
+fn recorded(rec: &Recording) -> input::Input {
+    let (snapshot, seconds) = input::whole(rec).expect("snapshot");
+    input::Input {
+        name: "synthetic".into(),
+        programs: crate::model::programs::of_snapshot(&snapshot),
+        snapshot,
+        seconds,
+    }
+}
+
+#[test]
+fn a_programs_verdicts_are_keys_of_the_diff_and_judged_by_budgets_never_in_the_total() {
+    use crate::model::budget;
+    let (base, new) = (
+        recorded(&with_program(None)),
+        recorded(&with_program(Some(50))),
+    );
+    let (b, n) = (
+        side(&base, &Filter::default(), &Dim::ALL),
+        side(&new, &Filter::default(), &Dim::ALL),
+    );
+    // The program's 500 drops are a key of NEW, beside the probe's 1,000, not in its total.
+    assert_eq!((b.total, n.total), (1000, 1000));
+    let xdp = (n.counts.iter())
+        .find(|(k, _)| &*k.reason == "XDP_DROP")
+        .expect("an XDP_DROP key");
+    assert_eq!(&*xdp.0.location, "prog ddos_guard#42 (xdpdrv)");
+    assert_eq!(xdp.0.device.as_deref(), Some("vb"));
+    assert_eq!(*xdp.1, 500);
+    let c = compare::compare(&b, &n, 0.001);
+    assert_eq!(change(&c, "XDP_DROP"), Some(Change::Regression), "{c:#?}");
+    assert_eq!(c.total.change, None, "{c:#?}");
+    // Budgets: the program's rate breaks its clause and is a new reason; the total's clause
+    // and its largest key are the probe's.
+    let clauses = [
+        "XDP_DROP<10/s",
+        "NO_SOCKET<200/s",
+        "total<150/s",
+        "new-reasons=0",
+    ]
+    .map(|c| budget::parse(c).expect(c));
+    let v = budget::judge(&clauses, &n, Some(&b), "new").expect("judged");
+    let ok: Vec<bool> = v.iter().map(|v| v.ok).collect();
+    assert_eq!(ok, [false, true, true, false], "{v:#?}");
+    assert_eq!(v[0].value, 50.0);
+    assert!(
+        v[0].message.contains("prog ddos_guard#42"),
+        "{}",
+        v[0].message
+    );
+    assert_eq!(v[2].value, 100.0);
+    assert_eq!(&*v[2].keys[0].reason, "NO_SOCKET");
+    assert!(v[3].message.contains("XDP_DROP"), "{}", v[3].message);
+    // Grouped by reason alone, the program's row keeps its program (as in the live view).
+    let by_reason = side(&new, &Filter::default(), &[Dim::Reason]);
+    assert!(
+        (by_reason.counts.keys()).any(|k| &*k.location == "prog ddos_guard#42 (xdpdrv)"),
+        "{by_reason:#?}"
+    );
+    // Filtered, no program row: a filter on drops knows nothing of the programs' counts.
+    let filtered = side(
+        &new,
+        &Filter {
+            reasons: vec!["NO_SOCKET".into()],
+            ..Default::default()
+        },
+        &Dim::ALL,
+    );
+    assert!(
+        !(filtered.counts.keys()).any(|k| &*k.reason == "XDP_DROP"),
+        "{filtered:#?}"
+    );
+}
+
+#[test]
+fn a_clause_on_a_programs_verdicts_is_refused_with_drops_filtered() {
+    use crate::model::budget;
+    let clauses = ["XDP_DROP<1/s"].map(|c| budget::parse(c).expect(c));
+    let filter = Filter {
+        device: Some("vb".into()),
+        ..Default::default()
+    };
+    let err = super::refuse_filtered_programs(&clauses, &filter).expect_err("refused");
+    assert!(
+        err.to_string().contains("judge it without the filter"),
+        "{err}"
+    );
+    assert!(super::refuse_filtered_programs(&clauses, &Filter::default()).is_ok());
+    let other = ["NO_SOCKET<1/s"].map(|c| budget::parse(c).expect(c));
+    assert!(super::refuse_filtered_programs(&other, &filter).is_ok());
+    // A program verdict's name is known without the reason guide having it.
+    super::check_budget_reasons(&clauses, &Default::default()).expect("known");
 }
