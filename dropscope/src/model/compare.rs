@@ -136,12 +136,16 @@ impl Side {
     }
 
     /// The side with the XDP and tc programs' drop verdicts over the same window as keys of
-    /// their own (`XDP_DROP`, `TC_SHOT`, ... at `prog <name>#<id> (<hook>)`), grouped by `by` as
-    /// the live view groups them. They are never added to `total`: a packet a tc program shot
-    /// is also freed through `kfree_skb` and counted there.
+    /// their own (`XDP_DROP`, `TC_SHOT`, ... at `prog <name> (<hook>)`: by name, as a key's
+    /// other parts, since a program's id changes with every load), grouped by `by` as the live
+    /// view groups them. They are never added to `total`: a packet a tc program shot is also
+    /// freed through `kfree_skb` and counted there.
     pub fn with_programs(mut self, rows: &[DropCount], by: &[Dim]) -> Self {
         for d in rows.iter().filter(|d| d.count > 0) {
-            let k = DiffKey::of(&group::coarser(&d.key, by));
+            let mut k = DiffKey::of(&group::coarser(&d.key, by));
+            if let std::borrow::Cow::Owned(l) = super::programs::without_id(&k.location) {
+                k.location = l.into();
+            }
             let c = self.counts.entry(k).or_default();
             *c = c.saturating_add(d.count);
         }

@@ -47,27 +47,52 @@ pub fn guide_entry(reason: &str) -> Option<&'static str> {
     }
 }
 
-/// Refuses the first clause of `clauses` on a program's verdicts when `snap`'s kernel reading
-/// says an attached program's verdicts were not counted (a kernel that refuses fexit): the
-/// clause would hold on nothing. The message names the clause and the reading's first such
-/// note.
-pub fn judgeable(clauses: &[super::budget::Clause], snap: &Snapshot) -> Result<(), String> {
+/// Whether every attached program's verdicts were counted over `snap`'s window: `Err` says
+/// why not (no reading of the kernel's counters, where they are; or the reading's notes on
+/// programs the kernel would not let them be counted for, the first and how many).
+pub fn counted(snap: &Snapshot) -> Result<(), String> {
+    let Some(k) = &snap.kernel else {
+        return Err("no reading of the kernel's counters, where the programs' verdicts are".into());
+    };
+    uncounted_notes(&k.errors)
+}
+
+/// `Err` naming the first of `notes` that says a program's verdicts were not counted (and how
+/// many more do), if any does.
+pub fn uncounted_notes(notes: &[String]) -> Result<(), String> {
+    let found: Vec<&String> = notes.iter().filter(|e| e.contains(UNCOUNTED)).collect();
+    match found.as_slice() {
+        [] => Ok(()),
+        [one] => Err(one.to_string()),
+        [first, rest @ ..] => Err(format!("{first} (and {} more)", rest.len())),
+    }
+}
+
+/// Refuses the first clause of `clauses` on a program's verdicts where they were not
+/// `counted` (see [`counted`]): the clause would hold on nothing.
+pub fn judgeable(
+    clauses: &[super::budget::Clause],
+    counted: &Result<(), String>,
+) -> Result<(), String> {
     let Some(c) = (clauses.iter()).find(|c| c.reason().is_some_and(is_program_reason)) else {
         return Ok(());
     };
-    let Some(k) = &snap.kernel else {
-        return Ok(());
+    (counted.as_ref().map(|_| ())).map_err(|why| format!("--budget {c} cannot be judged: {why}"))
+}
+
+/// A program row's location as two runs share it: without the program's id, which changes
+/// with every load (`prog guard#42 (xdpdrv)` → `prog guard (xdpdrv)`).
+pub fn without_id(location: &str) -> std::borrow::Cow<'_, str> {
+    let Some((head, hook)) =
+        (location.strip_prefix("prog ")).and_then(|r| r.find(" (").map(|i| r.split_at(i)))
+    else {
+        return location.into();
     };
-    let notes: Vec<&String> = (k.errors.iter())
-        .filter(|e| e.contains(UNCOUNTED))
-        .collect();
-    match notes.as_slice() {
-        [] => Ok(()),
-        [one] => Err(format!("--budget {c} cannot be judged: {one}")),
-        [first, rest @ ..] => Err(format!(
-            "--budget {c} cannot be judged: {first} (and {} more)",
-            rest.len()
-        )),
+    match head.rsplit_once('#') {
+        Some((name, id)) if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) => {
+            format!("prog {name}{hook}").into()
+        }
+        _ => location.into(),
     }
 }
 
@@ -119,7 +144,8 @@ pub fn rows(reading: &KernelReading, names: &BTreeMap<u64, Arc<str>>) -> Vec<Dro
                     location: Arc::from(format!("prog {prog} ({tc}{hook})")),
                     attr: Attribution {
                         netns: Some(ns),
-                        netns_name: names.get(&ns).cloned(),
+                        netns_name: (names.get(&ns).cloned())
+                            .or_else(|| (ns == reading.initial_netns).then(|| Arc::from("host"))),
                         ifindex: None,
                         device: Some(Arc::from(dev)),
                         protocol: None,
@@ -210,6 +236,11 @@ mod tests {
                 r#"TC_SHOT prog pod_fw#46 (netkit-peer) Some(9) Some("web") Some("nk0") 6 true"#,
             ]
         );
+        // The initial namespace is `host`, named by a drop there or not (as in `report`).
+        let mut host = reading(&[(7, "Xdp:vb:xdpdrv:ds_drop#42:drop", 5)]);
+        host.initial_netns = 7;
+        let named = super::rows(&host, &BTreeMap::new());
+        assert_eq!(named[0].key.attr.netns_name.as_deref(), Some("host"));
         assert_eq!(guide_entry("TC_SHOT"), Some("Tc:*:shot"));
         assert_eq!(guide_entry("NO_SOCKET"), None);
     }
@@ -218,26 +249,47 @@ mod tests {
     fn a_clause_on_verdicts_is_refused_where_an_attached_program_was_not_counted() {
         let clauses =
             ["NO_SOCKET<1/s", "xdp_drop<5/s"].map(|c| super::super::budget::parse(c).expect(c));
+        let judged = |snap: &Snapshot| judgeable(&clauses, &counted(snap));
+        // No reading at all: nothing says the verdicts were counted.
         let mut snap = Snapshot::default();
-        // No reading, or one with every program counted: judged.
-        assert_eq!(judgeable(&clauses, &snap), Ok(()));
+        let e = judged(&snap).expect_err("no reading");
+        assert!(
+            e.starts_with("--budget XDP_DROP<5/s cannot be judged: no reading"),
+            "{e}"
+        );
+        // A reading with every program counted: judged.
         let mut r = reading(&[(7, "Xdp:vb:xdpdrv:ds_drop#42:drop", 500)]);
         snap.kernel = Some(Arc::new(r.clone()));
-        assert_eq!(judgeable(&clauses, &snap), Ok(()));
+        assert_eq!(judged(&snap), Ok(()));
         // The collector's notes when the kernel refuses.
         r.errors = vec![
             format!("program 42 \"g\" (XDP xdpdrv on vb, netns 7): {UNCOUNTED}: EPERM"),
             format!("program 43 \"s\" (tc ingress on vb, netns 7): {UNCOUNTED}: EPERM"),
         ];
         snap.kernel = Some(Arc::new(r));
-        let e = judgeable(&clauses, &snap).expect_err("refused");
+        let e = judged(&snap).expect_err("refused");
         assert!(
             e.starts_with("--budget XDP_DROP<5/s cannot be judged: program 42"),
             "{e}"
         );
         assert!(e.ends_with("(and 1 more)"), "{e}");
         // A budget naming no verdict is judged as ever.
-        assert_eq!(judgeable(&clauses[..1], &snap), Ok(()));
+        assert_eq!(judgeable(&clauses[..1], &counted(&snap)), Ok(()));
+    }
+
+    #[test]
+    fn a_programs_location_without_its_id_is_the_same_across_loads() {
+        for (given, want) in [
+            ("prog guard#42 (xdpdrv)", "prog guard (xdpdrv)"),
+            ("prog ?#44 (tc ingress)", "prog ? (tc ingress)"),
+            ("prog a#b#7 (tcx-egress)", "prog a#b (tcx-egress)"),
+            ("prog guard# (xdpdrv)", "prog guard# (xdpdrv)"),
+            ("prog guard#x1 (xdpdrv)", "prog guard#x1 (xdpdrv)"),
+            ("__udp4_lib_rcv+0x1c", "__udp4_lib_rcv+0x1c"),
+            ("prog guard#42", "prog guard#42"),
+        ] {
+            assert_eq!(without_id(given), want, "{given}");
+        }
     }
 
     #[test]

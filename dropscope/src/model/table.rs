@@ -262,6 +262,10 @@ impl Tracker {
     /// A row's drop ratio: its drops over the window (`drops`) per packet its key's namespace
     /// or device received then.
     fn ratio(&self, key: &DropKey, drops: u64) -> Option<f64> {
+        // The ratio window holds the probe's drops only: a program row has none to divide.
+        if programs::is_program(key) {
+            return None;
+        }
         let w = self.ratio.as_ref()?;
         let packets = packets_of(&w.packets, key)?;
         (packets > 0).then(|| drops as f64 / packets as f64)
@@ -346,14 +350,21 @@ impl Tracker {
 
     /// The rows whose key matches `filter` (see [`matches()`]), sorted by `sort`.
     pub fn rows(&self, sort: SortKey, filter: &str) -> Vec<Row<'_>> {
-        self.grouped_rows(sort, filter, None)
+        self.grouped_rows(sort, filter, None, true)
     }
 
     /// The rows grouped by `by` only (`None`: as counted), whose key matches `filter`, sorted by
-    /// `sort`. Merged keys sum their counts, rates and trends, so no drop is lost.
-    pub fn grouped_rows(&self, sort: SortKey, filter: &str, by: Option<&[Dim]>) -> Vec<Row<'_>> {
-        let total =
-            (self.latest.as_ref().map_or(0, |s| s.total)).saturating_add(self.program_total);
+    /// `sort`. Merged keys sum their counts, rates and trends, so no drop is lost. Without
+    /// `programs`, the programs' verdict rows are left out, and out of the shares' whole.
+    pub fn grouped_rows(
+        &self,
+        sort: SortKey,
+        filter: &str,
+        by: Option<&[Dim]>,
+        programs: bool,
+    ) -> Vec<Row<'_>> {
+        let program_total = if programs { self.program_total } else { 0 };
+        let total = (self.latest.as_ref().map_or(0, |s| s.total)).saturating_add(program_total);
         let share = |count: u64| {
             if total == 0 {
                 0.0
@@ -366,6 +377,7 @@ impl Tracker {
             None => self
                 .keys
                 .iter()
+                .filter(|(k, _)| programs || !programs::is_program(k))
                 .filter(|(k, _)| matches_terms(k, &terms))
                 .map(|(key, s)| Row {
                     key: Cow::Borrowed(key),
@@ -379,7 +391,9 @@ impl Tracker {
             Some(by) => {
                 let mut merged: HashMap<DropKey, KeyStats> = HashMap::new();
                 let mut window: HashMap<DropKey, u64> = HashMap::new();
-                for (k, s) in &self.keys {
+                for (k, s) in
+                    (self.keys.iter()).filter(|(k, _)| programs || !programs::is_program(k))
+                {
                     let coarser = group::coarser(k, by);
                     *window.entry(coarser.clone()).or_default() += self.window_drops(k);
                     let m = merged.entry(coarser).or_default();
@@ -524,11 +538,14 @@ mod tests {
     fn program_verdicts_are_rows_beside_the_probes() {
         let with = |secs: u64, kfree: u64, xdp: u64| {
             let mut s = snap(secs, &[("NOT_SPECIFIED", "veth_xdp_rcv_skb", kfree)]);
-            let mut r = KernelReading::default();
-            r.netns
-                .entry(7)
-                .or_default()
-                .insert(Arc::from("Xdp:vb:xdpdrv:ds_drop#42:drop"), xdp);
+            let mut r = KernelReading {
+                unix_ms: 1000 * secs,
+                ..Default::default()
+            };
+            let ns = r.netns.entry(7).or_default();
+            ns.insert(Arc::from("Xdp:vb:xdpdrv:ds_drop#42:drop"), xdp);
+            // The packets vb received: a drop ratio's denominator for a row on vb.
+            ns.insert(Arc::from("Dev:vb:RxPackets"), 1000 * secs);
             s.kernel = Some(Arc::new(r));
             s
         };
@@ -551,7 +568,7 @@ mod tests {
         assert_eq!(t.total_rate(), Some(20.0));
         // Grouped by namespace only, the program's row is not merged into the probe's.
         let by = [Dim::Netns];
-        let grouped = t.grouped_rows(SortKey::Count, "", Some(&by));
+        let grouped = t.grouped_rows(SortKey::Count, "", Some(&by), true);
         assert_eq!(
             names(&grouped),
             ["XDP_DROP@prog ds_drop#42 (xdpdrv)", "*@*"]
@@ -561,6 +578,19 @@ mod tests {
         for f in ["ds_drop", "xdp_drop", "vb"] {
             assert_eq!(t.rows(SortKey::Count, f).len(), 1, "{f}");
         }
+        // Without the programs (drops filtered), neither their row nor their share's part.
+        let probe = t.grouped_rows(SortKey::Count, "", None, false);
+        assert_eq!(names(&probe), ["NOT_SPECIFIED@veth_xdp_rcv_skb"]);
+        assert!((probe[0].share - 100.0).abs() < 1e-9, "{}", probe[0].share);
+        let probe = t.grouped_rows(SortKey::Count, "", Some(&by), false);
+        assert_eq!(
+            (names(&probe), probe[0].share),
+            (vec!["*@*".to_string()], 100.0)
+        );
+        // No drop ratio, though vb's packets are known: the ratio window holds the probe's
+        // drops only (a ratio would read 0).
+        assert!(t.ratio_window().is_some());
+        assert_eq!(rows[0].ratio, None);
     }
 
     /// A namespace renamed between polls (its process renamed itself) is one row with its
@@ -744,13 +774,18 @@ mod tests {
         let mut t = Tracker::new();
         t.push(at(1, 10, 20, 0));
         t.push(at(2, 15, 30, 4));
-        let by_ns = t.grouped_rows(SortKey::Count, "", Some(&[Dim::Netns]));
+        let by_ns = t.grouped_rows(SortKey::Count, "", Some(&[Dim::Netns]), true);
         assert_eq!(by_ns.len(), 2);
         assert_eq!((by_ns[0].count, by_ns[0].rate), (45, Some(15.0)));
         assert_eq!(by_ns[0].trend.iter().copied().collect::<Vec<_>>(), [15]);
         assert_eq!(by_ns[0].key.attr.device, None);
         assert_eq!((by_ns[1].count, by_ns[1].key.attr.netns), (4, Some(2)));
-        let by_reason = t.grouped_rows(SortKey::Count, "", Some(&[Dim::Reason, Dim::Location]));
+        let by_reason = t.grouped_rows(
+            SortKey::Count,
+            "",
+            Some(&[Dim::Reason, Dim::Location]),
+            true,
+        );
         assert_eq!(names(&by_reason), ["B@y", "A@x"]);
         assert_eq!(by_reason[1].count, 19);
         assert_eq!(t.rows(SortKey::Count, "eth0").len(), 1);

@@ -155,7 +155,7 @@ impl StackView {
         }
         let exact = match &scope {
             StackScope::Row(k) => tracker
-                .grouped_rows(SortKey::Count, "", by)
+                .grouped_rows(SortKey::Count, "", by, true)
                 .iter()
                 .find(|r| *r.key == *k)
                 .map_or(0, |r| r.count),
@@ -338,14 +338,14 @@ impl State {
     /// The table rows on screen, filtered and sorted (the other way round when reversed).
     pub fn rows(&self) -> Vec<Row<'_>> {
         let by = self.regrouping();
-        let mut rows = self
-            .shown()
-            .grouped_rows(self.sort, &self.filter, by.as_deref());
-        // Drop filters are the probe's: the programs' verdicts are not filtered, so not shown
-        // (as `report` does).
-        if self.filters.is_some() {
-            rows.retain(|r| !crate::model::programs::is_program(&r.key));
-        }
+        // Drop filters are the probe's: the programs' verdicts are not filtered, so neither
+        // shown nor in the shares' whole (as `report` does).
+        let mut rows = (self.shown()).grouped_rows(
+            self.sort,
+            &self.filter,
+            by.as_deref(),
+            self.filters.is_none(),
+        );
         if self.reverse {
             rows.reverse();
         }

@@ -17,14 +17,19 @@ use super::{
 /// Targets.
 const LOSS_NO_STACKS: f64 = 3.0;
 const LOSS_STACKS: f64 = 5.0;
-/// BPF ns per drop that attribution (the default grouping) may add over counting only.
-const NS_ATTRIBUTION: f64 = 15.0;
+/// BPF ns per drop that attribution (namespace and interface) may add over counting only.
+const NS_ATTRIBUTION: f64 = 5.0;
 /// BPF ns per drop that protocol may add over namespace and interface.
 const NS_PROTOCOL: f64 = 10.0;
 /// BPF ns per drop above the empty program for a drop filtered out in the kernel.
 const NS_FILTERED: f64 = 5.0;
-/// BPF ns per drop of counting (stacks off) above the empty program on the same hook.
+/// BPF ns per drop of counting (stacks off) above the empty program on the same hook, on the
+/// single-key flood.
 const NS_ABOVE_FLOOR: f64 = 10.0;
+/// The same on the interleaved flood (two keys taking turns on a CPU).
+const NS_ABOVE_FLOOR_INTERLEAVED: f64 = 15.0;
+/// BPF ns per drop that stacks (default sampling) may add over the default grouping without.
+const NS_STACKS: f64 = 15.0;
 const TUI_SYSCALLS: f64 = 20.0;
 const SVG_MS: f64 = 200.0;
 const RECORD_BPS: f64 = 2048.0;
@@ -267,7 +272,11 @@ fn bpf_table(out: &mut String, sums: &[Summary], verdicts: &mut Vec<Verdict>) {
             (Config::StatsCounting | Config::StatsFiltered, Some(above)) => {
                 let (limit, what) = if s.config == Config::StatsCounting {
                     (
-                        NS_ABOVE_FLOOR,
+                        if s.kind == Kind::Single {
+                            NS_ABOVE_FLOOR
+                        } else {
+                            NS_ABOVE_FLOOR_INTERLEAVED
+                        },
                         "counting (stacks off, --by reason,location)",
                     )
                 } else {
@@ -320,6 +329,33 @@ fn bpf_table(out: &mut String, sums: &[Summary], verdicts: &mut Vec<Verdict>) {
                         ));
                         format!(
                             "<= {NS_PROTOCOL} ns over namespace, interface  {}",
+                            if ok { "PASS" } else { "FAIL" }
+                        )
+                    }
+                    None => String::new(),
+                }
+            }
+            (Config::StatsStacks, Some(above)) => {
+                // Over the same grouping (the default) without stacks.
+                let without = sums
+                    .iter()
+                    .find(|c| c.kind == s.kind && c.config == Config::StatsProtocol)
+                    .and_then(|c| c.above_floor);
+                match without {
+                    Some(w) => {
+                        let extra = above - w;
+                        let ok = extra <= NS_STACKS;
+                        verdicts.push(verdict(
+                            ok,
+                            format!(
+                                "BPF cost of stacks (default sampling), {}: {extra:+.1} ns/drop \
+                                 over the default grouping without stacks (target <= \
+                                 {NS_STACKS})",
+                                s.kind.label(),
+                            ),
+                        ));
+                        format!(
+                            "<= {NS_STACKS} ns over the default without stacks  {}",
                             if ok { "PASS" } else { "FAIL" }
                         )
                     }

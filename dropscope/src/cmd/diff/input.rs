@@ -34,6 +34,9 @@ pub struct Input {
     /// The XDP and tc programs' drop verdicts over the same window (a recording's from its
     /// kernel readings, a JSON report's `programs`), never in the snapshot's total.
     pub programs: Vec<DropCount>,
+    /// Whether every attached program's verdicts were counted, or why not (see
+    /// [`programs::counted`]).
+    pub programs_counted: Result<(), String>,
 }
 
 /// What a recording starts with (its magic, less the line-ending checks after it).
@@ -65,7 +68,7 @@ pub fn load(path: &Path) -> anyhow::Result<Input> {
         .take(RECORDING.len() as u64)
         .read_to_end(&mut head)
         .with_context(|| format!("reading {name}"))?;
-    let (snapshot, seconds, programs) = if head == RECORDING {
+    let (snapshot, seconds, (programs, programs_counted)) = if head == RECORDING {
         // A pipe (`-`, `<(...)`) is read through as a stream; a file is opened as one.
         let rec = if regular {
             drop(src);
@@ -81,7 +84,10 @@ pub fn load(path: &Path) -> anyhow::Result<Input> {
             );
         }
         let (snapshot, seconds) = whole(&rec).with_context(|| format!("reading {name}"))?;
-        let programs = crate::model::programs::of_snapshot(&snapshot);
+        let programs = (
+            programs::of_snapshot(&snapshot),
+            programs::counted(&snapshot),
+        );
         (snapshot, seconds, programs)
     } else if !head.is_empty() && RECORDING.starts_with(&head) {
         bail!("{name} is a recording cut short in its header");
@@ -97,7 +103,8 @@ pub fn load(path: &Path) -> anyhow::Result<Input> {
             format!("{name} is neither a dropscope recording nor `report --format json` output")
         })?;
         let seconds = report.seconds;
-        let programs = report.programs();
+        let counted = report.programs_counted();
+        let programs = (report.programs(), counted);
         (report.snapshot(), seconds, programs)
     };
     if !(seconds.is_finite() && seconds > 0.0) {
@@ -108,6 +115,7 @@ pub fn load(path: &Path) -> anyhow::Result<Input> {
         snapshot,
         seconds,
         programs,
+        programs_counted,
     })
 }
 
@@ -139,9 +147,32 @@ struct Report {
     /// `null` where the report's drops were filtered (the programs' counts know no filter).
     #[serde(default)]
     programs: Option<Drops>,
+    /// Its ledger's notes, which say which programs' verdicts were not counted.
+    #[serde(default)]
+    ledger: Option<LedgerNotes>,
+}
+
+#[derive(Debug, Deserialize)]
+struct LedgerNotes {
+    #[serde(default)]
+    notes: Vec<String>,
 }
 
 impl Report {
+    /// Whether its programs' verdicts were counted (see [`programs::counted`]): `programs` is
+    /// `null` where they were not read, and the ledger's notes name a program they could not
+    /// be counted for. Called before [`Report::programs`].
+    fn programs_counted(&self) -> Result<(), String> {
+        if self.programs.is_none() {
+            return Err(
+                "its `programs` is null (a report of filtered drops, or one without \
+                        the kernel's counters)"
+                    .into(),
+            );
+        }
+        programs::uncounted_notes(self.ledger.as_ref().map_or(&[], |l| l.notes.as_slice()))
+    }
+
     /// Its `programs` rows, marked as program rows; a row whose reason no program verdict
     /// has is not one, and is left out.
     fn programs(&mut self) -> Vec<DropCount> {
@@ -281,6 +312,7 @@ mod tests {
              "netns_name": "web", "device": "vb", "count": 500, "hint": "..."},
             {"reason": "NO_SOCKET", "location": "f+0x1", "netns": 9, "count": 3}]}"#;
         let mut r = last_report(text.as_bytes()).expect("report");
+        assert_eq!(r.programs_counted(), Ok(()));
         let rows = r.programs();
         assert_eq!(rows.len(), 1, "{rows:?}");
         assert!(programs::is_program(&rows[0].key));
@@ -295,8 +327,16 @@ mod tests {
             r#"{"total": 1, "seconds": 1, "drops": []}"#,
         ] {
             let mut r = last_report(text.as_bytes()).expect(text);
+            let why = r.programs_counted().expect_err(text);
+            assert!(why.contains("`programs` is null"), "{why}");
             assert!(r.programs().is_empty(), "{text}");
         }
+        // The ledger's notes say when a program's verdicts were not counted.
+        let text = r#"{"total": 1, "seconds": 1, "drops": [], "programs": [],
+            "ledger": {"notes": ["program 42 \"g\" (xdp xdpdrv on vb, netns 7): verdicts not counted: EPERM"]}}"#;
+        let r = last_report(text.as_bytes()).expect(text);
+        let why = r.programs_counted().expect_err(text);
+        assert!(why.starts_with("program 42"), "{why}");
     }
 
     #[test]

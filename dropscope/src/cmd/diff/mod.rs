@@ -37,7 +37,7 @@ pub fn diff_cmd(args: DiffArgs) -> anyhow::Result<()> {
     let (filter, by) = args.select.recorded_all(&[&base.snapshot, &new.snapshot])?;
     check_budget_reasons(&args.budget, &reasons(&[&base, &new]))?;
     refuse_filtered_programs(&args.budget, &filter)?;
-    programs::judgeable(&args.budget, &new.snapshot)
+    programs::judgeable(&args.budget, &new.programs_counted)
         .map_err(|e| Outcome::Usage(format!("{}: {e}", new.name)))?;
     let sides = (side(&base, &filter, &by), side(&new, &filter, &by));
     let judged = judge(&args, sides, &new.name)?;
@@ -138,7 +138,8 @@ pub(crate) fn refuse_filtered_programs(clauses: &[Clause], filter: &Filter) -> a
         .find(|c| c.reason().is_some_and(programs::is_program_reason));
     match program {
         Some(c) if filter.is_set() => Err(Outcome::Usage(format!(
-            "--budget {c}: a program's verdicts are counted per program, and a filter on drops              cannot apply to them; judge it without the filter"
+            "--budget {c}: a program's verdicts are counted per program, and a filter on drops \
+             cannot apply to them; judge it without the filter"
         ))
         .into()),
         _ => Ok(()),

@@ -91,6 +91,7 @@ fn diff(base: &Recording, new: &Recording, alpha: f64) -> Comparison {
         input::Input {
             name: "synthetic".into(),
             programs: crate::model::programs::of_snapshot(&snapshot),
+            programs_counted: crate::model::programs::counted(&snapshot),
             snapshot,
             seconds,
         }
@@ -157,6 +158,11 @@ fn equal_rates_are_flagged_in_fewer_than_one_percent_of_pairs() {
 /// A recording of 10 one-second snapshots of 100 NO_SOCKET drops a second, its kernel
 /// readings carrying `xdp_per_s` XDP_DROP verdicts a second of one program (none: no reading).
 fn with_program(xdp_per_s: Option<u64>) -> Recording {
+    with_program_id(xdp_per_s, 42)
+}
+
+/// [`with_program`] with the program's id.
+fn with_program_id(xdp_per_s: Option<u64>, id: u32) -> Recording {
     let snaps: Vec<Snapshot> = (1..=10u64)
         .map(|t| Snapshot {
             elapsed: Duration::from_secs(t),
@@ -172,10 +178,10 @@ fn with_program(xdp_per_s: Option<u64>) -> Recording {
                     initial_netns: 1,
                     ..Default::default()
                 };
-                r.netns
-                    .entry(4026532001)
-                    .or_default()
-                    .insert(Arc::from("Xdp:vb:xdpdrv:ddos_guard#42:drop"), n * t);
+                r.netns.entry(4026532001).or_default().insert(
+                    Arc::from(format!("Xdp:vb:xdpdrv:ddos_guard#{id}:drop")),
+                    n * t,
+                );
                 Arc::new(r)
             }),
             ..Default::default()
@@ -190,6 +196,7 @@ fn recorded(rec: &Recording) -> input::Input {
     input::Input {
         name: "synthetic".into(),
         programs: crate::model::programs::of_snapshot(&snapshot),
+        programs_counted: crate::model::programs::counted(&snapshot),
         snapshot,
         seconds,
     }
@@ -211,7 +218,8 @@ fn a_programs_verdicts_are_keys_of_the_diff_and_judged_by_budgets_never_in_the_t
     let xdp = (n.counts.iter())
         .find(|(k, _)| &*k.reason == "XDP_DROP")
         .expect("an XDP_DROP key");
-    assert_eq!(&*xdp.0.location, "prog ddos_guard#42 (xdpdrv)");
+    // By name: a program's id changes with every load.
+    assert_eq!(&*xdp.0.location, "prog ddos_guard (xdpdrv)");
     assert_eq!(xdp.0.device.as_deref(), Some("vb"));
     assert_eq!(*xdp.1, 500);
     let c = compare::compare(&b, &n, 0.001);
@@ -231,7 +239,7 @@ fn a_programs_verdicts_are_keys_of_the_diff_and_judged_by_budgets_never_in_the_t
     assert_eq!(ok, [false, true, true, false], "{v:#?}");
     assert_eq!(v[0].value, 50.0);
     assert!(
-        v[0].message.contains("prog ddos_guard#42"),
+        v[0].message.contains("prog ddos_guard (xdpdrv)"),
         "{}",
         v[0].message
     );
@@ -241,7 +249,7 @@ fn a_programs_verdicts_are_keys_of_the_diff_and_judged_by_budgets_never_in_the_t
     // Grouped by reason alone, the program's row keeps its program (as in the live view).
     let by_reason = side(&new, &Filter::default(), &[Dim::Reason]);
     assert!(
-        (by_reason.counts.keys()).any(|k| &*k.location == "prog ddos_guard#42 (xdpdrv)"),
+        (by_reason.counts.keys()).any(|k| &*k.location == "prog ddos_guard (xdpdrv)"),
         "{by_reason:#?}"
     );
     // Filtered, no program row: a filter on drops knows nothing of the programs' counts.
@@ -277,4 +285,30 @@ fn a_clause_on_a_programs_verdicts_is_refused_with_drops_filtered() {
     assert!(super::refuse_filtered_programs(&other, &filter).is_ok());
     // A program verdict's name is known without the reason guide having it.
     super::check_budget_reasons(&clauses, &Default::default()).expect("known");
+}
+
+#[test]
+fn a_program_reloaded_between_runs_is_the_same_key() {
+    // The same program at the same rate, loaded again (another id) for NEW: no change.
+    let (base, new) = (
+        recorded(&with_program_id(Some(50), 42)),
+        recorded(&with_program_id(Some(50), 57)),
+    );
+    let c = compare::compare(
+        &side(&base, &Filter::default(), &Dim::ALL),
+        &side(&new, &Filter::default(), &Dim::ALL),
+        0.001,
+    );
+    let rows: Vec<_> = (c.rows.iter())
+        .filter(|r| &*r.key.reason == "XDP_DROP")
+        .collect();
+    assert_eq!(rows.len(), 1, "{c:#?}");
+    assert_eq!(
+        (rows[0].rates.base_count, rows[0].rates.new_count),
+        (500, 500)
+    );
+    assert_eq!(rows[0].rates.change, None);
+    // A recording without the kernel's counters cannot judge a program's verdicts.
+    assert!(recorded(&with_program(None)).programs_counted.is_err());
+    assert_eq!(base.programs_counted, Ok(()));
 }

@@ -353,6 +353,25 @@ fn program_verdicts_are_rows_of_the_table() {
         text.contains("total 1,234,535") && text.contains("programs 3,000,000"),
         "{text}"
     );
+    // Regrouped by reason alone, the program's row keeps its program on screen (the probe's
+    // merged rows show `*` there).
+    let finest = s.grouping_dims().0;
+    for _ in 0..8 {
+        if s.grouping_dims().0 == [Dim::Reason] {
+            break;
+        }
+        press(&mut s, KeyCode::Char('b'));
+    }
+    assert_eq!(s.grouping_dims().0, [Dim::Reason]);
+    let text = screen(&s);
+    let row = (text.lines())
+        .find(|l| l.contains("XDP_DROP"))
+        .unwrap_or_else(|| panic!("no program row regrouped:\n{text}"));
+    assert!(row.contains("prog ddos_guard#42 (xdpdrv)"), "{text}");
+    assert!(line_with(&text, "COUNT").contains("LOCATION"), "{text}");
+    while s.grouping_dims().0 != finest {
+        press(&mut s, KeyCode::Char('b'));
+    }
     // Under drop filters (the probe's), they are not shown, as in `report`.
     s.filters = Some("netns blue".into());
     let text = screen(&s);

@@ -12,6 +12,7 @@ use crate::{
     model::{
         DropKey,
         group::Dim,
+        programs,
         table::{Row as TableRow, SortKey},
     },
     sanitize,
@@ -107,7 +108,12 @@ fn title(state: &State, shown: usize) -> Line<'static> {
     let keys = if state.grouping_dims().1 {
         state
             .shown()
-            .grouped_rows(state.sort, "", state.regrouping().as_deref())
+            .grouped_rows(
+                state.sort,
+                "",
+                state.regrouping().as_deref(),
+                state.filters.is_none(),
+            )
             .len()
     } else {
         t.key_count()
@@ -246,7 +252,11 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
     let right = |s: String| Cell::from(Line::from(s).right_aligned());
     // A name the grouping merged away is `*` in every row: its column is left out.
     let (dims, _) = state.grouping_dims();
-    let (by_reason, by_location) = (dims.contains(&Dim::Reason), dims.contains(&Dim::Location));
+    // A program's row keeps its verdict and program whatever the grouping (it is never merged
+    // with the probe's): where one is shown, so are those columns (`*` in the probe's rows).
+    let program = shown.iter().any(|r| programs::is_program(&r.key));
+    let by_reason = program || dims.contains(&Dim::Reason);
+    let by_location = program || dims.contains(&Dim::Location);
     let body = visible.into_iter().map(|(i, r, count, rate)| {
         let mut cells = Vec::new();
         if by_reason {
