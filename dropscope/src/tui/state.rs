@@ -159,8 +159,10 @@ impl StackView {
                 .iter()
                 .find(|r| *r.key == *k)
                 .map_or(0, |r| r.count),
+            // The stacks are the probe's: a program's verdicts (no stacks) are not in a set's
+            // count.
             StackScope::Set(f) => tracker
-                .rows(SortKey::Count, f)
+                .grouped_rows(SortKey::Count, f, None, false)
                 .iter()
                 .map(|r| r.count)
                 .sum(),

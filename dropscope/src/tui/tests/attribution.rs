@@ -372,6 +372,14 @@ fn program_verdicts_are_rows_of_the_table() {
     while s.grouping_dims().0 != finest {
         press(&mut s, KeyCode::Char('b'));
     }
+    // The stacks of every row count the probe's drops only: the program has no stacks.
+    let all = crate::tui::state::StackView::build(
+        crate::tui::state::StackScope::Set(String::new()),
+        &s.tracker,
+        None,
+        0,
+    );
+    assert_eq!(all.exact, 1_234_535);
     // Under drop filters (the probe's), they are not shown, as in `report`.
     s.filters = Some("netns blue".into());
     let text = screen(&s);
