@@ -244,7 +244,19 @@ fn recorded_window_kernel(
         let kernel = match (&earlier.kernel, &later.kernel) {
             (Some(a), Some(b)) => drops_before_reading(&rec, from, a)?
                 .map(|base| (Arc::new(b.since(a)), window::between(&base, &later))),
-            (None, Some(b)) => Some((b.clone(), later.clone())),
+            // No reading at or before `from`: the counters are known from the session's start
+            // only, and the window's kernel section says so (its drops are matched over the
+            // same span).
+            (None, Some(b)) => {
+                let mut r = (**b).clone();
+                r.errors.push(format!(
+                    "{}{}, not from --from {}: the recording read them first after it",
+                    crate::kcounters::hooks::SINCE_START,
+                    crate::format::duration(to),
+                    crate::format::duration(from)
+                ));
+                Some((Arc::new(r), later.clone()))
+            }
             _ => None,
         };
         (window::between(&earlier, &later), kernel)
@@ -279,4 +291,68 @@ fn drops_before_reading(
         i -= 1;
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{sync::Arc, time::Duration};
+
+    use clap::Parser as _;
+
+    use crate::{
+        cli::{Cli, Command},
+        model::{KernelReading, SessionInfo, Snapshot},
+    };
+
+    /// A window that starts before the recording's first reading of the kernel's counters
+    /// says its counters (and programs' verdicts) span more than its drops.
+    #[test]
+    fn a_window_before_the_first_reading_says_its_counters_span_from_the_start() {
+        let reading = Arc::new(KernelReading {
+            unix_ms: 1_750_000_010_000,
+            ..Default::default()
+        });
+        let snaps: Vec<Snapshot> = (1..=20u64)
+            .map(|t| Snapshot {
+                elapsed: Duration::from_secs(t),
+                unix_ms: 1_750_000_000_000 + 1000 * t,
+                kernel: (t >= 10).then(|| reading.clone()),
+                ..Default::default()
+            })
+            .collect();
+        let bytes = crate::record::encode(&SessionInfo::default(), &snaps).expect("encode");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("w.dsrec");
+        std::fs::write(&path, bytes).expect("write");
+        let window = |from: &str, to: &str| {
+            let p = path.to_str().expect("utf-8");
+            let cli = Cli::try_parse_from([
+                "dropscope",
+                "report",
+                "--input",
+                p,
+                "--from",
+                from,
+                "--to",
+                to,
+            ])
+            .expect("parse");
+            let Some(Command::Report(r)) = cli.command else {
+                panic!("not report");
+            };
+            let (_, _, _, kernel) =
+                super::recorded_window_kernel(&r.window, &r.live.select).expect("window");
+            kernel.map(|(r, _)| r.errors.clone())
+        };
+        let notes = window("5", "15").expect("the reading at 10 s");
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].starts_with(crate::kcounters::hooks::SINCE_START)
+                && notes[0].contains("not from --from 5s"),
+            "{notes:?}"
+        );
+        assert!(crate::kcounters::hooks::is_ledger_note(&notes[0]));
+        // From a reading on, the window's counters are its own: no note.
+        assert_eq!(window("12", "15"), Some(Vec::new()));
+    }
 }
