@@ -86,17 +86,7 @@ fn recording(rng: &mut Rng, rates: &[(&str, f64)], seconds: u64) -> Recording {
 
 /// `diff` of two recordings as the command compares them (by every dimension they have).
 fn diff(base: &Recording, new: &Recording, alpha: f64) -> Comparison {
-    let input = |rec: &Recording| {
-        let (snapshot, seconds) = input::whole(rec).expect("snapshot");
-        input::Input {
-            name: "synthetic".into(),
-            programs: crate::model::programs::of_snapshot(&snapshot),
-            programs_counted: crate::model::programs::counted(&snapshot),
-            snapshot,
-            seconds,
-        }
-    };
-    let (b, n) = (input(base), input(new));
+    let (b, n) = (recorded(base), recorded(new));
     assert_eq!(b.seconds, 10.0);
     compare::compare(
         &side(&b, &Filter::default(), &Dim::ALL),
@@ -191,6 +181,7 @@ fn with_program_id(xdp_per_s: Option<u64>, id: u32) -> Recording {
     Recording::from_bytes(&bytes).expect("read back")
 }
 
+/// A recording as `diff` reads it.
 fn recorded(rec: &Recording) -> input::Input {
     let (snapshot, seconds) = input::whole(rec).expect("snapshot");
     input::Input {
