@@ -297,6 +297,8 @@ pub struct Counting {
     /// The reader of stdout, when it is read as it comes ([`Counting::read_stdout`]); only
     /// joined, so a panic cannot leave it half-changed.
     stdout: std::panic::AssertUnwindSafe<Option<std::thread::JoinHandle<std::io::Result<String>>>>,
+    /// Its stderr's lines after the start, as they come.
+    stderr: std::panic::AssertUnwindSafe<std::sync::mpsc::Receiver<String>>,
 }
 
 impl Drop for Counting {
@@ -331,7 +333,7 @@ impl Counting {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                // After the start, nobody listens: the lines are only drained.
+                // After the start, the lines wait in the channel (or are dropped with it).
                 let _ = tx.send(line);
             }
         });
@@ -343,6 +345,7 @@ impl Counting {
                     return Ok(Self {
                         child: Some(child),
                         stdout: std::panic::AssertUnwindSafe(None),
+                        stderr: std::panic::AssertUnwindSafe(rx),
                     });
                 }
                 Ok(line) => seen.push(line),
@@ -390,17 +393,18 @@ impl Counting {
     /// [`Counting::read_stdout`] read meanwhile), or an error on a non-zero exit or a timeout
     /// (the process killed).
     pub fn try_interrupt(self, limit: Duration) -> anyhow::Result<String> {
-        let (status, out) = self.try_interrupt_status(limit)?;
+        let (status, out, _) = self.try_interrupt_status(limit)?;
         anyhow::ensure!(status.success(), "dropscope exited with {status}");
         Ok(out)
     }
 
-    /// Sends SIGINT and waits at most `limit`; returns the exit status and stdout (all of it),
-    /// whatever the status, or an error on a timeout (the process killed).
+    /// Sends SIGINT and waits at most `limit`; returns the exit status, stdout (all of it) and
+    /// stderr (what it wrote after the start), whatever the status, or an error on a timeout
+    /// (the process killed).
     pub fn try_interrupt_status(
         mut self,
         limit: Duration,
-    ) -> anyhow::Result<(std::process::ExitStatus, String)> {
+    ) -> anyhow::Result<(std::process::ExitStatus, String, String)> {
         // SAFETY: kill(2) with a pid we own and a valid signal.
         unsafe { libc::kill(self.pid() as i32, libc::SIGINT) };
         let child = self.child.take().context("a running dropscope")?;
@@ -412,7 +416,13 @@ impl Counting {
                 .context("reading dropscope's stdout")?,
             None => String::from_utf8_lossy(&out.stdout).into_owned(),
         };
-        Ok((out.status, stdout))
+        // The reader ends with the pipe, so the channel disconnects once all is read.
+        let mut stderr = String::new();
+        while let Ok(line) = self.stderr.recv_timeout(Duration::from_secs(5)) {
+            stderr.push_str(&line);
+            stderr.push('\n');
+        }
+        Ok((out.status, stdout, stderr))
     }
 
     /// Waits at most `limit` for the process to end by itself and returns its stdout; panics

@@ -166,7 +166,7 @@ fn xdp_drop_and_aborted_are_counted_per_program_device_and_namespace() {
     b.traffic(&["udp-to", "10.82.0.1", "7002", "300"]);
     std::thread::sleep(Duration::from_millis(300));
     let report: Value = serde_json::from_str(&report.interrupt()).expect("JSON report");
-    let (checked, check) = check
+    let (checked, check, check_err) = check
         .try_interrupt_status(Duration::from_secs(30))
         .expect("check ends");
 
@@ -259,6 +259,10 @@ fn xdp_drop_and_aborted_are_counted_per_program_device_and_namespace() {
             // refused (2), never passed on nothing.
             assert_eq!(report["programs"], serde_json::json!([]));
             assert_eq!(checked.code(), Some(2), "check wrote {check}");
+            assert!(
+                check_err.contains("--budget XDP_DROP<1/s cannot be judged: program "),
+                "{check_err}"
+            );
             let why = e.to_string();
             for (id, name, dev, ns) in [
                 (drop_id, "ds_fx_drop", &vb, nb),

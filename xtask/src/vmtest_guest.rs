@@ -523,7 +523,8 @@ impl Suite<'_> {
         std::thread::sleep(Duration::from_millis(4000));
         r.try_interrupt(Duration::from_secs(60))?;
         let out = c.try_interrupt(Duration::from_secs(60))?;
-        let (checked, check_out) = budget.try_interrupt_status(Duration::from_secs(60))?;
+        let (checked, check_out, check_err) =
+            budget.try_interrupt_status(Duration::from_secs(60))?;
         sent?;
         let report: Value = serde_json::from_str(&out).context("report JSON")?;
         // The recording judged by `diff` (against itself: only the budget matters here).
@@ -671,12 +672,16 @@ impl Suite<'_> {
                     );
                 }
                 // A budget on their verdicts cannot be judged: refused (2), never passed.
+                let diff_err = String::from_utf8_lossy(&diffed.stderr);
+                let refused = "--budget XDP_DROP<1/s cannot be judged: program ";
                 ensure!(
-                    checked.code() == Some(2) && diffed.status.code() == Some(2),
-                    "verdicts not counted, yet `check` ({checked}) and `diff` ({}) judged \
-                     XDP_DROP<1/s: {check_out} {}",
+                    checked.code() == Some(2)
+                        && diffed.status.code() == Some(2)
+                        && check_err.contains(refused)
+                        && diff_err.contains(refused),
+                    "verdicts not counted, yet `check` ({checked}) and `diff` ({}) did not \
+                     refuse XDP_DROP<1/s: {check_out} {check_err} {diff_err}",
                     diffed.status,
-                    String::from_utf8_lossy(&diffed.stderr)
                 );
                 Ok(format!(
                     "this kernel refuses tracing programs on BPF programs ({e}): every program \

@@ -195,6 +195,7 @@ mod tests {
             total: 303,
             seconds: 3.0,
             packets: None,
+            programs: false,
         };
         let clauses = ["NO_SOCKET<1/s", "total<1000/s"].map(|c| budget::parse(c).expect(c));
         let verdicts = budget::judge(&clauses, &side, None, "live").expect("judged");

@@ -245,14 +245,14 @@ fn recorded_window_kernel(
             (Some(a), Some(b)) => drops_before_reading(&rec, from, a)?
                 .map(|base| (Arc::new(b.since(a)), window::between(&base, &later))),
             // No reading at or before `from`: the counters are known from the session's start
-            // only, and the window's kernel section says so (its drops are matched over the
-            // same span).
+            // only. The ledger matches them with the drops over the same span and says so; the
+            // programs' verdicts, whose rows are the window's, are not shown.
             (None, Some(b)) => {
                 let mut r = (**b).clone();
                 r.errors.push(format!(
-                    "{}{}, not from --from {}: the recording read them first after it",
+                    "{}--from {}: the recording read them first after it (the window shows \
+                     no program rows)",
                     crate::kcounters::hooks::SINCE_START,
-                    crate::format::duration(to),
                     crate::format::duration(from)
                 ));
                 Some((Arc::new(r), later.clone()))
@@ -342,7 +342,12 @@ mod tests {
             };
             let (_, _, _, kernel) =
                 super::recorded_window_kernel(&r.window, &r.live.select).expect("window");
-            kernel.map(|(r, _)| r.errors.clone())
+            kernel.map(|(r, seen)| {
+                // Its program rows are not the window's: none are shown.
+                let view = crate::kcounters::view(&r, &seen, None);
+                assert_eq!(view.programs.is_none(), !r.errors.is_empty());
+                r.errors.clone()
+            })
         };
         let notes = window("5", "15").expect("the reading at 10 s");
         assert_eq!(notes.len(), 1, "{notes:?}");

@@ -23,13 +23,15 @@ pub fn is_program_note(note: &str) -> bool {
 /// Whether a note of a reading belongs in the ledger's notes: one about an attached program,
 /// or about a layer that could not be read ([`super::xsk::NO_DIAG`]).
 pub fn is_ledger_note(note: &str) -> bool {
-    is_program_note(note) || note.contains(super::xsk::NO_DIAG) || note.starts_with(SINCE_START)
+    is_program_note(note)
+        || note.contains(super::xsk::NO_DIAG)
+        || note.contains(crate::model::programs::UNCOUNTED)
+        || note.starts_with(SINCE_START)
 }
 
 /// How a recorded window's note begins when the recording read the kernel's counters first
-/// after the window's start: they (and the programs' verdicts) span more than its drops.
-pub const SINCE_START: &str =
-    "the kernel's counters (and the programs' verdicts) are over the session's start to ";
+/// after the window's start: they span more than its drops (and no program rows are shown).
+pub const SINCE_START: &str = "the kernel's counters are from the session's start, not from ";
 
 /// A hook a program is attached to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

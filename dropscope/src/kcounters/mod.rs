@@ -70,8 +70,10 @@ pub struct KernelView {
     /// is (filtered counts, or counts grouped without the reason).
     pub ledger: Option<Ledger>,
     /// The XDP and tc programs' drop verdicts over the window, as rows beside the probe's (see
-    /// [`crate::model::programs`]); none while drops are filtered.
-    pub programs: Vec<crate::model::DropCount>,
+    /// [`crate::model::programs`]); `None` while drops are filtered (a filter their counts know
+    /// nothing of) or where the counters span more than the window (see
+    /// [`hooks::SINCE_START`]).
+    pub programs: Option<Vec<crate::model::DropCount>>,
 }
 
 impl KernelView {
@@ -241,10 +243,9 @@ pub fn view(reading: &KernelReading, snap: &Snapshot, filter: Option<String>) ->
         ),
         _ => (None, None),
     };
-    let programs = match &filter {
-        None => crate::model::programs::rows(reading, &crate::model::programs::netns_names(snap)),
-        Some(_) => Vec::new(),
-    };
+    let spans_more = (reading.errors.iter()).any(|e| e.starts_with(hooks::SINCE_START));
+    let programs = (filter.is_none() && !spans_more)
+        .then(|| crate::model::programs::rows(reading, &crate::model::programs::netns_names(snap)));
     KernelView {
         programs,
         initial_netns: initial,

@@ -360,7 +360,9 @@ fn judge_one(
                 base.counts.keys().map(|k| &*k.reason).collect();
             let mut fresh: Vec<(DiffKey, u64)> = Vec::new();
             for (k, &n) in &new.counts {
-                if old.contains(&*k.reason) {
+                // A verdict is new only against a baseline that counted verdicts.
+                let unknown = !base.programs && programs::is_program_reason(&k.reason);
+                if old.contains(&*k.reason) || unknown {
                     continue;
                 }
                 match fresh.iter_mut().find(|(f, _)| f.reason == k.reason) {
@@ -503,6 +505,7 @@ mod tests {
             counts,
             seconds,
             packets,
+            programs: false,
         }
     }
 

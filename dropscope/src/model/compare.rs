@@ -117,6 +117,9 @@ pub struct Side {
     /// Packets the kernel received over the window (the denominator of a drop ratio), where
     /// read.
     pub packets: Option<u64>,
+    /// Whether the programs' drop verdicts are among `counts` ([`Side::with_programs`]): a
+    /// side without them has none to compare, and no verdict of the other side is new.
+    pub programs: bool,
 }
 
 impl Side {
@@ -132,6 +135,7 @@ impl Side {
             total: s.total,
             seconds,
             packets,
+            programs: false,
         }
     }
 
@@ -149,6 +153,7 @@ impl Side {
             let c = self.counts.entry(k).or_default();
             *c = c.saturating_add(d.count);
         }
+        self.programs = true;
         self
     }
 
@@ -260,11 +265,15 @@ impl Comparison {
 /// Compares NEW with BASE key by key; a change is significant where its p-value is below
 /// `alpha`.
 pub fn compare(base: &Side, new: &Side, alpha: f64) -> Comparison {
+    // The programs' verdicts are compared only where both sides counted them: a side without
+    // them would read as none dropped.
+    let both = base.programs && new.programs;
+    let kept = |k: &DiffKey| both || !super::programs::is_program_reason(&k.reason);
     let mut keys: BTreeMap<&DiffKey, (u64, u64)> = BTreeMap::new();
-    for (k, &c) in &base.counts {
+    for (k, &c) in base.counts.iter().filter(|(k, _)| kept(k)) {
         keys.entry(k).or_default().0 = c;
     }
-    for (k, &c) in &new.counts {
+    for (k, &c) in new.counts.iter().filter(|(k, _)| kept(k)) {
         keys.entry(k).or_default().1 = c;
     }
     let mut rows: Vec<Row> = keys

@@ -154,6 +154,8 @@ pub struct Tracker {
     /// The program rows' counts summed (see [`programs`]): they are shares of the total and
     /// these together.
     program_total: u64,
+    /// How many keys are programs' rows.
+    program_keys: usize,
 }
 
 /// Adds `t` to `sum` element-wise, aligned on the latest interval.
@@ -213,6 +215,9 @@ impl Tracker {
             }
         }
         self.program_total = (progs.iter()).fold(0, |t: u64, d| t.saturating_add(d.count));
+        self.program_keys = (self.keys.keys())
+            .filter(|k| programs::is_program(k))
+            .count();
         self.next_ratio_window(&snap);
         self.latest = Some(snap);
         reset
@@ -338,6 +343,11 @@ impl Tracker {
     /// Number of distinct keys seen.
     pub fn key_count(&self) -> usize {
         self.keys.len()
+    }
+
+    /// How many of the keys are programs' verdict rows.
+    pub fn program_keys(&self) -> usize {
+        self.program_keys
     }
 
     /// Drops of `key` over the ratio window.

@@ -40,6 +40,20 @@ pub fn diff_cmd(args: DiffArgs) -> anyhow::Result<()> {
     programs::judgeable(&args.budget, &new.programs_counted)
         .map_err(|e| Outcome::Usage(format!("{}: {e}", new.name)))?;
     let sides = (side(&base, &filter, &by), side(&new, &filter, &by));
+    // One side counted the programs' verdicts, the other did not: they are not compared.
+    let uncounted = [&base, &new]
+        .into_iter()
+        .find_map(|i| Some((&i.name, i.programs_counted.as_ref().err()?)));
+    if !filter.is_set()
+        && sides.0.programs != sides.1.programs
+        && let Some((name, why)) = uncounted
+    {
+        eprintln!(
+            "dropscope: warning: the programs' verdicts are not compared: {}: {}",
+            crate::sanitize::terminal(name),
+            crate::sanitize::terminal(why)
+        );
+    }
     let judged = judge(&args, sides, &new.name)?;
     let mut out = std::io::stdout().lock();
     output::write_diff(
@@ -115,7 +129,7 @@ fn judge(args: &DiffArgs, sides: (Side, Side), new: &str) -> anyhow::Result<Judg
 fn side(i: &Input, filter: &Filter, by: &[Dim]) -> Side {
     let snap = group::apply(&i.snapshot, filter, by);
     let side = Side::of(&snap, i.seconds, compare::packets(&i.snapshot, filter));
-    if filter.is_set() {
+    if filter.is_set() || i.programs_counted.is_err() {
         side
     } else {
         side.with_programs(&i.programs, by)

@@ -196,8 +196,9 @@ fn recorded(rec: &Recording) -> input::Input {
 #[test]
 fn a_programs_verdicts_are_keys_of_the_diff_and_judged_by_budgets_never_in_the_total() {
     use crate::model::budget;
+    // BASE counted the programs' verdicts (its readings hold none), NEW's program drops.
     let (base, new) = (
-        recorded(&with_program(None)),
+        recorded(&with_program(Some(0))),
         recorded(&with_program(Some(50))),
     );
     let (b, n) = (
@@ -256,6 +257,19 @@ fn a_programs_verdicts_are_keys_of_the_diff_and_judged_by_budgets_never_in_the_t
         !(filtered.counts.keys()).any(|k| &*k.reason == "XDP_DROP"),
         "{filtered:#?}"
     );
+    // Against a BASE that did not count them (no reading of the kernel's counters), the
+    // verdicts are neither compared nor new; NEW's own clause is still judged.
+    let uncounted = recorded(&with_program(None));
+    assert!(uncounted.programs_counted.is_err());
+    let u = side(&uncounted, &Filter::default(), &Dim::ALL);
+    let c = compare::compare(&u, &n, 0.001);
+    assert!(
+        !(c.rows.iter()).any(|r| &*r.key.reason == "XDP_DROP"),
+        "{c:#?}"
+    );
+    let v = budget::judge(&clauses, &n, Some(&u), "new").expect("judged");
+    let ok: Vec<bool> = v.iter().map(|v| v.ok).collect();
+    assert_eq!(ok, [false, true, true, true], "{v:#?}");
 }
 
 #[test]

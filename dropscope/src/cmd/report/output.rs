@@ -118,7 +118,9 @@ pub struct JsonReport<'a> {
     /// or where unseen is `null`).
     pub ledger: Option<JsonLedger>,
     /// The XDP and tc programs' drop verdicts over the same window, largest first (`null`
-    /// without the kernel's counters; empty while drops are filtered). Never part of `drops`
+    /// without the kernel's counters, while drops are filtered, or where the counters span
+    /// more than the window: a recorded window that starts before their first reading). Never
+    /// part of `drops`
     /// or `total`: a packet a program dropped may also be in `drops` (freed through
     /// `kfree_skb`), and the ledger counts it once.
     pub programs: Option<Vec<JsonProgramDrop>>,
@@ -215,7 +217,7 @@ impl JsonReport<'_> {
                 .collect(),
             notes: l.notes.clone(),
         });
-        self.programs = Some(
+        self.programs = k.programs.is_some().then(|| {
             program_rows(k)
                 .into_iter()
                 .map(|d| JsonProgramDrop {
@@ -227,8 +229,8 @@ impl JsonReport<'_> {
                     count: d.count,
                     hint: Guide::builtin().hint(&d.key.reason.name),
                 })
-                .collect(),
-        );
+                .collect()
+        });
         self.unseen = k.unseen.as_ref().map(|u| {
             u.iter()
                 .map(|c| WithName {
@@ -243,7 +245,9 @@ impl JsonReport<'_> {
 
 /// The window's program rows, largest first.
 fn program_rows(k: &KernelView) -> Vec<&DropCount> {
-    let mut rows: Vec<&DropCount> = k.programs.iter().filter(|d| d.count > 0).collect();
+    let mut rows: Vec<&DropCount> = (k.programs.iter().flatten())
+        .filter(|d| d.count > 0)
+        .collect();
     rows.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
     rows
 }
@@ -868,7 +872,7 @@ mod tests {
 
     fn kernel() -> KernelView {
         KernelView {
-            programs: Vec::new(),
+            programs: Some(Vec::new()),
             initial_netns: 1,
             counters: vec![CounterDelta {
                 netns: 9,

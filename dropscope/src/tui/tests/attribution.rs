@@ -380,6 +380,7 @@ fn program_verdicts_are_rows_of_the_table() {
         0,
     );
     assert_eq!(all.exact, 1_234_535);
+    assert!(line_with(&screen(&s), "drops by").contains(" 4 keys "));
     // Under drop filters (the probe's), they are not shown, as in `report`.
     s.filters = Some("netns blue".into());
     let text = screen(&s);
@@ -387,4 +388,6 @@ fn program_verdicts_are_rows_of_the_table() {
         !text.contains("XDP_DROP") && !text.contains("programs 3"),
         "{text}"
     );
+    // Nor is it among the keys the title counts (4 with it).
+    assert!(line_with(&text, "drops by").contains(" 3 keys "), "{text}");
 }

@@ -33,7 +33,7 @@ fn counter_panel_rows_are_in_columns_whatever_the_name_lengths() {
         reasons,
     };
     let k = KernelView {
-        programs: Vec::new(),
+        programs: Some(Vec::new()),
         initial_netns: 1,
         counters: vec![
             delta(1, "TcpExt:ListenDrops", 1500, vec!["TCP_LISTEN_OVERFLOW"]),

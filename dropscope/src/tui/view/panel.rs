@@ -355,7 +355,7 @@ mod tests {
         press(&mut s, 'c');
         assert!(screen(&s).contains("waiting for the first reading"));
         let k = KernelView {
-            programs: Vec::new(),
+            programs: Some(Vec::new()),
             initial_netns: 1,
             counters: vec![CounterDelta {
                 netns: 4026532500,

@@ -115,6 +115,9 @@ fn title(state: &State, shown: usize) -> Line<'static> {
                 state.filters.is_none(),
             )
             .len()
+    } else if state.filters.is_some() {
+        // The programs' rows are not shown under drop filters: nor are they counted here.
+        t.key_count() - t.program_keys()
     } else {
         t.key_count()
     };
