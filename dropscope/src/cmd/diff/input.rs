@@ -165,8 +165,8 @@ impl Report {
     fn programs_counted(&self) -> Result<(), String> {
         if self.programs.is_none() {
             return Err(
-                "its `programs` is null (a report of filtered drops, or one without \
-                        the kernel's counters)"
+                "its `programs` is null (a report of filtered drops, of a window that starts \
+                 before the recording's first reading of the kernel's counters, or without them)"
                     .into(),
             );
         }

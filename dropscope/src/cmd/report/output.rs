@@ -8,6 +8,7 @@ use crate::{
     explain::Guide,
     kcounters::{
         CounterDelta, KernelView, Ratio, Unseen,
+        hooks::is_ledger_note,
         ledger::{Headline, LayerTotal, Ledger, Row},
     },
     model::{DropCount, DropKey, Sample, Snapshot},
@@ -740,12 +741,13 @@ pub fn write_kernel(k: &KernelView, mut out: impl Write) -> std::io::Result<()> 
             "\n(no drop ledger: the counts are grouped without the reason)"
         )?,
     }
-    for e in k
-        .errors
-        .iter()
-        .filter(|e| !crate::kcounters::hooks::is_ledger_note(e))
-    {
-        writeln!(out, "(kernel counters not read: {e})")?;
+    // The ledger's notes are in the ledger; without one, they are said here.
+    for e in (k.errors.iter()).filter(|e| k.ledger.is_none() || !is_ledger_note(e)) {
+        if is_ledger_note(e) {
+            writeln!(out, "({e})")?;
+        } else {
+            writeln!(out, "(kernel counters not read: {e})")?;
+        }
     }
     Ok(())
 }
@@ -1069,6 +1071,27 @@ mod tests {
         assert!(k.ledger.is_none());
         let v = serde_json::to_value(json(&s, 1.0).with_kernel(&k)).expect("json");
         assert!(v["ledger"].is_null());
+        // A ledger's note is said in the ledger, or without one after the counters: never
+        // lost, and never as a counter that could not be read.
+        let mut noted = reading.clone();
+        let note = format!(
+            "{}--from 5s: read first after it",
+            crate::kcounters::hooks::SINCE_START
+        );
+        noted.errors.push(note.clone());
+        for (filter, in_ledger) in [(None, true), (Some("netns web1".to_string()), false)] {
+            let k = crate::kcounters::view(&noted, &s, filter);
+            assert_eq!(k.ledger.is_some(), in_ledger);
+            assert!(k.programs.is_none(), "no program rows for such a window");
+            let mut out = Vec::new();
+            write_kernel(&k, &mut out).expect("write");
+            let text = String::from_utf8(out).expect("utf8");
+            assert_eq!(text.matches(note.as_str()).count(), 1, "{text}");
+            assert!(
+                !text.contains("not read: the kernel's counters are from"),
+                "{text}"
+            );
+        }
     }
 
     fn one(name: &str, location: &str) -> Snapshot {
