@@ -150,9 +150,18 @@ impl KernelCounters {
     fn fold(&mut self, reading: Reading, tracked: &BTreeSet<u64>) {
         self.complete = reading.deferred == 0 && reading.errors.is_empty();
         // A reading that failed as a whole (a reader that did not answer) leaves where the
-        // programs were last seen attached.
+        // programs were last seen attached; so does each namespace not read this time (deferred
+        // to a later poll, or failed), while it is there: a program attached in it goes on
+        // being counted under the same name, never missing from one reading and back in the
+        // next with its whole history as a window's.
         if !reading.counters.is_empty() {
-            self.hooks = reading.hooks;
+            let mut hooks = reading.hooks;
+            for (ns, h) in std::mem::take(&mut self.hooks) {
+                if tracked.contains(&ns) {
+                    hooks.entry(ns).or_insert(h);
+                }
+            }
+            self.hooks = hooks;
         }
         for (ns, c) in reading.counters {
             // A first reading is a baseline, even where an inode's earlier namespace left one.

@@ -253,6 +253,71 @@ fn gone_namespaces_keep_their_growth_or_are_forgotten() {
     );
 }
 
+/// A namespace not read this time (deferred, or failed) keeps where its programs were last
+/// seen attached, so their counts keep their name; a namespace read again replaces it, and
+/// one that is gone forgets it.
+#[test]
+fn a_namespace_not_read_keeps_its_programs_places() {
+    use super::{
+        KernelCounters,
+        hooks::{Hook, Hooked},
+        netns::Reading,
+    };
+    use std::collections::BTreeSet;
+
+    let Ok(mut k) = KernelCounters::start() else {
+        panic!("the initial namespace");
+    };
+    let hooked = |device: &str, prog: u32| Hooked {
+        device: device.into(),
+        hook: Hook::XdpDrv,
+        prog,
+    };
+    let reading = |read: &[(u64, Vec<Hooked>)]| {
+        let mut r = Reading::default();
+        for (ns, h) in read {
+            r.counters.insert(*ns, counters(&[("Udp:NoPorts", 1)]));
+            r.hooks.insert(*ns, h.clone());
+        }
+        r
+    };
+    let places = |k: &KernelCounters| -> Vec<(u64, String, u32)> {
+        let (hooks, _) = k.hooks();
+        (hooks.iter())
+            .flat_map(|(ns, l)| l.iter().map(|h| (*ns, h.device.clone(), h.prog)))
+            .collect()
+    };
+    let tracked: BTreeSet<u64> = [1, 2].into();
+    k.fold(
+        reading(&[(1, vec![hooked("a", 10)]), (2, vec![hooked("b", 20)])]),
+        &tracked,
+    );
+    // Namespace 2 deferred: its program is still where it was.
+    let mut r = reading(&[(1, vec![hooked("a", 10)])]);
+    r.deferred = 1;
+    k.fold(r, &tracked);
+    assert_eq!(
+        places(&k),
+        [(1, "a".to_string(), 10), (2, "b".to_string(), 20)]
+    );
+    assert!(!k.hooks().1, "not complete");
+    // Read again, with its program gone: replaced.
+    k.fold(
+        reading(&[(1, vec![hooked("a", 10)]), (2, vec![])]),
+        &tracked,
+    );
+    assert_eq!(places(&k), [(1, "a".to_string(), 10)]);
+    assert!(k.hooks().1, "complete");
+    // Namespace 1 deferred, namespace 2's program back; then a reading that failed whole.
+    k.fold(reading(&[(2, vec![hooked("b", 20)])]), &tracked);
+    let both = [(1, "a".to_string(), 10), (2, "b".to_string(), 20)];
+    assert_eq!(places(&k), both);
+    k.fold(reading(&[]), &[1].into());
+    assert_eq!(places(&k), both, "a failed reading keeps them");
+    k.fold(reading(&[(3, vec![])]), &[3].into());
+    assert!(places(&k).is_empty(), "gone namespaces forget them");
+}
+
 #[test]
 fn a_reading_holds_every_counters_growth_packets_included() {
     use super::{KernelCounters, netns::Reading};

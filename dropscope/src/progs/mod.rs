@@ -247,8 +247,8 @@ impl Programs {
     }
 
     /// Adds each watched program's verdict counts to `reading`, as counters of the device it
-    /// is attached to (`hooks`, per namespace; the first of them, with a note, for a program
-    /// attached in several places: the counts are per program), with a note for each attached
+    /// is attached to (`hooks`, per namespace; one of them, with a note, for a program
+    /// attached in several places: the counts are per program; see [`place`]), with a note for each attached
     /// program that is not watched; forgets counters whose target was attached nowhere for
     /// [`UNATTACHED_READINGS`] readings (`complete`: every namespace was read).
     pub fn add_to(
@@ -265,7 +265,7 @@ impl Programs {
             }
         }
         let attached: BTreeSet<u32> = places.keys().copied().collect();
-        self.placed.clear();
+        let before = std::mem::take(&mut self.placed);
         // A program loaded since the last discovery is looked at now, not a second later.
         if attached.last().is_some_and(|id| *id > self.last_id) {
             self.discover();
@@ -283,7 +283,9 @@ impl Programs {
                 }
                 continue;
             }
-            let Some((ns, h)) = at.first() else { continue };
+            let Some((ns, h)) = place(at, before.get(id)) else {
+                continue;
+            };
             let Some(w) = self.watched.get(id) else {
                 reading.errors.push(format!(
                     "{PROGRAM_NOTE}{id} ({} {} on {}, netns {ns}): {UNCOUNTED}: not \
@@ -295,10 +297,10 @@ impl Programs {
                 ));
                 continue;
             };
-            // One count per program: on its first place, never once per place.
+            // One count per program: on one place, never once per place.
             self.placed
-                .insert(*id, (*ns, h.device.clone(), h.hook.as_str()));
-            let growth = reading.netns.entry(*ns).or_default();
+                .insert(*id, (ns, h.device.clone(), h.hook.as_str()));
+            let growth = reading.netns.entry(ns).or_default();
             for (verdict, n) in read_cells(&self.cells, w).iter().filter(|(_, n)| *n > 0) {
                 let name = counter_name(w.kind, &h.device, h.hook.as_str(), &w.name, *id, verdict);
                 growth.insert(Arc::from(name.as_str()), *n);
@@ -398,6 +400,21 @@ impl Programs {
     }
 }
 
+/// Where a program attached in `at` (namespace, then device order) is counted: where it was
+/// counted `before` while it is still attached there, else its first place. A program given a
+/// place that orders before its own keeps its counter's name: a new name would count its
+/// whole history as a window's.
+fn place<'a>(
+    at: &[(u64, &'a Hooked)],
+    before: Option<&(u64, String, &'static str)>,
+) -> Option<(u64, &'a Hooked)> {
+    let kept = before.and_then(|(ns, device, hook)| {
+        at.iter()
+            .find(|(n, h)| n == ns && h.device == *device && h.hook.as_str() == *hook)
+    });
+    kept.or(at.first()).copied()
+}
+
 /// A watched program's counts since it was watched, summed over CPUs.
 fn read_cells(cells: &PerCpuArray<MapData, u64>, w: &Watched) -> Vec<(&'static str, u64)> {
     w.kind
@@ -428,4 +445,47 @@ pub fn counter_name(
     };
     let prog = if prog.is_empty() { "?" } else { prog };
     format!("{layer}:{device}:{hook}:{prog}#{id}:{verdict}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kcounters::hooks::Hook;
+
+    #[test]
+    fn a_program_keeps_its_place_while_it_is_attached_there() {
+        let h = |device: &str, hook| Hooked {
+            device: device.into(),
+            hook,
+            prog: 7,
+        };
+        let (b, a, tc) = (
+            h("b", Hook::XdpDrv),
+            h("a", Hook::XdpDrv),
+            h("b", Hook::TcIngress),
+        );
+        let name = |p: Option<(u64, &Hooked)>| p.map(|(ns, h)| (ns, h.device.clone(), h.hook));
+        // First seen: its first place.
+        assert_eq!(
+            name(place(&[(2, &b)], None)),
+            Some((2, "b".into(), Hook::XdpDrv))
+        );
+        // Then attached to a device ordered before it: it stays where it was counted.
+        let before = (2, "b".to_string(), Hook::XdpDrv.as_str());
+        assert_eq!(
+            name(place(&[(1, &a), (2, &b)], Some(&before))),
+            Some((2, "b".into(), Hook::XdpDrv))
+        );
+        // Same device, another hook: not the same place.
+        assert_eq!(
+            name(place(&[(1, &a), (2, &tc)], Some(&before))),
+            Some((1, "a".into(), Hook::XdpDrv))
+        );
+        // Detached from there: its first place now.
+        assert_eq!(
+            name(place(&[(1, &a)], Some(&before))),
+            Some((1, "a".into(), Hook::XdpDrv))
+        );
+        assert_eq!(name(place(&[], Some(&before))), None);
+    }
 }

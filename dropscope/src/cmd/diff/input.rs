@@ -150,6 +150,10 @@ struct Report {
     /// Its ledger's notes, which say which programs' verdicts were not counted.
     #[serde(default)]
     ledger: Option<LedgerNotes>,
+    /// The kernel reading's notes, the ledger's among them (there where the report has no
+    /// ledger: its counts grouped without the reason).
+    #[serde(default)]
+    kernel_notes: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -170,7 +174,8 @@ impl Report {
                     .into(),
             );
         }
-        programs::uncounted_notes(self.ledger.as_ref().map_or(&[], |l| l.notes.as_slice()))
+        programs::uncounted_notes(self.ledger.as_ref().map_or(&[], |l| l.notes.as_slice()))?;
+        programs::uncounted_notes(self.kernel_notes.as_deref().unwrap_or_default())
     }
 
     /// Its `programs` rows, marked as program rows; a row whose reason no program verdict
@@ -337,6 +342,16 @@ mod tests {
         let r = last_report(text.as_bytes()).expect(text);
         let why = r.programs_counted().expect_err(text);
         assert!(why.starts_with("program 42"), "{why}");
+        // So do the kernel reading's notes, where there is no ledger (counts grouped without
+        // the reason).
+        let text = r#"{"total": 1, "seconds": 1, "drops": [], "programs": [], "ledger": null,
+            "kernel_notes": ["program 42 \"g\" (xdp xdpdrv on vb, netns 7): verdicts not counted: EPERM"]}"#;
+        let r = last_report(text.as_bytes()).expect(text);
+        let why = r.programs_counted().expect_err(text);
+        assert!(why.starts_with("program 42"), "{why}");
+        let text = r#"{"total": 1, "seconds": 1, "drops": [], "programs": [], "kernel_notes": []}"#;
+        let r = last_report(text.as_bytes()).expect(text);
+        assert_eq!(r.programs_counted(), Ok(()));
     }
 
     #[test]

@@ -125,6 +125,10 @@ pub struct JsonReport<'a> {
     /// or `total`: a packet a program dropped may also be in `drops` (freed through
     /// `kfree_skb`), and the ledger counts it once.
     pub programs: Option<Vec<JsonProgramDrop>>,
+    /// What the reading of the kernel's counters noted: namespaces not read, programs whose
+    /// verdicts were not counted, and why (`null` without the kernel's counters). The
+    /// ledger's notes are among them; these are here too where there is no ledger.
+    pub kernel_notes: Option<Vec<String>>,
 }
 
 /// One program's drop verdict over the window: a row like the probe's.
@@ -218,6 +222,7 @@ impl JsonReport<'_> {
                 .collect(),
             notes: l.notes.clone(),
         });
+        self.kernel_notes = Some(k.errors.clone());
         self.programs = k.programs.is_some().then(|| {
             program_rows(k)
                 .into_iter()
@@ -389,6 +394,7 @@ pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
         ratio: None,
         ledger: None,
         programs: None,
+        kernel_notes: None,
     }
 }
 
@@ -1090,6 +1096,12 @@ mod tests {
             assert!(
                 !text.contains("not read: the kernel's counters are from"),
                 "{text}"
+            );
+            // The JSON report has it in its kernel notes, ledger or not.
+            let v = serde_json::to_value(json(&s, 1.0).with_kernel(&k)).expect("json");
+            assert!(
+                (v["kernel_notes"].as_array().expect("notes")).contains(&note.as_str().into()),
+                "{v}"
             );
         }
     }
