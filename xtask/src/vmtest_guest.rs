@@ -604,6 +604,24 @@ impl Suite<'_> {
                     "{DROPPED} XDP_DROP and {SHOT} TC_SHOT rows; the report's: {}",
                     report["programs"]
                 );
+                // The program's first dropped frames are its row's samples: UDP to its port,
+                // live and in the recording.
+                let frames = |report: &Value| -> Vec<(Option<u64>, Option<String>)> {
+                    (report["programs"].as_array().into_iter().flatten())
+                        .filter(|r| r["reason"] == "XDP_DROP" && r["location"] == xdp_row)
+                        .flat_map(|r| r["samples"].as_array().cloned().unwrap_or_default())
+                        .map(|s| (s["dport"].as_u64(), s["protocol"].as_str().map(Into::into)))
+                        .collect()
+                };
+                for (what, r) in [("the report", &report), ("the recording", &recorded)] {
+                    let got = frames(r);
+                    ensure!(
+                        (1..=8).contains(&got.len())
+                            && got.iter().all(|f| *f == (Some(7001), Some("udp".into()))),
+                        "{what}'s XDP_DROP row samples 1 to 8 UDP frames to 7001: {}",
+                        r["programs"]
+                    );
+                }
                 ensure!(
                     program(&recorded, "XDP_DROP", &xdp_row) == Some(DROPPED),
                     "the recording's window to {window_end:?} (before its last reading of the \
@@ -650,9 +668,9 @@ impl Suite<'_> {
                 };
                 Ok(format!(
                     "{DROPPED} XDP_DROP and {SHOT} TC_ACT_SHOT counted per program, rows of the \
-                     report and of a recording's window before its last reading, the shots \
-                     matched with their kfree_skb drops{tcx_said}; `check` and `diff` break \
-                     XDP_DROP<1/s naming the program"
+                     report and of a recording's window before its last reading, the XDP row's \
+                     samples UDP frames to 7001 in both, the shots matched with their kfree_skb \
+                     drops{tcx_said}; `check` and `diff` break XDP_DROP<1/s naming the program"
                 ))
             }
             Err(e) => {

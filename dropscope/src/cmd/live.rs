@@ -211,7 +211,8 @@ pub async fn record_cmd(
     );
     if let (Some(p), Some(task)) = (pcap, last) {
         let samples = task.await.context("keeping the last snapshot")?;
-        super::write_pcap(p, force, &samples.unwrap_or_default())?;
+        let programs = live.select.describe().is_none();
+        super::write_pcap(p, force, &samples.unwrap_or_default(), programs)?;
     }
     Ok(())
 }

@@ -172,12 +172,24 @@ fn require_terminal(what: &str) -> anyhow::Result<()> {
 
 /// A path as shown on the terminal.
 /// Writes the sampled packets `samples` to `path` as pcapng (owner-only, `force`: replacing
-/// what has its name), and says so on stderr.
+/// what has its name), and says so on stderr; with `programs` false (drops filtered: program
+/// rows are not shown), without the frames programs dropped.
 fn write_pcap(
     path: &Path,
     force: bool,
     samples: &[crate::model::KeySamples],
+    programs: bool,
 ) -> anyhow::Result<()> {
+    let kept: Vec<crate::model::KeySamples>;
+    let samples = if programs {
+        samples
+    } else {
+        kept = (samples.iter())
+            .filter(|k| !crate::model::programs::is_program(&k.key))
+            .cloned()
+            .collect();
+        &kept[..]
+    };
     let mut bytes = Vec::new();
     let n = crate::pcap::write(samples, &mut bytes).context("encoding pcapng")?;
     crate::outfile::write_file(path, force, &bytes)?;

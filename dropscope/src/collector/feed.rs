@@ -90,7 +90,7 @@ impl Collector {
         let Some(k) = &mut self.kernel else {
             return false;
         };
-        let (Ok(p), Some(reading)) = (&k.programs, &k.reading) else {
+        let (Ok(p), Some(reading)) = (&mut k.programs, &k.reading) else {
             return false;
         };
         if !p.placed() || k.programs_at.elapsed() < every {
@@ -105,6 +105,20 @@ impl Collector {
         k.reading = Some(fresh.clone());
         self.last.kernel = Some(fresh);
         true
+    }
+
+    /// Puts the frames XDP programs dropped (read with their counts) among the snapshot's
+    /// samples, as the samples of their verdict's row, in place of those put there before.
+    pub(super) fn program_samples(&mut self) {
+        let Some(k) = &self.kernel else {
+            return;
+        };
+        let Ok(p) = &k.programs else {
+            return;
+        };
+        let samples = &mut self.last.samples;
+        samples.retain(|s| !crate::model::programs::is_program(&s.key));
+        samples.extend(p.samples(k.counters.initial_netns()));
     }
 
     /// Runs a collector on a thread of its own (the symbolizer is not `Send`), feeding a

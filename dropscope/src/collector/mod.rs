@@ -165,6 +165,7 @@ impl Collector {
             self.names_generation = names;
             self.read_maps()?;
         }
+        self.program_samples();
         self.interval = self.opts.interval / 2;
         self.last.elapsed = self.started.elapsed();
         self.last.unix_ms = unix_ms();
@@ -291,7 +292,7 @@ impl Collector {
 }
 
 /// CLOCK_MONOTONIC in milliseconds: the clock of `bpf_ktime_get_ns`.
-fn monotonic_ms() -> u64 {
+pub(crate) fn monotonic_ms() -> u64 {
     // SAFETY: clock_gettime writes into the zeroed timespec we pass and nothing else.
     let ts = unsafe {
         let mut ts: libc::timespec = std::mem::zeroed();
@@ -301,7 +302,8 @@ fn monotonic_ms() -> u64 {
     ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
 }
 
-fn unix_ms() -> u64 {
+/// The wall clock in milliseconds since the Unix epoch.
+pub(crate) fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)

@@ -90,6 +90,47 @@ impl Sample {
     }
 }
 
+/// Most bytes of a packet kept, from its network header on.
+pub const MAX_BYTES: usize = 128;
+
+impl Sample {
+    /// A frame from its MAC header on (what an XDP program sees from `data`; `len`: its
+    /// length), kept as the probe keeps a packet: from the network header past the Ethernet
+    /// header (and up to two VLAN tags), at most [`MAX_BYTES`], with the length from there.
+    /// A frame too short for its headers keeps no bytes and `l3proto` 0.
+    pub fn from_frame(unix_ms: u64, len: u32, frame: &[u8]) -> Sample {
+        let ethertype = |at: usize| {
+            frame
+                .get(at..at + 2)
+                .map(|b| u16::from_be_bytes([b[0], b[1]]))
+        };
+        let mut at = 12;
+        let mut l3proto = ethertype(at);
+        // 802.1Q and 802.1ad tags.
+        while let Some(0x8100 | 0x88a8) = l3proto
+            && at < 20
+        {
+            at += 4;
+            l3proto = ethertype(at);
+        }
+        let start = at + 2;
+        match l3proto {
+            Some(p) if frame.len() >= start => Sample {
+                unix_ms,
+                len: len.saturating_sub(start as u32),
+                l3proto: p,
+                bytes: frame[start..frame.len().min(start + MAX_BYTES)].into(),
+            },
+            _ => Sample {
+                unix_ms,
+                len,
+                l3proto: 0,
+                bytes: Arc::from(&[][..]),
+            },
+        }
+    }
+}
+
 /// `SYN,ACK`-style names of TCP flags.
 pub fn tcp_flag_names(flags: u8) -> String {
     let names = ["FIN", "SYN", "RST", "PSH", "ACK", "URG", "ECE", "CWR"];
@@ -142,6 +183,38 @@ mod tests {
             (Some(80), Some(1), Some(2))
         );
         assert_eq!(tcp_flag_names(0x12), "SYN,ACK");
+    }
+
+    #[test]
+    fn a_frame_is_kept_from_its_network_header() {
+        let mut ip = vec![
+            0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+        ];
+        ip.extend_from_slice(&[0x30, 0x39, 0x1b, 0x59, 0, 8, 0, 0]);
+        let mut frame = vec![0u8; 12];
+        frame.extend_from_slice(&[0x08, 0x00]);
+        frame.extend_from_slice(&ip);
+        let s = Sample::from_frame(5, frame.len() as u32 + 100, &frame);
+        assert_eq!((s.unix_ms, s.l3proto, s.len), (5, 0x0800, 28 + 100));
+        assert_eq!(&s.bytes[..], &ip[..]);
+        assert_eq!(s.headers().dport, Some(7001));
+        // Behind two VLAN tags.
+        let mut tagged = vec![0u8; 12];
+        tagged.extend_from_slice(&[0x88, 0xa8, 0, 1, 0x81, 0x00, 0, 2, 0x08, 0x00]);
+        tagged.extend_from_slice(&ip);
+        let s = Sample::from_frame(5, tagged.len() as u32, &tagged);
+        assert_eq!((s.l3proto, s.len), (0x0800, 28));
+        assert_eq!(s.headers().dport, Some(7001));
+        // At most MAX_BYTES kept; too short for a header: nothing kept.
+        let mut long = frame.clone();
+        long.resize(14 + 400, 0);
+        assert_eq!(Sample::from_frame(5, 414, &long).bytes.len(), MAX_BYTES);
+        for short in [&frame[..10], &frame[..13], &[][..]] {
+            let s = Sample::from_frame(5, 99, short);
+            assert_eq!((s.l3proto, s.bytes.len()), (0, 0), "{short:?}");
+        }
+        // Hostile lengths: no underflow.
+        assert_eq!(Sample::from_frame(5, 3, &frame).len, 0);
     }
 
     #[test]

@@ -118,45 +118,49 @@ pub fn rows(reading: &KernelReading, names: &BTreeMap<u64, Arc<str>>) -> Vec<Dro
     let mut out = Vec::new();
     for (&ns, growth) in &reading.netns {
         for (name, &count) in growth {
-            let Some((layer, dev, hook, prog, verdict)) = parse(name) else {
-                continue;
-            };
-            let Some(&(_, _, code, reason)) =
-                VERDICTS.iter().find(|v| v.0 == layer && v.1 == verdict)
-            else {
-                continue;
-            };
             if count == 0 {
                 continue;
             }
-            // `xdpdrv`, `tcx-ingress`, `netkit-peer` say their layer; tc's `ingress` does not.
-            let tc = if layer == "Tc" && matches!(hook, "ingress" | "egress") {
-                "tc "
-            } else {
-                ""
-            };
-            out.push(DropCount {
-                key: DropKey {
-                    reason: Reason {
-                        code: PROGRAM_REASON | code,
-                        name: Arc::from(reason),
-                    },
-                    location: Arc::from(format!("prog {prog} ({tc}{hook})")),
-                    attr: Attribution {
-                        netns: Some(ns),
-                        netns_name: (names.get(&ns).cloned())
-                            .or_else(|| (ns == reading.initial_netns).then(|| Arc::from("host"))),
-                        ifindex: None,
-                        device: Some(Arc::from(dev)),
-                        protocol: None,
-                        port: None,
-                    },
-                },
-                count,
-            });
+            if let Some(key) = counter_key(ns, name, reading.initial_netns, Some(names)) {
+                out.push(DropCount { key, count });
+            }
         }
     }
     out
+}
+
+/// The row key of verdict counter `name` in namespace `ns` (`None` for any other counter),
+/// named by `names` where given (`host` for the `initial` namespace).
+pub fn counter_key(
+    ns: u64,
+    name: &str,
+    initial: u64,
+    names: Option<&BTreeMap<u64, Arc<str>>>,
+) -> Option<DropKey> {
+    let (layer, dev, hook, prog, verdict) = parse(name)?;
+    let &(_, _, code, reason) = VERDICTS.iter().find(|v| v.0 == layer && v.1 == verdict)?;
+    // `xdpdrv`, `tcx-ingress`, `netkit-peer` say their layer; tc's `ingress` does not.
+    let tc = if layer == "Tc" && matches!(hook, "ingress" | "egress") {
+        "tc "
+    } else {
+        ""
+    };
+    Some(DropKey {
+        reason: Reason {
+            code: PROGRAM_REASON | code,
+            name: Arc::from(reason),
+        },
+        location: Arc::from(format!("prog {prog} ({tc}{hook})")),
+        attr: Attribution {
+            netns: Some(ns),
+            netns_name: (names.and_then(|n| n.get(&ns)).cloned())
+                .or_else(|| (ns == initial).then(|| Arc::from("host"))),
+            ifindex: None,
+            device: Some(Arc::from(dev)),
+            protocol: None,
+            port: None,
+        },
+    })
 }
 
 /// The program rows of a snapshot's kernel reading (none without one), named as its drops

@@ -21,13 +21,13 @@ use std::{
     time::{Duration, Instant},
 };
 
-use aya::maps::{IterableMap as _, MapData, PerCpuArray};
+use aya::maps::{Array, IterableMap as _, MapData, PerCpuArray};
 use aya_obj::generated::bpf_prog_type;
 
 use crate::{
     kcounters::{Hooked, hooks::PROGRAM_NOTE},
-    model::KernelReading,
     model::programs::UNCOUNTED,
+    model::{DropKey, KernelReading, KeySamples, Sample},
 };
 
 /// The most programs watched at once.
@@ -89,11 +89,16 @@ struct Watched {
     _link: OwnedFd,
     /// Readings in a row that found it attached nowhere.
     unattached: u32,
+    /// The frames it dropped that were read (XDP), in their places' order, with the verdict.
+    frames: Vec<(u32, Sample)>,
 }
 
 /// Every XDP and tc program's drop verdicts, counted in the kernel.
 pub struct Programs {
     cells: PerCpuArray<MapData, u64>,
+    /// XDP programs' sampled frames: claims per slot, and the frames (see [`asm::Sampler`]).
+    claims: Array<MapData, u64>,
+    frames: Array<MapData, asm::FrameSample>,
     watched: BTreeMap<u32, Watched>,
     /// Programs that could not be watched: name and why.
     refused: BTreeMap<u32, (String, String)>,
@@ -118,8 +123,12 @@ impl Programs {
     /// Creates the verdict array and watches every XDP and tc program loaded now.
     pub fn start() -> anyhow::Result<Self> {
         let cells = PerCpuArray::create(MAX_PROGRAMS * asm::CELLS, 0)?;
+        let claims = Array::create(MAX_PROGRAMS, 0)?;
+        let frames = Array::create(MAX_PROGRAMS * asm::SAMPLES_PER_PROGRAM, 0)?;
         let mut p = Self {
             cells,
+            claims,
+            frames,
             watched: BTreeMap::new(),
             refused: BTreeMap::new(),
             free: (0..MAX_PROGRAMS).rev().collect(),
@@ -205,8 +214,19 @@ impl Programs {
                 return Err(format!("its counters could not be reset: {e}"));
             }
         }
+        // Its frames too (XDP): no claim taken, no place written.
+        let sampler = (kind == Kind::Xdp).then(|| asm::Sampler {
+            claims: self.claims.map().fd().as_fd().as_raw_fd(),
+            frames: self.frames.map().fd().as_fd().as_raw_fd(),
+        });
+        if sampler.is_some()
+            && let Err(e) = self.zero_frames(slot)
+        {
+            self.free.push(slot);
+            return Err(format!("its sampled frames could not be reset: {e}"));
+        }
         let map = self.cells.map().fd().as_fd();
-        let insns = asm::verdict_counter(map.as_raw_fd(), slot, lo, hi);
+        let insns = asm::verdict_counter(map.as_raw_fd(), slot, lo, hi, sampler);
         let attached = sys::load_fexit(&insns, target.as_fd(), btf)
             .map_err(|e| format!("loading: {e}"))
             .and_then(|prog| {
@@ -230,9 +250,69 @@ impl Programs {
                 _prog: prog,
                 _link: link,
                 unattached: 0,
+                frames: Vec::new(),
             },
         );
         Ok(())
+    }
+
+    fn zero_frames(&mut self, slot: u32) -> Result<(), aya::maps::MapError> {
+        let first = slot * asm::SAMPLES_PER_PROGRAM;
+        for i in first..first + asm::SAMPLES_PER_PROGRAM {
+            self.frames.set(i, asm::FrameSample::default(), 0)?;
+        }
+        self.claims.set(slot, 0, 0)
+    }
+
+    /// Reads the frames each placed XDP program dropped that are written and not read yet
+    /// (one map read each, and one that finds the next place not written yet while fewer than
+    /// [`asm::SAMPLES_PER_PROGRAM`] were read).
+    fn read_frames(&mut self) {
+        let offset = crate::collector::unix_ms() as i128 - crate::collector::monotonic_ms() as i128;
+        for id in self.placed.keys() {
+            let Some(w) = self.watched.get_mut(id) else {
+                continue;
+            };
+            while w.kind == Kind::Xdp && (w.frames.len() as u32) < asm::SAMPLES_PER_PROGRAM {
+                let at = w.slot * asm::SAMPLES_PER_PROGRAM + w.frames.len() as u32;
+                let Ok(f) = self.frames.get(&at, 0) else {
+                    break;
+                };
+                if f.ts_ns == 0 {
+                    break;
+                }
+                let unix_ms = (i128::from(f.ts_ns / 1_000_000) + offset).max(0) as u64;
+                let caplen = (f.caplen as usize).min(f.data.len());
+                let sample = Sample::from_frame(unix_ms, f.len, &f.data[..caplen]);
+                w.frames.push((f.verdict, sample));
+            }
+        }
+    }
+
+    /// The frames each placed XDP program dropped, as the samples of its verdict's row (keyed
+    /// as [`crate::model::programs::rows`] keys it; `initial`: the initial namespace's inode).
+    /// A frame without an IP header is left out: it has no header to show.
+    pub fn samples(&self, initial: u64) -> Vec<KeySamples> {
+        let mut out: Vec<KeySamples> = Vec::new();
+        for (id, (ns, device, hook)) in &self.placed {
+            let Some(w) = self.watched.get(id) else {
+                continue;
+            };
+            for (verdict, name) in w.kind.verdicts() {
+                let packets: Vec<Sample> = (w.frames.iter())
+                    .filter(|(v, s)| v == verdict && s.l3proto != 0)
+                    .map(|(_, s)| s.clone())
+                    .collect();
+                if packets.is_empty() {
+                    continue;
+                }
+                let counter = counter_name(w.kind, device, hook, &w.name, *id, name);
+                let key: Option<DropKey> =
+                    crate::model::programs::counter_key(*ns, &counter, initial, None);
+                out.extend(key.map(|key| KeySamples { key, packets }));
+            }
+        }
+        out
     }
 
     fn zero(&mut self, cell: u32) -> Result<(), aya::maps::MapError> {
@@ -346,6 +426,7 @@ impl Programs {
         let (watched, refused) = (&self.watched, &self.refused);
         self.homes
             .retain(|id, _| watched.contains_key(id) || refused.contains_key(id));
+        self.read_frames();
     }
 
     /// Whether any watched program was found attached by the last reading: its counts can then
@@ -355,9 +436,10 @@ impl Programs {
     }
 
     /// Updates the verdict counts of `reading` (the latest reading, which placed them) to the
-    /// counts now, without reading anything else: one map read per verdict of each program
-    /// placed. Returns whether any count changed.
-    pub fn refresh(&self, reading: &mut KernelReading) -> bool {
+    /// counts now, without reading any other counter: one map read per verdict of each program
+    /// placed (and, when a count changed, the frames XDP programs sampled since). Returns
+    /// whether any count changed.
+    pub fn refresh(&mut self, reading: &mut KernelReading) -> bool {
         let mut changed = false;
         for (id, (ns, device, hook)) in &self.placed {
             let Some(w) = self.watched.get(id) else {
@@ -372,6 +454,9 @@ impl Programs {
                 let old = growth.insert(Arc::from(name.as_str()), n);
                 changed |= old != Some(n);
             }
+        }
+        if changed {
+            self.read_frames();
         }
         changed
     }

@@ -121,6 +121,44 @@ fn the_first_samples_of_each_key_are_recorded_once_and_read_back_as_of_each_fram
     assert_eq!(at0.samples, back[0].samples);
 }
 
+/// The frames an XDP program dropped are the samples of its verdict's row: recorded and read
+/// back under the program's key, never a row of the probe's.
+#[test]
+fn a_programs_frames_round_trip_without_making_a_row() {
+    let a = attributed(Some(53), Some("eth0"), Some(1));
+    let counter = "Xdp:vb:xdpgeneric:ds_fx_drop#42:drop";
+    let prog = crate::model::programs::counter_key(7, counter, 1, None).expect("a key");
+    let frames = vec![packet(0, 28), packet(2, 40)];
+    let snaps = vec![
+        snap(
+            0,
+            vec![DropCount {
+                key: a.clone(),
+                count: 3,
+            }],
+            Vec::new(),
+        ),
+        snap(
+            1,
+            vec![DropCount {
+                key: a.clone(),
+                count: 4,
+            }],
+            vec![KeySamples {
+                key: prog.clone(),
+                packets: frames.clone(),
+            }],
+        ),
+    ];
+    let bytes = encode(&session(), &snaps).expect("encode");
+    let back = decode_all(&Recording::from_bytes(&bytes).expect("open"));
+    assert_eq!(back[1].samples.len(), 1, "{:?}", back[1].samples);
+    let got = &back[1].samples[0];
+    assert!(crate::model::programs::is_program(&got.key));
+    assert_eq!((&got.key, &got.packets), (&prog, &frames));
+    assert_eq!(back[1].drops, snaps[1].drops, "no row of the probe's");
+}
+
 /// A recording (of the current version) whose one dictionary defines a key and `samples`
 /// sampled packets of it, each of `len` bytes, followed by a keyframe.
 fn crafted(samples: usize, len: usize) -> Vec<u8> {

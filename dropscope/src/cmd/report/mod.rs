@@ -36,7 +36,10 @@ pub async fn report_cmd(args: ReportArgs) -> anyhow::Result<()> {
         kernel.as_ref(),
     )?;
     match &args.pcap {
-        Some(p) => super::write_pcap(p, args.force, &snap.samples),
+        Some(p) => {
+            let programs = kernel.as_ref().is_some_and(|k| k.programs.is_some());
+            super::write_pcap(p, args.force, &snap.samples, programs)
+        }
         None => Ok(()),
     }
 }

@@ -63,6 +63,7 @@ pub struct JsonSample {
 /// The sampled packets of each key, found by hashing the key (not by scanning every key's
 /// samples for every row). A key's packets go to its first row only, so no recording can make
 /// the report print more packets than it holds.
+#[derive(Debug)]
 struct SamplesByKey<'a>(HashMap<&'a DropKey, Vec<&'a Sample>>);
 
 impl<'a> SamplesByKey<'a> {
@@ -129,6 +130,10 @@ pub struct JsonReport<'a> {
     /// verdicts were not counted, and why (`null` without the kernel's counters). The
     /// ledger's notes are among them; these are here too where there is no ledger.
     pub kernel_notes: Option<Vec<String>>,
+    /// The samples not given to a probe's row: those of program rows, given to them by
+    /// [`JsonReport::with_kernel`].
+    #[serde(skip)]
+    samples: SamplesByKey<'a>,
 }
 
 /// One program's drop verdict over the window: a row like the probe's.
@@ -146,6 +151,9 @@ pub struct JsonProgramDrop {
     pub device: Option<String>,
     /// Exact count over the window.
     pub count: u64,
+    /// The first frames an XDP program dropped, from their network header (none for tc: a shot
+    /// packet is freed through `kfree_skb`, where the probe samples it).
+    pub samples: Vec<JsonSample>,
     /// What the verdict means and what to check.
     pub hint: String,
 }
@@ -223,10 +231,12 @@ impl JsonReport<'_> {
             notes: l.notes.clone(),
         });
         self.kernel_notes = Some(k.errors.clone());
+        let samples = &mut self.samples;
         self.programs = k.programs.is_some().then(|| {
             program_rows(k)
                 .into_iter()
                 .map(|d| JsonProgramDrop {
+                    samples: samples.take(&d.key),
                     reason: d.key.reason.name.to_string(),
                     location: d.key.location.to_string(),
                     netns: d.key.attr.netns,
@@ -395,6 +405,7 @@ pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
         ledger: None,
         programs: None,
         kernel_notes: None,
+        samples,
     }
 }
 
@@ -973,10 +984,26 @@ mod tests {
         s.drops[0].key.attr.netns_name = Some("web1".into());
         s.drops[0].key.attr.device = Some("vb".into());
         s.total = 7;
+        // A frame the XDP program dropped, sampled: the samples of its row, of no other.
+        let mut frame = vec![0u8; 12];
+        frame.extend_from_slice(&[0x08, 0x00, 0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0]);
+        frame.extend_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2, 0x30, 0x39, 0x1b, 0x59, 0, 8, 0, 0]);
+        let counter = "Xdp:vb:xdpdrv:ds_drop#42:drop";
+        s.samples.push(crate::model::KeySamples {
+            key: crate::model::programs::counter_key(9, counter, 1, None).expect("a key"),
+            packets: vec![crate::model::Sample::from_frame(1, 42, &frame)],
+        });
         let k = crate::kcounters::view(&reading, &s, None);
         let v = serde_json::to_value(json(&s, 1.0).with_kernel(&k)).expect("json");
         let p = &v["programs"];
         assert_eq!(p.as_array().map(Vec::len), Some(2), "{p:#}");
+        assert_eq!(
+            (&p[0]["samples"][0]["dport"], &p[0]["samples"][0]["len"]),
+            (&7001.into(), &28.into()),
+            "{p:#}"
+        );
+        assert_eq!(p[1]["samples"].as_array().map(Vec::len), Some(0), "{p:#}");
+        assert_eq!(v["drops"][0]["samples"].as_array().map(Vec::len), Some(0));
         assert_eq!(
             (&p[0]["reason"], &p[0]["location"], &p[0]["count"]),
             (

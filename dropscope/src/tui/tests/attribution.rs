@@ -391,3 +391,50 @@ fn program_verdicts_are_rows_of_the_table() {
     // Nor is it among the keys the title counts (4 with it).
     assert!(line_with(&text, "drops by").contains(" 3 keys "), "{text}");
 }
+
+/// An XDP program's row shows the frames it dropped (Enter), regrouped too.
+#[test]
+fn a_program_rows_sampled_frames_show_on_enter() {
+    let mut s = state((140, 30));
+    let t0 = Instant::now();
+    let counter = "Xdp:eth0:xdpdrv:ddos_guard#42:drop";
+    let with = |secs: u64, xdp: u64| {
+        let mut sn = snap(secs, &[(UDP, 1_000), (TCP, 30)], 0);
+        let mut r = crate::model::KernelReading::default();
+        r.netns
+            .entry(4026532999)
+            .or_default()
+            .insert(Arc::from(counter), xdp);
+        sn.kernel = Some(Arc::new(r));
+        let key = crate::model::programs::counter_key(4026532999, counter, 0, None);
+        sn.samples.push(KeySamples {
+            key: key.expect("a program's key"),
+            packets: vec![udp_sample(1_000, 7001)],
+        });
+        sn
+    };
+    feed(&mut s, with(3, 1_000), t0 + Duration::from_secs(2));
+    feed(&mut s, with(4, 3_000), t0 + Duration::from_secs(3));
+    let finest = s.grouping_dims().0;
+    for grouping in [finest, vec![Dim::Reason]] {
+        while s.grouping_dims().0 != grouping {
+            press(&mut s, KeyCode::Char('b'));
+        }
+        s.selected = (s.rows().iter())
+            .find(|r| &*r.key.reason.name == "XDP_DROP")
+            .map(|r| r.key.clone().into_owned());
+        assert!(s.selected.is_some(), "{}", screen(&s));
+        press(&mut s, KeyCode::Enter);
+        let out = screen(&s);
+        assert!(out.contains("10.0.0.1:40000 → 10.0.0.2:7001"), "{out}");
+        press(&mut s, KeyCode::Esc);
+        // The probe's rows have none of the program's frames.
+        s.selected = (s.rows().iter())
+            .find(|r| &*r.key.reason.name == UDP.0)
+            .map(|r| r.key.clone().into_owned());
+        press(&mut s, KeyCode::Enter);
+        let out = screen(&s);
+        assert!(!out.contains("10.0.0.2:7001"), "{out}");
+        press(&mut s, KeyCode::Esc);
+    }
+}
