@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use netlink_packet_route::{
     RouteNetlinkMessage,
-    link::{InfoData, InfoNetkit, LinkAttribute, LinkInfo, LinkXdp},
+    link::{InfoData, InfoNetkit, LinkAttribute, LinkInfo, LinkLayerType, LinkXdp},
     tc::{TcAttribute, TcFilterBpfOption, TcHandle, TcMessage, TcOption},
 };
 
@@ -96,6 +96,9 @@ pub struct Hooked {
     pub hook: Hook,
     /// The program's id.
     pub prog: u32,
+    /// Whether the device's frames begin with an Ethernet header (`ARPHRD_ETHER`, and
+    /// loopback's); an XDP program's `data` is then its MAC header, else its network header.
+    pub ethernet: bool,
 }
 
 /// The XDP programs of a link dump's messages.
@@ -121,6 +124,10 @@ pub fn xdp(msgs: &[RouteNetlinkMessage], names: &HashMap<u32, String>, out: &mut
                         device: device.clone(),
                         hook,
                         prog,
+                        ethernet: matches!(
+                            link.header.link_layer_type,
+                            LinkLayerType::Ether | LinkLayerType::Loopback
+                        ),
                     });
                 }
             }
@@ -190,6 +197,7 @@ pub fn tcx(names: &HashMap<u32, String>, out: &mut Vec<Hooked>) -> Vec<String> {
                         device: device.clone(),
                         hook,
                         prog,
+                        ethernet: true,
                     })),
                     // No tcx on this kernel: nothing more to ask.
                     Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return notes,
@@ -254,6 +262,7 @@ pub fn netkit(primaries: &[(u32, &String)], out: &mut Vec<Hooked>) -> Vec<String
                         device: (*device).clone(),
                         hook,
                         prog,
+                        ethernet: true,
                     })),
                     // Gone since the link dump, or its peer is.
                     Err(e) if e.raw_os_error() == Some(libc::ENODEV) => {}
@@ -333,6 +342,7 @@ pub fn tc(msgs: &[RouteNetlinkMessage], device: &str, hook: Hook, out: &mut Vec<
                         device: device.to_string(),
                         hook,
                         prog: *prog,
+                        ethernet: true,
                     };
                     // Each filter comes once per priority and handle: a program once per side.
                     if !out.contains(&h) {
@@ -354,6 +364,7 @@ mod tests {
     fn xdp_ids_name_their_mode_and_device() {
         let mut link = LinkMessage::default();
         link.header.index = 4;
+        link.header.link_layer_type = LinkLayerType::Ether;
         link.attributes.push(LinkAttribute::Xdp(vec![
             LinkXdp::ProgId(9),
             LinkXdp::DrvProgId(9),
@@ -361,13 +372,20 @@ mod tests {
         ]));
         let names = HashMap::from([(4, "veth1".to_string())]);
         let mut out = Vec::new();
+        // A device without a MAC header (a tun device, wireguard) says so.
+        let mut l3 = link.clone();
+        l3.header.link_layer_type = LinkLayerType::None;
+        xdp(&[RouteNetlinkMessage::NewLink(l3)], &names, &mut out);
+        assert!(out.len() == 1 && !out[0].ethernet, "{out:?}");
+        out.clear();
         xdp(&[RouteNetlinkMessage::NewLink(link)], &names, &mut out);
         assert_eq!(
             out,
             [Hooked {
                 device: "veth1".into(),
                 hook: Hook::XdpDrv,
-                prog: 9
+                prog: 9,
+                ethernet: true,
             }]
         );
     }

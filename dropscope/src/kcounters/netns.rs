@@ -59,7 +59,8 @@ pub struct Reading {
     pub errors: Vec<String>,
     /// Namespaces left for a later poll by [`MAX_READ_PER_POLL`].
     pub deferred: usize,
-    /// The XDP and tc programs attached to devices, per namespace read.
+    /// The XDP and tc programs attached to devices, per namespace read (one whose link,
+    /// qdisc or filter dump failed is left out: where its programs are is not known).
     pub hooks: BTreeMap<u64, Vec<Hooked>>,
 }
 
@@ -373,7 +374,7 @@ impl InitialNs {
         match self.read() {
             Ok((c, notes, hooks)) => {
                 r.counters.insert(initial, c);
-                r.hooks.insert(initial, hooks);
+                r.hooks.extend(hooks.map(|h| (initial, h)));
                 r.errors
                     .extend(notes.into_iter().map(|n| format!("netns {initial}: {n}")));
             }
@@ -390,7 +391,7 @@ impl InitialNs {
             match read_in(&file, path, &mut self.buf) {
                 Ok((c, notes, hooks)) => {
                     r.counters.insert(*ino, c);
-                    r.hooks.insert(*ino, hooks);
+                    r.hooks.extend(hooks.map(|h| (*ino, h)));
                     r.errors
                         .extend(notes.into_iter().map(|n| format!("netns {ino}: {n}")));
                 }
@@ -408,7 +409,7 @@ impl InitialNs {
 
     /// The initial namespace's counters, through the kept files and socket (opened in it the
     /// first time, and again after an error).
-    fn read(&mut self) -> anyhow::Result<(Counters, Vec<String>, Vec<Hooked>)> {
+    fn read(&mut self) -> anyhow::Result<(Counters, Vec<String>, Option<Vec<Hooked>>)> {
         // What is opened now must be opened here (the thread may have started elsewhere).
         if self.files.is_none() {
             enter(&self.ns, &self.path)?;
@@ -430,9 +431,9 @@ impl InitialNs {
         }
         let mut all = result?;
         let mut hooks = Vec::new();
-        let notes = self.rtnl.read(&mut all, &mut hooks);
+        let (notes, whole) = self.rtnl.read(&mut all, &mut hooks);
         all.retain(|name, _| super::is_kept(name));
-        Ok((all, notes, hooks))
+        Ok((all, notes, whole.then_some(hooks)))
     }
 
     fn read_files(&mut self) -> anyhow::Result<Counters> {
@@ -530,7 +531,7 @@ fn read_in(
     ns: &File,
     path: &Path,
     buf: &mut Vec<u8>,
-) -> anyhow::Result<(Counters, Vec<String>, Vec<Hooked>)> {
+) -> anyhow::Result<(Counters, Vec<String>, Option<Vec<Hooked>>)> {
     enter(ns, path)?;
     let mut all = Counters::new();
     parse::snmp(read_once("snmp", buf)?, &mut all, super::is_kept);
@@ -541,10 +542,10 @@ fn read_in(
         parse::snmp6(text, &mut all, super::is_kept);
     }
     let mut hooks = Vec::new();
-    let notes = super::rtnl::Rtnl::default().read(&mut all, &mut hooks);
+    let (notes, whole) = super::rtnl::Rtnl::default().read(&mut all, &mut hooks);
     // Only counters that count drops, and packets (the denominators of ratios), are kept.
     all.retain(|name, _| super::is_kept(name));
-    Ok((all, notes, hooks))
+    Ok((all, notes, whole.then_some(hooks)))
 }
 
 #[cfg(test)]

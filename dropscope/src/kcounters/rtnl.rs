@@ -66,8 +66,9 @@ pub struct Rtnl {
 impl Rtnl {
     /// Adds the link and qdisc counters of the socket's namespace (opened in the calling
     /// thread's if there is none yet) to `out`, and the XDP and tc programs attached to its
-    /// devices to `hooks`; what could not be read (or was cut) is returned as notes.
-    pub fn read(&mut self, out: &mut Counters, hooks: &mut Vec<Hooked>) -> Vec<String> {
+    /// devices to `hooks`; what could not be read (or was cut) is returned as notes, beside
+    /// whether `hooks` is whole (every dump that finds programs answered).
+    pub fn read(&mut self, out: &mut Counters, hooks: &mut Vec<Hooked>) -> (Vec<String>, bool) {
         let mut notes = Vec::new();
         let names = match self.dump(
             RouteNetlinkMessage::GetLink(LinkMessage::default()),
@@ -90,31 +91,36 @@ impl Rtnl {
             }
             Err(e) => {
                 notes.push(format!("links not read: {e}"));
-                return notes;
+                return (notes, false);
             }
         };
-        match self.dump(
+        let complete = match self.dump(
             RouteNetlinkMessage::GetQueueDiscipline(TcMessage::default()),
             "qdiscs",
         ) {
             Ok((msgs, note)) => {
                 notes.extend(note);
                 qdiscs(&msgs, &names, out);
-                self.filters(&msgs, &names, hooks, &mut notes);
+                self.filters(&msgs, &names, hooks, &mut notes)
             }
-            Err(e) => notes.push(format!("qdiscs not read: {e}")),
-        }
-        notes
+            Err(e) => {
+                notes.push(format!("qdiscs not read: {e}"));
+                false
+            }
+        };
+        (notes, complete)
     }
 
-    /// The tc `bpf` filters' programs of each ingress and clsact qdisc of `qdiscs`.
+    /// The tc `bpf` filters' programs of each ingress and clsact qdisc of `qdiscs`; whether
+    /// every side's filters were read.
     fn filters(
         &mut self,
         qdiscs: &[RouteNetlinkMessage],
         names: &std::collections::HashMap<u32, String>,
         hooks: &mut Vec<Hooked>,
         notes: &mut Vec<String>,
-    ) {
+    ) -> bool {
+        let mut complete = true;
         for (index, hook, parent) in super::hooks::filter_sides(qdiscs) {
             let Some(dev) = names.get(&index) else {
                 continue;
@@ -126,9 +132,13 @@ impl Rtnl {
                 }
                 // The qdisc went since the qdisc dump.
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
-                Err(e) => notes.push(format!("tc filters of {dev} not read: {e}")),
+                Err(e) => {
+                    notes.push(format!("tc filters of {dev} not read: {e}"));
+                    complete = false;
+                }
             }
         }
+        complete
     }
 
     /// One dump, on the kept socket; the socket is dropped if the dump did not end cleanly.
@@ -446,13 +456,13 @@ mod tests {
     fn this_namespace_dumps_without_error_on_a_kept_socket_too() {
         let mut rtnl = Rtnl::default();
         let mut first = Counters::new();
-        let notes = rtnl.read(&mut first, &mut Vec::new());
-        assert!(notes.is_empty(), "{notes:?}");
+        let (notes, whole) = rtnl.read(&mut first, &mut Vec::new());
+        assert!(notes.is_empty() && whole, "{notes:?}");
         assert!(rtnl.socket.is_some(), "a clean dump keeps its socket");
         // The second dump on the same socket reads the same devices (lo at least).
         let mut second = Counters::new();
-        let notes = rtnl.read(&mut second, &mut Vec::new());
-        assert!(notes.is_empty(), "{notes:?}");
+        let (notes, whole) = rtnl.read(&mut second, &mut Vec::new());
+        assert!(notes.is_empty() && whole, "{notes:?}");
         let devices = |c: &Counters| -> BTreeSet<String> {
             c.keys()
                 .filter_map(|k| Some(k.strip_prefix("Link:")?.split(':').next()?.to_string()))

@@ -272,6 +272,7 @@ fn a_namespace_not_read_keeps_its_programs_places() {
         device: device.into(),
         hook: Hook::XdpDrv,
         prog,
+        ethernet: true,
     };
     let reading = |read: &[(u64, Vec<Hooked>)]| {
         let mut r = Reading::default();

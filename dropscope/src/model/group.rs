@@ -282,8 +282,15 @@ pub fn regroup(s: &Snapshot, by: &[Dim]) -> Snapshot {
     }
     let mut samples: HashMap<DropKey, Vec<Sample>> = HashMap::new();
     for k in &s.samples {
+        // A program's frames stay with its row, which is never regrouped here (its key comes
+        // from the kernel's reading; the live view's `b` coarsens both sides alike).
+        let key = if super::programs::is_program(&k.key) {
+            k.key.clone()
+        } else {
+            coarser(&k.key, by)
+        };
         samples
-            .entry(coarser(&k.key, by))
+            .entry(key)
             .or_default()
             .extend(k.packets.iter().cloned());
     }

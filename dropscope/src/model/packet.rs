@@ -94,6 +94,28 @@ impl Sample {
 pub const MAX_BYTES: usize = 128;
 
 impl Sample {
+    /// A packet from its network header on (what an XDP program sees from `data` on a device
+    /// without a MAC header: a tun device, wireguard), IPv4 or IPv6 by its version, at most
+    /// [`MAX_BYTES`]; anything else keeps no bytes and `l3proto` 0.
+    pub fn from_network(unix_ms: u64, len: u32, packet: &[u8]) -> Sample {
+        let l3proto = match packet.first().map(|b| b >> 4) {
+            Some(4) => 0x0800,
+            Some(6) => 0x86DD,
+            _ => 0,
+        };
+        let n = if l3proto == 0 {
+            0
+        } else {
+            packet.len().min(MAX_BYTES)
+        };
+        Sample {
+            unix_ms,
+            len,
+            l3proto,
+            bytes: packet[..n].into(),
+        }
+    }
+
     /// A frame from its MAC header on (what an XDP program sees from `data`; `len`: its
     /// length), kept as the probe keeps a packet: from the network header past the Ethernet
     /// header (and up to two VLAN tags), at most [`MAX_BYTES`], with the length from there.
@@ -215,6 +237,14 @@ mod tests {
         }
         // Hostile lengths: no underflow.
         assert_eq!(Sample::from_frame(5, 3, &frame).len, 0);
+        // Without a MAC header: by the IP version.
+        let s = Sample::from_network(5, 28, &ip);
+        assert_eq!(
+            (s.l3proto, s.len, s.headers().dport),
+            (0x0800, 28, Some(7001))
+        );
+        let s = Sample::from_network(5, 28, &frame);
+        assert_eq!((s.l3proto, s.bytes.len()), (0, 0), "not IP");
     }
 
     #[test]

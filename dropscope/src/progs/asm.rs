@@ -65,7 +65,7 @@ pub const SAMPLES_PER_PROGRAM: u32 = crate::model::packet::PER_KEY as u32;
 pub const SAMPLE_BYTES: usize = 160;
 
 /// One frame an XDP program dropped, as its counter writes it (an array map's value).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C)]
 pub struct FrameSample {
     /// `bpf_ktime_get_ns()` when it was written; 0 while it is not (written last).

@@ -91,6 +91,11 @@ struct Watched {
     unattached: u32,
     /// The frames it dropped that were read (XDP), in their places' order, with the verdict.
     frames: Vec<(u32, Sample)>,
+    /// Its drops as last read (every verdict counted): frames are read while fewer than
+    /// these (and than [`asm::SAMPLES_PER_PROGRAM`]) were.
+    counted: std::cell::Cell<u64>,
+    /// Whether the device it is counted on has Ethernet frames (see [`Hooked::ethernet`]).
+    ethernet: std::cell::Cell<bool>,
 }
 
 /// Every XDP and tc program's drop verdicts, counted in the kernel.
@@ -251,6 +256,8 @@ impl Programs {
                 _link: link,
                 unattached: 0,
                 frames: Vec::new(),
+                counted: std::cell::Cell::new(0),
+                ethernet: std::cell::Cell::new(true),
             },
         );
         Ok(())
@@ -264,26 +271,33 @@ impl Programs {
         self.claims.set(slot, 0, 0)
     }
 
-    /// Reads the frames each placed XDP program dropped that are written and not read yet
-    /// (one map read each, and one that finds the next place not written yet while fewer than
-    /// [`asm::SAMPLES_PER_PROGRAM`] were read).
+    /// Reads the frames each placed XDP program dropped that are written and not read yet:
+    /// only while fewer were read than it counted drops (and than
+    /// [`asm::SAMPLES_PER_PROGRAM`]), so a program that drops nothing, or whose places are
+    /// all read, costs no syscall. A place is read twice and kept when both reads agree: a
+    /// frame being written is read again at the next poll.
     fn read_frames(&mut self) {
         let offset = crate::collector::unix_ms() as i128 - crate::collector::monotonic_ms() as i128;
         for id in self.placed.keys() {
             let Some(w) = self.watched.get_mut(id) else {
                 continue;
             };
-            while w.kind == Kind::Xdp && (w.frames.len() as u32) < asm::SAMPLES_PER_PROGRAM {
+            let due = w.counted.get().min(u64::from(asm::SAMPLES_PER_PROGRAM));
+            while w.kind == Kind::Xdp && (w.frames.len() as u64) < due {
                 let at = w.slot * asm::SAMPLES_PER_PROGRAM + w.frames.len() as u32;
-                let Ok(f) = self.frames.get(&at, 0) else {
+                let (Ok(f), Ok(again)) = (self.frames.get(&at, 0), self.frames.get(&at, 0)) else {
                     break;
                 };
-                if f.ts_ns == 0 {
+                if f.ts_ns == 0 || f != again {
                     break;
                 }
                 let unix_ms = (i128::from(f.ts_ns / 1_000_000) + offset).max(0) as u64;
                 let caplen = (f.caplen as usize).min(f.data.len());
-                let sample = Sample::from_frame(unix_ms, f.len, &f.data[..caplen]);
+                let sample = if w.ethernet.get() {
+                    Sample::from_frame(unix_ms, f.len, &f.data[..caplen])
+                } else {
+                    Sample::from_network(unix_ms, f.len, &f.data[..caplen])
+                };
                 w.frames.push((f.verdict, sample));
             }
         }
@@ -291,7 +305,8 @@ impl Programs {
 
     /// The frames each placed XDP program dropped, as the samples of its verdict's row (keyed
     /// as [`crate::model::programs::rows`] keys it; `initial`: the initial namespace's inode).
-    /// A frame without an IP header is left out: it has no header to show.
+    /// Only IPv4 and IPv6 packets are kept, as the probe keeps them: an ARP frame, or one too
+    /// short for its link-layer header, has no header to show (and takes one of the places).
     pub fn samples(&self, initial: u64) -> Vec<KeySamples> {
         let mut out: Vec<KeySamples> = Vec::new();
         for (id, (ns, device, hook)) in &self.placed {
@@ -300,7 +315,7 @@ impl Programs {
             };
             for (verdict, name) in w.kind.verdicts() {
                 let packets: Vec<Sample> = (w.frames.iter())
-                    .filter(|(v, s)| v == verdict && s.l3proto != 0)
+                    .filter(|(v, s)| v == verdict && matches!(s.l3proto, 0x0800 | 0x86DD))
                     .map(|(_, s)| s.clone())
                     .collect();
                 if packets.is_empty() {
@@ -381,7 +396,11 @@ impl Programs {
             self.placed
                 .insert(*id, (ns, h.device.clone(), h.hook.as_str()));
             let growth = reading.netns.entry(ns).or_default();
-            for (verdict, n) in read_cells(&self.cells, w).iter().filter(|(_, n)| *n > 0) {
+            let cells = read_cells(&self.cells, w);
+            w.counted
+                .set(cells.iter().fold(0, |t, (_, n)| t.saturating_add(*n)));
+            w.ethernet.set(h.ethernet);
+            for (verdict, n) in cells.iter().filter(|(_, n)| *n > 0) {
                 let name = counter_name(w.kind, &h.device, h.hook.as_str(), &w.name, *id, verdict);
                 growth.insert(Arc::from(name.as_str()), *n);
             }
@@ -446,18 +465,16 @@ impl Programs {
                 continue;
             };
             let growth = reading.netns.entry(*ns).or_default();
-            for (verdict, n) in read_cells(&self.cells, w)
-                .into_iter()
-                .filter(|(_, n)| *n > 0)
-            {
+            let cells = read_cells(&self.cells, w);
+            w.counted
+                .set(cells.iter().fold(0, |t, (_, n)| t.saturating_add(*n)));
+            for (verdict, n) in cells.into_iter().filter(|(_, n)| *n > 0) {
                 let name = counter_name(w.kind, device, hook, &w.name, *id, verdict);
                 let old = growth.insert(Arc::from(name.as_str()), n);
                 changed |= old != Some(n);
             }
         }
-        if changed {
-            self.read_frames();
-        }
+        self.read_frames();
         changed
     }
 
@@ -543,6 +560,7 @@ mod tests {
             device: device.into(),
             hook,
             prog: 7,
+            ethernet: true,
         };
         let (b, a, tc) = (
             h("b", Hook::XdpDrv),

@@ -319,9 +319,17 @@ impl State {
 
     fn snapshot(&self, f: &FrameInfo, dict: &Dictionary) -> Snapshot {
         let elapsed = f.elapsed;
+        // A program's key holds its frames only (its counts are in the kernel's readings): a
+        // count a file gives it is not a row of the probe's, but a drop not keyed.
+        let mut overflow = self.overflow;
         let drops = (self.counts.iter().zip(&dict.keys))
             .filter_map(|(c, key)| {
-                c.map(|count| DropCount {
+                let count = (*c)?;
+                if crate::model::programs::is_program(key) {
+                    overflow = overflow.saturating_add(count);
+                    return None;
+                }
+                Some(DropCount {
                     key: key.clone(),
                     count,
                 })
@@ -341,7 +349,7 @@ impl State {
             elapsed,
             unix_ms: self.unix_ms,
             total: self.total,
-            overflow: self.overflow,
+            overflow,
             drops,
             stacks,
             samples: dict.key_samples(f.samples_defined),

@@ -157,6 +157,18 @@ fn a_programs_frames_round_trip_without_making_a_row() {
     assert!(crate::model::programs::is_program(&got.key));
     assert_eq!((&got.key, &got.packets), (&prog, &frames));
     assert_eq!(back[1].drops, snaps[1].drops, "no row of the probe's");
+    // A file that counts drops on a program's key: not a row, but drops not keyed.
+    let mut hostile = snaps.clone();
+    hostile[1].drops.push(DropCount {
+        key: prog.clone(),
+        count: 5,
+    });
+    hostile[1].total += 5;
+    let bytes = encode(&session(), &hostile).expect("encode");
+    let back = decode_all(&Recording::from_bytes(&bytes).expect("open"));
+    assert_eq!(back[1].drops, snaps[1].drops);
+    assert_eq!((back[1].overflow, back[1].total), (5, 9));
+    assert!(back[1].invariant_holds());
 }
 
 /// A recording (of the current version) whose one dictionary defines a key and `samples`

@@ -170,3 +170,32 @@ fn a_row_covers_its_own_keys_only() {
         }
     }
 }
+
+/// A program's frames keep its row's key whatever the grouping: its row comes from the kernel's
+/// reading as it is, never regrouped here.
+#[test]
+fn a_programs_samples_keep_its_key_when_regrouped() {
+    let counter = "Xdp:vb:xdpdrv:guard#42:drop";
+    let prog = crate::model::programs::counter_key(9, counter, 1, None).expect("a key");
+    let sample = crate::model::Sample::from_frame(1, 40, &[0u8; 40]);
+    let mut s = snap();
+    s.samples = vec![
+        KeySamples {
+            key: prog.clone(),
+            packets: vec![sample.clone()],
+        },
+        KeySamples {
+            key: s.drops[0].key.clone(),
+            packets: vec![sample],
+        },
+    ];
+    let r = regroup(&s, &[Dim::Reason, Dim::Location]);
+    assert_eq!(r.samples.len(), 2, "{:?}", r.samples);
+    assert!(r.samples.iter().any(|k| k.key == prog));
+    assert!(
+        (r.samples.iter())
+            .any(|k| k.key.attr.netns.is_none() && k.key.reason.name.as_ref() == "NO_SOCKET"),
+        "{:?}",
+        r.samples
+    );
+}
