@@ -26,7 +26,7 @@ pub const STEPS: [(Base, &[&str]); 3] = [
         ],
     ),
     (Base::Default, &["attribution"]),
-    (Base::Filtered, &["reason-lookup"]),
+    (Base::Filtered, &["non-drop", "reason-lookup"]),
 ];
 
 /// The (flood, configuration) pairs of a breakdown run.
