@@ -316,6 +316,59 @@ fn a_device_drop_no_kfree_skb_sees_is_counted_by_the_layer_only_on_its_device() 
     );
 }
 
+/// A device renamed while dropscope counts (as a container's interface is, moved in and
+/// renamed `eth0`) shows its drops over the window under its new name: not its drops from
+/// before the window too, nor any left under its old name.
+#[test]
+fn a_device_renamed_while_counted_shows_the_windows_drops_under_its_new_name() {
+    let _serial = root_test();
+    let c = Netns::new("lren");
+    c.exec(&[
+        "sysctl",
+        "-qw",
+        "net.ipv6.conf.all.disable_ipv6=1",
+        "net.ipv6.conf.default.disable_ipv6=1",
+    ]);
+    c.exec(&["ip", "link", "add", "ifb0", "type", "ifb"]);
+    c.exec(&["ip", "addr", "add", "10.84.0.1/24", "dev", "ifb0"]);
+    c.exec(&["ip", "link", "set", "ifb0", "up"]);
+    // Drops before the window: the device's history, which the window must not show.
+    c.traffic(&["udp-to", "10.84.0.2", "9", "40"]);
+    let before = link_stat(&c, "ifb0", "rx", "dropped");
+    assert!(before >= 40, "ip -s link: {before}");
+    let report = report_around(|| {
+        c.traffic(&["udp-to", "10.84.0.2", "9", "10"]);
+        // Renamed after the window's first reading found it as `ifb0` (a device is renamed
+        // down).
+        c.exec(&["ip", "link", "set", "ifb0", "down"]);
+        c.exec(&["ip", "link", "set", "ifb0", "name", "ctr0"]);
+        c.exec(&["ip", "link", "set", "ctr0", "up"]);
+        c.traffic(&["udp-to", "10.84.0.2", "9", "15"]);
+    });
+    let dropped = link_stat(&c, "ctr0", "rx", "dropped") - before;
+    assert_eq!(dropped, 25, "ip -s link: every datagram dropped by the ifb");
+    let ns = inode(&c);
+    let r = row(&report, ns, "Link:ctr0:rx_dropped");
+    assert_eq!(
+        (n(r, "delta"), n(r, "counter_only")),
+        (25, 25),
+        "the window's drops, under the new name: {r}"
+    );
+    let old = (report["ledger"]["counters"]
+        .as_array()
+        .expect("ledger counters"))
+    .iter()
+    .filter(|r| r["netns"] == ns && r["counter"].as_str().is_some_and(|c| c.contains(":ifb0:")))
+    .count();
+    assert_eq!(
+        old, 0,
+        "nothing left under the old name: {:#}",
+        report["ledger"]
+    );
+    let t = layer(&report, "nic", ns, Some("ctr0"));
+    assert_eq!(n(t, "counted"), 25, "{t}");
+}
+
 /// A counter of `/proc/net/snmp` in `ns` (`Udp` `NoPorts`, `Ip` `InAddrErrors`, ...).
 fn snmp(ns: &Netns, group: &str, field: &str) -> u64 {
     let out = ns.exec(&["cat", "/proc/net/snmp"]);

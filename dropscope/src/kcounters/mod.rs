@@ -21,6 +21,7 @@ pub mod map;
 pub mod netns;
 pub mod parse;
 pub mod ratio;
+pub mod rename;
 pub mod rtnl;
 pub mod unseen;
 pub mod xsk;
@@ -100,6 +101,8 @@ pub struct KernelCounters {
     hooks: BTreeMap<u64, Vec<Hooked>>,
     /// Whether the latest reading read every namespace known (none deferred, none failed).
     complete: bool,
+    /// Each namespace's devices as last read: a baseline follows a device renamed since.
+    devices: BTreeMap<u64, rename::Devices>,
 }
 
 impl KernelCounters {
@@ -113,6 +116,7 @@ impl KernelCounters {
             read_unix_ms: 0,
             hooks: BTreeMap::new(),
             complete: false,
+            devices: BTreeMap::new(),
         };
         k.poll(&[]);
         Ok(k)
@@ -163,6 +167,14 @@ impl KernelCounters {
             }
             self.hooks = hooks;
         }
+        // A device renamed since its namespace's last reading takes its baseline with it.
+        for (ns, now) in reading.devices {
+            if let (Some(before), Some(base)) = (self.devices.get(&ns), self.baseline.remove(&ns)) {
+                self.baseline.insert(ns, rename::follow(base, before, &now));
+            }
+            self.devices.insert(ns, now);
+        }
+        self.devices.retain(|ns, _| tracked.contains(ns));
         for (ns, c) in reading.counters {
             // A first reading is a baseline, even where an inode's earlier namespace left one.
             if reading.first.contains(&ns) || !self.baseline.contains_key(&ns) {

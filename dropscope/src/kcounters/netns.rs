@@ -26,7 +26,7 @@ use std::{
 
 use anyhow::Context as _;
 
-use super::{hooks::Hooked, parse, parse::Counters};
+use super::{hooks::Hooked, parse, parse::Counters, rename::Devices, rtnl::Found};
 
 /// Where named namespaces are bound (`ip netns add`).
 pub const RUN_NETNS: &str = "/run/netns";
@@ -62,6 +62,23 @@ pub struct Reading {
     /// The XDP and tc programs attached to devices, per namespace read (one whose link,
     /// qdisc or filter dump failed is left out: where its programs are is not known).
     pub hooks: BTreeMap<u64, Vec<Hooked>>,
+    /// The devices of each namespace whose links were read, by interface index.
+    pub devices: BTreeMap<u64, Devices>,
+}
+
+impl Reading {
+    /// Takes in namespace `ns`'s counters and what its rtnetlink reading found: its programs
+    /// only where every dump that finds them answered, its devices where its links were read.
+    fn take(&mut self, ns: u64, counters: Counters, found: Found) {
+        self.counters.insert(ns, counters);
+        if found.hooks_whole {
+            self.hooks.insert(ns, found.hooks);
+        }
+        if !found.devices.is_empty() {
+            self.devices.insert(ns, found.devices);
+        }
+        (self.errors).extend(found.notes.into_iter().map(|n| format!("netns {ns}: {n}")));
+    }
 }
 
 /// The namespaces whose counters are read.
@@ -372,12 +389,7 @@ impl InitialNs {
         let mut r = Reading::default();
         let initial = self.ino;
         match self.read() {
-            Ok((c, notes, hooks)) => {
-                r.counters.insert(initial, c);
-                r.hooks.extend(hooks.map(|h| (initial, h)));
-                r.errors
-                    .extend(notes.into_iter().map(|n| format!("netns {initial}: {n}")));
-            }
+            Ok((c, found)) => r.take(initial, c, found),
             Err(e) => r.errors.push(format!("netns {initial}: {e:#}")),
         }
         for (ino, path) in ways {
@@ -389,12 +401,7 @@ impl InitialNs {
                 continue;
             }
             match read_in(&file, path, &mut self.buf) {
-                Ok((c, notes, hooks)) => {
-                    r.counters.insert(*ino, c);
-                    r.hooks.extend(hooks.map(|h| (*ino, h)));
-                    r.errors
-                        .extend(notes.into_iter().map(|n| format!("netns {ino}: {n}")));
-                }
+                Ok((c, found)) => r.take(*ino, c, found),
                 Err(e) => r.errors.push(format!("netns {ino}: {e:#}")),
             }
         }
@@ -409,7 +416,7 @@ impl InitialNs {
 
     /// The initial namespace's counters, through the kept files and socket (opened in it the
     /// first time, and again after an error).
-    fn read(&mut self) -> anyhow::Result<(Counters, Vec<String>, Option<Vec<Hooked>>)> {
+    fn read(&mut self) -> anyhow::Result<(Counters, Found)> {
         // What is opened now must be opened here (the thread may have started elsewhere).
         if self.files.is_none() {
             enter(&self.ns, &self.path)?;
@@ -430,10 +437,9 @@ impl InitialNs {
             self.files = None;
         }
         let mut all = result?;
-        let mut hooks = Vec::new();
-        let (notes, whole) = self.rtnl.read(&mut all, &mut hooks);
+        let found = self.rtnl.read(&mut all);
         all.retain(|name, _| super::is_kept(name));
-        Ok((all, notes, whole.then_some(hooks)))
+        Ok((all, found))
     }
 
     fn read_files(&mut self) -> anyhow::Result<Counters> {
@@ -527,11 +533,7 @@ fn pick<V>(all: &BTreeMap<u64, V>, cursor: u64, max: usize) -> Vec<u64> {
 /// opening each file for this read only. Device and qdisc counters are read through an
 /// rtnetlink socket made for this read after the thread entered the namespace (so in it);
 /// what of them could not be read is returned as notes beside the counters.
-fn read_in(
-    ns: &File,
-    path: &Path,
-    buf: &mut Vec<u8>,
-) -> anyhow::Result<(Counters, Vec<String>, Option<Vec<Hooked>>)> {
+fn read_in(ns: &File, path: &Path, buf: &mut Vec<u8>) -> anyhow::Result<(Counters, Found)> {
     enter(ns, path)?;
     let mut all = Counters::new();
     parse::snmp(read_once("snmp", buf)?, &mut all, super::is_kept);
@@ -541,11 +543,10 @@ fn read_in(
     if let Ok(text) = read_once("snmp6", buf) {
         parse::snmp6(text, &mut all, super::is_kept);
     }
-    let mut hooks = Vec::new();
-    let (notes, whole) = super::rtnl::Rtnl::default().read(&mut all, &mut hooks);
+    let found = super::rtnl::Rtnl::default().read(&mut all);
     // Only counters that count drops, and packets (the denominators of ratios), are kept.
     all.retain(|name, _| super::is_kept(name));
-    Ok((all, notes, whole.then_some(hooks)))
+    Ok((all, found))
 }
 
 #[cfg(test)]

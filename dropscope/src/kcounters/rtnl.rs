@@ -22,7 +22,7 @@ use netlink_packet_route::{
 };
 use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
 
-use super::{hooks::Hooked, parse::Counters};
+use super::{hooks::Hooked, parse::Counters, rename::Devices};
 
 /// The most links, or qdiscs, one dump reads in one namespace.
 pub const MAX_ENTRIES: usize = 2048;
@@ -52,6 +52,19 @@ const TC_H_ROOT: u32 = 0xffff_ffff;
 /// `TC_H_INGRESS`: the parent of the ingress and clsact qdiscs.
 const TC_H_INGRESS: u32 = 0xffff_fff1;
 
+/// What an rtnetlink reading of one namespace found beside its counters.
+#[derive(Debug, Default)]
+pub struct Found {
+    /// The XDP and tc programs attached to its devices.
+    pub hooks: Vec<Hooked>,
+    /// Whether `hooks` is whole: every dump that finds programs answered.
+    pub hooks_whole: bool,
+    /// Its devices' names (escaped) by interface index; empty when the links were not read.
+    pub devices: Devices,
+    /// What could not be read, or was cut.
+    pub notes: Vec<String>,
+}
+
 /// An rtnetlink socket of one namespace, kept between reads (the initial namespace's) or made
 /// for one read (any other: a socket would keep its namespace alive).
 #[derive(Default)]
@@ -65,11 +78,11 @@ pub struct Rtnl {
 
 impl Rtnl {
     /// Adds the link and qdisc counters of the socket's namespace (opened in the calling
-    /// thread's if there is none yet) to `out`, and the XDP and tc programs attached to its
-    /// devices to `hooks`; what could not be read (or was cut) is returned as notes, beside
-    /// whether `hooks` is whole (every dump that finds programs answered).
-    pub fn read(&mut self, out: &mut Counters, hooks: &mut Vec<Hooked>) -> (Vec<String>, bool) {
-        let mut notes = Vec::new();
+    /// thread's if there is none yet) to `out`; returns the programs attached to its devices,
+    /// its devices' names and what could not be read (or was cut).
+    pub fn read(&mut self, out: &mut Counters) -> Found {
+        let mut found = Found::default();
+        let (hooks, notes) = (&mut found.hooks, &mut found.notes);
         let names = match self.dump(
             RouteNetlinkMessage::GetLink(LinkMessage::default()),
             "links",
@@ -91,24 +104,25 @@ impl Rtnl {
             }
             Err(e) => {
                 notes.push(format!("links not read: {e}"));
-                return (notes, false);
+                return found;
             }
         };
-        let complete = match self.dump(
+        found.hooks_whole = match self.dump(
             RouteNetlinkMessage::GetQueueDiscipline(TcMessage::default()),
             "qdiscs",
         ) {
             Ok((msgs, note)) => {
                 notes.extend(note);
                 qdiscs(&msgs, &names, out);
-                self.filters(&msgs, &names, hooks, &mut notes)
+                self.filters(&msgs, &names, hooks, notes)
             }
             Err(e) => {
                 notes.push(format!("qdiscs not read: {e}"));
                 false
             }
         };
-        (notes, complete)
+        found.devices = names.into_iter().collect();
+        found
     }
 
     /// The tc `bpf` filters' programs of each ingress and clsact qdisc of `qdiscs`; whether
@@ -456,13 +470,27 @@ mod tests {
     fn this_namespace_dumps_without_error_on_a_kept_socket_too() {
         let mut rtnl = Rtnl::default();
         let mut first = Counters::new();
-        let (notes, whole) = rtnl.read(&mut first, &mut Vec::new());
-        assert!(notes.is_empty() && whole, "{notes:?}");
+        let found = rtnl.read(&mut first);
+        assert!(
+            found.notes.is_empty() && found.hooks_whole,
+            "{:?}",
+            found.notes
+        );
+        assert!(
+            found.devices.values().any(|d| d == "lo"),
+            "{:?}",
+            found.devices
+        );
         assert!(rtnl.socket.is_some(), "a clean dump keeps its socket");
         // The second dump on the same socket reads the same devices (lo at least).
         let mut second = Counters::new();
-        let (notes, whole) = rtnl.read(&mut second, &mut Vec::new());
-        assert!(notes.is_empty() && whole, "{notes:?}");
+        let again = rtnl.read(&mut second);
+        assert!(
+            again.notes.is_empty() && again.hooks_whole,
+            "{:?}",
+            again.notes
+        );
+        assert_eq!(found.devices, again.devices);
         let devices = |c: &Counters| -> BTreeSet<String> {
             c.keys()
                 .filter_map(|k| Some(k.strip_prefix("Link:")?.split(':').next()?.to_string()))

@@ -379,3 +379,53 @@ fn every_mapped_counter_is_found_by_its_own_name() {
         assert_eq!(found, Some(m.counter), "names must be unique and found");
     }
 }
+
+/// A device renamed between two readings keeps counting its growth under its new name, never
+/// its whole history; a new device under a deleted one's name counts from zero.
+#[test]
+fn a_renamed_device_counts_its_growth_under_its_new_name() {
+    use super::{KernelCounters, netns::Reading};
+    use std::collections::BTreeSet;
+
+    let Ok(mut k) = KernelCounters::start() else {
+        panic!("the initial namespace");
+    };
+    let reading = |pairs: &[(&str, u64)], devices: &[(u32, &str)], first: bool| {
+        let mut r = Reading::default();
+        r.counters.insert(NS, counters(pairs));
+        let devices = devices.iter().map(|(i, n)| (*i, n.to_string())).collect();
+        r.devices.insert(NS, devices);
+        if first {
+            r.first.insert(NS);
+        }
+        r
+    };
+    let tracked: BTreeSet<u64> = [NS].into();
+    let growth = |k: &KernelCounters| -> Vec<(String, u64)> {
+        let r = k.reading();
+        (r.netns.get(&NS).into_iter().flatten())
+            .map(|(n, v)| (n.to_string(), *v))
+            .collect()
+    };
+    // 900 drops before the window; 5 more, then renamed (veth7 → eth0), then 3 more.
+    k.fold(
+        reading(&[("Link:veth7:rx_dropped", 900)], &[(7, "veth7")], true),
+        &tracked,
+    );
+    k.fold(
+        reading(&[("Link:veth7:rx_dropped", 905)], &[(7, "veth7")], false),
+        &tracked,
+    );
+    assert_eq!(growth(&k), [("Link:veth7:rx_dropped".to_string(), 5)]);
+    k.fold(
+        reading(&[("Link:eth0:rx_dropped", 908)], &[(7, "eth0")], false),
+        &tracked,
+    );
+    assert_eq!(growth(&k), [("Link:eth0:rx_dropped".to_string(), 8)]);
+    // eth0 deleted and made again (index 9): the new one's 2 drops are all the window's.
+    k.fold(
+        reading(&[("Link:eth0:rx_dropped", 2)], &[(9, "eth0")], false),
+        &tracked,
+    );
+    assert_eq!(growth(&k), [("Link:eth0:rx_dropped".to_string(), 2)]);
+}
