@@ -47,10 +47,9 @@ pub mod maps {
 
 /// Load-time globals of the eBPF program.
 pub mod globals {
-    /// `SKB_NOT_DROPPED_YET` of the running kernel.
-    pub const NOT_DROPPED_YET: &str = "NOT_DROPPED_YET";
-    /// `SKB_CONSUMED` of the running kernel.
-    pub const CONSUMED: &str = "CONSUMED";
+    /// Reasons below it are not drops: 2 where the kernel has `SKB_NOT_DROPPED_YET` (0) and
+    /// `SKB_CONSUMED` (1), 1 where it has no `SKB_CONSUMED` (6.1), 0 where it has neither.
+    pub const NON_DROP_BELOW: &str = "NON_DROP_BELOW";
     /// Byte offset of `location` in the classic `skb:kfree_skb` record.
     pub const TP_LOCATION_OFFSET: &str = "TP_LOCATION_OFFSET";
     /// Byte offset of `reason` in the classic `skb:kfree_skb` record.

@@ -58,9 +58,7 @@ use dropscope_common::{
 };
 
 #[unsafe(no_mangle)]
-static NOT_DROPPED_YET: Global<u32> = Global::new(0);
-#[unsafe(no_mangle)]
-static CONSUMED: Global<u32> = Global::new(1);
+static NON_DROP_BELOW: Global<u32> = Global::new(2);
 #[unsafe(no_mangle)]
 static TP_LOCATION_OFFSET: Global<u32> = Global::new(16);
 #[unsafe(no_mangle)]
@@ -282,9 +280,9 @@ fn count_drop<const BENCH: bool, const NEED: u32, C: StackIdContext, M: Mem>(
     skb: *const u8,
     rx_sk: *const u8,
 ) {
-    if !taken_out!(BENCH, NON_DROP)
-        && (reason == NOT_DROPPED_YET.load() || reason == CONSUMED.load())
-    {
+    // Not a drop (`NOT_DROPPED_YET`, `CONSUMED`): one compare, the non-drop values being the
+    // enum's first.
+    if !taken_out!(BENCH, NON_DROP) && reason < NON_DROP_BELOW.load() {
         return;
     }
     // One word says what this drop needs beyond counting: the common case tests it and goes on.

@@ -72,6 +72,11 @@ pub struct BenchArgs {
     /// With --breakdown: write each program's translated and JIT-ed listing into this directory.
     #[arg(long, value_name = "DIR", requires = "breakdown")]
     dump: Option<PathBuf>,
+    /// Only the per-drop cost of this build beside another dropscope binary (built with the
+    /// bench feature, e.g. from an earlier commit) in the same interleaved rounds: counting,
+    /// namespace and interface, and a drop filtered out, on both floods (about 90 s a round).
+    #[arg(long, value_name = "BIN", conflicts_with = "breakdown")]
+    against: Option<PathBuf>,
     /// Only the cost of reading the kernel's layer counters: `report` timed alone, then beside
     /// this many named namespaces of 10 veth devices each (about a minute).
     #[arg(long, value_name = "N", conflicts_with = "breakdown",
@@ -152,9 +157,30 @@ fn run_all(args: BenchArgs) -> anyhow::Result<()> {
         dropscope: dropscope.clone(),
         target: target.clone(),
         flood: Duration::from_secs(args.flood_secs),
-        sizes: args.breakdown,
+        sizes: args.breakdown || args.against.is_some(),
         dump: args.dump.clone(),
+        against: args.against.clone(),
     };
+    if let Some(other) = &args.against {
+        loss::check_binary(other)?;
+        let plan = breakdown::against_plan();
+        eprintln!(
+            "bench: against {}: {} rounds x {} (flood, configuration) pairs, {} s of flood each",
+            other.display(),
+            args.rounds,
+            plan.len(),
+            args.flood_secs
+        );
+        let before = machine::Snapshot::take();
+        let runs = loss::rounds(&setup, &plan, args.rounds as usize)?;
+        let busy = machine::others(&before, &machine::Snapshot::take());
+        for line in header(&args, &target, &netns.name, started.elapsed(), &busy) {
+            println!("{line}");
+        }
+        print!("{}", breakdown::render_against(&plan, &runs));
+        print!("{}", report::exact_line(&plan, &runs));
+        return Ok(());
+    }
     if args.breakdown {
         let plan = breakdown::plan();
         eprintln!(

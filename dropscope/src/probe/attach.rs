@@ -486,14 +486,13 @@ fn load(
     ncpus: usize,
     slot_entries: u32,
 ) -> Result<Ebpf, ProbeError> {
-    let (not_dropped, consumed) = reasons
-        .non_drop_values()
+    let non_drop_below = reasons
+        .non_drop_below()
         .map_err(|e| ProbeError::Reasons(format!("{e:#}")))?;
     let tgid = std::process::id();
     let mut loader = EbpfLoader::new();
     loader
-        .override_global(globals::NOT_DROPPED_YET, &not_dropped, true)
-        .override_global(globals::CONSUMED, &consumed, true)
+        .override_global(globals::NON_DROP_BELOW, &non_drop_below, true)
         .override_global(globals::TP_LOCATION_OFFSET, &loc_off, true)
         .override_global(globals::TP_REASON_OFFSET, &reason_off, true)
         .override_global(globals::SELF_TGID, &tgid, true)

@@ -161,20 +161,30 @@ impl ReasonTable {
         self.names.iter().map(|(v, n)| (*v, n.as_ref()))
     }
 
-    /// The values that are not drops: `NOT_DROPPED_YET` (5.18+) and `CONSUMED` (6.3+).
-    ///
-    /// A kernel that lacks one (5.17 has neither; 6.1 has no `CONSUMED`) never passes it to
-    /// `kfree_skb`, so [`ABSENT`] (a value no kernel uses) stands in for it and every reason the
-    /// kernel does have counts as a drop. Never fails; the `Result` is kept for callers.
-    pub fn non_drop_values(&self) -> anyhow::Result<(u32, u32)> {
-        let not_dropped = self.value_of("NOT_DROPPED_YET").unwrap_or(ABSENT);
-        let consumed = self.value_of("CONSUMED").unwrap_or(ABSENT);
-        Ok((not_dropped, consumed))
+    /// The reasons that are not drops, as the value all of them are below: `NOT_DROPPED_YET`
+    /// (5.18+, 0) and `CONSUMED` (6.3+, 1), the enum's first values; so 2, 1 on a kernel with
+    /// no `CONSUMED` (6.1) and 0 on one with neither (5.17), where every reason the kernel has
+    /// counts as a drop. A kernel whose non-drop values are elsewhere is refused: the probe
+    /// tests them with one compare.
+    pub fn non_drop_below(&self) -> anyhow::Result<u32> {
+        let not_dropped = self.value_of("NOT_DROPPED_YET");
+        let consumed = self.value_of("CONSUMED");
+        match (not_dropped, consumed) {
+            (None, None) => Ok(0),
+            (Some(0), None) => Ok(1),
+            (Some(0), Some(1)) => Ok(2),
+            (n, c) => {
+                let show = |v: Option<u32>| v.map_or("none".to_string(), |v| v.to_string());
+                anyhow::bail!(
+                    "this kernel's reasons NOT_DROPPED_YET ({}) and CONSUMED ({}) are not the \
+                     enum's first values (0 and 1), which dropscope takes them to be",
+                    show(n),
+                    show(c)
+                )
+            }
+        }
     }
 }
-
-/// Stands in for a non-drop value the kernel does not have: no kernel uses it as a reason.
-pub const ABSENT: u32 = u32::MAX;
 
 /// The kernel (or BTF file) has no drop reasons: `kfree_skb` gained its `reason` argument
 /// and `enum skb_drop_reason` in Linux 5.17.
@@ -232,7 +242,7 @@ print fmt: "skbaddr=%p rx_sk=%p protocol=%u location=%pS reason: %s", REC->skbad
         assert_eq!(t.source, ReasonSource::TracepointFormat);
         assert_eq!(&*t.reason(3).name, "NO_SOCKET");
         assert_eq!(&*t.reason(0x10000).name, "SUBSYS_THING");
-        assert_eq!(t.non_drop_values().expect("non-drop"), (0, 1));
+        assert_eq!(t.non_drop_below().expect("non-drop"), 2);
         assert_eq!(t.iter().count(), 5);
     }
 
@@ -248,9 +258,19 @@ print fmt: "skbaddr=%p protocol=%u location=%p reason: %s", REC->skbaddr, REC->p
     #[test]
     fn a_kernel_without_consumed_still_has_its_non_drop_value() {
         let t = ReasonTable::from_tracepoint_format(FORMAT_6_1).expect("parse");
-        assert_eq!(t.non_drop_values().expect("non-drop"), (0, ABSENT));
+        assert_eq!(t.non_drop_below().expect("non-drop"), 1);
         assert_eq!(t.value_of("NOT_SPECIFIED"), Some(1));
-        assert!(t.iter().all(|(v, _)| v != ABSENT));
+    }
+
+    #[test]
+    fn non_drop_values_elsewhere_than_first_are_refused() {
+        let f = FORMAT.replace(
+            "{ 1, \"CONSUMED\" }, { 2, \"NOT_SPECIFIED\" }",
+            "{ 2, \"CONSUMED\" }, { 1, \"NOT_SPECIFIED\" }",
+        );
+        let t = ReasonTable::from_tracepoint_format(&f).expect("parse");
+        let e = t.non_drop_below().expect_err("CONSUMED is 2");
+        assert!(e.to_string().contains("CONSUMED (2)"), "{e}");
     }
 
     #[test]
@@ -261,7 +281,7 @@ print fmt: "skbaddr=%p protocol=%u location=%p reason: %s", REC->skbaddr, REC->p
         );
         let t = ReasonTable::from_tracepoint_format(&f).expect("parse");
         assert_eq!(t.value_of("NOT_SPECIFIED"), Some(0));
-        assert_eq!(t.non_drop_values().expect("non-drop"), (ABSENT, ABSENT));
+        assert_eq!(t.non_drop_below().expect("non-drop"), 0);
     }
 
     #[test]

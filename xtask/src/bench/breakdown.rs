@@ -59,6 +59,85 @@ pub fn plan() -> Vec<(Kind, Config)> {
         .collect()
 }
 
+/// The (flood, configuration) pairs of a run `--against` another binary: each configuration
+/// of this build beside the same of the other, on both floods, with the floors.
+pub fn against_plan() -> Vec<(Kind, Config)> {
+    let pairs = [
+        (Config::StatsCounting, Base::Counting),
+        (Config::StatsNoStacks, Base::Default),
+        (Config::StatsFiltered, Base::Filtered),
+    ];
+    let mut plan = Vec::new();
+    for kind in [Kind::Single, Kind::Interleaved] {
+        plan.push((kind, Config::StatsBare));
+        plan.push((kind, Config::StatsFloor));
+        for (ours, base) in pairs {
+            // A filtered-out drop is the same on either flood.
+            if base == Base::Filtered && kind == Kind::Interleaved {
+                continue;
+            }
+            plan.push((kind, ours));
+            plan.push((kind, Config::Against(base)));
+        }
+    }
+    plan
+}
+
+/// Renders a run `--against` another binary: each configuration's ns per drop and size in
+/// both builds, and the median of the per-round differences (this build minus the other).
+pub fn render_against(plan: &[(Kind, Config)], runs: &[Run]) -> String {
+    let mut out = String::new();
+    let ns = |b: &super::loss::BpfCost| b.ns;
+    let _ = writeln!(
+        out,
+        "
+BPF ns per drop (fdinfo run_time_ns / run_cnt, median over rounds); change = median          of per-round differences, this build minus the --against binary (negative: cheaper)"
+    );
+    let _ = writeln!(
+        out,
+        "{:<17} {:<40} {:>9} {:>9} {:>8} {:>14} {:>14}",
+        "flood", "configuration", "this", "against", "change", "xlated", "x86"
+    );
+    for &(kind, config) in plan {
+        let Config::Against(base) = config else {
+            if matches!(config, Config::StatsBare | Config::StatsFloor) {
+                let s = summarize(kind, config, runs);
+                let _ = writeln!(
+                    out,
+                    "{:<17} {:<40} {:>9}",
+                    kind.label(),
+                    config.label(),
+                    s.ns_per_drop
+                        .map_or_else(|| "-".into(), |n| format!("{n:.1}")),
+                );
+            }
+            continue;
+        };
+        let (a, b) = (
+            summarize(kind, base.real(), runs),
+            summarize(kind, config, runs),
+        );
+        let n = |s: &super::stats::Summary| {
+            s.ns_per_drop
+                .map_or_else(|| "-".into(), |n| format!("{n:.1}"))
+        };
+        let (xa, ja) = size_cells(a.size);
+        let (xb, jb) = size_cells(b.size);
+        let _ = writeln!(
+            out,
+            "{:<17} {:<40} {:>9} {:>9} {:>8} {:>14} {:>14}",
+            kind.label(),
+            base.label(),
+            n(&a),
+            n(&b),
+            diff_cell(paired_diff(runs, kind, base.real(), config, ns)),
+            format!("{xa} / {xb}"),
+            format!("{ja} / {jb}"),
+        );
+    }
+    out
+}
+
 fn size_cells(size: Option<Size>) -> (String, String) {
     match size {
         Some(s) => (

@@ -65,6 +65,8 @@ pub enum Config {
     StatsStacks,
     /// The bench program over a base configuration, with one step taken out (`None`: nothing).
     Skip(Base, Option<&'static str>),
+    /// Another dropscope binary (`--against`) in a base configuration, beside this one's.
+    Against(Base),
 }
 
 /// What the bench program with a step taken out counts (its flags besides the step).
@@ -127,6 +129,7 @@ impl Config {
             Self::StatsStacks => "dropscope --bpf-stats (stacks)",
             Self::Skip(base, None) => return format!("bench program, {}", base.label()),
             Self::Skip(base, Some(step)) => return format!("{}, without {step}", base.label()),
+            Self::Against(base) => return format!("{}, the --against binary", base.label()),
         }
         .to_string()
     }
@@ -165,6 +168,11 @@ impl Config {
             // The flood's reasons are NO_SOCKET and IP_NOPROTO: all filtered out.
             Self::StatsFiltered => &["--no-stacks", "--bpf-stats", "--reason", "NETFILTER_DROP"],
             Self::StatsStacks => &["--bpf-stats"],
+            Self::Against(base) => {
+                let mut flags = vec!["--no-stacks", "--bpf-stats"];
+                flags.extend_from_slice(base.flags());
+                return Some(flags);
+            }
             Self::Skip(base, step) => {
                 let mut flags = vec!["--no-stacks", "--bpf-stats", "--bench-skip"];
                 flags.push(step.unwrap_or("none"));
@@ -198,6 +206,7 @@ impl Config {
                 | Self::StatsFloor
                 | Self::StatsFiltered
                 | Self::Skip(Base::Filtered, _)
+                | Self::Against(Base::Filtered)
         )
     }
 
@@ -305,6 +314,8 @@ pub struct Setup {
     pub sizes: bool,
     /// Where to write each program's listings (translated and JIT-ed), if anywhere.
     pub dump: Option<PathBuf>,
+    /// The other dropscope binary of [`Config::Against`] (`--against`).
+    pub against: Option<PathBuf>,
 }
 
 /// Runs `rounds` interleaved rounds of every (flood, configuration) pair in `plan`, the order
@@ -389,8 +400,13 @@ fn with_dropscope(
     config: Config,
 ) -> anyhow::Result<(Flood, Option<CountCheck>, Option<BpfCost>)> {
     let flags = config.dropscope_flags().unwrap_or_default();
+    let bin = match (config, &setup.against) {
+        (Config::Against(_), Some(other)) => other,
+        (Config::Against(_), None) => anyhow::bail!("{} without --against", config.label()),
+        _ => &setup.dropscope,
+    };
     let mut proc = Proc::spawn(
-        Command::new(&setup.dropscope)
+        Command::new(bin)
             .args(["report", "--format", "json"])
             .args(&flags),
         "dropscope report",
