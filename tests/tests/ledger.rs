@@ -369,6 +369,51 @@ fn a_device_renamed_while_counted_shows_the_windows_drops_under_its_new_name() {
     assert_eq!(n(t, "counted"), 25, "{t}");
 }
 
+/// A device deleted while dropscope counts (a container's interface at teardown) keeps the
+/// drops it counted in the window, as a gone namespace does: they are not lost from the ledger.
+#[test]
+fn a_device_deleted_while_counted_keeps_the_windows_drops() {
+    let _serial = root_test();
+    let c = Netns::new("ldel");
+    c.exec(&[
+        "sysctl",
+        "-qw",
+        "net.ipv6.conf.all.disable_ipv6=1",
+        "net.ipv6.conf.default.disable_ipv6=1",
+    ]);
+    c.exec(&["ip", "link", "add", "ifb0", "type", "ifb"]);
+    c.exec(&["ip", "addr", "add", "10.85.0.1/24", "dev", "ifb0"]);
+    c.exec(&["ip", "link", "set", "ifb0", "up"]);
+    c.traffic(&["udp-to", "10.85.0.2", "9", "30"]);
+    let before = link_stat(&c, "ifb0", "rx", "dropped");
+    let report = Counting::start(&["report", "--format", "json", "--by", BY, "--every", "1"]);
+    c.traffic(&["udp-to", "10.85.0.2", "9", "20"]);
+    // Read at least once with its 20 drops (the counters are read every second here).
+    std::thread::sleep(Duration::from_millis(2500));
+    let in_window = link_stat(&c, "ifb0", "rx", "dropped") - before;
+    c.exec(&["ip", "link", "del", "ifb0"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let out = report.interrupt();
+    // `--every` prints a report a second; the last one is the end's.
+    let last = out
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .expect("a JSON report");
+    let report: Value = serde_json::from_str(last).expect("JSON report");
+    assert_eq!(
+        in_window, 20,
+        "ip -s link: every datagram dropped by the ifb"
+    );
+    let ns = inode(&c);
+    let r = row(&report, ns, "Link:ifb0:rx_dropped");
+    assert_eq!(
+        (n(r, "delta"), n(r, "counter_only")),
+        (20, 20),
+        "the gone device's drops in the window: {r}"
+    );
+}
+
 /// A counter of `/proc/net/snmp` in `ns` (`Udp` `NoPorts`, `Ip` `InAddrErrors`, ...).
 fn snmp(ns: &Netns, group: &str, field: &str) -> u64 {
     let out = ns.exec(&["cat", "/proc/net/snmp"]);

@@ -167,17 +167,25 @@ impl KernelCounters {
             }
             self.hooks = hooks;
         }
-        // A device renamed since its namespace's last reading takes its baseline with it.
-        for (ns, now) in reading.devices {
-            if let (Some(before), Some(base)) = (self.devices.get(&ns), self.baseline.remove(&ns)) {
-                self.baseline.insert(ns, rename::follow(base, before, &now));
+        let mut devices = reading.devices;
+        for (ns, mut c) in reading.counters {
+            let first = reading.first.contains(&ns);
+            // A device renamed since its namespace's last reading takes its baseline with it;
+            // one gone keeps the growth last read.
+            if let Some(now) = devices.remove(&ns) {
+                if let Some(before) = self.devices.get(&ns).filter(|_| !first) {
+                    if let Some(base) = self.baseline.remove(&ns) {
+                        (self.baseline).insert(ns, rename::follow(base, before, &now));
+                    }
+                    if let Some(latest) = self.latest.get(&ns) {
+                        let base = self.baseline.get(&ns);
+                        rename::keep_gone(&mut c, latest, base, before, &now);
+                    }
+                }
+                self.devices.insert(ns, now);
             }
-            self.devices.insert(ns, now);
-        }
-        self.devices.retain(|ns, _| tracked.contains(ns));
-        for (ns, c) in reading.counters {
             // A first reading is a baseline, even where an inode's earlier namespace left one.
-            if reading.first.contains(&ns) || !self.baseline.contains_key(&ns) {
+            if first || !self.baseline.contains_key(&ns) {
                 self.baseline.insert(ns, c.clone());
             }
             self.latest.insert(ns, c);
@@ -189,6 +197,7 @@ impl KernelCounters {
         let latest = &self.latest;
         self.baseline
             .retain(|ns, _| tracked.contains(ns) || latest.contains_key(ns));
+        self.devices.retain(|ns, _| tracked.contains(ns));
         self.errors = reading.errors;
         if reading.deferred > 0 {
             self.errors.push(format!(

@@ -1,5 +1,6 @@
-//! A device renamed (or its name taken by a new device) between two readings: its baseline
-//! follows it by interface index, so a window holds its growth, never its whole history.
+//! A device renamed, gone, or its name taken by a new device between two readings: its
+//! baseline follows it by interface index, so a window holds its growth, never its whole
+//! history; a device gone keeps the growth last read, as a gone namespace does.
 //!
 //! Per-device counters are named by the device (`Link:<dev>:…`, `Dev:<dev>:…`,
 //! `Qdisc:<dev>:…`, `Ethtool:<dev>:…`, `Xsk:<dev>:…`), and growth is the latest value minus the
@@ -18,15 +19,15 @@ const BY_DEVICE: &[&str] = &["Link", "Dev", "Qdisc", "Ethtool", "Xsk"];
 
 /// `baseline` (read when the namespace's devices were `before`) as it would read with the
 /// devices `now`: a counter of a device still there under another name is renamed with it; one
-/// whose name a new device took (its own device gone) is dropped, as the new device counts
-/// from zero. Counters of names neither reading knows are kept as they are.
+/// whose name a new device took (its own device gone, or a gone device's counters kept) is
+/// dropped, as the new device counts from zero. Counters of names neither reading knows are
+/// kept as they are.
 pub fn follow(baseline: Counters, before: &Devices, now: &Devices) -> Counters {
-    let was: HashMap<&str, u32> = before.iter().map(|(i, n)| (n.as_str(), *i)).collect();
-    let is: HashMap<&str, u32> = now.iter().map(|(i, n)| (n.as_str(), *i)).collect();
-    let unchanged = was.iter().all(|(n, i)| is.get(n) == Some(i));
-    if unchanged {
+    if before == now {
         return baseline;
     }
+    let was: HashMap<&str, u32> = before.iter().map(|(i, n)| (n.as_str(), *i)).collect();
+    let is: HashMap<&str, u32> = now.iter().map(|(i, n)| (n.as_str(), *i)).collect();
     let mut out = Counters::new();
     for (name, v) in baseline {
         let Some((layer, dev, rest)) = split(&name) else {
@@ -42,6 +43,8 @@ pub fn follow(baseline: Counters, before: &Devices, now: &Devices) -> Counters {
                 None if is.contains_key(dev) => continue,
                 None => None,
             },
+            // A name no device had then (a gone device's, kept) that a new device has now.
+            None if is.contains_key(dev) => continue,
             None => None,
         };
         match renamed {
@@ -55,6 +58,32 @@ pub fn follow(baseline: Counters, before: &Devices, now: &Devices) -> Counters {
         }
     }
     out
+}
+
+/// Adds to `now_counters` (read with the devices `now`) the counters of `latest` (read with
+/// the devices `before`) of each device gone since, and of each kept so before, that grew
+/// since `baseline`: their growth stays in the window, as a gone namespace's does (one that
+/// did not grow is forgotten). A device renamed is not gone (its baseline follows it), and a
+/// gone device whose name a new device took is not kept: the name is the new device's.
+pub fn keep_gone(
+    now_counters: &mut Counters,
+    latest: &Counters,
+    baseline: Option<&Counters>,
+    before: &Devices,
+    now: &Devices,
+) {
+    let is: std::collections::HashSet<&str> = now.values().map(String::as_str).collect();
+    let was: HashMap<&str, u32> = before.iter().map(|(i, n)| (n.as_str(), *i)).collect();
+    for (name, &v) in latest {
+        let Some((_, dev, _)) = split(name) else {
+            continue;
+        };
+        let renamed = was.get(dev).is_some_and(|i| now.contains_key(i));
+        let grew = baseline.and_then(|b| b.get(name)) != Some(&v);
+        if !renamed && !is.contains(dev) && grew {
+            now_counters.entry(name.clone()).or_insert(v);
+        }
+    }
 }
 
 /// A per-device counter's name, split: `(layer, device, rest)`.
@@ -131,6 +160,14 @@ mod tests {
         // `a` deleted and made again (a new index): its old values are no baseline of the new.
         let after = follow(base, &devices(&[(2, "a")]), &devices(&[(9, "a")]));
         assert!(after.is_empty(), "{after:?}");
+        // A gone device's counters, kept, and a new device under its name: from zero.
+        let base = counters(&[("Link:a:rx_dropped", 10)]);
+        let after = follow(
+            base,
+            &devices(&[(1, "lo")]),
+            &devices(&[(1, "lo"), (9, "a")]),
+        );
+        assert!(after.is_empty(), "{after:?}");
         // `a` renamed to `b` and a new `a` made: the old values follow `b`.
         let base = counters(&[("Link:a:rx_dropped", 10)]);
         let after = follow(base, &devices(&[(2, "a")]), &devices(&[(2, "b"), (9, "a")]));
@@ -146,6 +183,49 @@ mod tests {
         // Nothing changed: the same map back.
         let same = devices(&[(2, "a")]);
         assert_eq!(follow(base.clone(), &same, &same), base);
+    }
+
+    #[test]
+    fn a_gone_device_keeps_its_last_values_unless_its_name_was_taken() {
+        let latest = counters(&[
+            ("Link:a:rx_dropped", 10),
+            ("Dev:a:RxDrop", 10),
+            ("Link:b:rx_dropped", 4),
+            ("Link:c:rx_dropped", 3),
+            ("Udp:NoPorts", 9),
+        ]);
+        // `a` gone; `b` gone and its name taken by a new device; `c` still there.
+        let mut now = counters(&[("Link:c:rx_dropped", 5), ("Udp:NoPorts", 11)]);
+        // `a`'s `Dev:` counter did not grow in the window: forgotten.
+        let base = counters(&[("Link:a:rx_dropped", 2), ("Dev:a:RxDrop", 10)]);
+        let (before, after) = (
+            devices(&[(2, "a"), (3, "b"), (4, "c")]),
+            devices(&[(4, "c"), (9, "b")]),
+        );
+        keep_gone(&mut now, &latest, Some(&base), &before, &after);
+        let kept = counters(&[
+            ("Link:a:rx_dropped", 10),
+            ("Link:c:rx_dropped", 5),
+            ("Udp:NoPorts", 11),
+        ]);
+        assert_eq!(now, kept);
+        // The next reading, `a` known to neither list: its growth is still kept.
+        let mut next = counters(&[("Link:c:rx_dropped", 6)]);
+        keep_gone(&mut next, &now, Some(&base), &after, &after);
+        assert_eq!(
+            next,
+            counters(&[("Link:a:rx_dropped", 10), ("Link:c:rx_dropped", 6)])
+        );
+        // A renamed device is not gone: its old name's counters are not kept.
+        let mut renamed = counters(&[("Link:z:rx_dropped", 6)]);
+        keep_gone(
+            &mut renamed,
+            &counters(&[("Link:c:rx_dropped", 6)]),
+            None,
+            &devices(&[(4, "c")]),
+            &devices(&[(4, "z")]),
+        );
+        assert_eq!(renamed, counters(&[("Link:z:rx_dropped", 6)]));
     }
 
     #[test]
