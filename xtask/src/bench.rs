@@ -75,7 +75,7 @@ pub struct BenchArgs {
     /// Only the per-drop cost of this build beside another dropscope binary (built with the
     /// bench feature, e.g. from an earlier commit) in the same interleaved rounds: counting,
     /// namespace and interface, and a drop filtered out, on both floods (about 90 s a round).
-    #[arg(long, value_name = "BIN", conflicts_with = "breakdown")]
+    #[arg(long, value_name = "BIN", conflicts_with_all = ["breakdown", "layers", "syscalls"])]
     against: Option<PathBuf>,
     /// Only the cost of reading the kernel's layer counters: `report` timed alone, then beside
     /// this many named namespaces of 10 veth devices each (about a minute).
@@ -153,16 +153,31 @@ fn run_all(args: BenchArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     }
+    // A bare name would be looked up in PATH; this build's own binary would measure nothing.
+    let against = args
+        .against
+        .as_deref()
+        .map(std::path::absolute)
+        .transpose()?;
+    if let Some(other) = &against {
+        let same = |a: &Path, b: &Path| matches!((std::fs::canonicalize(a), std::fs::canonicalize(b)), (Ok(x), Ok(y)) if x == y);
+        if same(other, &dropscope) {
+            bail!(
+                "--against {} is this build's own binary: give a build of another commit",
+                other.display()
+            );
+        }
+        loss::check_binary(other)?;
+    }
     let setup = loss::Setup {
         dropscope: dropscope.clone(),
         target: target.clone(),
         flood: Duration::from_secs(args.flood_secs),
-        sizes: args.breakdown || args.against.is_some(),
+        sizes: args.breakdown || against.is_some(),
         dump: args.dump.clone(),
-        against: args.against.clone(),
+        against: against.clone(),
     };
-    if let Some(other) = &args.against {
-        loss::check_binary(other)?;
+    if let Some(other) = &against {
         let plan = breakdown::against_plan();
         eprintln!(
             "bench: against {}: {} rounds x {} (flood, configuration) pairs, {} s of flood each",

@@ -90,8 +90,9 @@ pub fn render_against(plan: &[(Kind, Config)], runs: &[Run]) -> String {
     let ns = |b: &super::loss::BpfCost| b.ns;
     let _ = writeln!(
         out,
-        "
-BPF ns per drop (fdinfo run_time_ns / run_cnt, median over rounds); change = median          of per-round differences, this build minus the --against binary (negative: cheaper)"
+        "\nBPF ns per drop (fdinfo run_time_ns / run_cnt, median over rounds); change = median \
+         of per-round differences, this build minus the --against binary (negative: cheaper); \
+         sizes: this / against"
     );
     let _ = writeln!(
         out,
