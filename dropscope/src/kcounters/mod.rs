@@ -173,6 +173,7 @@ impl KernelCounters {
             // A device renamed since its namespace's last reading takes its baseline with it;
             // one gone keeps the growth last read.
             if let Some(now) = devices.remove(&ns) {
+                rename::known_only(&mut c, &now);
                 if let Some(before) = self.devices.get(&ns).filter(|_| !first) {
                     if let Some(base) = self.baseline.remove(&ns) {
                         (self.baseline).insert(ns, rename::follow(base, before, &now));

@@ -86,6 +86,14 @@ pub fn keep_gone(
     }
 }
 
+/// Leaves out of `counters` those of devices not in `now`, read in the same reading: a device
+/// made or renamed between the reading of `/proc/net/dev` and the link dump has `Dev:`
+/// counters under a name the dump does not know (read under its name next time).
+pub fn known_only(counters: &mut Counters, now: &Devices) {
+    let is: std::collections::HashSet<&str> = now.values().map(String::as_str).collect();
+    counters.retain(|name, _| split(name).is_none_or(|(_, dev, _)| is.contains(dev)));
+}
+
 /// A per-device counter's name, split: `(layer, device, rest)`.
 fn split(name: &str) -> Option<(&str, &str, &str)> {
     let (layer, rest) = name.split_once(':')?;
@@ -226,6 +234,25 @@ mod tests {
             &devices(&[(4, "z")]),
         );
         assert_eq!(renamed, counters(&[("Link:z:rx_dropped", 6)]));
+    }
+
+    #[test]
+    fn counters_of_devices_the_link_dump_did_not_know_are_left_out() {
+        let mut c = counters(&[
+            ("Dev:old:RxDrop", 900),
+            ("Dev:new:RxDrop", 900),
+            ("Link:new:rx_dropped", 900),
+            ("Udp:NoPorts", 1),
+        ]);
+        known_only(&mut c, &devices(&[(1, "lo"), (7, "new")]));
+        assert_eq!(
+            c,
+            counters(&[
+                ("Dev:new:RxDrop", 900),
+                ("Link:new:rx_dropped", 900),
+                ("Udp:NoPorts", 1),
+            ])
+        );
     }
 
     #[test]

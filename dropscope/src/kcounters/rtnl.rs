@@ -59,7 +59,8 @@ pub struct Found {
     pub hooks: Vec<Hooked>,
     /// Whether `hooks` is whole: every dump that finds programs answered.
     pub hooks_whole: bool,
-    /// Its devices' names (escaped) by interface index; empty when the links were not read.
+    /// Its devices' names (escaped) by interface index; empty when the links were not read
+    /// whole.
     pub devices: Devices,
     /// What could not be read, or was cut.
     pub notes: Vec<String>,
@@ -83,11 +84,12 @@ impl Rtnl {
     pub fn read(&mut self, out: &mut Counters) -> Found {
         let mut found = Found::default();
         let (hooks, notes) = (&mut found.hooks, &mut found.notes);
-        let names = match self.dump(
+        let (names, links_whole) = match self.dump(
             RouteNetlinkMessage::GetLink(LinkMessage::default()),
             "links",
         ) {
             Ok((msgs, note)) => {
+                let whole = note.is_none();
                 notes.extend(note);
                 let names = links(&msgs, out);
                 super::hooks::xdp(&msgs, &names, hooks);
@@ -100,7 +102,7 @@ impl Rtnl {
                 if hooks.iter().any(|h| h.hook.is_xdp()) {
                     notes.extend(super::xsk::read(&names, out));
                 }
-                names
+                (names, whole)
             }
             Err(e) => {
                 notes.push(format!("links not read: {e}"));
@@ -121,7 +123,10 @@ impl Rtnl {
                 false
             }
         };
-        found.devices = names.into_iter().collect();
+        // Only a whole dump says which devices there are.
+        if links_whole {
+            found.devices = names.into_iter().collect();
+        }
         found
     }
 
