@@ -274,21 +274,27 @@ fn backlog_drops_equal_softnet_stat_and_the_matched_cpu_backlog_drops() {
     );
 }
 
-#[test]
-fn a_device_drop_no_kfree_skb_sees_is_counted_by_the_layer_only_on_its_device() {
-    let _serial = root_test();
-    let c = Netns::new("lifb");
+/// A test namespace (IPv6 off) with an ifb device `ifb0` up at `addr`. An ifb device takes
+/// packets redirected to it by tc; one sent to it directly it counts as rx_dropped and frees as
+/// consumed, not as a drop: no kfree_skb tool sees it.
+fn ifb_namespace(name: &str, addr: &str) -> Netns {
+    let c = Netns::new(name);
     c.exec(&[
         "sysctl",
         "-qw",
         "net.ipv6.conf.all.disable_ipv6=1",
         "net.ipv6.conf.default.disable_ipv6=1",
     ]);
-    // An ifb device takes packets redirected to it by tc; one sent to it directly it counts as
-    // rx_dropped and frees as consumed, not as a drop: no kfree_skb tool sees it.
     c.exec(&["ip", "link", "add", "ifb0", "type", "ifb"]);
-    c.exec(&["ip", "addr", "add", "10.83.0.1/24", "dev", "ifb0"]);
+    c.exec(&["ip", "addr", "add", addr, "dev", "ifb0"]);
     c.exec(&["ip", "link", "set", "ifb0", "up"]);
+    c
+}
+
+#[test]
+fn a_device_drop_no_kfree_skb_sees_is_counted_by_the_layer_only_on_its_device() {
+    let _serial = root_test();
+    let c = ifb_namespace("lifb", "10.83.0.1/24");
     let before = link_stat(&c, "ifb0", "rx", "dropped");
     let report = report_around(|| {
         c.traffic(&["udp-to", "10.83.0.2", "9", "25"]);
@@ -322,16 +328,7 @@ fn a_device_drop_no_kfree_skb_sees_is_counted_by_the_layer_only_on_its_device() 
 #[test]
 fn a_device_renamed_while_counted_shows_the_windows_drops_under_its_new_name() {
     let _serial = root_test();
-    let c = Netns::new("lren");
-    c.exec(&[
-        "sysctl",
-        "-qw",
-        "net.ipv6.conf.all.disable_ipv6=1",
-        "net.ipv6.conf.default.disable_ipv6=1",
-    ]);
-    c.exec(&["ip", "link", "add", "ifb0", "type", "ifb"]);
-    c.exec(&["ip", "addr", "add", "10.84.0.1/24", "dev", "ifb0"]);
-    c.exec(&["ip", "link", "set", "ifb0", "up"]);
+    let c = ifb_namespace("lren", "10.84.0.1/24");
     // Drops before the window: the device's history, which the window must not show.
     c.traffic(&["udp-to", "10.84.0.2", "9", "40"]);
     let before = link_stat(&c, "ifb0", "rx", "dropped");
@@ -374,16 +371,7 @@ fn a_device_renamed_while_counted_shows_the_windows_drops_under_its_new_name() {
 #[test]
 fn a_device_deleted_while_counted_keeps_the_windows_drops() {
     let _serial = root_test();
-    let c = Netns::new("ldel");
-    c.exec(&[
-        "sysctl",
-        "-qw",
-        "net.ipv6.conf.all.disable_ipv6=1",
-        "net.ipv6.conf.default.disable_ipv6=1",
-    ]);
-    c.exec(&["ip", "link", "add", "ifb0", "type", "ifb"]);
-    c.exec(&["ip", "addr", "add", "10.85.0.1/24", "dev", "ifb0"]);
-    c.exec(&["ip", "link", "set", "ifb0", "up"]);
+    let c = ifb_namespace("ldel", "10.85.0.1/24");
     c.traffic(&["udp-to", "10.85.0.2", "9", "30"]);
     let before = link_stat(&c, "ifb0", "rx", "dropped");
     let report = Counting::start(&["report", "--format", "json", "--by", BY, "--every", "1"]);

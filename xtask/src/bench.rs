@@ -88,6 +88,9 @@ pub struct BenchArgs {
     syscalls: bool,
 }
 
+/// Renders a per-drop-only run (`--breakdown`, `--against`) from its plan and runs.
+type Render = fn(&[(Kind, Config)], &[loss::Run]) -> String;
+
 /// Runs the benchmark and prints its report on stdout (progress goes to stderr).
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let res = run_all(args);
@@ -177,42 +180,31 @@ fn run_all(args: BenchArgs) -> anyhow::Result<()> {
         dump: args.dump.clone(),
         against: against.clone(),
     };
+    // The per-drop-only runs: their rounds, then the header and their own table.
+    let per_drop_only =
+        |what: String, plan: Vec<(Kind, Config)>, render: Render| -> anyhow::Result<()> {
+            eprintln!(
+                "bench: {what}: {} rounds x {} (flood, configuration) pairs, {} s of flood each",
+                args.rounds,
+                plan.len(),
+                args.flood_secs
+            );
+            let before = machine::Snapshot::take();
+            let runs = loss::rounds(&setup, &plan, args.rounds as usize)?;
+            let busy = machine::others(&before, &machine::Snapshot::take());
+            for line in header(&args, &target, &netns.name, started.elapsed(), &busy) {
+                println!("{line}");
+            }
+            print!("{}", render(&plan, &runs));
+            print!("{}", report::exact_line(&plan, &runs));
+            Ok(())
+        };
     if let Some(other) = &against {
-        let plan = breakdown::against_plan();
-        eprintln!(
-            "bench: against {}: {} rounds x {} (flood, configuration) pairs, {} s of flood each",
-            other.display(),
-            args.rounds,
-            plan.len(),
-            args.flood_secs
-        );
-        let before = machine::Snapshot::take();
-        let runs = loss::rounds(&setup, &plan, args.rounds as usize)?;
-        let busy = machine::others(&before, &machine::Snapshot::take());
-        for line in header(&args, &target, &netns.name, started.elapsed(), &busy) {
-            println!("{line}");
-        }
-        print!("{}", breakdown::render_against(&plan, &runs));
-        print!("{}", report::exact_line(&plan, &runs));
-        return Ok(());
+        let what = format!("against {}", other.display());
+        return per_drop_only(what, breakdown::against_plan(), breakdown::render_against);
     }
     if args.breakdown {
-        let plan = breakdown::plan();
-        eprintln!(
-            "bench: breakdown: {} rounds x {} (flood, configuration) pairs, {} s of flood each",
-            args.rounds,
-            plan.len(),
-            args.flood_secs
-        );
-        let before = machine::Snapshot::take();
-        let runs = loss::rounds(&setup, &plan, args.rounds as usize)?;
-        let busy = machine::others(&before, &machine::Snapshot::take());
-        for line in header(&args, &target, &netns.name, started.elapsed(), &busy) {
-            println!("{line}");
-        }
-        print!("{}", breakdown::render(&plan, &runs));
-        print!("{}", report::exact_line(&plan, &runs));
-        return Ok(());
+        return per_drop_only("breakdown".into(), breakdown::plan(), breakdown::render);
     }
     let (_debugfs, bpftrace_note) = prepare_bpftrace();
     let plan = plan(bpftrace_note.is_none());
