@@ -168,6 +168,7 @@ impl KernelCounters {
             self.hooks = hooks;
         }
         let mut devices = reading.devices;
+        let mut budget = rename::GoneBudget::default();
         for (ns, mut c) in reading.counters {
             let first = reading.first.contains(&ns);
             // A device renamed since its namespace's last reading takes its baseline with it;
@@ -180,7 +181,7 @@ impl KernelCounters {
                     }
                     if let Some(latest) = self.latest.get(&ns) {
                         let base = self.baseline.get(&ns);
-                        rename::keep_gone(&mut c, latest, base, before, &now);
+                        rename::keep_gone(&mut c, latest, base, (before, &now), &mut budget);
                     }
                 }
                 self.devices.insert(ns, now);
@@ -200,6 +201,14 @@ impl KernelCounters {
             .retain(|ns, _| tracked.contains(ns) || latest.contains_key(ns));
         self.devices.retain(|ns, _| tracked.contains(ns));
         self.errors = reading.errors;
+        if budget.left_out > 0 {
+            self.errors.push(format!(
+                "{} counters of deleted devices not kept (at most {} are): their growth left \
+                 the window",
+                budget.left_out,
+                rename::MAX_GONE_COUNTERS
+            ));
+        }
         if reading.deferred > 0 {
             self.errors.push(format!(
                 "{} namespaces not read this time (at most {MAX_READ_PER_POLL} a poll): read in \

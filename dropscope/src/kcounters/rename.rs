@@ -1,6 +1,7 @@
 //! A device renamed, gone, or its name taken by a new device between two readings: its
 //! baseline follows it by interface index, so a window holds its growth, never its whole
-//! history; a device gone keeps the growth last read, as a gone namespace does.
+//! history; a device gone keeps the growth last read, as a gone namespace does (within
+//! [`MAX_GONE_COUNTERS`]).
 //!
 //! Per-device counters are named by the device (`Link:<dev>:…`, `Dev:<dev>:…`,
 //! `Qdisc:<dev>:…`, `Ethtool:<dev>:…`, `Xsk:<dev>:…`), and growth is the latest value minus the
@@ -69,8 +70,8 @@ pub fn keep_gone(
     now_counters: &mut Counters,
     latest: &Counters,
     baseline: Option<&Counters>,
-    before: &Devices,
-    now: &Devices,
+    (before, now): (&Devices, &Devices),
+    budget: &mut GoneBudget,
 ) {
     let is: std::collections::HashSet<&str> = now.values().map(String::as_str).collect();
     let was: HashMap<&str, u32> = before.iter().map(|(i, n)| (n.as_str(), *i)).collect();
@@ -80,8 +81,36 @@ pub fn keep_gone(
         };
         let renamed = was.get(dev).is_some_and(|i| now.contains_key(i));
         let grew = baseline.and_then(|b| b.get(name)) != Some(&v);
-        if !renamed && !is.contains(dev) && grew {
-            now_counters.entry(name.clone()).or_insert(v);
+        if renamed || is.contains(dev) || !grew || now_counters.contains_key(name) {
+            continue;
+        }
+        if budget.left == 0 {
+            budget.left_out += 1;
+            continue;
+        }
+        budget.left -= 1;
+        now_counters.insert(name.clone(), v);
+    }
+}
+
+/// The most counters of gone devices kept over all namespaces: a process that makes and
+/// deletes devices cannot grow the readings without bound.
+pub const MAX_GONE_COUNTERS: usize = 4096;
+
+/// What one reading may still keep of gone devices' counters, and how many it left out.
+#[derive(Debug)]
+pub struct GoneBudget {
+    /// Counters it may still keep.
+    pub left: usize,
+    /// Counters of gone devices that grew and were not kept.
+    pub left_out: usize,
+}
+
+impl Default for GoneBudget {
+    fn default() -> Self {
+        Self {
+            left: MAX_GONE_COUNTERS,
+            left_out: 0,
         }
     }
 }
@@ -210,7 +239,14 @@ mod tests {
             devices(&[(2, "a"), (3, "b"), (4, "c")]),
             devices(&[(4, "c"), (9, "b")]),
         );
-        keep_gone(&mut now, &latest, Some(&base), &before, &after);
+        let mut budget = GoneBudget::default();
+        keep_gone(
+            &mut now,
+            &latest,
+            Some(&base),
+            (&before, &after),
+            &mut budget,
+        );
         let kept = counters(&[
             ("Link:a:rx_dropped", 10),
             ("Link:c:rx_dropped", 5),
@@ -219,7 +255,7 @@ mod tests {
         assert_eq!(now, kept);
         // The next reading, `a` known to neither list: its growth is still kept.
         let mut next = counters(&[("Link:c:rx_dropped", 6)]);
-        keep_gone(&mut next, &now, Some(&base), &after, &after);
+        keep_gone(&mut next, &now, Some(&base), (&after, &after), &mut budget);
         assert_eq!(
             next,
             counters(&[("Link:a:rx_dropped", 10), ("Link:c:rx_dropped", 6)])
@@ -230,10 +266,35 @@ mod tests {
             &mut renamed,
             &counters(&[("Link:c:rx_dropped", 6)]),
             None,
-            &devices(&[(4, "c")]),
-            &devices(&[(4, "z")]),
+            (&devices(&[(4, "c")]), &devices(&[(4, "z")])),
+            &mut budget,
         );
         assert_eq!(renamed, counters(&[("Link:z:rx_dropped", 6)]));
+        assert_eq!(
+            (budget.left, budget.left_out),
+            (MAX_GONE_COUNTERS - 2, 0),
+            "one kept in each of two readings"
+        );
+    }
+
+    #[test]
+    fn gone_devices_are_kept_within_a_budget_and_the_rest_counted() {
+        let latest = counters(&[("Link:a:rx_dropped", 1), ("Link:b:rx_dropped", 2)]);
+        let mut now = Counters::new();
+        let mut budget = GoneBudget {
+            left: 1,
+            left_out: 0,
+        };
+        let before = devices(&[(2, "a"), (3, "b")]);
+        keep_gone(
+            &mut now,
+            &latest,
+            None,
+            (&before, &Devices::new()),
+            &mut budget,
+        );
+        assert_eq!(now, counters(&[("Link:a:rx_dropped", 1)]));
+        assert_eq!((budget.left, budget.left_out), (0, 1));
     }
 
     #[test]
