@@ -16,28 +16,63 @@ const MAX_COUNTER_NAME: usize = 256;
 /// Longest note about a namespace that could not be read.
 const MAX_ERROR: usize = 1024;
 
-/// The payload of a kernel frame.
+/// Room in a frame for a reading's notes; the rest is its counters'.
+const NOTES_ROOM: usize = 64 << 10;
+/// Room for the frame's fixed fields and counts (varints of at most 10 bytes each).
+const HEADER_ROOM: usize = 64;
+
+/// The payload of a kernel frame: at most [`MAX_KERNEL_FRAME`] bytes whatever the reading
+/// holds. Namespaces that do not fit (beyond [`MAX_NETNS`], or beyond the frame's room) are
+/// left out, and a note the frame carries says how many, so a host with very many namespaces
+/// or devices never stops a recording.
 pub fn encode(r: &KernelReading) -> Vec<u8> {
-    let mut p = Vec::new();
-    put_uvarint(&mut p, r.unix_ms);
-    put_uvarint(&mut p, r.initial_netns);
-    let netns: Vec<_> = r.netns.iter().take(MAX_NETNS).collect();
-    put_uvarint(&mut p, netns.len() as u64);
-    for (ns, g) in netns {
-        put_uvarint(&mut p, *ns);
+    let room = MAX_KERNEL_FRAME - HEADER_ROOM - NOTES_ROOM - (MAX_ERROR + 4);
+    let (mut blocks, mut used) = (Vec::new(), 0);
+    let (mut left_ns, mut left_counters) = (0usize, 0usize);
+    for (ns, g) in &r.netns {
+        let mut b = Vec::new();
+        put_uvarint(&mut b, *ns);
         // What the reader would refuse is never written (a reading's names are escaped).
         let kept: Vec<_> = (g.iter())
             .filter(|(n, _)| n.len() <= MAX_COUNTER_NAME && plain(n))
             .collect();
-        put_uvarint(&mut p, kept.len() as u64);
-        for (name, v) in kept {
-            put_str(&mut p, name);
-            put_uvarint(&mut p, *v);
+        put_uvarint(&mut b, kept.len() as u64);
+        for (name, v) in &kept {
+            put_str(&mut b, name);
+            put_uvarint(&mut b, **v);
         }
+        if blocks.len() == MAX_NETNS || used + b.len() > room {
+            left_ns += 1;
+            left_counters += kept.len();
+            continue;
+        }
+        used += b.len();
+        blocks.push(b);
     }
-    let errors: Vec<_> = r.errors.iter().filter(|e| e.len() <= MAX_ERROR).collect();
-    put_uvarint(&mut p, errors.len() as u64);
-    for e in errors {
+    let mut notes: Vec<String> = Vec::new();
+    let mut notes_used = 0;
+    for e in r.errors.iter().filter(|e| e.len() <= MAX_ERROR) {
+        if notes_used + e.len() + 2 > NOTES_ROOM {
+            break;
+        }
+        notes_used += e.len() + 2;
+        notes.push(e.clone());
+    }
+    if left_ns > 0 {
+        notes.push(format!(
+            "{left_ns} namespaces' counters ({left_counters}) not recorded: a recording's \
+             reading holds at most {MAX_NETNS} namespaces and 1 MiB"
+        ));
+    }
+    let mut p = Vec::new();
+    put_uvarint(&mut p, r.unix_ms);
+    put_uvarint(&mut p, r.initial_netns);
+    put_uvarint(&mut p, blocks.len() as u64);
+    for b in blocks {
+        p.extend_from_slice(&b);
+    }
+    put_uvarint(&mut p, notes.len() as u64);
+    for e in &notes {
         put_str(&mut p, e);
     }
     p
@@ -126,6 +161,32 @@ mod tests {
     fn round_trips() {
         let r = reading();
         assert_eq!(decode(&encode(&r)).expect("decodes"), r);
+    }
+
+    #[test]
+    fn a_reading_too_large_for_a_frame_is_cut_with_a_note() {
+        let mut r = reading();
+        for ns in 0..5_000u64 {
+            let g = r.netns.entry(10_000 + ns).or_default();
+            for c in 0..40 {
+                g.insert(format!("Link:veth{c:0>20}:rx_dropped").into(), 1 + c);
+            }
+        }
+        r.errors = vec!["n".repeat(MAX_ERROR); 1_000];
+        let p = encode(&r);
+        assert!(p.len() <= MAX_KERNEL_FRAME, "{}", p.len());
+        let back = decode(&p).expect("decodes");
+        assert!(back.netns.len() > 100 && back.netns.len() < r.netns.len());
+        let note = back.errors.last().expect("a note");
+        let left = r.netns.len() - back.netns.len();
+        assert!(
+            note.starts_with(&format!("{left} namespaces' counters (")),
+            "{note}"
+        );
+        // What was kept is as it was read.
+        for (ns, g) in &back.netns {
+            assert_eq!(Some(g), r.netns.get(ns));
+        }
     }
 
     #[test]
