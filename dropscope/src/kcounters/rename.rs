@@ -5,9 +5,10 @@
 //!
 //! Per-device counters are named by the device (`Link:<dev>:…`, `Dev:<dev>:…`,
 //! `Qdisc:<dev>:…`, `Ethtool:<dev>:…`, `Xsk:<dev>:…`), and growth is the latest value minus the
-//! baseline under the same name. A device renamed between two readings (as a container's
-//! interface is, moved in as `veth…` and renamed `eth0`) would count from zero under its new
-//! name; a device created under the name of one deleted would count from the old one's values.
+//! baseline under the same name. A device renamed between two readings (as udev or a container
+//! runtime renames one) would count from zero under its new name, its whole history as the
+//! window's; a device created under the name of one deleted would count from the old one's
+//! values.
 use std::collections::{BTreeMap, HashMap};
 
 use super::parse::Counters;
