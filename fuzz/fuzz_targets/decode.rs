@@ -343,14 +343,21 @@ fn generated(data: &[u8]) -> Option<()> {
             };
             for _ in 0..src.byte() % 4 {
                 let ns = src.u64();
+                let devices = src.byte() & 1 != 0;
                 for j in 0..src.byte() % 4 {
                     r.netns
                         .entry(ns)
                         .or_default()
                         .insert(format!("Dev:if{j}:RxPackets").into(), src.u64());
+                    if devices {
+                        let d = r.devices.entry(ns).or_default();
+                        d.insert(u32::from(j) + 1, format!("if{j}"));
+                    }
                 }
             }
             r.netns.retain(|_, g| !g.is_empty());
+            let netns = &r.netns;
+            r.devices.retain(|ns, _| netns.contains_key(ns));
             reading = Some(Arc::new(r));
         }
         snaps.push(Snapshot {

@@ -366,6 +366,60 @@ fn a_device_renamed_while_counted_shows_the_windows_drops_under_its_new_name() {
     assert_eq!(n(t, "counted"), 25, "{t}");
 }
 
+/// A recording's window (`report --input --from`) follows a device renamed inside it: the
+/// window is the difference of two recorded readings, and the later one names the device by
+/// its new name only. The recording's readings carry each device's interface index.
+#[test]
+fn a_recorded_window_follows_a_device_renamed_inside_it() {
+    let _serial = root_test();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rec = dir.path().join("renamed.dsrec");
+    let c = ifb_namespace("lrec", "10.86.0.1/24");
+    c.traffic(&["udp-to", "10.86.0.2", "9", "40"]);
+    let before = link_stat(&c, "ifb0", "rx", "dropped");
+    let started = std::time::Instant::now();
+    let recorder = Counting::start(&["record", "-o", rec.to_str().expect("utf-8"), "--by", BY]);
+    c.traffic(&["udp-to", "10.86.0.2", "9", "10"]);
+    // A recording reads the counters every 10 s: the reading at 10 s has `ifb0`'s 10 drops.
+    std::thread::sleep(Duration::from_secs(12).saturating_sub(started.elapsed()));
+    let at_rename = link_stat(&c, "ifb0", "rx", "dropped") - before;
+    c.exec(&["ip", "link", "set", "ifb0", "down"]);
+    c.exec(&["ip", "link", "set", "ifb0", "name", "ctr0"]);
+    c.exec(&["ip", "link", "set", "ctr0", "up"]);
+    c.traffic(&["udp-to", "10.86.0.2", "9", "15"]);
+    std::thread::sleep(Duration::from_millis(500));
+    recorder.interrupt();
+    let after = link_stat(&c, "ctr0", "rx", "dropped") - before;
+    assert_eq!(
+        (at_rename, after),
+        (10, 25),
+        "ip -s link: every datagram dropped by the ifb"
+    );
+    let report = |extra: &[&str]| {
+        json_output(
+            Command::new(dropscope_tests::dropscope_bin())
+                .args(["report", "--format", "json", "--input"])
+                .arg(&rec)
+                .args(extra),
+        )
+    };
+    let ns = inode(&c);
+    // The whole recording: every drop since it started, under the new name.
+    let whole = report(&[]);
+    let r = row(&whole, ns, "Link:ctr0:rx_dropped");
+    assert_eq!(n(r, "delta"), 25, "the whole recording: {r}");
+    // From 11 s: from the reading at 10 s (10 drops of `ifb0`) to the end (25 of `ctr0`).
+    let window = report(&["--from", "11"]);
+    let r = row(&window, ns, "Link:ctr0:rx_dropped");
+    assert_eq!(
+        (n(r, "delta"), n(r, "counter_only")),
+        (15, 15),
+        "the window's drops, never the 10 before it: {r}"
+    );
+    let t = layer(&window, "nic", ns, Some("ctr0"));
+    assert_eq!(n(t, "counted"), 15, "{t}");
+}
+
 /// A device deleted while dropscope counts (a container's interface at teardown) keeps the
 /// drops it counted in the window, as a gone namespace does: they are not lost from the ledger.
 #[test]

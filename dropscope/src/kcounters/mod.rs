@@ -232,7 +232,7 @@ impl KernelCounters {
     /// The growth since the start, per namespace: the drop counters (those [`map`] knows)
     /// and the packet counters (denominators of drop ratios), as a snapshot carries them.
     pub fn reading(&self) -> KernelReading {
-        let mut netns = BTreeMap::new();
+        let (mut netns, mut devices) = (BTreeMap::new(), BTreeMap::new());
         for (ns, now) in &self.latest {
             let Some(base) = self.baseline.get(ns) else {
                 continue;
@@ -245,15 +245,30 @@ impl KernelCounters {
                     (d > 0).then(|| (Arc::from(name.as_str()), d))
                 })
                 .collect();
-            if !g.is_empty() {
-                netns.insert(*ns, g);
+            if g.is_empty() {
+                continue;
             }
+            // The devices its counters name, so that a window between two readings follows a
+            // device renamed between them.
+            let named: BTreeSet<&str> = g
+                .keys()
+                .filter_map(|n| crate::model::devices::device_of(n))
+                .collect();
+            let known = (self.devices.get(ns).into_iter().flatten())
+                .filter(|(_, name)| named.contains(name.as_str()))
+                .map(|(i, name)| (*i, name.clone()))
+                .collect::<rename::Devices>();
+            if !known.is_empty() {
+                devices.insert(*ns, known);
+            }
+            netns.insert(*ns, g);
         }
         KernelReading {
             unix_ms: self.read_unix_ms,
             initial_netns: self.initial_netns(),
             netns,
             errors: self.errors.clone(),
+            devices,
         }
     }
 }

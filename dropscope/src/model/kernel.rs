@@ -5,9 +5,11 @@
 //! `Dev:<interface>:RxDrop`, `Softnet:Dropped`. Besides the drop counters a reading holds the
 //! packets the kernel handled (the denominators of drop ratios, see [`PACKET_COUNTERS`] and
 //! `Dev:<interface>:RxPackets` / `TxPackets`).
-use std::{collections::BTreeMap, sync::Arc};
+use std::{borrow::Cow, collections::BTreeMap, sync::Arc};
 
 use serde::{Deserialize, Serialize};
+
+use super::devices::{self, Devices};
 
 /// Per-namespace packet counters that are denominators of a namespace's drop ratio.
 pub const PACKET_COUNTERS: &[&str] = &[
@@ -66,6 +68,11 @@ pub struct KernelReading {
     /// Namespaces that could not be read, and why (and how many waited for a later poll).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<String>,
+    /// Per namespace, the devices its per-device counters name, by interface index (where
+    /// the reading knew them): a window between two readings follows a device renamed between
+    /// them ([`KernelReading::since`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub devices: BTreeMap<u64, Devices>,
 }
 
 impl KernelReading {
@@ -102,18 +109,30 @@ impl KernelReading {
 
     /// The growth between `earlier` and `self` (both since the same session start): per
     /// counter, the later minus the earlier growth (a namespace or counter missing from
-    /// `earlier` counts from zero). Time, initial namespace and errors are `self`'s.
+    /// `earlier` counts from zero). A device renamed between them (the same interface index
+    /// under another name) is subtracted under its new name; a new device under an old name
+    /// counts from zero. Time, initial namespace, errors and devices are `self`'s.
     pub fn since(&self, earlier: &KernelReading) -> KernelReading {
-        let netns = self
+        let none = Devices::new();
+        let netns: BTreeMap<u64, Growth> = self
             .netns
             .iter()
             .map(|(ns, g)| {
-                let before = earlier.netns.get(ns);
+                let before = earlier.netns.get(ns).map(|b| {
+                    let (was, is) = (
+                        earlier.devices.get(ns).unwrap_or(&none),
+                        self.devices.get(ns).unwrap_or(&none),
+                    );
+                    match was == is {
+                        true => Cow::Borrowed(b),
+                        false => Cow::Owned(devices::follow(b.clone(), was, is)),
+                    }
+                });
                 let g: Growth = g
                     .iter()
                     .filter_map(|(name, &v)| {
-                        let b = before.and_then(|b| b.get(name)).copied().unwrap_or(0);
-                        let d = v.saturating_sub(b);
+                        let b = before.as_ref().and_then(|b| b.get(name)).copied();
+                        let d = v.saturating_sub(b.unwrap_or(0));
                         (d > 0).then(|| (name.clone(), d))
                     })
                     .collect();
@@ -121,11 +140,16 @@ impl KernelReading {
             })
             .filter(|(_, g)| !g.is_empty())
             .collect();
+        let devices = (self.devices.iter())
+            .filter(|(ns, _)| netns.contains_key(ns))
+            .map(|(ns, d)| (*ns, d.clone()))
+            .collect();
         KernelReading {
             unix_ms: self.unix_ms,
             initial_netns: self.initial_netns,
             netns,
             errors: self.errors.clone(),
+            devices,
         }
     }
 }
@@ -162,6 +186,57 @@ mod tests {
         assert_eq!(w.growth(1, "Udp:NoPorts"), 4);
         assert_eq!(w.growth(3, "Tcp:InSegs"), 4);
         assert!(!w.netns.contains_key(&2), "{w:?}");
+    }
+
+    #[test]
+    fn a_window_follows_a_device_renamed_or_made_again_between_its_readings() {
+        let mut a = reading(
+            10,
+            &[
+                (1, "Link:ifb0:rx_dropped", 40),
+                (1, "Qdisc:ifb0:pfifo 1::drops", 4),
+                (1, "Link:old:rx_dropped", 7),
+                (1, "Link:gone:rx_dropped", 3),
+                (1, "Udp:NoPorts", 2),
+            ],
+        );
+        a.devices.insert(
+            1,
+            [(5, "ifb0"), (6, "old"), (8, "gone")]
+                .map(|(i, n)| (i, n.to_owned()))
+                .into(),
+        );
+        // `ifb0` renamed `ctr0` and dropped 15 more; `old` deleted and made again (a new
+        // index) with 2 drops of its own; `gone` deleted, its growth kept by name.
+        let mut b = reading(
+            20,
+            &[
+                (1, "Link:ctr0:rx_dropped", 55),
+                (1, "Qdisc:ctr0:pfifo 1::drops", 5),
+                (1, "Link:old:rx_dropped", 2),
+                (1, "Link:gone:rx_dropped", 3),
+                (1, "Udp:NoPorts", 3),
+            ],
+        );
+        b.devices.insert(
+            1,
+            [(5, "ctr0"), (9, "old")]
+                .map(|(i, n)| (i, n.to_owned()))
+                .into(),
+        );
+        let w = b.since(&a);
+        assert_eq!(w.growth(1, "Link:ctr0:rx_dropped"), 15);
+        assert_eq!(w.growth(1, "Qdisc:ctr0:pfifo 1::drops"), 1);
+        assert_eq!(w.growth(1, "Link:old:rx_dropped"), 2);
+        assert_eq!(w.growth(1, "Link:gone:rx_dropped"), 0);
+        assert_eq!(w.growth(1, "Udp:NoPorts"), 1);
+        assert_eq!(w.devices, b.devices);
+        // Readings that know no devices (a recording before version 5) subtract by name.
+        let (mut a, mut b) = (a, b);
+        a.devices.clear();
+        b.devices.clear();
+        assert_eq!(b.since(&a).growth(1, "Link:ctr0:rx_dropped"), 55);
+        assert_eq!(b.since(&a).growth(1, "Link:old:rx_dropped"), 0);
     }
 
     #[test]

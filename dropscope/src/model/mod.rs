@@ -2,6 +2,7 @@
 //! stack tree). No aya, no terminal.
 pub mod budget;
 pub mod compare;
+pub mod devices;
 pub mod group;
 pub mod kernel;
 pub mod packet;

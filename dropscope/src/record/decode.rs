@@ -419,7 +419,8 @@ impl Cursor {
         let f = rec.kernel_frame(i).ok_or(RecordError::Empty)?;
         let payload = rec.payload(f)?;
         let r = Arc::new(
-            super::kernel::decode(&payload).map_err(|Malformed(why)| corrupt(f.offset, why))?,
+            super::kernel::decode(&payload, rec.dictionary().version)
+                .map_err(|Malformed(why)| corrupt(f.offset, why))?,
         );
         self.kernel = Some((i, r.clone()));
         Ok(r)

@@ -1,10 +1,11 @@
-//! Kernel frames (format version 4): a reading of the kernel's own counters, written before
-//! the first snapshot frame that carries it. Each is self-contained (growth since the session
-//! started), so a seek needs only the latest one before its target.
+//! Kernel frames (format version 4; from version 5 with each namespace's devices by interface
+//! index): a reading of the kernel's own counters, written before the first snapshot frame
+//! that carries it. Each is self-contained (growth since the session started), so a seek needs
+//! only the latest one before its target.
 use std::sync::Arc;
 
 use super::format::{Malformed, Reader, put_str, put_uvarint};
-use crate::model::{KernelReading, kernel::Growth};
+use crate::model::{KernelReading, devices::Devices, kernel::Growth};
 
 /// Largest kernel frame payload, decompressed: a bound on what one reading can make us keep
 /// and print.
@@ -13,6 +14,8 @@ pub const MAX_KERNEL_FRAME: usize = 1 << 20;
 const MAX_NETNS: usize = 4096;
 /// Longest counter name (`Dev:<interface>:RxDrop`, escaped).
 const MAX_COUNTER_NAME: usize = 256;
+/// Longest device name (escaped).
+const MAX_DEVICE_NAME: usize = 256;
 /// Longest note about a namespace that could not be read.
 const MAX_ERROR: usize = 1024;
 
@@ -40,6 +43,14 @@ pub fn encode(r: &KernelReading) -> Vec<u8> {
         for (name, v) in &kept {
             put_str(&mut b, name);
             put_uvarint(&mut b, **v);
+        }
+        let devices: Vec<_> = (r.devices.get(ns).into_iter().flatten())
+            .filter(|(_, n)| n.len() <= MAX_DEVICE_NAME && plain(n))
+            .collect();
+        put_uvarint(&mut b, devices.len() as u64);
+        for (index, name) in devices {
+            put_uvarint(&mut b, u64::from(*index));
+            put_str(&mut b, name);
         }
         if blocks.len() == MAX_NETNS || used + b.len() > room {
             left_ns += 1;
@@ -84,8 +95,9 @@ fn plain(s: &str) -> bool {
     !s.is_empty() && crate::sanitize::terminal(s) == s
 }
 
-/// Decodes a kernel frame's payload, refusing anything the writer would not have written.
-pub fn decode(payload: &[u8]) -> Result<KernelReading, Malformed> {
+/// Decodes a kernel frame's payload of a recording of format `version`, refusing anything the
+/// writer would not have written.
+pub fn decode(payload: &[u8], version: u16) -> Result<KernelReading, Malformed> {
     if payload.len() > MAX_KERNEL_FRAME {
         return Err(Malformed("a kernel frame beyond 1 MiB"));
     }
@@ -121,6 +133,12 @@ pub fn decode(payload: &[u8]) -> Result<KernelReading, Malformed> {
                 return Err(Malformed("a kernel counter twice in one namespace"));
             }
         }
+        if version >= 5 {
+            let devices = devices(&mut r)?;
+            if !devices.is_empty() {
+                out.devices.insert(ns, devices);
+            }
+        }
         out.netns.insert(ns, g);
     }
     for _ in 0..r.count(1)? {
@@ -135,9 +153,30 @@ pub fn decode(payload: &[u8]) -> Result<KernelReading, Malformed> {
     Ok(out)
 }
 
+/// A namespace's devices (version 5 on): each interface index and each name at most once.
+fn devices(r: &mut Reader) -> Result<Devices, Malformed> {
+    let mut devices = Devices::new();
+    let mut names = std::collections::HashSet::new();
+    for _ in 0..r.count(2)? {
+        let index = u32::try_from(r.uvarint()?)
+            .map_err(|_| Malformed("an interface index beyond 32 bits"))?;
+        let name = r.str()?;
+        if name.len() > MAX_DEVICE_NAME || !plain(name) {
+            return Err(Malformed(
+                "a device name that is empty, too long or not plain text",
+            ));
+        }
+        if !names.insert(name) || devices.insert(index, name.to_owned()).is_some() {
+            return Err(Malformed("a device twice in one namespace"));
+        }
+    }
+    Ok(devices)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::VERSION;
 
     fn reading() -> KernelReading {
         let mut r = KernelReading {
@@ -154,13 +193,15 @@ mod tests {
             .entry(4026532999)
             .or_default()
             .insert("Dev:veth0:RxPackets".into(), 1000);
+        r.devices
+            .insert(4026532999, [(7, "veth0".to_owned())].into());
         r
     }
 
     #[test]
     fn round_trips() {
         let r = reading();
-        assert_eq!(decode(&encode(&r)).expect("decodes"), r);
+        assert_eq!(decode(&encode(&r), VERSION).expect("decodes"), r);
     }
 
     #[test]
@@ -175,7 +216,7 @@ mod tests {
         r.errors = vec!["n".repeat(MAX_ERROR); 1_000];
         let p = encode(&r);
         assert!(p.len() <= MAX_KERNEL_FRAME, "{}", p.len());
-        let back = decode(&p).expect("decodes");
+        let back = decode(&p, VERSION).expect("decodes");
         assert!(back.netns.len() > 100 && back.netns.len() < r.netns.len());
         let note = back.errors.last().expect("a note");
         let left = r.netns.len() - back.netns.len();
@@ -197,7 +238,7 @@ mod tests {
             .entry(1)
             .or_default()
             .insert("Dev:\u{1b}[2J:RxDrop".into(), 1);
-        let back = decode(&encode(&r)).expect("decodes");
+        let back = decode(&encode(&r), VERSION).expect("decodes");
         assert_eq!(back.growth(1, "Dev:\u{1b}[2J:RxDrop"), 0);
         let mut p = Vec::new();
         for v in [1, 1, 1, 5, 1] {
@@ -206,17 +247,50 @@ mod tests {
         put_str(&mut p, "Dev:\u{1b}[2J:RxDrop");
         put_uvarint(&mut p, 1);
         put_uvarint(&mut p, 0);
-        assert!(decode(&p).is_err());
+        assert!(decode(&p, VERSION).is_err());
         // Truncated anywhere: an error, never a panic.
         let p = encode(&reading());
         for n in 0..p.len() {
-            assert!(decode(&p[..n]).is_err(), "{n}");
+            assert!(decode(&p[..n], VERSION).is_err(), "{n}");
         }
         // Namespaces out of order.
         let mut p = Vec::new();
-        for v in [1, 1, 2, 9, 0, 3, 0, 0] {
+        for v in [1, 1, 2, 9, 0, 0, 3, 0, 0, 0] {
             put_uvarint(&mut p, v);
         }
-        assert!(decode(&p).is_err());
+        assert!(decode(&p, VERSION).is_err());
+    }
+
+    #[test]
+    fn devices_are_refused_twice_and_absent_before_version_5() {
+        // A version 4 frame: no device lists.
+        let mut p = Vec::new();
+        for v in [1, 1, 1, 9, 1] {
+            put_uvarint(&mut p, v);
+        }
+        put_str(&mut p, "Link:eth0:rx_dropped");
+        put_uvarint(&mut p, 4);
+        put_uvarint(&mut p, 0);
+        let back = decode(&p, 4).expect("a version 4 frame decodes");
+        assert_eq!(back.growth(9, "Link:eth0:rx_dropped"), 4);
+        assert!(back.devices.is_empty());
+        assert!(decode(&p, 5).is_err(), "a version 5 frame has device lists");
+        // An index or a name twice, an index beyond 32 bits.
+        for (a, b) in [
+            ((3, "a"), (3, "b")),
+            ((3, "a"), (4, "a")),
+            ((1 << 32, "a"), (4, "b")),
+        ] {
+            let mut p = Vec::new();
+            for v in [1, 1, 1, 9, 0, 2] {
+                put_uvarint(&mut p, v);
+            }
+            for (i, n) in [a, b] {
+                put_uvarint(&mut p, i);
+                put_str(&mut p, n);
+            }
+            put_uvarint(&mut p, 0);
+            assert!(decode(&p, 5).is_err(), "{a:?} {b:?}");
+        }
     }
 }

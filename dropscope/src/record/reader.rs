@@ -372,7 +372,8 @@ impl Recording {
                 // Checked now, so that a damaged reading is refused on opening; decoded
                 // again (never kept) when a snapshot after it is shown.
                 let p = unpack(h.flags, &payload).map_err(|why| corrupt(offset, why))?;
-                super::kernel::decode(&p).map_err(|Malformed(why)| corrupt(offset, why))?;
+                super::kernel::decode(&p, self.dict.version)
+                    .map_err(|Malformed(why)| corrupt(offset, why))?;
                 self.kernel_frames.push(FrameInfo {
                     offset,
                     stored_len: h.len,
