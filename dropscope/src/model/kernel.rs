@@ -5,11 +5,18 @@
 //! `Dev:<interface>:RxDrop`, `Softnet:Dropped`. Besides the drop counters a reading holds the
 //! packets the kernel handled (the denominators of drop ratios, see [`PACKET_COUNTERS`] and
 //! `Dev:<interface>:RxPackets` / `TxPackets`).
-use std::{borrow::Cow, collections::BTreeMap, sync::Arc};
+use std::{
+    borrow::Cow,
+    collections::{BTreeMap, HashMap},
+    sync::Arc,
+};
 
 use serde::{Deserialize, Serialize};
 
-use super::devices::{self, Devices};
+use super::{
+    devices::{self, Devices},
+    programs,
+};
 
 /// Per-namespace packet counters that are denominators of a namespace's drop ratio.
 pub const PACKET_COUNTERS: &[&str] = &[
@@ -111,7 +118,8 @@ impl KernelReading {
     /// counter, the later minus the earlier growth (a namespace or counter missing from
     /// `earlier` counts from zero). A device renamed between them (the same interface index
     /// under another name) is subtracted under its new name; a new device under an old name
-    /// counts from zero. Time, initial namespace, errors and devices are `self`'s.
+    /// counts from zero; a program's verdicts are subtracted by program, whatever device they
+    /// are shown on. Time, initial namespace, errors and devices are `self`'s.
     pub fn since(&self, earlier: &KernelReading) -> KernelReading {
         let none = Devices::new();
         let netns: BTreeMap<u64, Growth> = self
@@ -128,10 +136,15 @@ impl KernelReading {
                         false => Cow::Owned(devices::follow(b.clone(), was, is)),
                     }
                 });
+                // A program's verdicts by program, whatever device they were shown on.
+                let progs: HashMap<_, u64> = (before.iter().flat_map(|b| b.iter()))
+                    .filter_map(|(name, &v)| Some((programs::identity(name)?, v)))
+                    .collect();
                 let g: Growth = g
                     .iter()
                     .filter_map(|(name, &v)| {
-                        let b = before.as_ref().and_then(|b| b.get(name)).copied();
+                        let b = (before.as_ref().and_then(|b| b.get(name)).copied())
+                            .or_else(|| progs.get(&programs::identity(name)?).copied());
                         let d = v.saturating_sub(b.unwrap_or(0));
                         (d > 0).then(|| (name.clone(), d))
                     })
@@ -231,6 +244,28 @@ mod tests {
         assert_eq!(w.growth(1, "Link:gone:rx_dropped"), 0);
         assert_eq!(w.growth(1, "Udp:NoPorts"), 1);
         assert_eq!(w.devices, b.devices);
+        // A program's verdicts, shown on the device under its new name: by program.
+        let mut pa = reading(1, &[(1, "Xdp:vb:xdpdrv:p#42:drop", 500)]);
+        pa.netns
+            .get_mut(&1)
+            .expect("ns")
+            .insert("Tc:vb:ingress:q#7:shot".into(), 9);
+        let pb = reading(
+            2,
+            &[
+                (1, "Xdp:ctr0:xdpdrv:p#42:drop", 600),
+                (1, "Xdp:ctr0:xdpdrv:p#43:drop", 5),
+                (1, "Tc:ctr0:ingress:q#7:shot", 9),
+            ],
+        );
+        let w = pb.since(&pa);
+        assert_eq!(w.growth(1, "Xdp:ctr0:xdpdrv:p#42:drop"), 100);
+        assert_eq!(
+            w.growth(1, "Xdp:ctr0:xdpdrv:p#43:drop"),
+            5,
+            "another program"
+        );
+        assert_eq!(w.growth(1, "Tc:ctr0:ingress:q#7:shot"), 0);
         // Readings that know no devices (a recording before version 5) subtract by name.
         let (mut a, mut b) = (a, b);
         a.devices.clear();

@@ -112,6 +112,16 @@ fn parse(name: &str) -> Option<(&str, &str, &str, &str, &str)> {
     Some((layer, dev, hook, prog, verdict))
 }
 
+/// What a verdict counter counts, whatever device it is shown on: `(layer, program id,
+/// verdict)`. A program's verdicts are counted per program, once, on one of the places it is
+/// attached, so a device renamed (or the program shown on another of its places) between two
+/// readings is the same counter.
+pub fn identity(name: &str) -> Option<(&str, &str, &str)> {
+    let (layer, _, _, prog, verdict) = parse(name)?;
+    let (_, id) = prog.rsplit_once('#')?;
+    Some((layer, id, verdict))
+}
+
 /// The program rows of `reading`: one per (program, verdict) that counted, keyed by namespace
 /// and interface, with the namespaces' names in `names`.
 pub fn rows(reading: &KernelReading, names: &BTreeMap<u64, Arc<str>>) -> Vec<DropCount> {
