@@ -189,6 +189,53 @@ fn qdisc_drops_equal_tc_and_the_matched_kfree_skb_drops_live_and_recorded() {
     }
 }
 
+/// A qdisc deleted and made again while counted (the same kind and handle: the same counter
+/// name): the window holds the old one's drops and the new one's, as `tc -s qdisc` counted
+/// them, never only those past the old one's count.
+#[test]
+fn a_qdisc_made_again_keeps_the_old_ones_drops_and_adds_the_new_ones() {
+    let _serial = root_test();
+    let (a, b) = (Netns::new("lqr-a"), Netns::new("lqr-b"));
+    let (va, _) = veth_pair(&a, &b, "10.87.0");
+    let tbf = |a: &Netns| {
+        a.exec(&[
+            "tc", "qdisc", "add", "dev", &va, "root", "handle", "1:", "tbf", "rate", "1mbit",
+            "burst", "1600", "limit", "3000",
+        ])
+    };
+    tbf(&a);
+    a.traffic(&["udp-to", "10.87.0.2", "9", "1"]);
+    std::thread::sleep(Duration::from_millis(200));
+    let before = tc_drops(&a, &va);
+    let report = Counting::start(&["report", "--format", "json", "--by", BY, "--every", "1"]);
+    a.traffic(&["udp-to", "10.87.0.2", "9", "400"]);
+    std::thread::sleep(Duration::from_millis(2500));
+    let old = tc_drops(&a, &va) - before;
+    a.exec(&["tc", "qdisc", "del", "dev", &va, "root"]);
+    tbf(&a);
+    // Read at least once with the new qdisc at zero (a counter at zero is not in a reading).
+    std::thread::sleep(Duration::from_millis(1500));
+    a.traffic(&["udp-to", "10.87.0.2", "9", "400"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let new = tc_drops(&a, &va);
+    let out = report.interrupt();
+    assert!(
+        old > 100 && new > 100,
+        "tbf dropped {old}, then {new}, of 400 each"
+    );
+    let last = (out.lines().rev())
+        .find(|l| l.starts_with('{'))
+        .expect("a JSON report");
+    let report: Value = serde_json::from_str(last).expect("JSON report");
+    let ns = inode(&a);
+    let q = row(&report, ns, &format!("Qdisc:{va}:tbf 1::drops"));
+    assert_eq!(
+        (n(q, "delta"), n(q, "matched"), n(q, "counter_only")),
+        (old + new, old + new, 0),
+        "both qdiscs' drops, each a kfree_skb drop too: {q}"
+    );
+}
+
 #[test]
 fn backlog_drops_equal_softnet_stat_and_the_matched_cpu_backlog_drops() {
     let _serial = root_test();

@@ -22,6 +22,7 @@ pub mod netns;
 pub mod parse;
 pub mod ratio;
 pub mod rename;
+pub mod resets;
 pub mod rtnl;
 pub mod unseen;
 pub mod xsk;
@@ -103,6 +104,9 @@ pub struct KernelCounters {
     complete: bool,
     /// Each namespace's devices as last read: a baseline follows a device renamed since.
     devices: BTreeMap<u64, rename::Devices>,
+    /// Growth of counters that were reset since the start (see [`resets`]), per namespace:
+    /// added to what they counted since.
+    carried: BTreeMap<u64, Counters>,
 }
 
 impl KernelCounters {
@@ -117,6 +121,7 @@ impl KernelCounters {
             hooks: BTreeMap::new(),
             complete: false,
             devices: BTreeMap::new(),
+            carried: BTreeMap::new(),
         };
         k.poll(&[]);
         Ok(k)
@@ -171,19 +176,41 @@ impl KernelCounters {
         let mut budget = rename::GoneBudget::default();
         for (ns, mut c) in reading.counters {
             let first = reading.first.contains(&ns);
+            // The latest reading, its names as they are now.
+            let mut previous = (!first).then(|| self.latest.get(&ns).cloned()).flatten();
+            let now = devices.remove(&ns);
             // A device renamed since its namespace's last reading takes its baseline with it;
             // one gone keeps the growth last read.
-            if let Some(now) = devices.remove(&ns) {
-                rename::known_only(&mut c, &now);
+            if let Some(now) = &now {
+                rename::known_only(&mut c, now);
                 if let Some(before) = self.devices.get(&ns).filter(|_| !first) {
                     if let Some(base) = self.baseline.remove(&ns) {
-                        (self.baseline).insert(ns, rename::follow(base, before, &now));
+                        (self.baseline).insert(ns, rename::follow(base, before, now));
+                    }
+                    if let Some(carried) = self.carried.remove(&ns) {
+                        (self.carried).insert(ns, rename::follow(carried, before, now));
                     }
                     if let Some(latest) = self.latest.get(&ns) {
                         let base = self.baseline.get(&ns);
-                        rename::keep_gone(&mut c, latest, base, (before, &now), &mut budget);
+                        rename::keep_gone(&mut c, latest, base, (before, now), &mut budget);
                     }
+                    previous = previous.map(|p| rename::follow(p, before, now));
                 }
+            }
+            if first {
+                self.carried.remove(&ns);
+            }
+            // A counter missing from this reading keeps its growth; one that went back counts
+            // on from zero, its growth carried.
+            if let Some(previous) = &previous {
+                let base = self.baseline.get(&ns);
+                resets::keep_missing(&mut c, previous, base, now.as_ref(), &mut budget);
+                if let Some(base) = self.baseline.get_mut(&ns) {
+                    let carried = self.carried.entry(ns).or_default();
+                    resets::carry_resets(&c, previous, base, carried);
+                }
+            }
+            if let Some(now) = now {
                 self.devices.insert(ns, now);
             }
             // A first reading is a baseline, even where an inode's earlier namespace left one.
@@ -199,12 +226,14 @@ impl KernelCounters {
         let latest = &self.latest;
         self.baseline
             .retain(|ns, _| tracked.contains(ns) || latest.contains_key(ns));
+        self.carried
+            .retain(|ns, c| !c.is_empty() && latest.contains_key(ns));
         self.devices.retain(|ns, _| tracked.contains(ns));
         self.errors = reading.errors;
         if budget.left_out > 0 {
             self.errors.push(format!(
-                "{} counters of deleted devices not kept (at most {} are): their growth left \
-                 the window",
+                "{} counters no longer read (of deleted devices, qdiscs or queues) not kept (at \
+                 most {} are): their growth left the window",
                 budget.left_out,
                 rename::MAX_GONE_COUNTERS
             ));
@@ -237,11 +266,14 @@ impl KernelCounters {
             let Some(base) = self.baseline.get(ns) else {
                 continue;
             };
+            let carried = self.carried.get(ns);
             let g: Growth = now
                 .iter()
                 .filter(|(name, _)| is_kept(name))
                 .filter_map(|(name, &v)| {
                     let d = v.saturating_sub(base.get(name).copied().unwrap_or(0));
+                    let d =
+                        d.saturating_add(carried.and_then(|c| c.get(name)).copied().unwrap_or(0));
                     (d > 0).then(|| (Arc::from(name.as_str()), d))
                 })
                 .collect();

@@ -429,3 +429,44 @@ fn a_renamed_device_counts_its_growth_under_its_new_name() {
     );
     assert_eq!(growth(&k), [("Link:eth0:rx_dropped".to_string(), 2)]);
 }
+
+/// A qdisc deleted and made again (its counter missing from one reading, then back from zero)
+/// keeps the drops it counted before in the window, and adds those of the new one.
+#[test]
+fn a_counter_missing_then_reset_keeps_the_windows_growth() {
+    use super::{KernelCounters, netns::Reading};
+    use std::collections::BTreeSet;
+
+    let Ok(mut k) = KernelCounters::start() else {
+        panic!("the initial namespace");
+    };
+    let reading = |pairs: &[(&str, u64)], first: bool| {
+        let mut r = Reading::default();
+        r.counters.insert(NS, counters(pairs));
+        r.devices.insert(NS, [(3, "va".to_string())].into());
+        if first {
+            r.first.insert(NS);
+        }
+        r
+    };
+    let tracked: BTreeSet<u64> = [NS].into();
+    let growth = |k: &KernelCounters| k.reading().growth(NS, "Qdisc:va:tbf 1::drops");
+    let q = "Qdisc:va:tbf 1::drops";
+    k.fold(reading(&[(q, 40), ("Udp:NoPorts", 1)], true), &tracked);
+    k.fold(reading(&[(q, 140), ("Udp:NoPorts", 1)], false), &tracked);
+    assert_eq!(growth(&k), 100);
+    // Deleted: missing from the reading, its growth kept.
+    k.fold(reading(&[("Udp:NoPorts", 1)], false), &tracked);
+    assert_eq!(growth(&k), 100);
+    // Made again: 30 drops of its own, then 5 more.
+    k.fold(reading(&[(q, 30), ("Udp:NoPorts", 1)], false), &tracked);
+    assert_eq!(growth(&k), 130);
+    k.fold(reading(&[(q, 35), ("Udp:NoPorts", 1)], false), &tracked);
+    assert_eq!(growth(&k), 135);
+    // Reset between two readings, without a reading in between.
+    k.fold(reading(&[(q, 2), ("Udp:NoPorts", 1)], false), &tracked);
+    assert_eq!(growth(&k), 137);
+    // The namespace read again as new (its inode reused): from its own baseline.
+    k.fold(reading(&[(q, 9)], true), &tracked);
+    assert_eq!(growth(&k), 0);
+}
