@@ -424,17 +424,19 @@ fn a_recorded_window_follows_a_device_renamed_inside_it() {
     let c = ifb_namespace("lrec", "10.86.0.1/24");
     c.traffic(&["udp-to", "10.86.0.2", "9", "40"]);
     let before = link_stat(&c, "ifb0", "rx", "dropped");
-    let started = std::time::Instant::now();
     let recorder = Counting::start(&["record", "-o", rec.to_str().expect("utf-8"), "--by", BY]);
+    // The recording's time started before it was ready: at least this much has passed in it.
+    let started = std::time::Instant::now();
     c.traffic(&["udp-to", "10.86.0.2", "9", "10"]);
-    // A recording reads the counters every 10 s: the reading at 10 s has `ifb0`'s 10 drops.
-    std::thread::sleep(Duration::from_secs(12).saturating_sub(started.elapsed()));
+    // A recording reads the counters every 10 s: the reading at 10 s has `ifb0`'s 10 drops,
+    // and the rename comes after 12 s of the recording.
+    std::thread::sleep(Duration::from_millis(12_500).saturating_sub(started.elapsed()));
     let at_rename = link_stat(&c, "ifb0", "rx", "dropped") - before;
     c.exec(&["ip", "link", "set", "ifb0", "down"]);
     c.exec(&["ip", "link", "set", "ifb0", "name", "ctr0"]);
     c.exec(&["ip", "link", "set", "ctr0", "up"]);
     c.traffic(&["udp-to", "10.86.0.2", "9", "15"]);
-    std::thread::sleep(Duration::from_millis(500));
+    std::thread::sleep(Duration::from_millis(1000));
     recorder.interrupt();
     let after = link_stat(&c, "ctr0", "rx", "dropped") - before;
     assert_eq!(
