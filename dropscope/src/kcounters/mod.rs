@@ -179,6 +179,13 @@ impl KernelCounters {
             // The latest reading, its names as they are now.
             let mut previous = (!first).then(|| self.latest.get(&ns).cloned()).flatten();
             let now = devices.remove(&ns);
+            // Without a device list this time (its link dump failed), the last one stands in:
+            // a device renamed or made meanwhile is left out until a reading knows it (its old
+            // name's counters are kept, as missing ones).
+            let last = self.devices.get(&ns).filter(|_| !first);
+            if let (None, Some(last)) = (&now, last) {
+                rename::known_only(&mut c, last);
+            }
             // A device renamed since its namespace's last reading takes its baseline with it;
             // one gone keeps the growth last read.
             if let Some(now) = &now {
@@ -204,7 +211,8 @@ impl KernelCounters {
             // on from zero, its growth carried.
             if let Some(previous) = &previous {
                 let base = self.baseline.get(&ns);
-                resets::keep_missing(&mut c, previous, base, now.as_ref(), &mut budget);
+                let devices = now.as_ref().or(last);
+                resets::keep_missing(&mut c, previous, base, devices, &mut budget);
                 if let Some(base) = self.baseline.get_mut(&ns) {
                     let carried = self.carried.entry(ns).or_default();
                     resets::carry_resets(&c, previous, base, carried);

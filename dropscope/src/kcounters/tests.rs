@@ -470,3 +470,51 @@ fn a_counter_missing_then_reset_keeps_the_windows_growth() {
     k.fold(reading(&[(q, 9)], true), &tracked);
     assert_eq!(growth(&k), 0);
 }
+
+/// A reading whose link dump failed (no device list) while a device was renamed: the new
+/// name's counters (from `/proc/net/dev`) wait for a reading that knows it, the old name's are
+/// kept, and the next reading moves them under the new name, its window's growth only.
+#[test]
+fn a_rename_in_a_reading_without_a_device_list_shows_no_history() {
+    use super::{KernelCounters, netns::Reading};
+    use std::collections::BTreeSet;
+
+    let Ok(mut k) = KernelCounters::start() else {
+        panic!("the initial namespace");
+    };
+    let reading = |pairs: &[(&str, u64)], devices: Option<&[(u32, &str)]>, first: bool| {
+        let mut r = Reading::default();
+        r.counters.insert(NS, counters(pairs));
+        if let Some(d) = devices {
+            let d = d.iter().map(|(i, n)| (*i, n.to_string())).collect();
+            r.devices.insert(NS, d);
+        }
+        if first {
+            r.first.insert(NS);
+        }
+        r
+    };
+    let tracked: BTreeSet<u64> = [NS].into();
+    let growth = |k: &KernelCounters| -> Vec<(String, u64)> {
+        let r = k.reading();
+        (r.netns.get(&NS).into_iter().flatten())
+            .map(|(n, v)| (n.to_string(), *v))
+            .collect()
+    };
+    k.fold(
+        reading(&[("Dev:veth7:RxDrop", 900)], Some(&[(7, "veth7")]), true),
+        &tracked,
+    );
+    k.fold(
+        reading(&[("Dev:veth7:RxDrop", 905)], Some(&[(7, "veth7")]), false),
+        &tracked,
+    );
+    // Renamed, and the link dump failed: /proc/net/dev alone names it eth0.
+    k.fold(reading(&[("Dev:eth0:RxDrop", 907)], None, false), &tracked);
+    assert_eq!(growth(&k), [("Dev:veth7:RxDrop".to_string(), 5)]);
+    k.fold(
+        reading(&[("Dev:eth0:RxDrop", 908)], Some(&[(7, "eth0")]), false),
+        &tracked,
+    );
+    assert_eq!(growth(&k), [("Dev:eth0:RxDrop".to_string(), 8)]);
+}
