@@ -344,7 +344,7 @@ fn generated(data: &[u8]) -> Option<()> {
             for _ in 0..src.byte() % 4 {
                 let ns = src.u64();
                 let devices = src.byte() & 1 != 0;
-                for j in 0..src.byte() % 4 {
+                for j in 0..src.byte() % 32 {
                     r.netns
                         .entry(ns)
                         .or_default()
@@ -358,6 +358,14 @@ fn generated(data: &[u8]) -> Option<()> {
             r.netns.retain(|_, g| !g.is_empty());
             let netns = &r.netns;
             r.devices.retain(|ns, _| netns.contains_key(ns));
+            reading = Some(Arc::new(r));
+        } else if let Some(prev) = reading.as_ref().filter(|_| b & 16 != 0) {
+            // The same reading, one count brought up to date (as programs' verdicts are
+            // between readings): written as a kernel delta frame.
+            let mut r = KernelReading::clone(prev);
+            if let Some(v) = r.netns.values_mut().flat_map(|g| g.values_mut()).next() {
+                *v = v.saturating_add(1 + u64::from(src.byte()));
+            }
             reading = Some(Arc::new(r));
         }
         snaps.push(Snapshot {

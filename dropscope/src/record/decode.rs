@@ -417,11 +417,25 @@ impl Cursor {
             return Ok(r.clone());
         }
         let f = rec.kernel_frame(i).ok_or(RecordError::Empty)?;
-        let payload = rec.payload(f)?;
-        let r = Arc::new(
-            super::kernel::decode(&payload, rec.dictionary().version)
-                .map_err(|Malformed(why)| corrupt(f.offset, why))?,
-        );
+        // A delta applies to the reading before it: from the one decoded last when it is of
+        // the same chain and before it, else from the chain's whole reading.
+        let (mut r, from) = match &self.kernel {
+            Some((at, r)) if !f.keyframe && *at >= f.base && *at < i => ((**r).clone(), at + 1),
+            _ => {
+                let b = rec.kernel_frame(f.base).ok_or(RecordError::Empty)?;
+                let payload = rec.payload(b)?;
+                let r = super::kernel::decode(&payload, rec.dictionary().version)
+                    .map_err(|Malformed(why)| corrupt(b.offset, why))?;
+                (r, f.base + 1)
+            }
+        };
+        for j in from..=i {
+            let d = rec.kernel_frame(j).ok_or(RecordError::Empty)?;
+            let payload = rec.payload(d)?;
+            (super::kernel_delta::decode(&payload).and_then(|delta| delta.apply(&mut r)))
+                .map_err(|Malformed(why)| corrupt(d.offset, why))?;
+        }
+        let r = Arc::new(r);
         self.kernel = Some((i, r.clone()));
         Ok(r)
     }

@@ -66,6 +66,9 @@ pub(crate) struct Encoder {
     /// The kernel reading written last: a reading is written again when it changed, as a
     /// reading whose programs' verdict counts were brought up to date does, at the same time.
     kernel_last: Option<std::sync::Arc<crate::model::KernelReading>>,
+    /// While a delta may follow (the last full kernel frame held the whole reading): its time
+    /// and how many deltas followed it.
+    kernel_chain: Option<(u64, u32)>,
     last_keyframe_ns: u64,
     since_keyframe: u32,
 }
@@ -314,12 +317,34 @@ impl Encoder {
             !(self.kernel_last.as_ref())
                 .is_some_and(|l| std::sync::Arc::ptr_eq(l, r) || **l == ***r)
         });
+        let mut chain = self.kernel_chain;
         if let Some(r) = kernel {
-            let payload = super::kernel::encode(r);
-            if payload.len() > super::kernel::MAX_KERNEL_FRAME {
-                return Err(RecordError::FrameTooLarge(payload.len()));
+            let (full, whole) = super::kernel::encode(r);
+            // The changes only, while a chain may go on: a seek applies a bounded number.
+            let delta = match (&self.kernel_last, chain) {
+                (Some(last), Some((since, n)))
+                    if n < super::kernel_delta::WRITE_CHAIN
+                        && elapsed_ns.saturating_sub(since)
+                            < super::kernel_delta::FULL_EVERY.as_nanos() as u64 =>
+                {
+                    super::kernel_delta::encode(last, r, full.len())
+                }
+                _ => None,
+            };
+            match delta {
+                Some(d) => {
+                    push_frame(out, Kind::KernelDelta, elapsed_ns, &d)?;
+                    chain = chain.map(|(since, n)| (since, n + 1));
+                }
+                None => {
+                    if full.len() > super::kernel::MAX_KERNEL_FRAME {
+                        return Err(RecordError::FrameTooLarge(full.len()));
+                    }
+                    push_frame(out, Kind::Kernel, elapsed_ns, &full)?;
+                    // A reading not held whole is not what a reader rebuilds: no delta from it.
+                    chain = whole.then_some((elapsed_ns, 0));
+                }
             }
-            push_frame(out, Kind::Kernel, elapsed_ns, &payload)?;
         }
         let keyframe = match &self.prev {
             None => true,
@@ -342,6 +367,7 @@ impl Encoder {
         // Committed.
         if let Some(r) = kernel {
             self.kernel_last = Some(r.clone());
+            self.kernel_chain = chain;
         }
         self.new_samples.clear();
         self.new_strings.clear();

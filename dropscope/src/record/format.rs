@@ -33,6 +33,8 @@ pub enum Kind {
     End = 4,
     /// A reading of the kernel's own counters (version 4).
     Kernel = 5,
+    /// The kernel counters that changed since the kernel frame before (version 5).
+    KernelDelta = 6,
 }
 
 impl Kind {
@@ -44,6 +46,7 @@ impl Kind {
             3 => Kind::Delta,
             4 => Kind::End,
             5 => Kind::Kernel,
+            6 => Kind::KernelDelta,
             _ => return None,
         })
     }

@@ -11,24 +11,25 @@ use crate::model::{KernelReading, devices::Devices, kernel::Growth};
 /// and print.
 pub const MAX_KERNEL_FRAME: usize = 1 << 20;
 /// Most namespaces in one reading.
-const MAX_NETNS: usize = 4096;
+pub(super) const MAX_NETNS: usize = 4096;
 /// Longest counter name (`Dev:<interface>:RxDrop`, escaped).
-const MAX_COUNTER_NAME: usize = 256;
+pub(super) const MAX_COUNTER_NAME: usize = 256;
 /// Longest device name (escaped).
 const MAX_DEVICE_NAME: usize = 256;
 /// Longest note about a namespace that could not be read.
-const MAX_ERROR: usize = 1024;
+pub(super) const MAX_ERROR: usize = 1024;
 
 /// Room in a frame for a reading's notes; the rest is its counters'.
 const NOTES_ROOM: usize = 64 << 10;
 /// Room for the frame's fixed fields and counts (varints of at most 10 bytes each).
 const HEADER_ROOM: usize = 64;
 
-/// The payload of a kernel frame: at most [`MAX_KERNEL_FRAME`] bytes whatever the reading
-/// holds. Namespaces that do not fit (beyond [`MAX_NETNS`], or beyond the frame's room) are
-/// left out, and a note the frame carries says how many, so a host with very many namespaces
-/// or devices never stops a recording.
-pub fn encode(r: &KernelReading) -> Vec<u8> {
+/// The payload of a kernel frame, and whether it holds the whole reading: at most
+/// [`MAX_KERNEL_FRAME`] bytes whatever the reading holds. Namespaces that do not fit (beyond
+/// [`MAX_NETNS`], or beyond the frame's room) are left out, and a note the frame carries says
+/// how many, so a host with very many namespaces or devices never stops a recording.
+pub fn encode(r: &KernelReading) -> (Vec<u8>, bool) {
+    let mut whole = true;
     let room = MAX_KERNEL_FRAME - HEADER_ROOM - NOTES_ROOM - (MAX_ERROR + 4);
     let (mut blocks, mut used) = (Vec::new(), 0);
     let (mut left_ns, mut left_counters) = (0usize, 0usize);
@@ -39,14 +40,17 @@ pub fn encode(r: &KernelReading) -> Vec<u8> {
         let kept: Vec<_> = (g.iter())
             .filter(|(n, _)| n.len() <= MAX_COUNTER_NAME && plain(n))
             .collect();
+        whole &= kept.len() == g.len();
         put_uvarint(&mut b, kept.len() as u64);
         for (name, v) in &kept {
             put_str(&mut b, name);
             put_uvarint(&mut b, **v);
         }
+        let all = r.devices.get(ns).map_or(0, |d| d.len());
         let devices: Vec<_> = (r.devices.get(ns).into_iter().flatten())
             .filter(|(_, n)| n.len() <= MAX_DEVICE_NAME && plain(n))
             .collect();
+        whole &= devices.len() == all;
         put_uvarint(&mut b, devices.len() as u64);
         for (index, name) in devices {
             put_uvarint(&mut b, u64::from(*index));
@@ -60,16 +64,9 @@ pub fn encode(r: &KernelReading) -> Vec<u8> {
         used += b.len();
         blocks.push(b);
     }
-    let mut notes: Vec<String> = Vec::new();
-    let mut notes_used = 0;
-    for e in r.errors.iter().filter(|e| e.len() <= MAX_ERROR) {
-        if notes_used + e.len() + 2 > NOTES_ROOM {
-            break;
-        }
-        notes_used += e.len() + 2;
-        notes.push(e.clone());
-    }
+    let mut notes = notes(&r.errors);
     if left_ns > 0 {
+        whole = false;
         notes.push(format!(
             "{left_ns} namespaces' counters ({left_counters}) not recorded: a recording's \
              reading holds at most {MAX_NETNS} namespaces and 1 MiB"
@@ -86,12 +83,27 @@ pub fn encode(r: &KernelReading) -> Vec<u8> {
     for e in &notes {
         put_str(&mut p, e);
     }
-    p
+    (p, whole)
+}
+
+/// A reading's notes as a frame holds them: those of at most [`MAX_ERROR`] bytes, within
+/// 64 KiB.
+pub(super) fn notes(errors: &[String]) -> Vec<String> {
+    let mut notes: Vec<String> = Vec::new();
+    let mut used = 0;
+    for e in errors.iter().filter(|e| e.len() <= MAX_ERROR) {
+        if used + e.len() + 2 > NOTES_ROOM {
+            break;
+        }
+        used += e.len() + 2;
+        notes.push(e.clone());
+    }
+    notes
 }
 
 /// Whether a name from a file is shown as it is: no control or format characters (the
 /// reader's own names are escaped before they are recorded).
-fn plain(s: &str) -> bool {
+pub(super) fn plain(s: &str) -> bool {
     !s.is_empty() && crate::sanitize::terminal(s) == s
 }
 
@@ -201,7 +213,7 @@ mod tests {
     #[test]
     fn round_trips() {
         let r = reading();
-        assert_eq!(decode(&encode(&r), VERSION).expect("decodes"), r);
+        assert_eq!(decode(&encode(&r).0, VERSION).expect("decodes"), r);
     }
 
     #[test]
@@ -214,7 +226,7 @@ mod tests {
             }
         }
         r.errors = vec!["n".repeat(MAX_ERROR); 1_000];
-        let p = encode(&r);
+        let p = encode(&r).0;
         assert!(p.len() <= MAX_KERNEL_FRAME, "{}", p.len());
         let back = decode(&p, VERSION).expect("decodes");
         assert!(back.netns.len() > 100 && back.netns.len() < r.netns.len());
@@ -238,7 +250,7 @@ mod tests {
             .entry(1)
             .or_default()
             .insert("Dev:\u{1b}[2J:RxDrop".into(), 1);
-        let back = decode(&encode(&r), VERSION).expect("decodes");
+        let back = decode(&encode(&r).0, VERSION).expect("decodes");
         assert_eq!(back.growth(1, "Dev:\u{1b}[2J:RxDrop"), 0);
         let mut p = Vec::new();
         for v in [1, 1, 1, 5, 1] {
@@ -249,7 +261,7 @@ mod tests {
         put_uvarint(&mut p, 0);
         assert!(decode(&p, VERSION).is_err());
         // Truncated anywhere: an error, never a panic.
-        let p = encode(&reading());
+        let p = encode(&reading()).0;
         for n in 0..p.len() {
             assert!(decode(&p[..n], VERSION).is_err(), "{n}");
         }

@@ -17,6 +17,7 @@ mod format;
 mod health;
 mod index;
 mod kernel;
+mod kernel_delta;
 mod reader;
 mod replay;
 mod stream;
@@ -29,6 +30,8 @@ mod tests;
 mod tests_budget;
 #[cfg(test)]
 mod tests_damage;
+#[cfg(test)]
+mod tests_kernel;
 #[cfg(test)]
 mod tests_replay;
 #[cfg(test)]

@@ -10,6 +10,7 @@ use super::{
         Malformed, Reader, VERSION, unpack,
     },
     index::{FrameInfo, corrupt},
+    kernel_delta::MAX_CHAIN,
     stream::Spool,
 };
 use crate::model::{SessionInfo, Snapshot};
@@ -54,8 +55,10 @@ pub struct Recording {
     storage: Storage,
     info: SessionInfo,
     frames: Vec<FrameInfo>,
-    /// Kernel frames (readings of the kernel's counters), in order.
+    /// Kernel frames (readings of the kernel's counters, whole or as deltas), in order.
     kernel_frames: Vec<FrameInfo>,
+    /// The reading the kernel frames so far make: each delta is checked against it on opening.
+    kernel_now: Option<crate::model::KernelReading>,
     pub(super) dict: Dictionary,
     spent: Spent,
     /// Decompressed bytes of the last keyframe and the deltas after it.
@@ -220,6 +223,7 @@ impl Recording {
             info,
             frames: Vec::new(),
             kernel_frames: Vec::new(),
+            kernel_now: None,
             dict: Dictionary::new(version),
             spent: Spent::default(),
             chain_bytes: 0,
@@ -356,11 +360,12 @@ impl Recording {
                     DictError::Limit(l) => over(offset, l),
                 })?;
             }
-            Kind::Kernel => {
-                if self.dict.version < 4 {
+            Kind::Kernel | Kind::KernelDelta => {
+                let whole = h.kind == Kind::Kernel;
+                if self.dict.version < 4 || (!whole && self.dict.version < 5) {
                     return Err(corrupt(
                         offset,
-                        "a kernel frame in a recording before version 4",
+                        "a kernel frame in a recording before its version",
                     ));
                 }
                 if raw > super::kernel::MAX_KERNEL_FRAME {
@@ -370,16 +375,33 @@ impl Recording {
                     return Err(corrupt(offset, "time goes backward"));
                 }
                 // Checked now, so that a damaged reading is refused on opening; decoded
-                // again (never kept) when a snapshot after it is shown.
+                // again when a snapshot after it is shown. A delta applies to the reading of
+                // the frames before it, after a whole one and at most `MAX_CHAIN` of them.
                 let p = unpack(h.flags, &payload).map_err(|why| corrupt(offset, why))?;
-                super::kernel::decode(&p, self.dict.version)
-                    .map_err(|Malformed(why)| corrupt(offset, why))?;
+                let base = match self.kernel_frames.last() {
+                    _ if whole => self.kernel_frames.len(),
+                    Some(prev) if self.kernel_frames.len() - prev.base <= MAX_CHAIN => prev.base,
+                    Some(_) => {
+                        return Err(corrupt(
+                            offset,
+                            "more than 255 kernel delta frames in a row",
+                        ));
+                    }
+                    None => return Err(corrupt(offset, "a kernel delta frame before any reading")),
+                };
+                let now = if whole {
+                    super::kernel::decode(&p, self.dict.version)
+                } else {
+                    let mut now = self.kernel_now.take().unwrap_or_default();
+                    (super::kernel_delta::decode(&p).and_then(|d| d.apply(&mut now))).map(|()| now)
+                };
+                self.kernel_now = Some(now.map_err(|Malformed(why)| corrupt(offset, why))?);
                 self.kernel_frames.push(FrameInfo {
                     offset,
                     stored_len: h.len,
                     elapsed,
-                    keyframe: false,
-                    base: 0,
+                    keyframe: whole,
+                    base,
                     compressed: h.flags != 0,
                     flags: h.flags,
                     keys_defined: 0,

@@ -1,0 +1,299 @@
+//! Kernel delta frames (version 5 on): the counters that changed since the kernel frame
+//! before, so that a reading brought up to date every poll (the programs' verdict counts under
+//! an XDP or tc flood) does not write every namespace's counters again each time. A full
+//! kernel frame starts each chain, at least every [`FULL_EVERY`] and [`MAX_CHAIN`] frames,
+//! so a seek applies a bounded number of deltas.
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
+
+use super::{
+    format::{Malformed, Reader, put_str, put_uvarint},
+    kernel::{MAX_COUNTER_NAME, MAX_ERROR, MAX_KERNEL_FRAME, MAX_NETNS, notes, plain},
+};
+use crate::model::KernelReading;
+
+/// A full kernel frame at least this often (of elapsed time).
+pub const FULL_EVERY: Duration = Duration::from_secs(60);
+/// Deltas the writer puts after a full kernel frame at most.
+pub const WRITE_CHAIN: u32 = 63;
+/// Deltas a reader takes after a full kernel frame at most.
+pub const MAX_CHAIN: usize = 255;
+/// The most a reading rebuilt from deltas may hold, counted as its counters' names and values
+/// take in a frame (each counter's name, plus 11 bytes): what a full frame could hold.
+const MAX_REBUILT: usize = MAX_KERNEL_FRAME;
+
+/// What changed between two readings: their time, each counter that changed (0: left the
+/// reading) per namespace, and the later reading's notes.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Delta {
+    unix_ms: u64,
+    netns: BTreeMap<u64, Vec<(Arc<str>, u64)>>,
+    errors: Vec<String>,
+}
+
+/// The delta frame's payload from `before` (as a reader rebuilds it) to `now`, or `None` when
+/// only a full frame says it: another initial namespace or other devices, or a delta not
+/// smaller than half of `full` (the full frame's payload).
+pub fn encode(before: &KernelReading, now: &KernelReading, full: usize) -> Option<Vec<u8>> {
+    if before.initial_netns != now.initial_netns || before.devices != now.devices {
+        return None;
+    }
+    let empty = crate::model::kernel::Growth::new();
+    let mut blocks = Vec::new();
+    let namespaces: std::collections::BTreeSet<&u64> =
+        before.netns.keys().chain(now.netns.keys()).collect();
+    for ns in namespaces {
+        let (was, is) = (
+            before.netns.get(ns).unwrap_or(&empty),
+            now.netns.get(ns).unwrap_or(&empty),
+        );
+        let mut changed: Vec<(&str, u64)> = (is.iter())
+            .filter(|(n, v)| was.get(*n) != Some(*v))
+            .map(|(n, v)| (&**n, *v))
+            .collect();
+        changed.extend(
+            (was.keys())
+                .filter(|n| !is.contains_key(*n))
+                .map(|n| (&**n, 0)),
+        );
+        if changed.is_empty() {
+            continue;
+        }
+        // What a reader would refuse: only a full frame (which leaves it out) says it.
+        if changed
+            .iter()
+            .any(|(n, _)| n.len() > MAX_COUNTER_NAME || !plain(n))
+        {
+            return None;
+        }
+        changed.sort_unstable();
+        let mut b = Vec::new();
+        put_uvarint(&mut b, *ns);
+        put_uvarint(&mut b, changed.len() as u64);
+        for (name, v) in changed {
+            put_str(&mut b, name);
+            put_uvarint(&mut b, v);
+        }
+        blocks.push(b);
+    }
+    if blocks.len() > MAX_NETNS {
+        return None;
+    }
+    let mut p = Vec::new();
+    put_uvarint(&mut p, now.unix_ms);
+    put_uvarint(&mut p, blocks.len() as u64);
+    for b in blocks {
+        p.extend_from_slice(&b);
+    }
+    let notes = notes(&now.errors);
+    put_uvarint(&mut p, notes.len() as u64);
+    for e in &notes {
+        put_str(&mut p, e);
+    }
+    (p.len() * 2 < full).then_some(p)
+}
+
+/// Decodes a delta frame's payload, refusing anything the writer would not have written.
+pub fn decode(payload: &[u8]) -> Result<Delta, Malformed> {
+    if payload.len() > MAX_KERNEL_FRAME {
+        return Err(Malformed("a kernel delta frame beyond 1 MiB"));
+    }
+    let mut r = Reader::new(payload);
+    let mut d = Delta {
+        unix_ms: r.uvarint()?,
+        ..Delta::default()
+    };
+    let n = r.count(2)?;
+    if n > MAX_NETNS {
+        return Err(Malformed("a kernel delta frame with too many namespaces"));
+    }
+    let mut last_ns = None;
+    for _ in 0..n {
+        let ns = r.uvarint()?;
+        if last_ns.is_some_and(|l| l >= ns) {
+            return Err(Malformed("kernel delta frame namespaces out of order"));
+        }
+        last_ns = Some(ns);
+        let m = r.count(2)?;
+        if m == 0 {
+            return Err(Malformed("a kernel delta frame's namespace with no change"));
+        }
+        let mut changed: Vec<(Arc<str>, u64)> = Vec::with_capacity(m);
+        for _ in 0..m {
+            let name = r.str()?;
+            if name.len() > MAX_COUNTER_NAME || !plain(name) {
+                return Err(Malformed(
+                    "a kernel counter name that is empty, too long or not plain text",
+                ));
+            }
+            if changed.last().is_some_and(|(l, _)| **l >= *name) {
+                return Err(Malformed("kernel delta frame counters out of order"));
+            }
+            changed.push((Arc::from(name), r.uvarint()?));
+        }
+        d.netns.insert(ns, changed);
+    }
+    for _ in 0..r.count(1)? {
+        let e = r.str()?;
+        if e.len() > MAX_ERROR {
+            return Err(Malformed("a kernel frame note too long"));
+        }
+        d.errors.push(crate::sanitize::terminal(e).into_owned());
+    }
+    r.finish()?;
+    Ok(d)
+}
+
+impl Delta {
+    /// `base` brought up to this delta's reading; refused (and `base` then not to be used)
+    /// when the reading it makes holds more than a full frame could.
+    pub fn apply(&self, base: &mut KernelReading) -> Result<(), Malformed> {
+        base.unix_ms = self.unix_ms;
+        for (ns, changed) in &self.netns {
+            let g = base.netns.entry(*ns).or_default();
+            for (name, v) in changed {
+                match v {
+                    0 => g.remove(name),
+                    v => g.insert(name.clone(), *v),
+                };
+            }
+            if g.is_empty() {
+                base.netns.remove(ns);
+                base.devices.remove(ns);
+            }
+        }
+        base.errors.clone_from(&self.errors);
+        let held: usize = (base.netns.values().flat_map(|g| g.keys()))
+            .map(|n| n.len() + 11)
+            .sum();
+        if base.netns.len() > MAX_NETNS || held > MAX_REBUILT {
+            return Err(Malformed(
+                "kernel delta frames that make a reading larger than a frame holds",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reading(unix_ms: u64, counters: &[(u64, &str, u64)]) -> KernelReading {
+        let mut r = KernelReading {
+            unix_ms,
+            initial_netns: 1,
+            ..Default::default()
+        };
+        for &(ns, name, v) in counters {
+            r.netns.entry(ns).or_default().insert(name.into(), v);
+        }
+        r
+    }
+
+    fn many(unix_ms: u64, xdp: u64) -> KernelReading {
+        let mut r = reading(unix_ms, &[(1, "Xdp:vb:xdpdrv:p#4:drop", xdp)]);
+        for ns in 1..40 {
+            let g = r.netns.entry(ns).or_default();
+            for c in 0..10 {
+                g.insert(format!("Link:veth{c}:rx_dropped").into(), ns * 100 + c);
+            }
+        }
+        r
+    }
+
+    #[test]
+    fn a_delta_rebuilds_the_later_reading() {
+        let mut a = many(10, 5);
+        a.errors.push("namespace 9: gone".into());
+        let mut b = many(20, 900);
+        b.netns
+            .get_mut(&3)
+            .expect("ns")
+            .remove("Link:veth2:rx_dropped");
+        b.netns.remove(&7);
+        b.netns
+            .entry(99)
+            .or_default()
+            .insert("Udp:NoPorts".into(), 4);
+        let full = super::super::kernel::encode(&b).0.len();
+        let p = encode(&a, &b, full).expect("a delta: little changed");
+        assert!(p.len() * 10 < full, "{} of {full}", p.len());
+        let mut rebuilt = a.clone();
+        decode(&p)
+            .expect("decodes")
+            .apply(&mut rebuilt)
+            .expect("applies");
+        assert_eq!(rebuilt, b);
+        // Truncated anywhere: an error, never a panic.
+        for n in 0..p.len() {
+            assert!(decode(&p[..n]).is_err(), "{n}");
+        }
+    }
+
+    #[test]
+    fn only_a_full_frame_says_what_a_delta_cannot() {
+        let a = many(10, 5);
+        // Most counters changed: not smaller than half the full frame.
+        let mut b = a.clone();
+        for g in b.netns.values_mut() {
+            for v in g.values_mut() {
+                *v += 1;
+            }
+        }
+        let full = super::super::kernel::encode(&b).0.len();
+        assert!(encode(&a, &b, full).is_none());
+        // Other devices, another initial namespace.
+        let mut b = many(20, 6);
+        b.devices.insert(1, [(3, "vb".to_owned())].into());
+        assert!(encode(&a, &b, usize::MAX).is_none());
+        let mut b = many(20, 6);
+        b.initial_netns = 2;
+        assert!(encode(&a, &b, usize::MAX).is_none());
+    }
+
+    #[test]
+    fn refuses_deltas_the_writer_never_writes_or_that_grow_a_reading_past_a_frame() {
+        // Counters out of order, a namespace with no change.
+        let mut p = Vec::new();
+        for v in [1, 1, 5, 2] {
+            put_uvarint(&mut p, v);
+        }
+        for name in ["b", "a"] {
+            put_str(&mut p, name);
+            put_uvarint(&mut p, 1);
+        }
+        put_uvarint(&mut p, 0);
+        assert!(decode(&p).is_err());
+        let mut p = Vec::new();
+        for v in [1, 1, 5, 0, 0] {
+            put_uvarint(&mut p, v);
+        }
+        assert!(decode(&p).is_err());
+        // Each delta adds 100 KiB of new counters: the reading it makes stops at a frame's size.
+        let mut base = KernelReading::default();
+        let mut refused = false;
+        for round in 0..20u64 {
+            let mut p = Vec::new();
+            put_uvarint(&mut p, round);
+            put_uvarint(&mut p, 1);
+            put_uvarint(&mut p, round);
+            put_uvarint(&mut p, 1000);
+            let mut names: Vec<String> = (0..1000).map(|c| format!("{c:0>90}")).collect();
+            names.sort();
+            for n in &names {
+                put_str(&mut p, n);
+                put_uvarint(&mut p, 1);
+            }
+            put_uvarint(&mut p, 0);
+            let d = decode(&p).expect("each delta is well formed");
+            if d.apply(&mut base).is_err() {
+                refused = true;
+                break;
+            }
+        }
+        assert!(
+            refused,
+            "a chain of deltas may not grow a reading without bound"
+        );
+    }
+}
