@@ -107,6 +107,9 @@ pub struct KernelCounters {
     /// Growth of counters that were reset since the start (see [`resets`]), per namespace:
     /// added to what they counted since.
     carried: BTreeMap<u64, Counters>,
+    /// Counters the latest reading kept though it did not read them, per namespace: one that
+    /// comes back lower ran again from zero.
+    kept: BTreeMap<u64, std::collections::HashSet<String>>,
 }
 
 impl KernelCounters {
@@ -122,6 +125,7 @@ impl KernelCounters {
             complete: false,
             devices: BTreeMap::new(),
             carried: BTreeMap::new(),
+            kept: BTreeMap::new(),
         };
         k.poll(&[]);
         Ok(k)
@@ -173,7 +177,9 @@ impl KernelCounters {
             self.hooks = hooks;
         }
         let mut devices = reading.devices;
-        let mut budget = rename::GoneBudget::default();
+        // Counters of deleted devices, and counters no longer read of devices still there,
+        // each kept within a budget of their own.
+        let (mut budget, mut missing) = Default::default();
         for (ns, mut c) in reading.counters {
             let first = reading.first.contains(&ns);
             // The latest reading, its names as they are now.
@@ -198,24 +204,29 @@ impl KernelCounters {
                         (self.carried).insert(ns, rename::follow(carried, before, now));
                     }
                     if let Some(latest) = self.latest.get(&ns) {
-                        let base = self.baseline.get(&ns);
-                        rename::keep_gone(&mut c, latest, base, (before, now), &mut budget);
+                        let window =
+                            resets::Window::new(self.baseline.get(&ns), self.carried.get(&ns));
+                        rename::keep_gone(&mut c, latest, window, (before, now), &mut budget);
                     }
                     previous = previous.map(|p| rename::follow(p, before, now));
                 }
             }
+            let kept_before = self.kept.remove(&ns).unwrap_or_default();
             if first {
                 self.carried.remove(&ns);
             }
             // A counter missing from this reading keeps its growth; one that went back counts
             // on from zero, its growth carried.
             if let Some(previous) = &previous {
-                let base = self.baseline.get(&ns);
+                let window = resets::Window::new(self.baseline.get(&ns), self.carried.get(&ns));
                 let devices = now.as_ref().or(last);
-                resets::keep_missing(&mut c, previous, base, devices, &mut budget);
+                let kept = resets::keep_missing(&mut c, previous, window, devices, &mut missing);
                 if let Some(base) = self.baseline.get_mut(&ns) {
                     let carried = self.carried.entry(ns).or_default();
-                    resets::carry_resets(&c, previous, base, carried);
+                    resets::carry_resets(&c, previous, &kept_before, base, carried);
+                }
+                if !kept.is_empty() {
+                    self.kept.insert(ns, kept);
                 }
             }
             if let Some(now) = now {
@@ -228,23 +239,31 @@ impl KernelCounters {
             self.latest.insert(ns, c);
         }
         // A namespace that is gone keeps the growth last read; one without any is forgotten.
-        let baseline = &self.baseline;
-        self.latest
-            .retain(|ns, c| tracked.contains(ns) || baseline.get(ns).is_some_and(|b| b != c));
+        let (baseline, carried) = (&self.baseline, &self.carried);
+        self.latest.retain(|ns, c| {
+            tracked.contains(ns)
+                || baseline.get(ns).is_some_and(|b| b != c)
+                || carried.get(ns).is_some_and(|c| !c.is_empty())
+        });
         let latest = &self.latest;
         self.baseline
             .retain(|ns, _| tracked.contains(ns) || latest.contains_key(ns));
         self.carried
             .retain(|ns, c| !c.is_empty() && latest.contains_key(ns));
+        self.kept.retain(|ns, _| latest.contains_key(ns));
         self.devices.retain(|ns, _| tracked.contains(ns));
         self.errors = reading.errors;
-        if budget.left_out > 0 {
-            self.errors.push(format!(
-                "{} counters no longer read (of deleted devices, qdiscs or queues) not kept (at \
-                 most {} are): their growth left the window",
-                budget.left_out,
-                rename::MAX_GONE_COUNTERS
-            ));
+        for (left_out, what) in [
+            (budget.left_out, "of deleted devices"),
+            (missing.left_out, "no longer read (qdiscs, queues, sockets)"),
+        ] {
+            if left_out > 0 {
+                self.errors.push(format!(
+                    "{left_out} counters {what} not kept (at most {} are): their growth left \
+                     the window",
+                    rename::MAX_GONE_COUNTERS
+                ));
+            }
         }
         if reading.deferred > 0 {
             self.errors.push(format!(
@@ -275,7 +294,7 @@ impl KernelCounters {
                 continue;
             };
             let carried = self.carried.get(ns);
-            let g: Growth = now
+            let mut g: Growth = now
                 .iter()
                 .filter(|(name, _)| is_kept(name))
                 .filter_map(|(name, &v)| {
@@ -285,6 +304,12 @@ impl KernelCounters {
                     (d > 0).then(|| (Arc::from(name.as_str()), d))
                 })
                 .collect();
+            // What a counter no longer kept counted in its earlier runs stays in the window.
+            for (name, &d) in carried.into_iter().flatten() {
+                if d > 0 && is_kept(name) && !now.contains_key(name) {
+                    g.insert(Arc::from(name.as_str()), d);
+                }
+            }
             if g.is_empty() {
                 continue;
             }

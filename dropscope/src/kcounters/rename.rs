@@ -11,19 +11,19 @@
 //! values.
 use std::collections::HashMap;
 
-use super::parse::Counters;
+use super::{parse::Counters, resets::Window};
 use crate::model::devices::split;
 pub use crate::model::devices::{Devices, follow};
 
 /// Adds to `now_counters` (read with the devices `now`) the counters of `latest` (read with
 /// the devices `before`) of each device gone since, and of each kept so before, that grew
-/// since `baseline`: their growth stays in the window, as a gone namespace's does (one that
+/// in the `window`: their growth stays in the window, as a gone namespace's does (one that
 /// did not grow is forgotten). A device renamed is not gone (its baseline follows it), and a
 /// gone device whose name a new device took is not kept: the name is the new device's.
 pub fn keep_gone(
     now_counters: &mut Counters,
     latest: &Counters,
-    baseline: Option<&Counters>,
+    window: Window,
     (before, now): (&Devices, &Devices),
     budget: &mut GoneBudget,
 ) {
@@ -34,8 +34,7 @@ pub fn keep_gone(
             continue;
         };
         let renamed = was.get(dev).is_some_and(|i| now.contains_key(i));
-        let grew = baseline.and_then(|b| b.get(name)) != Some(&v);
-        if renamed || is.contains(dev) || !grew || now_counters.contains_key(name) {
+        if renamed || is.contains(dev) || !window.grew(name, v) || now_counters.contains_key(name) {
             continue;
         }
         if budget.left == 0 {
@@ -103,7 +102,7 @@ mod tests {
         keep_gone(
             &mut now,
             &latest,
-            Some(&base),
+            Window::new(Some(&base), None),
             (&before, &after),
             &mut budget,
         );
@@ -115,7 +114,13 @@ mod tests {
         assert_eq!(now, kept);
         // The next reading, `a` known to neither list: its growth is still kept.
         let mut next = counters(&[("Link:c:rx_dropped", 6)]);
-        keep_gone(&mut next, &now, Some(&base), (&after, &after), &mut budget);
+        keep_gone(
+            &mut next,
+            &now,
+            Window::new(Some(&base), None),
+            (&after, &after),
+            &mut budget,
+        );
         assert_eq!(
             next,
             counters(&[("Link:a:rx_dropped", 10), ("Link:c:rx_dropped", 6)])
@@ -125,7 +130,7 @@ mod tests {
         keep_gone(
             &mut renamed,
             &counters(&[("Link:c:rx_dropped", 6)]),
-            None,
+            Window::default(),
             (&devices(&[(4, "c")]), &devices(&[(4, "z")])),
             &mut budget,
         );
@@ -149,7 +154,7 @@ mod tests {
         keep_gone(
             &mut now,
             &latest,
-            None,
+            Window::default(),
             (&before, &Devices::new()),
             &mut budget,
         );

@@ -1,35 +1,56 @@
 //! A counter that went back (its qdisc deleted and made again, its driver's statistics reset,
-//! its queue removed and added) or left a reading while its device stayed: the window keeps
-//! the growth it had and counts on from zero, never reading less than what was counted.
+//! a 32-bit count wrapped) or left a reading while its device stayed: the window keeps the
+//! growth it had and counts on, never reading less than what was counted, and never more.
 //!
-//! Growth is the latest value minus the baseline. A counter that went back to zero and up
-//! again would read nothing until it passed its old value, and one missing from a reading
-//! (a qdisc deleted, an ethtool statistic of a queue no longer there, a counter of a dump that
-//! failed this time) would take its growth out of the window.
+//! Growth is the latest value minus the baseline, plus what earlier runs of the counter
+//! counted (`carried`). A counter that went back would read nothing until it passed its old
+//! value, and one missing from a reading (a qdisc deleted, an ethtool statistic of a queue no
+//! longer there, a counter of a dump that failed this time) would take its growth out of the
+//! window.
 use std::collections::HashSet;
 
 use super::{parse::Counters, rename::GoneBudget};
 use crate::model::devices::{Devices, split};
 
+/// A namespace's baseline and carried growth: whether a counter grew in the window.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Window<'a> {
+    baseline: Option<&'a Counters>,
+    carried: Option<&'a Counters>,
+}
+
+impl<'a> Window<'a> {
+    /// The window of a namespace's `baseline` and `carried` growth.
+    pub fn new(baseline: Option<&'a Counters>, carried: Option<&'a Counters>) -> Self {
+        Self { baseline, carried }
+    }
+
+    /// Whether `name`, read as `v`, grew in the window.
+    pub fn grew(&self, name: &str, v: u64) -> bool {
+        self.baseline.and_then(|b| b.get(name)) != Some(&v)
+            || self.carried.is_some_and(|c| c.contains_key(name))
+    }
+}
+
 /// Adds to `now_counters` each counter of `previous` (the latest reading, its names as they
-/// are now) that this reading lacks and that grew since `baseline`, unless its device is gone
-/// (see [`super::rename::keep_gone`]): its growth stays in the window. With `devices` unknown
-/// (a link dump that failed), a per-device counter missing is kept too.
+/// are now) that this reading lacks and that grew in the `window`, unless its device is gone
+/// (see [`super::rename::keep_gone`]): its growth stays in the window. With `devices` unknown,
+/// a per-device counter missing is kept too. Returns the names it kept.
 pub fn keep_missing(
     now_counters: &mut Counters,
     previous: &Counters,
-    baseline: Option<&Counters>,
+    window: Window,
     devices: Option<&Devices>,
     budget: &mut GoneBudget,
-) {
+) -> HashSet<String> {
     let is: Option<HashSet<&str>> = devices.map(|d| d.values().map(String::as_str).collect());
+    let mut kept = HashSet::new();
     for (name, &v) in previous {
         let gone = match (split(name), &is) {
             (Some((_, dev, _)), Some(is)) => !is.contains(dev),
             _ => false,
         };
-        let grew = baseline.and_then(|b| b.get(name)) != Some(&v);
-        if gone || !grew || now_counters.contains_key(name) {
+        if gone || !window.grew(name, v) || now_counters.contains_key(name) {
             continue;
         }
         if budget.left == 0 {
@@ -38,15 +59,37 @@ pub fn keep_missing(
         }
         budget.left -= 1;
         now_counters.insert(name.clone(), v);
+        kept.insert(name.clone());
     }
+    kept
 }
 
-/// Each counter of `now_counters` below its value in `previous` (its names as they are now),
-/// or below its baseline, was reset: the growth it had goes to `carried` and it counts on
-/// from zero (its baseline 0).
+/// Counters the kernel keeps in 32 bits (a qdisc's `gnet_stats_queue`, the columns of
+/// `/proc/net/softnet_stat` per CPU): they wrap.
+fn is_32_bit(name: &str) -> bool {
+    name.starts_with("Qdisc:") || (name.starts_with("Softnet:cpu"))
+}
+
+/// Counters of an object that can be made again under the same name (a qdisc with the same
+/// kind and handle, a socket): one that went back counts from zero again.
+fn is_remade(name: &str) -> bool {
+    name.starts_with("Qdisc:") || name.starts_with("Xsk:")
+}
+
+/// Each counter of `now_counters` below its value in `previous` (its names as they are now;
+/// `kept`: those not read but kept there), or below its baseline, ran again: what it counted
+/// goes to `carried`, and its baseline is where it counts on from.
+/// - A 32-bit counter that went back by more than half its range wrapped: it counted up to
+///   2^32, then on from zero.
+/// - One that came back after it was missing, or whose object is made again under its name (a
+///   qdisc, a socket), counts on from zero: what it reads is the new run's.
+/// - Any other (a device's or driver's statistic that went back: reset, or a sum over queues
+///   or CPUs that lost one) counts on from what it reads now: a window never shows drops no
+///   counter counted.
 pub fn carry_resets(
     now_counters: &Counters,
     previous: &Counters,
+    kept: &HashSet<String>,
     baseline: &mut Counters,
     carried: &mut Counters,
 ) {
@@ -56,12 +99,19 @@ pub fn carry_resets(
         if v >= last && v >= base {
             continue;
         }
-        let had = last.saturating_sub(base);
-        if had > 0 {
+        let wrapped = is_32_bit(name) && last > v && last - v > 1 << 31 && last < 1 << 32;
+        let (counted, from) = if wrapped {
+            ((1u64 << 32).saturating_sub(base), 0)
+        } else if kept.contains(name) || is_remade(name) {
+            (last.saturating_sub(base), 0)
+        } else {
+            (last.saturating_sub(base), v)
+        };
+        if counted > 0 {
             let c = carried.entry(name.clone()).or_default();
-            *c = c.saturating_add(had);
+            *c = c.saturating_add(counted);
         }
-        baseline.insert(name.clone(), 0);
+        baseline.insert(name.clone(), from);
     }
 }
 
@@ -70,32 +120,83 @@ mod tests {
     use super::*;
     use crate::model::devices::tests::{counters, devices};
 
+    /// The window's growth of `name`.
+    fn growth(now: &Counters, base: &Counters, carried: &Counters, name: &str) -> u64 {
+        let b = base.get(name).copied().unwrap_or(0);
+        now[name] - b + carried.get(name).copied().unwrap_or(0)
+    }
+
     #[test]
-    fn a_counter_that_went_back_keeps_its_growth_and_counts_on_from_zero() {
-        let mut base = counters(&[("Qdisc:eth0:pfifo 1::drops", 100), ("Udp:NoPorts", 5)]);
-        let previous = counters(&[("Qdisc:eth0:pfifo 1::drops", 110), ("Udp:NoPorts", 9)]);
+    fn a_qdisc_made_again_keeps_its_growth_and_counts_on_from_zero() {
+        let q = "Qdisc:eth0:pfifo 1::drops";
+        let mut base = counters(&[(q, 100), ("Udp:NoPorts", 5)]);
+        let previous = counters(&[(q, 110), ("Udp:NoPorts", 9)]);
         // The qdisc made again: 3 drops of its own.
-        let now = counters(&[("Qdisc:eth0:pfifo 1::drops", 3), ("Udp:NoPorts", 9)]);
+        let now = counters(&[(q, 3), ("Udp:NoPorts", 9)]);
         let mut carried = Counters::new();
-        carry_resets(&now, &previous, &mut base, &mut carried);
-        assert_eq!(carried, counters(&[("Qdisc:eth0:pfifo 1::drops", 10)]));
-        assert_eq!(base.get("Qdisc:eth0:pfifo 1::drops"), Some(&0));
+        let none = HashSet::new();
+        carry_resets(&now, &previous, &none, &mut base, &mut carried);
+        assert_eq!(growth(&now, &base, &carried, q), 13);
         assert_eq!(base.get("Udp:NoPorts"), Some(&5), "not reset");
-        // Reset again later: carried adds up.
-        let previous = counters(&[("Qdisc:eth0:pfifo 1::drops", 7)]);
-        let now = counters(&[("Qdisc:eth0:pfifo 1::drops", 1)]);
-        carry_resets(&now, &previous, &mut base, &mut carried);
-        assert_eq!(carried, counters(&[("Qdisc:eth0:pfifo 1::drops", 17)]));
-        // Below its baseline without a previous value (it was not kept): from zero, nothing
-        // carried.
-        let mut base = counters(&[("Link:eth0:rx_dropped", 50)]);
+        // Made again later: carried adds up.
+        let (previous, now) = (counters(&[(q, 7)]), counters(&[(q, 1)]));
+        carry_resets(&now, &previous, &none, &mut base, &mut carried);
+        assert_eq!(growth(&now, &base, &carried, q), 18);
+    }
+
+    #[test]
+    fn a_device_counter_that_went_back_never_counts_what_it_had_before() {
+        // A sum over queues that lost one (or a reset): 1,000 → 1,010 → 410. The window had
+        // 10; it goes on from 410.
+        let l = "Link:eth0:rx_dropped";
+        let mut base = counters(&[(l, 1000)]);
         let mut carried = Counters::new();
-        let now = counters(&[("Link:eth0:rx_dropped", 4)]);
-        carry_resets(&now, &Counters::new(), &mut base, &mut carried);
-        assert_eq!(
-            (base.get("Link:eth0:rx_dropped"), carried.len()),
-            (Some(&0), 0)
+        let none = HashSet::new();
+        let now = counters(&[(l, 410)]);
+        carry_resets(
+            &now,
+            &counters(&[(l, 1010)]),
+            &none,
+            &mut base,
+            &mut carried,
         );
+        assert_eq!(growth(&now, &base, &carried, l), 10);
+        let later = counters(&[(l, 415)]);
+        carry_resets(&later, &now, &none, &mut base, &mut carried);
+        assert_eq!(growth(&later, &base, &carried, l), 15);
+        // Below its baseline with no value before (not kept): nothing carried, on from now.
+        let mut base = counters(&[(l, 50)]);
+        let mut carried = Counters::new();
+        let now = counters(&[(l, 4)]);
+        carry_resets(&now, &Counters::new(), &none, &mut base, &mut carried);
+        assert_eq!(growth(&now, &base, &carried, l), 0);
+        // Back after it was missing (kept at its last value): a new run, from zero.
+        let mut base = counters(&[(l, 50)]);
+        let mut carried = Counters::new();
+        let kept: HashSet<String> = [l.to_string()].into();
+        let now = counters(&[(l, 4)]);
+        carry_resets(&now, &counters(&[(l, 60)]), &kept, &mut base, &mut carried);
+        assert_eq!(growth(&now, &base, &carried, l), 14);
+    }
+
+    #[test]
+    fn a_32_bit_counter_that_wrapped_counts_across_the_wrap() {
+        let s = "Softnet:cpu1:dropped";
+        let mut base = counters(&[(s, u64::from(u32::MAX) - 100)]);
+        let mut carried = Counters::new();
+        let now = counters(&[(s, 50)]);
+        let previous = counters(&[(s, u64::from(u32::MAX) - 10)]);
+        carry_resets(&now, &previous, &HashSet::new(), &mut base, &mut carried);
+        // 100 to the wrap, the wrap itself, 50 after it.
+        assert_eq!(growth(&now, &base, &carried, s), 151);
+        // A 64-bit counter never wraps this way: on from what it reads.
+        let l = "Link:eth0:rx_dropped";
+        let mut base = counters(&[(l, u64::from(u32::MAX) - 100)]);
+        let mut carried = Counters::new();
+        let now = counters(&[(l, 50)]);
+        let previous = counters(&[(l, u64::from(u32::MAX) - 10)]);
+        carry_resets(&now, &previous, &HashSet::new(), &mut base, &mut carried);
+        assert_eq!(growth(&now, &base, &carried, l), 90);
     }
 
     #[test]
@@ -106,16 +207,21 @@ mod tests {
             ("Link:gone:rx_dropped", 6),
             ("Link:eth0:rx_dropped", 2),
             ("Softnet:cpu1:dropped", 8),
+            ("Dev:eth0:RxDrop", 0),
         ]);
         let base = counters(&[
             ("Qdisc:eth0:pfifo 1::drops", 100),
             ("Link:eth0:rx_dropped", 2),
             ("Softnet:cpu1:dropped", 1),
+            ("Dev:eth0:RxDrop", 0),
         ]);
+        // `Dev:eth0:RxDrop` is at its baseline, but ran before: it grew.
+        let carried = counters(&[("Dev:eth0:RxDrop", 50)]);
+        let window = Window::new(Some(&base), Some(&carried));
         let mut now = counters(&[("Link:eth0:rx_dropped", 2)]);
         let mut budget = GoneBudget::default();
         let eth0 = devices(&[(2, "eth0")]);
-        keep_missing(&mut now, &previous, Some(&base), Some(&eth0), &mut budget);
+        let kept = keep_missing(&mut now, &previous, window, Some(&eth0), &mut budget);
         assert_eq!(
             now,
             counters(&[
@@ -123,13 +229,15 @@ mod tests {
                 ("Ethtool:eth0:rx_queue_3_drops", 4),
                 ("Link:eth0:rx_dropped", 2),
                 ("Softnet:cpu1:dropped", 8),
+                ("Dev:eth0:RxDrop", 0),
             ]),
             "a gone device's counters are not these (keep_gone's)"
         );
+        assert_eq!(kept.len(), 4);
         // Devices unknown: every missing counter that grew is kept.
         let mut now = Counters::new();
-        keep_missing(&mut now, &previous, Some(&base), None, &mut budget);
-        assert_eq!(now.len(), 4, "{now:?}");
+        keep_missing(&mut now, &previous, window, None, &mut budget);
+        assert_eq!(now.len(), 5, "{now:?}");
         assert_eq!(budget.left_out, 0);
         // Within the budget.
         let mut budget = GoneBudget {
@@ -137,7 +245,7 @@ mod tests {
             left_out: 0,
         };
         let mut now = Counters::new();
-        keep_missing(&mut now, &previous, Some(&base), None, &mut budget);
-        assert_eq!((now.len(), budget.left_out), (1, 3));
+        keep_missing(&mut now, &previous, window, None, &mut budget);
+        assert_eq!((now.len(), budget.left_out), (1, 4));
     }
 }

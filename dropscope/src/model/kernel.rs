@@ -118,10 +118,15 @@ impl KernelReading {
     /// counter, the later minus the earlier growth (a namespace or counter missing from
     /// `earlier` counts from zero). A device renamed between them (the same interface index
     /// under another name) is subtracted under its new name; a new device under an old name
-    /// counts from zero; a program's verdicts are subtracted by program, whatever device they
-    /// are shown on. Time, initial namespace, errors and devices are `self`'s.
+    /// counts from zero; a program's verdicts are subtracted by program, whatever device and
+    /// namespace they are shown on. Time, initial namespace, errors and devices are `self`'s.
     pub fn since(&self, earlier: &KernelReading) -> KernelReading {
         let none = Devices::new();
+        // A program's verdicts by program, whatever device and namespace they were shown on
+        // (each program is counted once, on one of its places).
+        let progs: HashMap<_, u64> = (earlier.netns.values().flat_map(|g| g.iter()))
+            .filter_map(|(name, &v)| Some((programs::identity(name)?, v)))
+            .collect();
         let netns: BTreeMap<u64, Growth> = self
             .netns
             .iter()
@@ -136,10 +141,6 @@ impl KernelReading {
                         false => Cow::Owned(devices::follow(b.clone(), was, is)),
                     }
                 });
-                // A program's verdicts by program, whatever device they were shown on.
-                let progs: HashMap<_, u64> = (before.iter().flat_map(|b| b.iter()))
-                    .filter_map(|(name, &v)| Some((programs::identity(name)?, v)))
-                    .collect();
                 let g: Growth = g
                     .iter()
                     .filter_map(|(name, &v)| {
@@ -266,6 +267,9 @@ mod tests {
             "another program"
         );
         assert_eq!(w.growth(1, "Tc:ctr0:ingress:q#7:shot"), 0);
+        // Shown in another namespace (its place there kept, the first one's gone).
+        let pc = reading(3, &[(2, "Xdp:eth0:xdpdrv:p#42:drop", 650)]);
+        assert_eq!(pc.since(&pa).growth(2, "Xdp:eth0:xdpdrv:p#42:drop"), 150);
         // Readings that know no devices (a recording before version 5) subtract by name.
         let (mut a, mut b) = (a, b);
         a.devices.clear();

@@ -47,8 +47,10 @@ pub fn encode(r: &KernelReading) -> (Vec<u8>, bool) {
             put_uvarint(&mut b, **v);
         }
         let all = r.devices.get(ns).map_or(0, |d| d.len());
+        // Each name once (a dump racing a rename could give one twice: the first index wins).
+        let mut names = std::collections::HashSet::new();
         let devices: Vec<_> = (r.devices.get(ns).into_iter().flatten())
-            .filter(|(_, n)| n.len() <= MAX_DEVICE_NAME && plain(n))
+            .filter(|(_, n)| n.len() <= MAX_DEVICE_NAME && plain(n) && names.insert(n.as_str()))
             .collect();
         whole &= devices.len() == all;
         put_uvarint(&mut b, devices.len() as u64);
@@ -271,6 +273,19 @@ mod tests {
             put_uvarint(&mut p, v);
         }
         assert!(decode(&p, VERSION).is_err());
+    }
+
+    #[test]
+    fn a_name_given_twice_is_written_once() {
+        let mut r = reading();
+        r.devices.insert(
+            4026532999,
+            [(7, "veth0".to_owned()), (9, "veth0".to_owned())].into(),
+        );
+        let (p, whole) = encode(&r);
+        assert!(!whole);
+        let back = decode(&p, VERSION).expect("what is written decodes");
+        assert_eq!(back.devices[&4026532999], [(7, "veth0".to_owned())].into());
     }
 
     #[test]
