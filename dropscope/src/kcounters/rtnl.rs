@@ -400,9 +400,9 @@ fn qdiscs(
             ("overlimits", overlimits),
             ("requeues", requeues),
         ] {
-            if v > 0 {
-                out.insert(format!("Qdisc:{dev}:{label}:{stat}"), u64::from(v));
-            }
+            // Kept at zero too: a qdisc made again under the same kind and handle reads 0
+            // before it drops, and so is told from one not read (see `resets`).
+            out.insert(format!("Qdisc:{dev}:{label}:{stat}"), u64::from(v));
         }
     }
 }
@@ -468,7 +468,9 @@ mod tests {
         );
         assert_eq!(out["Qdisc:veth\\u{1b}0:pfifo 1::drops"], 5);
         assert_eq!(out["Qdisc:veth\\u{1b}0:pfifo 1::requeues"], 1);
-        assert_eq!(out.len(), 2, "{out:?}");
+        // At zero too: a qdisc made again reads 0 before it drops.
+        assert_eq!(out["Qdisc:veth\\u{1b}0:pfifo 1::overlimits"], 0);
+        assert_eq!(out.len(), 3, "{out:?}");
     }
 
     #[test]
