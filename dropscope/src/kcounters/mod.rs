@@ -107,9 +107,6 @@ pub struct KernelCounters {
     /// Growth of counters that were reset since the start (see [`resets`]), per namespace:
     /// added to what they counted since.
     carried: BTreeMap<u64, Counters>,
-    /// Counters the latest reading kept though it did not read them, per namespace: one that
-    /// comes back lower ran again from zero.
-    kept: BTreeMap<u64, std::collections::HashSet<String>>,
 }
 
 impl KernelCounters {
@@ -125,7 +122,6 @@ impl KernelCounters {
             complete: false,
             devices: BTreeMap::new(),
             carried: BTreeMap::new(),
-            kept: BTreeMap::new(),
         };
         k.poll(&[]);
         Ok(k)
@@ -211,7 +207,6 @@ impl KernelCounters {
                     previous = previous.map(|p| rename::follow(p, before, now));
                 }
             }
-            let kept_before = self.kept.remove(&ns).unwrap_or_default();
             if first {
                 self.carried.remove(&ns);
             }
@@ -220,13 +215,10 @@ impl KernelCounters {
             if let Some(previous) = &previous {
                 let window = resets::Window::new(self.baseline.get(&ns), self.carried.get(&ns));
                 let devices = now.as_ref().or(last);
-                let kept = resets::keep_missing(&mut c, previous, window, devices, &mut missing);
+                resets::keep_missing(&mut c, previous, window, devices, &mut missing);
                 if let Some(base) = self.baseline.get_mut(&ns) {
                     let carried = self.carried.entry(ns).or_default();
-                    resets::carry_resets(&c, previous, &kept_before, base, carried);
-                }
-                if !kept.is_empty() {
-                    self.kept.insert(ns, kept);
+                    resets::carry_resets(&c, previous, base, carried);
                 }
             }
             if let Some(now) = now {
@@ -250,7 +242,6 @@ impl KernelCounters {
             .retain(|ns, _| tracked.contains(ns) || latest.contains_key(ns));
         self.carried
             .retain(|ns, c| !c.is_empty() && latest.contains_key(ns));
-        self.kept.retain(|ns, _| latest.contains_key(ns));
         self.devices.retain(|ns, _| tracked.contains(ns));
         self.errors = reading.errors;
         for (left_out, what) in [
@@ -310,6 +301,15 @@ impl KernelCounters {
                     g.insert(Arc::from(name.as_str()), d);
                 }
             }
+            // The machine's backlog drops: the CPUs' growth, summed (see `parse::softnet`).
+            if !now.contains_key(SOFTNET_DROPPED) {
+                let cpus = (g.iter())
+                    .filter(|(n, _)| n.starts_with("Softnet:cpu") && n.ends_with(":dropped"))
+                    .fold(0u64, |t, (_, d)| t.saturating_add(*d));
+                if cpus > 0 {
+                    g.insert(Arc::from(SOFTNET_DROPPED), cpus);
+                }
+            }
             if g.is_empty() {
                 continue;
             }
@@ -337,6 +337,9 @@ impl KernelCounters {
         }
     }
 }
+
+/// The machine's backlog drops (`CPU_BACKLOG`), summed over CPUs.
+const SOFTNET_DROPPED: &str = "Softnet:Dropped";
 
 /// Whether a counter travels in a reading: a drop counter, a layer counter or a packet counter.
 pub(crate) fn is_kept(name: &str) -> bool {

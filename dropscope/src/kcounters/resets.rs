@@ -2,8 +2,8 @@
 //! a 32-bit count wrapped) or left a reading while its device stayed: the window keeps the
 //! growth it had and counts on, never reading less than what was counted, and never more.
 //!
-//! Growth is the latest value minus the baseline, plus what earlier runs of the counter
-//! counted (`carried`). A counter that went back would read nothing until it passed its old
+//! Growth is the latest value minus the baseline (0 below it), plus what earlier runs of the
+//! counter counted (`carried`). A counter that went back would read nothing until it passed its old
 //! value, and one missing from a reading (a qdisc deleted, an ethtool statistic of a queue no
 //! longer there, a counter of a dump that failed this time) would take its growth out of the
 //! window.
@@ -35,16 +35,15 @@ impl<'a> Window<'a> {
 /// Adds to `now_counters` each counter of `previous` (the latest reading, its names as they
 /// are now) that this reading lacks and that grew in the `window`, unless its device is gone
 /// (see [`super::rename::keep_gone`]): its growth stays in the window. With `devices` unknown,
-/// a per-device counter missing is kept too. Returns the names it kept.
+/// a per-device counter missing is kept too.
 pub fn keep_missing(
     now_counters: &mut Counters,
     previous: &Counters,
     window: Window,
     devices: Option<&Devices>,
     budget: &mut GoneBudget,
-) -> HashSet<String> {
+) {
     let is: Option<HashSet<&str>> = devices.map(|d| d.values().map(String::as_str).collect());
-    let mut kept = HashSet::new();
     for (name, &v) in previous {
         let gone = match (split(name), &is) {
             (Some((_, dev, _)), Some(is)) => !is.contains(dev),
@@ -59,53 +58,56 @@ pub fn keep_missing(
         }
         budget.left -= 1;
         now_counters.insert(name.clone(), v);
-        kept.insert(name.clone());
     }
-    kept
-}
-
-/// Counters the kernel keeps in 32 bits (a qdisc's `gnet_stats_queue`, the columns of
-/// `/proc/net/softnet_stat` per CPU): they wrap.
-fn is_32_bit(name: &str) -> bool {
-    name.starts_with("Qdisc:") || (name.starts_with("Softnet:cpu"))
 }
 
 /// Counters of an object that can be made again under the same name (a qdisc with the same
-/// kind and handle, a socket): one that went back counts from zero again.
+/// kind and handle, read at zero too; a socket): one that went back is a new run, from zero.
 fn is_remade(name: &str) -> bool {
     name.starts_with("Qdisc:") || name.starts_with("Xsk:")
 }
 
-/// Each counter of `now_counters` below its value in `previous` (its names as they are now;
-/// `kept`: those not read but kept there), or below its baseline, ran again: what it counted
-/// goes to `carried`, and its baseline is where it counts on from.
-/// - A 32-bit counter that went back by more than half its range wrapped: it counted up to
-///   2^32, then on from zero.
-/// - One that came back after it was missing, or whose object is made again under its name (a
-///   qdisc, a socket), counts on from zero: what it reads is the new run's.
-/// - Any other (a device's or driver's statistic that went back: reset, or a sum over queues
-///   or CPUs that lost one) counts on from what it reads now: a window never shows drops no
-///   counter counted.
+/// Whether a counter that went from `last` to `v` wrapped: the kernel keeps it in 32 bits (a
+/// qdisc's `gnet_stats_queue`, a CPU's columns of `/proc/net/softnet_stat`). A CPU's column
+/// only wraps; a qdisc may also be made again, so only a count within 2^28 of the top (a couple
+/// of seconds at any line rate) is taken as a wrap, the reading that never shows more drops
+/// than were counted.
+fn wrapped(name: &str, last: u64, v: u64) -> bool {
+    const TOP: u64 = 1 << 32;
+    if last >= TOP || v >= last {
+        return false;
+    }
+    if name.starts_with("Softnet:cpu") {
+        last - v > TOP / 2
+    } else {
+        name.starts_with("Qdisc:") && last > TOP - (1 << 28)
+    }
+}
+
+/// Each counter of `now_counters` below its value in `previous` (its names as they are now)
+/// ran again: what it counted goes to `carried`, and its baseline is where it counts on from.
+/// - A 32-bit counter that wrapped counted up to 2^32, then on from zero.
+/// - A qdisc's or a socket's counter (made again under its name) counts on from zero.
+/// - Any other (a driver's statistics reset, a sum over queues or CPUs that lost one, for a
+///   while or for good) counts on once it passes the most it read: a window never shows drops
+///   no counter counted, and a sum that gets its part back adds nothing.
 pub fn carry_resets(
     now_counters: &Counters,
     previous: &Counters,
-    kept: &HashSet<String>,
     baseline: &mut Counters,
     carried: &mut Counters,
 ) {
     for (name, &v) in now_counters {
         let base = baseline.get(name).copied().unwrap_or(0);
-        let last = previous.get(name).copied().unwrap_or(base);
-        if v >= last && v >= base {
+        let Some(&last) = previous.get(name).filter(|&&last| v < last) else {
             continue;
-        }
-        let wrapped = is_32_bit(name) && last > v && last - v > 1 << 31 && last < 1 << 32;
-        let (counted, from) = if wrapped {
+        };
+        let (counted, from) = if wrapped(name, last, v) {
             ((1u64 << 32).saturating_sub(base), 0)
-        } else if kept.contains(name) || is_remade(name) {
+        } else if is_remade(name) {
             (last.saturating_sub(base), 0)
         } else {
-            (last.saturating_sub(base), v)
+            (last.saturating_sub(base), base.max(last))
         };
         if counted > 0 {
             let c = carried.entry(name.clone()).or_default();
@@ -123,7 +125,7 @@ mod tests {
     /// The window's growth of `name`.
     fn growth(now: &Counters, base: &Counters, carried: &Counters, name: &str) -> u64 {
         let b = base.get(name).copied().unwrap_or(0);
-        now[name] - b + carried.get(name).copied().unwrap_or(0)
+        now[name].saturating_sub(b) + carried.get(name).copied().unwrap_or(0)
     }
 
     #[test]
@@ -134,49 +136,51 @@ mod tests {
         // The qdisc made again: 3 drops of its own.
         let now = counters(&[(q, 3), ("Udp:NoPorts", 9)]);
         let mut carried = Counters::new();
-        let none = HashSet::new();
-        carry_resets(&now, &previous, &none, &mut base, &mut carried);
+        carry_resets(&now, &previous, &mut base, &mut carried);
         assert_eq!(growth(&now, &base, &carried, q), 13);
         assert_eq!(base.get("Udp:NoPorts"), Some(&5), "not reset");
         // Made again later: carried adds up.
         let (previous, now) = (counters(&[(q, 7)]), counters(&[(q, 1)]));
-        carry_resets(&now, &previous, &none, &mut base, &mut carried);
+        carry_resets(&now, &previous, &mut base, &mut carried);
         assert_eq!(growth(&now, &base, &carried, q), 18);
+        // Past 2^31 and made again: a new run, never read as a wrap of 1.29e9 drops.
+        let mut base = counters(&[(q, 3_000_000_000)]);
+        let mut carried = Counters::new();
+        let now = counters(&[(q, 5)]);
+        carry_resets(
+            &now,
+            &counters(&[(q, 3_000_000_100)]),
+            &mut base,
+            &mut carried,
+        );
+        assert_eq!(growth(&now, &base, &carried, q), 105);
     }
 
     #[test]
     fn a_device_counter_that_went_back_never_counts_what_it_had_before() {
         // A sum over queues that lost one (or a reset): 1,000 → 1,010 → 410. The window had
-        // 10; it goes on from 410.
+        // 10; it counts on once the counter passes 1,010.
         let l = "Link:eth0:rx_dropped";
         let mut base = counters(&[(l, 1000)]);
         let mut carried = Counters::new();
-        let none = HashSet::new();
-        let now = counters(&[(l, 410)]);
-        carry_resets(
-            &now,
-            &counters(&[(l, 1010)]),
-            &none,
-            &mut base,
-            &mut carried,
-        );
-        assert_eq!(growth(&now, &base, &carried, l), 10);
-        let later = counters(&[(l, 415)]);
-        carry_resets(&later, &now, &none, &mut base, &mut carried);
-        assert_eq!(growth(&later, &base, &carried, l), 15);
-        // Below its baseline with no value before (not kept): nothing carried, on from now.
-        let mut base = counters(&[(l, 50)]);
+        let mut last = counters(&[(l, 1010)]);
+        for (v, window) in [(410, 10), (415, 10), (405, 10), (1010, 10), (1020, 20)] {
+            let now = counters(&[(l, v)]);
+            carry_resets(&now, &last, &mut base, &mut carried);
+            assert_eq!(growth(&now, &base, &carried, l), window, "at {v}");
+            last = now;
+        }
+        // A sum over CPUs that gets its part back adds nothing: 100 → 60 → 100.
+        let s = "Softnet:Dropped";
+        let mut base = counters(&[(s, 100)]);
         let mut carried = Counters::new();
-        let now = counters(&[(l, 4)]);
-        carry_resets(&now, &Counters::new(), &none, &mut base, &mut carried);
-        assert_eq!(growth(&now, &base, &carried, l), 0);
-        // Back after it was missing (kept at its last value): a new run, from zero.
-        let mut base = counters(&[(l, 50)]);
-        let mut carried = Counters::new();
-        let kept: HashSet<String> = [l.to_string()].into();
-        let now = counters(&[(l, 4)]);
-        carry_resets(&now, &counters(&[(l, 60)]), &kept, &mut base, &mut carried);
-        assert_eq!(growth(&now, &base, &carried, l), 14);
+        let mut last = counters(&[(s, 100)]);
+        for v in [60, 100] {
+            let now = counters(&[(s, v)]);
+            carry_resets(&now, &last, &mut base, &mut carried);
+            assert_eq!(growth(&now, &base, &carried, s), 0, "at {v}");
+            last = now;
+        }
     }
 
     #[test]
@@ -186,7 +190,7 @@ mod tests {
         let mut carried = Counters::new();
         let now = counters(&[(s, 50)]);
         let previous = counters(&[(s, u64::from(u32::MAX) - 10)]);
-        carry_resets(&now, &previous, &HashSet::new(), &mut base, &mut carried);
+        carry_resets(&now, &previous, &mut base, &mut carried);
         // 100 to the wrap, the wrap itself, 50 after it.
         assert_eq!(growth(&now, &base, &carried, s), 151);
         // A 64-bit counter never wraps this way: on from what it reads.
@@ -195,7 +199,7 @@ mod tests {
         let mut carried = Counters::new();
         let now = counters(&[(l, 50)]);
         let previous = counters(&[(l, u64::from(u32::MAX) - 10)]);
-        carry_resets(&now, &previous, &HashSet::new(), &mut base, &mut carried);
+        carry_resets(&now, &previous, &mut base, &mut carried);
         assert_eq!(growth(&now, &base, &carried, l), 90);
     }
 
@@ -221,7 +225,7 @@ mod tests {
         let mut now = counters(&[("Link:eth0:rx_dropped", 2)]);
         let mut budget = GoneBudget::default();
         let eth0 = devices(&[(2, "eth0")]);
-        let kept = keep_missing(&mut now, &previous, window, Some(&eth0), &mut budget);
+        keep_missing(&mut now, &previous, window, Some(&eth0), &mut budget);
         assert_eq!(
             now,
             counters(&[
@@ -233,7 +237,6 @@ mod tests {
             ]),
             "a gone device's counters are not these (keep_gone's)"
         );
-        assert_eq!(kept.len(), 4);
         // Devices unknown: every missing counter that grew is kept.
         let mut now = Counters::new();
         keep_missing(&mut now, &previous, window, None, &mut budget);

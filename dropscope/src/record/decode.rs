@@ -377,8 +377,9 @@ pub(crate) trait Frames {
 pub(crate) struct Cursor {
     state: State,
     at: Option<usize>,
-    /// The kernel reading decoded last, by kernel frame index.
-    kernel: Option<(usize, Arc<KernelReading>)>,
+    /// The kernel reading decoded last, by kernel frame index, with its size (see
+    /// `kernel_delta::size`).
+    kernel: Option<(usize, Arc<KernelReading>, usize)>,
 }
 
 impl Cursor {
@@ -411,7 +412,7 @@ impl Cursor {
 
     /// Kernel frame `i`, decoded (once for the snapshots after it).
     fn kernel(&mut self, rec: &impl Frames, i: usize) -> Result<Arc<KernelReading>, RecordError> {
-        if let Some((at, r)) = &self.kernel
+        if let Some((at, r, _)) = &self.kernel
             && *at == i
         {
             return Ok(r.clone());
@@ -419,24 +420,28 @@ impl Cursor {
         let f = rec.kernel_frame(i).ok_or(RecordError::Empty)?;
         // A delta applies to the reading before it: from the one decoded last when it is of
         // the same chain and before it, else from the chain's whole reading.
-        let (mut r, from) = match &self.kernel {
-            Some((at, r)) if !f.keyframe && *at >= f.base && *at < i => ((**r).clone(), at + 1),
+        let (mut r, mut size, from) = match &self.kernel {
+            Some((at, r, size)) if !f.keyframe && *at >= f.base && *at < i => {
+                ((**r).clone(), *size, at + 1)
+            }
             _ => {
                 let b = rec.kernel_frame(f.base).ok_or(RecordError::Empty)?;
                 let payload = rec.payload(b)?;
                 let r = super::kernel::decode(&payload, rec.dictionary().version)
                     .map_err(|Malformed(why)| corrupt(b.offset, why))?;
-                (r, f.base + 1)
+                let size = super::kernel_delta::size(&r);
+                (r, size, f.base + 1)
             }
         };
         for j in from..=i {
             let d = rec.kernel_frame(j).ok_or(RecordError::Empty)?;
             let payload = rec.payload(d)?;
-            (super::kernel_delta::decode(&payload).and_then(|delta| delta.apply(&mut r)))
-                .map_err(|Malformed(why)| corrupt(d.offset, why))?;
+            (super::kernel_delta::decode(&payload)
+                .and_then(|delta| delta.apply(&mut r, &mut size)))
+            .map_err(|Malformed(why)| corrupt(d.offset, why))?;
         }
         let r = Arc::new(r);
-        self.kernel = Some((i, r.clone()));
+        self.kernel = Some((i, r.clone(), size));
         Ok(r)
     }
 }

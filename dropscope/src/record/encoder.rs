@@ -323,7 +323,8 @@ impl Encoder {
             // The changes only, while a chain may go on: a seek applies a bounded number.
             let delta = match (&self.kernel_last, chain) {
                 (Some(last), Some((since, n)))
-                    if n < super::kernel_delta::WRITE_CHAIN
+                    if whole
+                        && n < super::kernel_delta::WRITE_CHAIN
                         && elapsed_ns.saturating_sub(since)
                             < super::kernel_delta::FULL_EVERY.as_nanos() as u64 =>
                 {

@@ -1,7 +1,7 @@
 //! Kernel frames (format version 4; from version 5 with each namespace's devices by interface
-//! index): a reading of the kernel's own counters, written before the first snapshot frame
-//! that carries it. Each is self-contained (growth since the session started), so a seek needs
-//! only the latest one before its target.
+//! index): a whole reading of the kernel's own counters (growth since the session started),
+//! written before the first snapshot frame that carries it. From version 5, kernel delta frames
+//! ([`super::kernel_delta`]) may follow one: a seek then applies them from it.
 use std::sync::Arc;
 
 use super::format::{Malformed, Reader, put_str, put_uvarint};
@@ -66,6 +66,8 @@ pub fn encode(r: &KernelReading) -> (Vec<u8>, bool) {
         used += b.len();
         blocks.push(b);
     }
+    // Device lists of namespaces with no counters are not written.
+    whole &= r.devices.keys().all(|ns| r.netns.contains_key(ns));
     let mut notes = notes(&r.errors);
     if left_ns > 0 {
         whole = false;

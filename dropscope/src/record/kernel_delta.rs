@@ -17,9 +17,22 @@ pub const FULL_EVERY: Duration = Duration::from_secs(60);
 pub const WRITE_CHAIN: u32 = 63;
 /// Deltas a reader takes after a full kernel frame at most.
 pub const MAX_CHAIN: usize = 255;
-/// The most a reading rebuilt from deltas may hold, counted as its counters' names and values
-/// take in a frame (each counter's name, plus 11 bytes): what a full frame could hold.
-const MAX_REBUILT: usize = MAX_KERNEL_FRAME;
+/// The most a reading rebuilt from deltas may hold, counted as [`size`]: more than any whole
+/// frame holds (its counters take at least their name and 2 bytes each, within 1 MiB), and the
+/// writer writes no delta past it.
+const MAX_REBUILT: usize = 4 * MAX_KERNEL_FRAME;
+
+/// A counter's share of [`MAX_REBUILT`].
+fn counter_size(name: &str) -> usize {
+    name.len() + 11
+}
+
+/// What a reading holds, as [`MAX_REBUILT`] counts it.
+pub fn size(r: &KernelReading) -> usize {
+    (r.netns.values().flat_map(|g| g.keys()))
+        .map(|n| counter_size(n))
+        .sum()
+}
 
 /// What changed between two readings: their time, each counter that changed (0: left the
 /// reading) per namespace, and the later reading's notes.
@@ -31,10 +44,17 @@ pub struct Delta {
 }
 
 /// The delta frame's payload from `before` (as a reader rebuilds it) to `now`, or `None` when
-/// only a full frame says it: another initial namespace or other devices, or a delta not
-/// smaller than half of `full` (the full frame's payload).
+/// only a full frame says it: another initial namespace or other devices, a counter at 0 or a
+/// namespace with none (a delta's 0 removes a counter, and a namespace left with none), a
+/// reading larger than a reader rebuilds, or a delta not smaller than half of `full` (the
+/// full frame's payload).
 pub fn encode(before: &KernelReading, now: &KernelReading, full: usize) -> Option<Vec<u8>> {
-    if before.initial_netns != now.initial_netns || before.devices != now.devices {
+    if before.initial_netns != now.initial_netns
+        || before.devices != now.devices
+        || (now.netns.values()).any(|g| g.is_empty() || g.values().any(|v| *v == 0))
+        || now.netns.len() > MAX_NETNS
+        || size(now) > MAX_REBUILT
+    {
         return None;
     }
     let empty = crate::model::kernel::Growth::new();
@@ -144,17 +164,23 @@ pub fn decode(payload: &[u8]) -> Result<Delta, Malformed> {
 }
 
 impl Delta {
-    /// `base` brought up to this delta's reading; refused (and `base` then not to be used)
-    /// when the reading it makes holds more than a full frame could.
-    pub fn apply(&self, base: &mut KernelReading) -> Result<(), Malformed> {
+    /// `base` brought up to this delta's reading (`held`: its [`size`], kept up to date);
+    /// refused (and `base` then not to be used) when the reading it makes holds more than a
+    /// reader takes.
+    pub fn apply(&self, base: &mut KernelReading, held: &mut usize) -> Result<(), Malformed> {
         base.unix_ms = self.unix_ms;
         for (ns, changed) in &self.netns {
             let g = base.netns.entry(*ns).or_default();
             for (name, v) in changed {
-                match v {
-                    0 => g.remove(name),
-                    v => g.insert(name.clone(), *v),
+                let had = match v {
+                    0 => g.remove(name).is_some(),
+                    v => g.insert(name.clone(), *v).is_some(),
                 };
+                match (had, *v == 0) {
+                    (true, true) => *held = held.saturating_sub(counter_size(name)),
+                    (false, false) => *held = held.saturating_add(counter_size(name)),
+                    _ => {}
+                }
             }
             if g.is_empty() {
                 base.netns.remove(ns);
@@ -162,10 +188,7 @@ impl Delta {
             }
         }
         base.errors.clone_from(&self.errors);
-        let held: usize = (base.netns.values().flat_map(|g| g.keys()))
-            .map(|n| n.len() + 11)
-            .sum();
-        if base.netns.len() > MAX_NETNS || held > MAX_REBUILT {
+        if base.netns.len() > MAX_NETNS || *held > MAX_REBUILT {
             return Err(Malformed(
                 "kernel delta frames that make a reading larger than a frame holds",
             ));
@@ -219,11 +242,12 @@ mod tests {
         let p = encode(&a, &b, full).expect("a delta: little changed");
         assert!(p.len() * 10 < full, "{} of {full}", p.len());
         let mut rebuilt = a.clone();
-        decode(&p)
-            .expect("decodes")
-            .apply(&mut rebuilt)
+        let mut held = size(&a);
+        (decode(&p).expect("decodes"))
+            .apply(&mut rebuilt, &mut held)
             .expect("applies");
         assert_eq!(rebuilt, b);
+        assert_eq!(held, size(&b), "kept up to date");
         // Truncated anywhere: an error, never a panic.
         for n in 0..p.len() {
             assert!(decode(&p[..n]).is_err(), "{n}");
@@ -249,6 +273,24 @@ mod tests {
         let mut b = many(20, 6);
         b.initial_netns = 2;
         assert!(encode(&a, &b, usize::MAX).is_none());
+        // A counter at 0, a namespace with none: a delta's 0 would remove them.
+        let mut b = many(20, 6);
+        b.netns
+            .get_mut(&4)
+            .expect("ns")
+            .insert("Udp:NoPorts".into(), 0);
+        assert!(encode(&a, &b, usize::MAX).is_none());
+        let mut b = many(20, 6);
+        b.netns.insert(77, Default::default());
+        assert!(encode(&a, &b, usize::MAX).is_none());
+        // Larger than a reader rebuilds.
+        let mut b = many(20, 6);
+        let g = b.netns.entry(500).or_default();
+        for c in 0..40_000 {
+            g.insert(format!("Udp:{c:0>100}").into(), 1);
+        }
+        assert!(size(&b) > MAX_REBUILT);
+        assert!(encode(&a, &b, usize::MAX).is_none());
     }
 
     #[test]
@@ -269,10 +311,11 @@ mod tests {
             put_uvarint(&mut p, v);
         }
         assert!(decode(&p).is_err());
-        // Each delta adds 100 KiB of new counters: the reading it makes stops at a frame's size.
-        let mut base = KernelReading::default();
+        // Each delta adds 100 KiB of new counters: the reading it makes stops at what a reader
+        // rebuilds.
+        let (mut base, mut held) = (KernelReading::default(), 0);
         let mut refused = false;
-        for round in 0..20u64 {
+        for round in 0..60u64 {
             let mut p = Vec::new();
             put_uvarint(&mut p, round);
             put_uvarint(&mut p, 1);
@@ -286,7 +329,7 @@ mod tests {
             }
             put_uvarint(&mut p, 0);
             let d = decode(&p).expect("each delta is well formed");
-            if d.apply(&mut base).is_err() {
+            if d.apply(&mut base, &mut held).is_err() {
                 refused = true;
                 break;
             }

@@ -57,8 +57,9 @@ pub struct Recording {
     frames: Vec<FrameInfo>,
     /// Kernel frames (readings of the kernel's counters, whole or as deltas), in order.
     kernel_frames: Vec<FrameInfo>,
-    /// The reading the kernel frames so far make: each delta is checked against it on opening.
-    kernel_now: Option<crate::model::KernelReading>,
+    /// The reading the kernel frames so far make, and its size: each delta is checked against
+    /// it on opening.
+    kernel_now: Option<(crate::model::KernelReading, usize)>,
     pub(super) dict: Dictionary,
     spent: Spent,
     /// Decompressed bytes of the last keyframe and the deltas after it.
@@ -390,10 +391,13 @@ impl Recording {
                     None => return Err(corrupt(offset, "a kernel delta frame before any reading")),
                 };
                 let now = if whole {
-                    super::kernel::decode(&p, self.dict.version)
+                    (super::kernel::decode(&p, self.dict.version))
+                        .map(|r| (super::kernel_delta::size(&r), r))
+                        .map(|(size, r)| (r, size))
                 } else {
-                    let mut now = self.kernel_now.take().unwrap_or_default();
-                    (super::kernel_delta::decode(&p).and_then(|d| d.apply(&mut now))).map(|()| now)
+                    let (mut now, mut size) = self.kernel_now.take().unwrap_or_default();
+                    (super::kernel_delta::decode(&p).and_then(|d| d.apply(&mut now, &mut size)))
+                        .map(|()| (now, size))
                 };
                 self.kernel_now = Some(now.map_err(|Malformed(why)| corrupt(offset, why))?);
                 self.kernel_frames.push(FrameInfo {
