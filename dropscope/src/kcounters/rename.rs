@@ -37,12 +37,9 @@ pub fn keep_gone(
         if renamed || is.contains(dev) || !window.grew(name, v) || now_counters.contains_key(name) {
             continue;
         }
-        if budget.left == 0 {
-            budget.left_out += 1;
-            continue;
+        if budget.take() {
+            now_counters.insert(name.clone(), v);
         }
-        budget.left -= 1;
-        now_counters.insert(name.clone(), v);
     }
 }
 
@@ -57,6 +54,18 @@ pub struct GoneBudget {
     pub left: usize,
     /// Counters of gone devices that grew and were not kept.
     pub left_out: usize,
+}
+
+impl GoneBudget {
+    /// Takes room for one more counter, or counts it as left out.
+    pub fn take(&mut self) -> bool {
+        if self.left == 0 {
+            self.left_out += 1;
+            return false;
+        }
+        self.left -= 1;
+        true
+    }
 }
 
 impl Default for GoneBudget {

@@ -52,12 +52,9 @@ pub fn keep_missing(
         if gone || !window.grew(name, v) || now_counters.contains_key(name) {
             continue;
         }
-        if budget.left == 0 {
-            budget.left_out += 1;
-            continue;
+        if budget.take() {
+            now_counters.insert(name.clone(), v);
         }
-        budget.left -= 1;
-        now_counters.insert(name.clone(), v);
     }
 }
 

@@ -381,33 +381,48 @@ fn every_mapped_counter_is_found_by_its_own_name() {
     }
 }
 
+/// A reading of namespace [`NS`] alone: its counters, its devices if its link dump gave them,
+/// and whether it is the namespace's first.
+fn one_namespace(
+    pairs: &[(&str, u64)],
+    devices: Option<&[(u32, &str)]>,
+    first: bool,
+) -> super::netns::Reading {
+    let mut r = super::netns::Reading::default();
+    r.counters.insert(NS, counters(pairs));
+    if let Some(d) = devices {
+        let d = d.iter().map(|(i, n)| (*i, n.to_string())).collect();
+        r.devices.insert(NS, d);
+    }
+    if first {
+        r.first.insert(NS);
+    }
+    r
+}
+
+/// The growth of each counter of [`NS`] in `k`'s reading.
+fn growth_of(k: &super::KernelCounters) -> Vec<(String, u64)> {
+    let r = k.reading();
+    (r.netns.get(&NS).into_iter().flatten())
+        .map(|(n, v)| (n.to_string(), *v))
+        .collect()
+}
+
 /// A device renamed between two readings keeps counting its growth under its new name, never
 /// its whole history; a new device under a deleted one's name counts from zero.
 #[test]
 fn a_renamed_device_counts_its_growth_under_its_new_name() {
-    use super::{KernelCounters, netns::Reading};
+    use super::KernelCounters;
     use std::collections::BTreeSet;
 
     let Ok(mut k) = KernelCounters::start() else {
         panic!("the initial namespace");
     };
     let reading = |pairs: &[(&str, u64)], devices: &[(u32, &str)], first: bool| {
-        let mut r = Reading::default();
-        r.counters.insert(NS, counters(pairs));
-        let devices = devices.iter().map(|(i, n)| (*i, n.to_string())).collect();
-        r.devices.insert(NS, devices);
-        if first {
-            r.first.insert(NS);
-        }
-        r
+        one_namespace(pairs, Some(devices), first)
     };
     let tracked: BTreeSet<u64> = [NS].into();
-    let growth = |k: &KernelCounters| -> Vec<(String, u64)> {
-        let r = k.reading();
-        (r.netns.get(&NS).into_iter().flatten())
-            .map(|(n, v)| (n.to_string(), *v))
-            .collect()
-    };
+    let growth = growth_of;
     // 900 drops before the window; 5 more, then renamed (veth7 → eth0), then 3 more.
     k.fold(
         reading(&[("Link:veth7:rx_dropped", 900)], &[(7, "veth7")], true),
@@ -435,21 +450,14 @@ fn a_renamed_device_counts_its_growth_under_its_new_name() {
 /// keeps the drops it counted before in the window, and adds those of the new one.
 #[test]
 fn a_counter_missing_then_reset_keeps_the_windows_growth() {
-    use super::{KernelCounters, netns::Reading};
+    use super::KernelCounters;
     use std::collections::BTreeSet;
 
     let Ok(mut k) = KernelCounters::start() else {
         panic!("the initial namespace");
     };
-    let reading = |pairs: &[(&str, u64)], first: bool| {
-        let mut r = Reading::default();
-        r.counters.insert(NS, counters(pairs));
-        r.devices.insert(NS, [(3, "va".to_string())].into());
-        if first {
-            r.first.insert(NS);
-        }
-        r
-    };
+    let reading =
+        |pairs: &[(&str, u64)], first: bool| one_namespace(pairs, Some(&[(3, "va")]), first);
     let tracked: BTreeSet<u64> = [NS].into();
     let growth = |k: &KernelCounters| k.reading().growth(NS, "Qdisc:va:tbf 1::drops");
     let q = "Qdisc:va:tbf 1::drops";
@@ -477,31 +485,15 @@ fn a_counter_missing_then_reset_keeps_the_windows_growth() {
 /// kept, and the next reading moves them under the new name, its window's growth only.
 #[test]
 fn a_rename_in_a_reading_without_a_device_list_shows_no_history() {
-    use super::{KernelCounters, netns::Reading};
+    use super::KernelCounters;
     use std::collections::BTreeSet;
 
     let Ok(mut k) = KernelCounters::start() else {
         panic!("the initial namespace");
     };
-    let reading = |pairs: &[(&str, u64)], devices: Option<&[(u32, &str)]>, first: bool| {
-        let mut r = Reading::default();
-        r.counters.insert(NS, counters(pairs));
-        if let Some(d) = devices {
-            let d = d.iter().map(|(i, n)| (*i, n.to_string())).collect();
-            r.devices.insert(NS, d);
-        }
-        if first {
-            r.first.insert(NS);
-        }
-        r
-    };
+    let reading = one_namespace;
     let tracked: BTreeSet<u64> = [NS].into();
-    let growth = |k: &KernelCounters| -> Vec<(String, u64)> {
-        let r = k.reading();
-        (r.netns.get(&NS).into_iter().flatten())
-            .map(|(n, v)| (n.to_string(), *v))
-            .collect()
-    };
+    let growth = growth_of;
     k.fold(
         reading(&[("Dev:veth7:RxDrop", 900)], Some(&[(7, "veth7")]), true),
         &tracked,
@@ -524,20 +516,13 @@ fn a_rename_in_a_reading_without_a_device_list_shows_no_history() {
 /// offline and comes back, neither loses nor invents backlog drops.
 #[test]
 fn the_machines_backlog_drops_are_the_cpus_growth() {
-    use super::{KernelCounters, netns::Reading};
+    use super::KernelCounters;
     use std::collections::BTreeSet;
 
     let Ok(mut k) = KernelCounters::start() else {
         panic!("the initial namespace");
     };
-    let reading = |pairs: &[(&str, u64)], first: bool| {
-        let mut r = Reading::default();
-        r.counters.insert(NS, counters(pairs));
-        if first {
-            r.first.insert(NS);
-        }
-        r
-    };
+    let reading = |pairs: &[(&str, u64)], first: bool| one_namespace(pairs, None, first);
     let tracked: BTreeSet<u64> = [NS].into();
     let dropped = |k: &KernelCounters| k.reading().growth(NS, "Softnet:Dropped");
     let top = u64::from(u32::MAX);
