@@ -169,10 +169,11 @@ impl KernelReading {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn reading(unix_ms: u64, counters: &[(u64, &str, u64)]) -> KernelReading {
+    /// A reading of the initial namespace 1 at `unix_ms`, of (namespace, counter, growth).
+    pub(crate) fn reading(unix_ms: u64, counters: &[(u64, &str, u64)]) -> KernelReading {
         let mut r = KernelReading {
             unix_ms,
             initial_netns: 1,

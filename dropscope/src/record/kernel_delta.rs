@@ -200,18 +200,7 @@ impl Delta {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn reading(unix_ms: u64, counters: &[(u64, &str, u64)]) -> KernelReading {
-        let mut r = KernelReading {
-            unix_ms,
-            initial_netns: 1,
-            ..Default::default()
-        };
-        for &(ns, name, v) in counters {
-            r.netns.entry(ns).or_default().insert(name.into(), v);
-        }
-        r
-    }
+    use crate::model::kernel::tests::reading;
 
     fn many(unix_ms: u64, xdp: u64) -> KernelReading {
         let mut r = reading(unix_ms, &[(1, "Xdp:vb:xdpdrv:p#4:drop", xdp)]);
