@@ -138,12 +138,7 @@ pub fn decode(payload: &[u8], version: u16) -> Result<KernelReading, Malformed> 
         last_ns = Some(ns);
         let mut g = Growth::new();
         for _ in 0..r.count(2)? {
-            let name = r.str()?;
-            if name.len() > MAX_COUNTER_NAME || !plain(name) {
-                return Err(Malformed(
-                    "a kernel counter name that is empty, too long or not plain text",
-                ));
-            }
+            let name = read_counter_name(&mut r)?;
             let v = r.uvarint()?;
             if g.insert(Arc::from(name), v).is_some() {
                 return Err(Malformed("a kernel counter twice in one namespace"));
@@ -157,16 +152,34 @@ pub fn decode(payload: &[u8], version: u16) -> Result<KernelReading, Malformed> 
         }
         out.netns.insert(ns, g);
     }
+    out.errors = read_notes(&mut r)?;
+    r.finish()?;
+    Ok(out)
+}
+
+/// A kernel frame's notes (whole or delta). Notes are prose: shown escaped, like every name
+/// from a file.
+pub(super) fn read_notes(r: &mut Reader) -> Result<Vec<String>, Malformed> {
+    let mut notes = Vec::new();
     for _ in 0..r.count(1)? {
         let e = r.str()?;
         if e.len() > MAX_ERROR {
             return Err(Malformed("a kernel frame note too long"));
         }
-        // Notes are prose: shown escaped, like every name from a file.
-        out.errors.push(crate::sanitize::terminal(e).into_owned());
+        notes.push(crate::sanitize::terminal(e).into_owned());
     }
-    r.finish()?;
-    Ok(out)
+    Ok(notes)
+}
+
+/// A kernel frame's counter name (whole or delta): refused unless 1 to 256 bytes of plain text.
+pub(super) fn read_counter_name<'a>(r: &mut Reader<'a>) -> Result<&'a str, Malformed> {
+    let name = r.str()?;
+    if name.len() > MAX_COUNTER_NAME || !plain(name) {
+        return Err(Malformed(
+            "a kernel counter name that is empty, too long or not plain text",
+        ));
+    }
+    Ok(name)
 }
 
 /// A namespace's devices (version 5 on): each interface index and each name at most once.

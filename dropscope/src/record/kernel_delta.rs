@@ -7,7 +7,9 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use super::{
     format::{Malformed, Reader, put_str, put_uvarint},
-    kernel::{MAX_COUNTER_NAME, MAX_ERROR, MAX_KERNEL_FRAME, MAX_NETNS, notes, plain},
+    kernel::{
+        MAX_COUNTER_NAME, MAX_KERNEL_FRAME, MAX_NETNS, notes, plain, read_counter_name, read_notes,
+    },
 };
 use crate::model::KernelReading;
 
@@ -139,12 +141,7 @@ pub fn decode(payload: &[u8]) -> Result<Delta, Malformed> {
         }
         let mut changed: Vec<(Arc<str>, u64)> = Vec::with_capacity(m);
         for _ in 0..m {
-            let name = r.str()?;
-            if name.len() > MAX_COUNTER_NAME || !plain(name) {
-                return Err(Malformed(
-                    "a kernel counter name that is empty, too long or not plain text",
-                ));
-            }
+            let name = read_counter_name(&mut r)?;
             if changed.last().is_some_and(|(l, _)| **l >= *name) {
                 return Err(Malformed("kernel delta frame counters out of order"));
             }
@@ -152,13 +149,7 @@ pub fn decode(payload: &[u8]) -> Result<Delta, Malformed> {
         }
         d.netns.insert(ns, changed);
     }
-    for _ in 0..r.count(1)? {
-        let e = r.str()?;
-        if e.len() > MAX_ERROR {
-            return Err(Malformed("a kernel frame note too long"));
-        }
-        d.errors.push(crate::sanitize::terminal(e).into_owned());
-    }
+    d.errors = read_notes(&mut r)?;
     r.finish()?;
     Ok(d)
 }
