@@ -188,24 +188,32 @@ impl KernelCounters {
             if let (None, Some(last)) = (&now, last) {
                 rename::known_only(&mut c, last);
             }
-            // A device renamed since its namespace's last reading takes its baseline with it;
-            // one gone keeps the growth last read.
+            // A device renamed since its namespace's last reading takes its baseline with it.
             if let Some(now) = &now {
                 rename::known_only(&mut c, now);
-                if let Some(before) = self.devices.get(&ns).filter(|_| !first) {
+                if let Some(before) = last {
                     if let Some(base) = self.baseline.remove(&ns) {
                         (self.baseline).insert(ns, rename::follow(base, before, now));
                     }
                     if let Some(carried) = self.carried.remove(&ns) {
                         (self.carried).insert(ns, rename::follow(carried, before, now));
                     }
-                    if let Some(latest) = self.latest.get(&ns) {
-                        let window =
-                            resets::Window::new(self.baseline.get(&ns), self.carried.get(&ns));
-                        rename::keep_gone(&mut c, latest, window, (before, now), &mut budget);
-                    }
-                    previous = previous.map(|p| rename::follow(p, before, now));
                 }
+            }
+            // A device gone keeps the growth last read, and so does one kept so before,
+            // whether this reading has a device list, the last one has, or both: a reading
+            // whose link dump failed (or the first with a list) never drops what was kept.
+            let lists = match (&now, last) {
+                (Some(now), Some(before)) => Some((before, now)),
+                (Some(list), None) | (None, Some(list)) => Some((list, list)),
+                (None, None) => None,
+            };
+            if let (Some(lists), Some(latest)) = (lists, self.latest.get(&ns).filter(|_| !first)) {
+                let window = resets::Window::new(self.baseline.get(&ns), self.carried.get(&ns));
+                rename::keep_gone(&mut c, latest, window, lists, &mut budget);
+            }
+            if let (Some(now), Some(before)) = (&now, last) {
+                previous = previous.map(|p| rename::follow(p, before, now));
             }
             if first {
                 self.carried.remove(&ns);
@@ -223,6 +231,9 @@ impl KernelCounters {
             }
             if let Some(now) = now {
                 self.devices.insert(ns, now);
+            } else if first {
+                // An inode used again: its earlier namespace's devices are not this one's.
+                self.devices.remove(&ns);
             }
             // A first reading is a baseline, even where an inode's earlier namespace left one.
             if first || !self.baseline.contains_key(&ns) {

@@ -97,6 +97,11 @@ pub fn carry_resets(
     for (name, &v) in now_counters {
         let base = baseline.get(name).copied().unwrap_or(0);
         let Some(&last) = previous.get(name).filter(|&&last| v < last) else {
+            // A qdisc or socket missing from the reading before (deleted with no growth to
+            // keep) and back below its baseline was made again: it counts from zero.
+            if is_remade(name) && v < base && !previous.contains_key(name) {
+                baseline.insert(name.clone(), 0);
+            }
             continue;
         };
         let (counted, from) = if wrapped(name, last, v) {

@@ -512,6 +512,84 @@ fn a_rename_in_a_reading_without_a_device_list_shows_no_history() {
     assert_eq!(growth(&k), [("Dev:eth0:RxDrop".to_string(), 8)]);
 }
 
+/// A deleted device's kept growth stays through a reading without a device list (its link
+/// dump failed) and through the first reading with one after readings without.
+#[test]
+fn a_deleted_devices_growth_stays_through_readings_without_a_device_list() {
+    use super::KernelCounters;
+    use std::collections::BTreeSet;
+
+    let Ok(mut k) = KernelCounters::start() else {
+        panic!("the initial namespace");
+    };
+    let reading = one_namespace;
+    let tracked: BTreeSet<u64> = [NS].into();
+    let a = "Link:a:rx_dropped";
+    let b = "Link:b:rx_dropped";
+    let both: &[(u32, &str)] = &[(3, "a"), (4, "b")];
+    k.fold(reading(&[(a, 100), (b, 1)], Some(both), true), &tracked);
+    k.fold(reading(&[(a, 110), (b, 1)], Some(both), false), &tracked);
+    // a deleted: its 10 kept.
+    k.fold(reading(&[(b, 2)], Some(&[(4, "b")]), false), &tracked);
+    let grown = |k: &KernelCounters| (k.reading().growth(NS, a), k.reading().growth(NS, b));
+    assert_eq!(grown(&k), (10, 1));
+    // The link dump fails twice: the last list stands in, a's 10 stay.
+    k.fold(reading(&[(b, 3)], None, false), &tracked);
+    assert_eq!(grown(&k), (10, 2));
+    k.fold(reading(&[(b, 3)], None, false), &tracked);
+    assert_eq!(grown(&k), (10, 2));
+    k.fold(reading(&[(b, 4)], Some(&[(4, "b")]), false), &tracked);
+    assert_eq!(grown(&k), (10, 3));
+
+    // A namespace read as new (its inode used again) whose dumps have not answered yet: the
+    // first list it gets keeps what was kept, and the earlier namespace's list is not its.
+    let Ok(mut k) = KernelCounters::start() else {
+        panic!("the initial namespace");
+    };
+    k.fold(reading(&[(a, 1)], Some(&[(3, "a")]), true), &tracked);
+    k.fold(reading(&[(a, 50), (b, 7)], None, true), &tracked);
+    k.fold(reading(&[(a, 60), (b, 9)], None, false), &tracked);
+    assert_eq!(grown(&k), (10, 2));
+    // Its first list: a and b swapped indexes with the earlier namespace's a; nothing
+    // invented, nothing lost.
+    k.fold(
+        reading(&[(a, 61), (b, 9)], Some(&[(5, "a"), (3, "b")]), false),
+        &tracked,
+    );
+    assert_eq!(grown(&k), (11, 2));
+    // b deleted: its 2 kept, with or without a list after.
+    k.fold(reading(&[(a, 62)], Some(&[(5, "a")]), false), &tracked);
+    assert_eq!(grown(&k), (12, 2));
+    k.fold(reading(&[(a, 63)], None, false), &tracked);
+    assert_eq!(grown(&k), (13, 2));
+}
+
+/// A qdisc that dropped before the window and not in it, deleted and made again: the new
+/// one's drops are the window's from its first, though it has fewer than the old one had.
+#[test]
+fn a_qdisc_made_again_after_a_reading_without_it_counts_from_zero() {
+    use super::KernelCounters;
+    use std::collections::BTreeSet;
+
+    let Ok(mut k) = KernelCounters::start() else {
+        panic!("the initial namespace");
+    };
+    let reading =
+        |pairs: &[(&str, u64)], first: bool| one_namespace(pairs, Some(&[(3, "va")]), first);
+    let tracked: BTreeSet<u64> = [NS].into();
+    let q = "Qdisc:va:pfifo 1::drops";
+    let growth = |k: &KernelCounters| k.reading().growth(NS, q);
+    k.fold(reading(&[(q, 1000), ("Udp:NoPorts", 1)], true), &tracked);
+    k.fold(reading(&[(q, 1000), ("Udp:NoPorts", 1)], false), &tracked);
+    // Deleted (nothing to keep: it did not grow), then made again and 40 drops.
+    k.fold(reading(&[("Udp:NoPorts", 1)], false), &tracked);
+    assert_eq!(growth(&k), 0);
+    k.fold(reading(&[(q, 40), ("Udp:NoPorts", 1)], false), &tracked);
+    assert_eq!(growth(&k), 40);
+    k.fold(reading(&[(q, 45), ("Udp:NoPorts", 1)], false), &tracked);
+    assert_eq!(growth(&k), 45);
+}
+
 /// `Softnet:Dropped` is the CPUs' growth summed: a CPU whose 32-bit column wraps, or that goes
 /// offline and comes back, neither loses nor invents backlog drops.
 #[test]

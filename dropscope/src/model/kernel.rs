@@ -121,7 +121,6 @@ impl KernelReading {
     /// counts from zero; a program's verdicts are subtracted by program, whatever device and
     /// namespace they are shown on. Time, initial namespace, errors and devices are `self`'s.
     pub fn since(&self, earlier: &KernelReading) -> KernelReading {
-        let none = Devices::new();
         // A program's verdicts by program, whatever device and namespace they were shown on
         // (each program is counted once, on one of its places).
         let progs: HashMap<_, u64> = (earlier.netns.values().flat_map(|g| g.iter()))
@@ -131,14 +130,14 @@ impl KernelReading {
             .netns
             .iter()
             .map(|(ns, g)| {
+                // Followed where both readings list the namespace's devices; where one does
+                // not (its link dumps had not answered), by name, as the reader counted it.
                 let before = earlier.netns.get(ns).map(|b| {
-                    let (was, is) = (
-                        earlier.devices.get(ns).unwrap_or(&none),
-                        self.devices.get(ns).unwrap_or(&none),
-                    );
-                    match was == is {
-                        true => Cow::Borrowed(b),
-                        false => Cow::Owned(devices::follow(b.clone(), was, is)),
+                    match (earlier.devices.get(ns), self.devices.get(ns)) {
+                        (Some(was), Some(is)) if was != is => {
+                            Cow::Owned(devices::follow(b.clone(), was, is))
+                        }
+                        _ => Cow::Borrowed(b),
                     }
                 });
                 let g: Growth = g
@@ -277,6 +276,12 @@ pub(crate) mod tests {
         b.devices.clear();
         assert_eq!(b.since(&a).growth(1, "Link:ctr0:rx_dropped"), 55);
         assert_eq!(b.since(&a).growth(1, "Link:old:rx_dropped"), 0);
+        // Only the later one lists them (the earlier one's link dumps had not answered): by
+        // name too, never the device's whole growth since the session began.
+        b.devices
+            .insert(1, [(5, "ctr0")].map(|(i, n)| (i, n.to_owned())).into());
+        (a.netns.get_mut(&1).expect("ns")).insert("Link:ctr0:rx_dropped".into(), 50);
+        assert_eq!(b.since(&a).growth(1, "Link:ctr0:rx_dropped"), 5);
     }
 
     #[test]

@@ -29,7 +29,8 @@ pub const MAX_DICTIONARY_BYTES: usize = 128 << 20;
 pub const MAX_TOTAL_BYTES: u64 = 16 << 30;
 /// Decompressed bytes of one frame.
 pub const MAX_FRAME_BYTES: usize = MAX_PAYLOAD;
-/// Snapshot frames in the index (48 days at one frame per second).
+/// Frames in the index, snapshot and kernel frames together (48 days at one snapshot frame per
+/// second; 24 with a kernel frame beside each).
 pub const MAX_FRAMES: usize = 4 << 20;
 /// Delta frames after one keyframe (the writer puts a keyframe every 256 frames): a seek
 /// decodes at most this many frames after the keyframe.
@@ -129,10 +130,10 @@ impl Spent {
         Ok(())
     }
 
-    /// Counts one more snapshot frame in the index.
-    pub(super) fn snapshot_frame(&mut self) -> Result<(), Limit> {
+    /// Counts one more frame in the index (a snapshot or a kernel frame).
+    pub(super) fn indexed_frame(&mut self) -> Result<(), Limit> {
         self.frames += 1;
-        check(self.frames as u64, MAX_FRAMES as u64, "snapshot frames")
+        check(self.frames as u64, MAX_FRAMES as u64, "frames in the index")
     }
 
     /// Counts one more name of `len` bytes.
@@ -245,8 +246,8 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            s.snapshot_frame().map_err(|l| l.what),
-            Err("snapshot frames")
+            s.indexed_frame().map_err(|l| l.what),
+            Err("frames in the index")
         );
         let mut s = Spent::default();
         assert!(s.sample(MAX_SAMPLES_PER_KEY, MAX_SAMPLE_BYTES).is_ok());

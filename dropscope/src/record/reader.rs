@@ -372,6 +372,9 @@ impl Recording {
                 if raw > super::kernel::MAX_KERNEL_FRAME {
                     return Err(corrupt(offset, "a kernel frame beyond 1 MiB"));
                 }
+                // Indexed like a snapshot frame: a file of tiny kernel frames must not grow
+                // the index past the budget.
+                self.spent.indexed_frame().map_err(|l| over(offset, l))?;
                 if self.frames.last().is_some_and(|p| p.elapsed > elapsed) {
                     return Err(corrupt(offset, "time goes backward"));
                 }
@@ -442,7 +445,7 @@ impl Recording {
                         "a keyframe and its deltas beyond 256 MiB decompressed",
                     ));
                 }
-                self.spent.snapshot_frame().map_err(|l| over(offset, l))?;
+                self.spent.indexed_frame().map_err(|l| over(offset, l))?;
                 self.frames.push(FrameInfo {
                     offset,
                     stored_len: h.len,
@@ -503,6 +506,12 @@ impl Recording {
     /// Whether the recording ends with the end marker of a cleanly finished recorder.
     pub fn finished(&self) -> bool {
         self.finished
+    }
+
+    /// Frames counted against the index's limit (snapshot and kernel frames).
+    #[cfg(test)]
+    pub(super) fn indexed_frames(&self) -> usize {
+        self.spent.frames
     }
 
     /// Number of valid snapshot frames.

@@ -68,6 +68,8 @@ fn readings_brought_up_to_date_each_poll_are_written_as_deltas_and_read_back_exa
     let full = kernel::encode(snaps[0].kernel.as_deref().expect("a reading"))
         .0
         .len();
+    // Kernel frames, whole and deltas, count against the index's limit with the snapshots.
+    assert_eq!(rec.indexed_frames(), rec.len() + frames.len());
     assert!(
         bytes.len() < 30 * full,
         "{} bytes, a whole reading is {full}",
@@ -91,6 +93,7 @@ fn a_whole_reading_at_least_every_minute() {
     }
     let rec = Recording::from_bytes(&encode(&session(), &snaps).expect("encode")).expect("open");
     let frames: Vec<_> = (0..).map_while(|i| rec.kernel_frame(i).cloned()).collect();
+    assert!(frames.iter().any(|f| !f.keyframe), "no delta was written");
     for f in &frames {
         let base = &frames[f.base];
         assert!(base.keyframe);
