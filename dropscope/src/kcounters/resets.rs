@@ -1,6 +1,7 @@
 //! A counter that went back (its qdisc deleted and made again, its driver's statistics reset,
 //! a 32-bit count wrapped) or left a reading while its device stayed: the window keeps the
-//! growth it had and counts on, never reading less than what was counted, and never more.
+//! growth it had and counts on. A driver's statistics reset count on only once they pass the
+//! most they read (an undercount, never a drop no counter counted).
 //!
 //! Growth is the latest value minus the baseline (0 below it), plus what earlier runs of the
 //! counter counted (`carried`). A counter that went back would read nothing until it passed its old
@@ -67,8 +68,8 @@ fn is_remade(name: &str) -> bool {
 /// Whether a counter that went from `last` to `v` wrapped: the kernel keeps it in 32 bits (a
 /// qdisc's `gnet_stats_queue`, a CPU's columns of `/proc/net/softnet_stat`). A CPU's column
 /// only wraps; a qdisc may also be made again, so only a count within 2^28 of the top (a couple
-/// of seconds at any line rate) is taken as a wrap, the reading that never shows more drops
-/// than were counted.
+/// of seconds at any line rate) is taken as a wrap. A qdisc made again while its old count was
+/// that high would read up to 2^28 drops too many: a risk taken only past 3.7 billion drops.
 fn wrapped(name: &str, last: u64, v: u64) -> bool {
     const TOP: u64 = 1 << 32;
     if last >= TOP || v >= last {
