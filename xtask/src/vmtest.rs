@@ -233,10 +233,9 @@ pub fn run(args: &VmtestArgs) -> anyhow::Result<()> {
                 results,
                 skipped: [
                     (!flooded).then_some(vmtest_guest::FLOOD),
-                    // The arm64 initramfs has busybox's `tc`, which cannot add a tbf.
+                    // The arm64 initramfs has busybox's `tc`, which cannot add a tbf (its
+                    // programs check attaches an XDP link and a tcx link, no tc filter).
                     foreign.is_some().then_some(vmtest_guest::LEDGER),
-                    // ... nor can its `ip` and `tc` attach BPF programs.
-                    foreign.is_some().then_some(vmtest_guest::PROGRAMS),
                 ]
                 .into_iter()
                 .flatten()

@@ -34,7 +34,8 @@ pub const FLOOD: &str = "interleaved flood";
 /// The name of the ledger check (left out where the guest has no iproute2 `tc`).
 pub const LEDGER: &str = "ledger";
 
-/// The name of the programs check (left out with the ledger's: it needs iproute2 too).
+/// The name of the programs check (without iproute2, its classic tc filter is left out: the
+/// XDP program and the tcx link are attached without `ip` and `tc`).
 pub const PROGRAMS: &str = "programs";
 
 /// The name of the AF_XDP check.
@@ -59,7 +60,8 @@ pub struct GuestArgs {
     /// read (on another CPU where there are two): no report may show a MISMATCH (0: skip).
     #[arg(long, default_value_t = 0)]
     pub flood_seconds: u64,
-    /// Leave out the ledger check (a guest without iproute2's `tc`).
+    /// Leave out the ledger check, and the classic tc filter of the programs check (a guest
+    /// without iproute2's `tc`).
     #[arg(long)]
     pub no_ledger: bool,
 }
@@ -84,7 +86,7 @@ pub fn run(args: &GuestArgs) -> anyhow::Result<()> {
         "record",
     ];
     if args.no_ledger {
-        checks.retain(|c| *c != LEDGER && *c != PROGRAMS);
+        checks.retain(|c| *c != LEDGER);
     }
     if args.flood_seconds > 0 {
         checks.push(FLOOD);
@@ -404,6 +406,8 @@ impl Suite<'_> {
     /// verdicts exactly, the tc ones matched with their kfree_skb drops. On a kernel that lets
     /// no tracing program attach to a BPF program (an empty fentry program is tried beside),
     /// each program must be listed in the ledger's notes with the kernel's refusal instead.
+    /// Without iproute2 (`--no-ledger`: busybox's `ip` and `tc` cannot attach BPF programs),
+    /// the XDP program is attached as an XDP link and the classic tc filter is left out.
     fn programs(&self) -> anyhow::Result<String> {
         use dropscope_tests::fixture::{self, Bpffs, Kind, TC_ACT_SHOT, XDP_DROP};
         const DROPPED: u64 = 500;
@@ -417,36 +421,44 @@ impl Suite<'_> {
                 Duration::from_secs(30),
             )
         };
+        let iproute2 = !self.args.no_ledger;
         let fs = Bpffs::mount();
         let drop = fixture::load(Kind::Xdp, "ds_fx_drop", 7001, XDP_DROP, true)?;
         let shoot = fixture::load(Kind::Tc, "ds_fx_shoot", 7002, TC_ACT_SHOT, true)?;
         let (drop_id, shoot_id) = (fixture::prog_id(&drop)?, fixture::prog_id(&shoot)?);
         let traced = fixture::fentry_allowed(&drop);
-        let (p1, p2) = (fs.pin(&drop, "drop"), fs.pin(&shoot, "shoot"));
         let path = |p: &Path| p.to_str().map(str::to_string).context("non-UTF-8 path");
-        in_ns(&[
-            "ip",
-            "link",
-            "set",
-            "dev",
-            "lo",
-            "xdpgeneric",
-            "pinned",
-            &path(&p1)?,
-        ])?;
-        in_ns(&["tc", "qdisc", "add", "dev", "lo", "clsact"])?;
-        in_ns(&[
-            "tc",
-            "filter",
-            "add",
-            "dev",
-            "lo",
-            "ingress",
-            "bpf",
-            "direct-action",
-            "object-pinned",
-            &path(&p2)?,
-        ])?;
+        // Without iproute2, an XDP link (generic mode) held until the check ends.
+        let _xdp_link = if iproute2 {
+            let p1 = fs.pin(&drop, "drop");
+            in_ns(&[
+                "ip",
+                "link",
+                "set",
+                "dev",
+                "lo",
+                "xdpgeneric",
+                "pinned",
+                &path(&p1)?,
+            ])?;
+            let p2 = fs.pin(&shoot, "shoot");
+            in_ns(&["tc", "qdisc", "add", "dev", "lo", "clsact"])?;
+            in_ns(&[
+                "tc",
+                "filter",
+                "add",
+                "dev",
+                "lo",
+                "ingress",
+                "bpf",
+                "direct-action",
+                "object-pinned",
+                &path(&p2)?,
+            ])?;
+            None
+        } else {
+            Some(fixture::attach_xdp_link(&drop, &ns.path(), "lo").context("an XDP link")?)
+        };
         // A tcx link on lo's egress (6.6+) shoots UDP to a third port; older kernels have no
         // tcx (EINVAL): that part is left out, and the result says so.
         const TCX_SHOT: u64 = 200;
@@ -591,17 +603,19 @@ impl Suite<'_> {
                     "{DROPPED} dropped by XDP; the ledger: {}",
                     report["ledger"]
                 );
+                // The classic tc filter's shots, where it was attached; none where it was not.
+                let shot = iproute2.then_some(SHOT);
                 ensure!(
-                    (n(row(&tc), "delta"), n(row(&tc), "matched")) == (Some(SHOT), Some(SHOT)),
-                    "{SHOT} shot by tc; the ledger: {}",
+                    (n(row(&tc), "delta"), n(row(&tc), "matched")) == (shot, shot),
+                    "{shot:?} shot by tc; the ledger: {}",
                     report["ledger"]
                 );
                 ensure!(
                     (
                         program(&report, "XDP_DROP", &xdp_row),
                         program(&report, "TC_SHOT", &tc_row)
-                    ) == (Some(DROPPED), Some(SHOT)),
-                    "{DROPPED} XDP_DROP and {SHOT} TC_SHOT rows; the report's: {}",
+                    ) == (Some(DROPPED), shot),
+                    "{DROPPED} XDP_DROP and {shot:?} TC_SHOT rows; the report's: {}",
                     report["programs"]
                 );
                 // The program's first dropped frames are its row's samples: UDP to its port,
@@ -666,10 +680,14 @@ impl Suite<'_> {
                     }
                     None => ", no tcx on this kernel (EINVAL)".to_string(),
                 };
+                let tc_said = match iproute2 {
+                    true => format!(" and {SHOT} TC_ACT_SHOT"),
+                    false => " (an XDP link; no iproute2 here for a classic tc filter)".into(),
+                };
                 Ok(format!(
-                    "{DROPPED} XDP_DROP and {SHOT} TC_ACT_SHOT counted per program, rows of the \
-                     report and of a recording's window before its last reading, the XDP row's \
-                     samples UDP frames to 7001 in both, the shots matched with their kfree_skb \
+                    "{DROPPED} XDP_DROP{tc_said} counted per program, rows of the report and of \
+                     a recording's window before its last reading, the XDP row's samples UDP \
+                     frames to 7001 in both, the shots matched with their kfree_skb \
                      drops{tcx_said}; `check` and `diff` break XDP_DROP<1/s naming the program"
                 ))
             }
@@ -681,7 +699,8 @@ impl Suite<'_> {
                     "verdicts not counted, yet rows: {}",
                     report["programs"]
                 );
-                for id in [drop_id, shoot_id].into_iter().chain(tcx) {
+                let shoot = iproute2.then_some(shoot_id);
+                for id in [drop_id].into_iter().chain(shoot).chain(tcx) {
                     ensure!(
                         notes.contains(&format!("program {id} ")) && row(&xdp).is_none(),
                         "this kernel refuses fentry on programs ({e}), but the ledger does not \
