@@ -407,7 +407,8 @@ impl Suite<'_> {
     /// no tracing program attach to a BPF program (an empty fentry program is tried beside),
     /// each program must be listed in the ledger's notes with the kernel's refusal instead.
     /// Without iproute2 (`--no-ledger`: busybox's `ip` and `tc` cannot attach BPF programs),
-    /// the XDP program is attached as an XDP link and the classic tc filter is left out.
+    /// the XDP program is attached as an XDP link and the classic tc filter is left out. The
+    /// XDP program is loaded and attached while dropscope runs, a second before its traffic.
     fn programs(&self) -> anyhow::Result<String> {
         use dropscope_tests::fixture::{self, Bpffs, Kind, TC_ACT_SHOT, XDP_DROP};
         const DROPPED: u64 = 500;
@@ -423,24 +424,10 @@ impl Suite<'_> {
         };
         let iproute2 = !self.args.no_ledger;
         let fs = Bpffs::mount();
-        let drop = fixture::load(Kind::Xdp, "ds_fx_drop", 7001, XDP_DROP, true)?;
         let shoot = fixture::load(Kind::Tc, "ds_fx_shoot", 7002, TC_ACT_SHOT, true)?;
-        let (drop_id, shoot_id) = (fixture::prog_id(&drop)?, fixture::prog_id(&shoot)?);
-        let traced = fixture::fentry_allowed(&drop);
+        let shoot_id = fixture::prog_id(&shoot)?;
         let path = |p: &Path| p.to_str().map(str::to_string).context("non-UTF-8 path");
-        // Without iproute2, an XDP link (generic mode) held until the check ends.
-        let _xdp_link = if iproute2 {
-            let p1 = fs.pin(&drop, "drop");
-            in_ns(&[
-                "ip",
-                "link",
-                "set",
-                "dev",
-                "lo",
-                "xdpgeneric",
-                "pinned",
-                &path(&p1)?,
-            ])?;
+        if iproute2 {
             let p2 = fs.pin(&shoot, "shoot");
             in_ns(&["tc", "qdisc", "add", "dev", "lo", "clsact"])?;
             in_ns(&[
@@ -455,10 +442,7 @@ impl Suite<'_> {
                 "object-pinned",
                 &path(&p2)?,
             ])?;
-            None
-        } else {
-            Some(fixture::attach_xdp_link(&drop, &ns.path(), "lo").context("an XDP link")?)
-        };
+        }
         // A tcx link on lo's egress (6.6+) shoots UDP to a third port; older kernels have no
         // tcx (EINVAL): that part is left out, and the result says so.
         const TCX_SHOT: u64 = 200;
@@ -512,6 +496,29 @@ impl Suite<'_> {
                 "XDP_DROP<1/s,total<1000000/s",
             ],
         )?;
+        // The XDP program is loaded and attached while they run: each finds it and counts its
+        // verdicts within a second.
+        let drop = fixture::load(Kind::Xdp, "ds_fx_drop", 7001, XDP_DROP, true)?;
+        let drop_id = fixture::prog_id(&drop)?;
+        let traced = fixture::fentry_allowed(&drop);
+        // Without iproute2, an XDP link (generic mode) held until the check ends.
+        let _xdp_link = if iproute2 {
+            let p1 = fs.pin(&drop, "drop");
+            in_ns(&[
+                "ip",
+                "link",
+                "set",
+                "dev",
+                "lo",
+                "xdpgeneric",
+                "pinned",
+                &path(&p1)?,
+            ])?;
+            None
+        } else {
+            Some(fixture::attach_xdp_link(&drop, &ns.path(), "lo").context("an XDP link")?)
+        };
+        std::thread::sleep(Duration::from_secs(1));
         let sent = ns
             .try_traffic(
                 &self.args.traffic,
@@ -685,7 +692,8 @@ impl Suite<'_> {
                     false => " (an XDP link; no iproute2 here for a classic tc filter)".into(),
                 };
                 Ok(format!(
-                    "{DROPPED} XDP_DROP{tc_said} counted per program, rows of the report and of \
+                    "{DROPPED} XDP_DROP (its program loaded and attached while counting, 1 s \
+                     before the traffic){tc_said} counted per program, rows of the report and of \
                      a recording's window before its last reading, the XDP row's samples UDP \
                      frames to 7001 in both, the shots matched with their kfree_skb \
                      drops{tcx_said}; `check` and `diff` break XDP_DROP<1/s naming the program"
