@@ -331,6 +331,44 @@ pub fn fentry_allowed(target: &OwnedFd) -> io::Result<()> {
     bpf_fd(bpf_cmd::BPF_PROG_LOAD, &mut attr).map(drop)
 }
 
+/// How many programs loaded on the host are named `name` (at most 15 bytes, as the kernel
+/// keeps it); programs that go while they are looked at are not counted.
+pub fn programs_named(name: &str) -> io::Result<usize> {
+    let (mut id, mut n) = (0u32, 0);
+    loop {
+        // SAFETY: as above.
+        let mut attr: bpf_attr = unsafe { zeroed() };
+        attr.__bindgen_anon_6.__bindgen_anon_1.start_id = id;
+        match bpf(bpf_cmd::BPF_PROG_GET_NEXT_ID, &mut attr) {
+            // SAFETY: the kernel wrote next_id into the variant it was given.
+            Ok(_) => id = unsafe { attr.__bindgen_anon_6.next_id },
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(n),
+            Err(e) => return Err(e),
+        }
+        // SAFETY: as above.
+        let mut attr: bpf_attr = unsafe { zeroed() };
+        attr.__bindgen_anon_6.__bindgen_anon_1.start_id = id;
+        let fd = match bpf_fd(bpf_cmd::BPF_PROG_GET_FD_BY_ID, &mut attr) {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+            Err(e) => return Err(e),
+        };
+        // SAFETY: bpf_prog_info is plain data; zero is a valid initial state.
+        let mut info: aya_obj::generated::bpf_prog_info = unsafe { zeroed() };
+        // SAFETY: as above.
+        let mut attr: bpf_attr = unsafe { zeroed() };
+        attr.info.bpf_fd = fd.as_raw_fd() as u32;
+        attr.info.info_len = size_of::<aya_obj::generated::bpf_prog_info>() as u32;
+        attr.info.info = &mut info as *mut _ as u64;
+        bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr)?;
+        let got: Vec<u8> = (info.name.iter())
+            .take_while(|c| **c != 0)
+            .map(|c| c.to_ne_bytes()[0])
+            .collect();
+        n += usize::from(got == name.as_bytes());
+    }
+}
+
 /// The id the kernel gave a loaded program (from its descriptor's fdinfo).
 pub fn prog_id(fd: &OwnedFd) -> io::Result<u32> {
     let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd()))?;

@@ -592,8 +592,10 @@ fn a_program_load_moves_the_load_watch() {
     let mut watch = dropscope::progs::loads::LoadWatch::open().expect("side-band events");
     // What happened before (or while) it opened is not this test's.
     let _ = watch.changed();
+    let before = fixture::programs_named("ds_fx_seen").expect("programs");
     let prog = fixture::load(Kind::Xdp, "ds_fx_seen", 1, XDP_DROP, true).expect("load");
     assert!(watch.changed(), "the load was not seen");
+    assert_eq!(fixture::programs_named("ds_fx_seen").expect("programs"), before + 1);
     drop(prog);
     // Its unload is an event too (freed after an RCU grace period: waited for).
     let until = std::time::Instant::now() + Duration::from_secs(5);

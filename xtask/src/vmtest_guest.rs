@@ -38,6 +38,9 @@ pub const LEDGER: &str = "ledger";
 /// XDP program and the tcx link are attached without `ip` and `tc`).
 pub const PROGRAMS: &str = "programs";
 
+/// The name dropscope gives its programs that count another program's verdicts.
+const VERDICT_COUNTER: &str = "ds_verdicts";
+
 /// The name of the AF_XDP check.
 pub const AF_XDP: &str = "af_xdp";
 
@@ -408,7 +411,8 @@ impl Suite<'_> {
     /// each program must be listed in the ledger's notes with the kernel's refusal instead.
     /// Without iproute2 (`--no-ledger`: busybox's `ip` and `tc` cannot attach BPF programs),
     /// the XDP program is attached as an XDP link and the classic tc filter is left out. The
-    /// XDP program is loaded and attached while dropscope runs, a second before its traffic.
+    /// XDP program is loaded and attached while dropscope runs, its traffic sent once every
+    /// run watches it.
     fn programs(&self) -> anyhow::Result<String> {
         use dropscope_tests::fixture::{self, Bpffs, Kind, TC_ACT_SHOT, XDP_DROP};
         const DROPPED: u64 = 500;
@@ -496,8 +500,11 @@ impl Suite<'_> {
                 "XDP_DROP<1/s,total<1000000/s",
             ],
         )?;
-        // The XDP program is loaded and attached while they run: each finds it and counts its
-        // verdicts within a second.
+        // The XDP program is loaded and attached while they run: each finds it and attaches a
+        // verdict counter to it before its traffic. An emulated guest runs many times slower
+        // than a machine, so that is waited for (20 s at most), and how long it took is said.
+        let counters = fixture::programs_named(VERDICT_COUNTER).context("listing programs")?;
+        let loaded = std::time::Instant::now();
         let drop = fixture::load(Kind::Xdp, "ds_fx_drop", 7001, XDP_DROP, true)?;
         let drop_id = fixture::prog_id(&drop)?;
         let traced = fixture::fentry_allowed(&drop);
@@ -518,7 +525,25 @@ impl Suite<'_> {
         } else {
             Some(fixture::attach_xdp_link(&drop, &ns.path(), "lo").context("an XDP link")?)
         };
-        std::thread::sleep(Duration::from_secs(1));
+        let found = match traced {
+            Ok(()) => loop {
+                let now = fixture::programs_named(VERDICT_COUNTER).context("listing programs")?;
+                if now >= counters + 3 {
+                    break format!("{} ms", loaded.elapsed().as_millis());
+                }
+                ensure!(
+                    loaded.elapsed() < Duration::from_secs(20),
+                    "20 s after the XDP program was loaded, {} of report, record and check \
+                     watch it",
+                    now.saturating_sub(counters)
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            },
+            Err(_) => {
+                std::thread::sleep(Duration::from_secs(1));
+                String::new()
+            }
+        };
         let sent = ns
             .try_traffic(
                 &self.args.traffic,
@@ -692,8 +717,9 @@ impl Suite<'_> {
                     false => " (an XDP link; no iproute2 here for a classic tc filter)".into(),
                 };
                 Ok(format!(
-                    "{DROPPED} XDP_DROP (its program loaded and attached while counting, 1 s \
-                     before the traffic){tc_said} counted per program, rows of the report and of \
+                    "{DROPPED} XDP_DROP (its program loaded and attached while counting, \
+                     watched by all three {found} after its load){tc_said} counted per program, \
+                     rows of the report and of \
                      a recording's window before its last reading, the XDP row's samples UDP \
                      frames to 7001 in both, the shots matched with their kfree_skb \
                      drops{tcx_said}; `check` and `diff` break XDP_DROP<1/s naming the program"
