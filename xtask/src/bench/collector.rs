@@ -15,7 +15,7 @@ use super::{
 };
 
 /// Live keys measured (plus the flood's own key).
-pub const KEYS: [u32; 3] = [10, 1_000, 10_000];
+pub const KEYS: [u32; 4] = [10, 1_000, 10_000, 100_000];
 /// The base interval given to dropscope: while drops arrive it polls every half interval.
 const INTERVAL_MS: u64 = 200;
 /// Time for the first reads (the one batch syscall for the keys, symbolization) to pass.
@@ -26,6 +26,17 @@ pub const DEFAULT_POLL_MS: f64 = 500.0;
 pub const BIG_HOST_CPUS: usize = 128;
 /// The key map's capacity given to dropscope (its default): the stride of the per-CPU arrays.
 const MAX_KEYS: usize = 10_240;
+
+/// The key map's capacity for `keys` live keys: the default where they fit, else the next power
+/// of two (100,000 keys need `--max-keys` raised).
+fn max_keys_for(keys: u32) -> usize {
+    let needed = keys as usize + 1;
+    if needed <= MAX_KEYS {
+        MAX_KEYS
+    } else {
+        needed.next_power_of_two()
+    }
+}
 
 /// The measured rows and their projection to [`BIG_HOST_CPUS`].
 #[derive(Clone, Debug)]
@@ -70,10 +81,11 @@ pub fn measure(
         .collect::<anyhow::Result<Vec<Row>>>()?;
     let projection = Fit::of(&rows).map(|fit| {
         let keys = KEYS[KEYS.len() - 1] as usize;
+        let stride = max_keys_for(keys as u32);
         Projection {
             fit,
-            read_here_us: read_pattern_us(keys, ncpus, MAX_KEYS),
-            read_big_us: read_pattern_us(keys, BIG_HOST_CPUS, MAX_KEYS),
+            read_here_us: read_pattern_us(keys, ncpus, stride),
+            read_big_us: read_pattern_us(keys, BIG_HOST_CPUS, stride),
         }
     });
     Ok(Scaling { rows, projection })
@@ -89,7 +101,7 @@ fn one(
 ) -> anyhow::Result<Row> {
     let interval = format!("{INTERVAL_MS}ms");
     let keys_s = keys.to_string();
-    let max_keys = MAX_KEYS.to_string();
+    let max_keys = max_keys_for(keys).to_string();
     let mut proc = Proc::spawn(
         Command::new(dropscope).args([
             "report",
