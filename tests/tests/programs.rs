@@ -595,7 +595,10 @@ fn a_program_load_moves_the_load_watch() {
     let before = fixture::programs_named("ds_fx_seen").expect("programs");
     let prog = fixture::load(Kind::Xdp, "ds_fx_seen", 1, XDP_DROP, true).expect("load");
     assert!(watch.changed(), "the load was not seen");
-    assert_eq!(fixture::programs_named("ds_fx_seen").expect("programs"), before + 1);
+    assert_eq!(
+        fixture::programs_named("ds_fx_seen").expect("programs"),
+        before + 1
+    );
     drop(prog);
     // Its unload is an event too (freed after an RCU grace period: waited for).
     let until = std::time::Instant::now() + Duration::from_secs(5);
