@@ -97,7 +97,7 @@ pub fn boot(guest: &Guest<'_>, work: &Path, out: &Path, limit: Duration) -> anyh
     // check, and the programs check attaches without `ip` and `tc`.
     let command = format!(
         "/bin/xtask vmtest-guest --dropscope /bin/dropscope --traffic /bin/traffic --out /out \
-         --no-ledger --flood-seconds {}",
+         --no-iproute2 --flood-seconds {}",
         guest.flood_seconds
     );
     vmtest_initramfs::write(

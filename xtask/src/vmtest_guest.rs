@@ -63,10 +63,10 @@ pub struct GuestArgs {
     /// read (on another CPU where there are two): no report may show a MISMATCH (0: skip).
     #[arg(long, default_value_t = 0)]
     pub flood_seconds: u64,
-    /// Leave out the ledger check, and the classic tc filter of the programs check (a guest
-    /// without iproute2's `tc`).
+    /// The guest has no iproute2 (busybox's `ip` and `tc` cannot add a tbf or attach BPF
+    /// programs): the ledger check is left out, and the programs check attaches without them.
     #[arg(long)]
-    pub no_ledger: bool,
+    pub no_iproute2: bool,
 }
 
 /// Runs every check; fails if any failed.
@@ -88,7 +88,7 @@ pub fn run(args: &GuestArgs) -> anyhow::Result<()> {
         NETKIT,
         "record",
     ];
-    if args.no_ledger {
+    if args.no_iproute2 {
         checks.retain(|c| *c != LEDGER);
     }
     if args.flood_seconds > 0 {
@@ -409,7 +409,7 @@ impl Suite<'_> {
     /// verdicts exactly, the tc ones matched with their kfree_skb drops. On a kernel that lets
     /// no tracing program attach to a BPF program (an empty fentry program is tried beside),
     /// each program must be listed in the ledger's notes with the kernel's refusal instead.
-    /// Without iproute2 (`--no-ledger`: busybox's `ip` and `tc` cannot attach BPF programs),
+    /// Without iproute2 (`--no-iproute2`: busybox's `ip` and `tc` cannot attach BPF programs),
     /// the XDP program is attached as an XDP link and the classic tc filter is left out. The
     /// XDP program is loaded and attached while dropscope runs, its traffic sent once every
     /// run watches it.
@@ -426,7 +426,7 @@ impl Suite<'_> {
                 Duration::from_secs(30),
             )
         };
-        let iproute2 = !self.args.no_ledger;
+        let iproute2 = !self.args.no_iproute2;
         let fs = Bpffs::mount();
         let shoot = fixture::load(Kind::Tc, "ds_fx_shoot", 7002, TC_ACT_SHOT, true)?;
         let shoot_id = fixture::prog_id(&shoot)?;
