@@ -22,7 +22,7 @@ mod attach;
 use std::path::PathBuf;
 
 #[cfg(feature = "live")]
-pub use attach::Probe;
+pub use attach::{Probe, embedded_object};
 pub use errors::ProbeError;
 
 use crate::model::group::{Dim, Filter};
