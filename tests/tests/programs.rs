@@ -609,3 +609,50 @@ fn a_program_load_moves_the_load_watch() {
     }
     assert!(seen, "the unload was not seen");
 }
+
+/// Finds program `id` by calling the watch's look as a poll would, until `limit`; returns how
+/// long it took.
+fn found_within(programs: &mut dropscope::progs::Programs, id: u32, limit: Duration) -> Duration {
+    let start = std::time::Instant::now();
+    loop {
+        programs.discover_if_due();
+        if programs.found(id) {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < limit,
+            "program {id} not found within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_program_whose_load_event_is_missed_is_found_by_the_next_look() {
+    use dropscope::progs::{DISCOVER_ANYWAY, Programs};
+    let _serial = root_test();
+    let mut programs = Programs::start().expect("the program watch");
+    let prog = fixture::load(Kind::Xdp, "ds_fx_missed", 1, XDP_DROP, true).expect("load");
+    let id = prog_id(&prog);
+    programs.miss_loads();
+    programs.discover_if_due();
+    assert!(
+        !programs.found(id),
+        "found at once although its load was missed: this test shows nothing"
+    );
+    // The bound, with a second for a slow machine's polls.
+    let took = found_within(&mut programs, id, DISCOVER_ANYWAY + Duration::from_secs(1));
+    assert!(took > Duration::from_millis(500), "{took:?}");
+}
+
+#[test]
+fn a_program_given_an_id_below_the_highest_seen_is_found_at_its_load() {
+    let _serial = root_test();
+    let mut programs = dropscope::progs::Programs::start().expect("the program watch");
+    // As after the kernel's ids wrapped (at i32::MAX): new programs get ids below it.
+    programs.assume_highest_id(i32::MAX as u32 - 1);
+    let prog = fixture::load(Kind::Xdp, "ds_fx_wrapped", 1, XDP_DROP, true).expect("load");
+    let id = prog_id(&prog);
+    // Its load is seen at the next poll: found then, not at a later look.
+    found_within(&mut programs, id, Duration::from_millis(400));
+}

@@ -3,8 +3,11 @@
 //! `TC_ACT_SHOT`.
 //!
 //! New programs are found by id (`BPF_PROG_GET_NEXT_ID` from the highest id seen) when the
-//! [`loads`] watch saw a program loaded since the last look (memory reads, no syscall), and
-//! at most once a second where it cannot be opened; where each is attached (device,
+//! [`loads`] watch saw a program loaded since the last look (memory reads, no syscall: found
+//! at the next poll), and whatever it saw every [`DISCOVER_ANYWAY`] (once a second where it
+//! cannot be opened), so a load it missed is found within that bound; ids the kernel gave again
+//! after wrapping are found by a walk from the first id (see [`Programs::discover_if_due`]).
+//! Where each is attached (device,
 //! namespace, hook) comes from the kernel-counter reading (`rtnl`), which turns the counts
 //! into `Xdp:` and `Tc:` counters of the ledger. A counter holds its target loaded: one whose
 //! target is no longer attached anywhere the reading looked is dropped after
@@ -34,8 +37,16 @@ use crate::{
 pub const MAX_PROGRAMS: u32 = 256;
 /// How often new programs are looked for without a [`loads::LoadWatch`].
 pub const DISCOVER_EVERY: Duration = Duration::from_secs(1);
-/// How often with one, when it saw no load: a safety net (a CPU that came online since).
-pub const DISCOVER_ANYWAY: Duration = Duration::from_secs(60);
+/// How often with one, when it saw no load: the bound on finding a program whose load it did
+/// not see (a CPU that came online since, a record the kernel could not write). One syscall
+/// when nothing is new.
+pub const DISCOVER_ANYWAY: Duration = Duration::from_secs(5);
+/// How often every id is walked from the first, whatever was seen: the bound on finding a
+/// program given an id below the highest seen (ids wrap at `i32::MAX`) whose load was missed.
+pub const WALK_ALL_EVERY: Duration = Duration::from_secs(60);
+/// The most ids remembered as looked at (so that a walk from the first id opens only new
+/// ones); past it, an id is looked at again on each such walk.
+pub const MAX_KNOWN_IDS: usize = 65_536;
 /// Readings in a row that must find a program attached nowhere before its counter goes.
 pub const UNATTACHED_READINGS: u32 = 2;
 /// The most programs looked at in one discovery (the rest wait for the next one).
@@ -98,6 +109,19 @@ struct Watched {
     ethernet: std::cell::Cell<bool>,
 }
 
+/// What one walk of program ids found.
+#[derive(Default)]
+struct Walk {
+    /// An XDP or tc program was looked at.
+    found: bool,
+    /// A tc program was looked at.
+    tc: bool,
+    /// The walk reached the last id.
+    complete: bool,
+    /// A program could not be looked at (it may have been a tc program).
+    unsure: bool,
+}
+
 /// Every XDP and tc program's drop verdicts, counted in the kernel.
 pub struct Programs {
     cells: PerCpuArray<MapData, u64>,
@@ -111,6 +135,10 @@ pub struct Programs {
     /// The highest program id looked at.
     last_id: u32,
     found_at: Option<Instant>,
+    /// When every id was last walked from the first.
+    walked_all_at: Instant,
+    /// Ids looked at (watched, refused, or not a program of ours), within [`MAX_KNOWN_IDS`].
+    known: BTreeSet<u32>,
     /// The namespaces each watched or refused program was last found attached in: read on
     /// every reading, drops or not (an XDP drop frees no skb, so its namespace may have none).
     homes: BTreeMap<u32, BTreeSet<u64>>,
@@ -139,6 +167,8 @@ impl Programs {
             free: (0..MAX_PROGRAMS).rev().collect(),
             last_id: 0,
             found_at: None,
+            walked_all_at: Instant::now(),
+            known: BTreeSet::new(),
             homes: BTreeMap::new(),
             search: 0,
             search_sized: false,
@@ -152,54 +182,101 @@ impl Programs {
     }
 
     /// Looks for programs loaded since the last look: when the load watch saw one (or
-    /// [`DISCOVER_ANYWAY`] passed), or without a watch once per [`DISCOVER_EVERY`].
+    /// [`DISCOVER_ANYWAY`] passed), or without a watch once per [`DISCOVER_EVERY`]. A load seen
+    /// that the walk from the highest id does not explain (an id given again after the kernel's
+    /// ids wrapped, or an unload), and every [`WALK_ALL_EVERY`], walks every id from the first.
     pub fn discover_if_due(&mut self) {
         let since = self.found_at.map(|t| t.elapsed());
-        let due = match &mut self.loads {
+        let (due, seen) = match &mut self.loads {
             // A load during the walk moves a head again: looked for on the next call.
-            Some(w) => w.changed() || since.is_none_or(|t| t >= DISCOVER_ANYWAY),
-            None => since.is_none_or(|t| t >= DISCOVER_EVERY),
+            Some(w) => {
+                let seen = w.changed();
+                (seen || since.is_none_or(|t| t >= DISCOVER_ANYWAY), seen)
+            }
+            None => (since.is_none_or(|t| t >= DISCOVER_EVERY), false),
         };
-        if due {
-            self.discover();
+        if !due {
+            return;
+        }
+        let new = self.discover();
+        if (seen && !new) || self.walked_all_at.elapsed() >= WALK_ALL_EVERY {
+            self.walk_all();
         }
     }
 
-    fn discover(&mut self) {
+    /// Walks the ids above the highest one looked at; returns whether it found a program.
+    fn discover(&mut self) -> bool {
         self.found_at = Some(Instant::now());
-        let (mut tc, mut complete, mut unsure) = (false, false, false);
+        let mut walk = Walk::default();
         for _ in 0..MAX_PER_DISCOVERY {
             let id = match sys::next_prog_id(self.last_id) {
                 Ok(Some(id)) => id,
                 Ok(None) => {
-                    complete = true;
+                    walk.complete = true;
                     break;
                 }
                 Err(_) => break,
             };
             self.last_id = id;
-            // Gone already, or not one of ours to watch. One that could not be looked at
-            // for another reason may be a tc program: then none is known to be absent.
-            let info = sys::prog_fd(id).and_then(|fd| sys::prog_info(fd.as_fd()).map(|i| (fd, i)));
-            let (fd, info) = match info {
-                Ok(x) => x,
-                Err(e) => {
-                    unsure |= e.raw_os_error() != Some(libc::ENOENT);
-                    continue;
+            self.look_at(id, &mut walk);
+        }
+        crate::kcounters::hooks::TC_PROGRAMS.found(walk.tc, walk.complete && !walk.unsure);
+        walk.found
+    }
+
+    /// Walks every id from the first, looking only at those not looked at before (one syscall
+    /// for each known one), and forgets known ids that are gone.
+    fn walk_all(&mut self) {
+        self.walked_all_at = Instant::now();
+        let (mut walk, mut at, mut present) = (Walk::default(), 0, BTreeSet::new());
+        loop {
+            let id = match sys::next_prog_id(at) {
+                Ok(Some(id)) => id,
+                Ok(None) => {
+                    walk.complete = true;
+                    break;
                 }
+                Err(_) => break,
             };
-            let Some(kind) = Kind::of(info.kind) else {
-                continue;
-            };
-            tc |= kind == Kind::Tc;
-            (self.search, self.search_sized) = (SEARCH_READINGS, false);
-            if let Err(why) = self.watch(&info, kind, fd)
-                && self.refused.len() < MAX_REFUSED
-            {
-                self.refused.insert(id, (info.name, why));
+            at = id;
+            present.insert(id);
+            if !self.known.contains(&id) {
+                self.last_id = self.last_id.max(id);
+                self.look_at(id, &mut walk);
             }
         }
-        crate::kcounters::hooks::TC_PROGRAMS.found(tc, complete && !unsure);
+        if walk.complete {
+            self.known.retain(|id| present.contains(id));
+        }
+        crate::kcounters::hooks::TC_PROGRAMS.found(walk.tc, walk.complete && !walk.unsure);
+    }
+
+    /// Looks at program `id`: watches it if it is an XDP or tc program.
+    fn look_at(&mut self, id: u32, walk: &mut Walk) {
+        // Gone already, or not one of ours to watch. One that could not be looked at for
+        // another reason may be a tc program: then none is known to be absent.
+        let info = sys::prog_fd(id).and_then(|fd| sys::prog_info(fd.as_fd()).map(|i| (fd, i)));
+        let (fd, info) = match info {
+            Ok(x) => x,
+            Err(e) => {
+                walk.unsure |= e.raw_os_error() != Some(libc::ENOENT);
+                return;
+            }
+        };
+        if self.known.len() < MAX_KNOWN_IDS {
+            self.known.insert(id);
+        }
+        let Some(kind) = Kind::of(info.kind) else {
+            return;
+        };
+        walk.found = true;
+        walk.tc |= kind == Kind::Tc;
+        (self.search, self.search_sized) = (SEARCH_READINGS, false);
+        if let Err(why) = self.watch(&info, kind, fd)
+            && self.refused.len() < MAX_REFUSED
+        {
+            self.refused.insert(id, (info.name, why));
+        }
     }
 
     fn watch(&mut self, info: &sys::ProgInfo, kind: Kind, target: OwnedFd) -> Result<(), String> {
@@ -336,6 +413,27 @@ impl Programs {
             .set(cell, aya::maps::PerCpuValues::try_from(vec![0u64; n])?, 0)
     }
 
+    /// Whether program `id` was found: watched, or refused with a reason.
+    pub fn found(&self, id: u32) -> bool {
+        self.watched.contains_key(&id) || self.refused.contains_key(&id)
+    }
+
+    /// Consumes the load watch's records unread, as a record the kernel could not write would
+    /// be lost: for the tests of the bound on finding a program anyway.
+    #[doc(hidden)]
+    pub fn miss_loads(&mut self) {
+        if let Some(w) = &mut self.loads {
+            w.changed();
+        }
+    }
+
+    /// Takes `id` as the highest id looked at, as after the kernel's ids wrapped: for the tests
+    /// of finding a program given an id below it.
+    #[doc(hidden)]
+    pub fn assume_highest_id(&mut self, id: u32) {
+        self.last_id = id;
+    }
+
     /// Programs watched now (ids).
     pub fn watched(&self) -> impl Iterator<Item = u32> + '_ {
         self.watched.keys().copied()
@@ -364,6 +462,9 @@ impl Programs {
         // A program loaded since the last discovery is looked at now, not a second later.
         if attached.last().is_some_and(|id| *id > self.last_id) {
             self.discover();
+        }
+        if attached.iter().any(|id| !self.known.contains(id)) && self.known.len() < MAX_KNOWN_IDS {
+            self.walk_all();
         }
         for (id, at) in &places {
             if let Some((name, why)) = self.refused.get(id) {
