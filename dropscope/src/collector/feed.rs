@@ -15,6 +15,8 @@ pub struct KernelSource {
     pub(super) programs: Result<crate::progs::Programs, String>,
     /// When the programs' verdict counts were last brought up to date in the reading.
     pub(super) programs_at: Instant,
+    /// Whether the reading asked for looks in every namespace (a search for programs).
+    pub(super) searching: bool,
 }
 
 impl KernelSource {
@@ -24,12 +26,14 @@ impl KernelSource {
     pub(super) fn start(pace: KernelPace) -> Option<Self> {
         match KernelCounters::start() {
             Ok(counters) => Some(Self {
+                // The baseline is the first reading (nothing grew yet): every snapshot has one.
+                reading: Some(Arc::new(counters.reading())),
                 counters,
                 pace,
                 read_at: Some(Instant::now()),
-                reading: None,
                 programs: crate::progs::Programs::start().map_err(|e| format!("{e:#}")),
                 programs_at: Instant::now(),
+                searching: false,
             }),
             Err(e) => {
                 tracing::warn!("not reading the kernel's drop counters: {e:#}");
@@ -40,7 +44,11 @@ impl KernelSource {
 }
 
 impl Collector {
-    /// Reads the kernel's counters when their pace says so; returns whether it did.
+    /// Asks for a reading of the kernel's counters when their pace says so, and takes in one
+    /// that has ended; returns whether it took one in. It never waits for a reading (a
+    /// namespace or dump that is slow delays only the next reading; the latest one stands,
+    /// with its own time), except for the last snapshot's (`read_at` is `None`), which is of
+    /// now and waited for at most [`kcounters::netns::READ_WAIT`].
     pub(super) fn read_kernel_if_due(&mut self) -> bool {
         let Some(k) = &mut self.kernel else {
             return false;
@@ -48,23 +56,37 @@ impl Collector {
         if let Ok(p) = &mut k.programs {
             p.discover_if_due();
         }
+        let last = k.read_at.is_none();
+        let wait = if last {
+            kcounters::netns::READ_WAIT
+        } else {
+            Duration::ZERO
+        };
+        // One asked for before: the last snapshot waits for it, then asks for one of now.
+        let mut took = k.counters.take(wait);
         // A new XDP or tc program is looked for at once (where it is attached, so that its
         // verdicts are rows from the next snapshot on), not at the next reading.
         let searching = k.programs.as_ref().is_ok_and(|p| p.searching());
-        if !searching && k.read_at.is_some_and(|t| t.elapsed() < k.pace.get()) {
+        let due = last || searching || k.read_at.is_none_or(|t| t.elapsed() >= k.pace.get());
+        if due && !k.counters.awaiting() {
+            let mut wanted = kcounters::drop_netns(&self.last);
+            if let Ok(p) = &k.programs {
+                wanted.extend(p.homes());
+            }
+            if k.counters.ask(&wanted, searching) {
+                k.searching = searching;
+                k.read_at = Some(Instant::now());
+            }
+            if last {
+                took |= k.counters.take(wait);
+            }
+        }
+        if !took {
             return false;
         }
-        let mut wanted = kcounters::drop_netns(&self.last);
-        let mut search = false;
-        if let Ok(p) = &k.programs {
-            wanted.extend(p.homes());
-            search = p.searching();
-        }
-        k.counters.poll_searching(&wanted, search);
-        if let (Ok(p), true) = (&mut k.programs, search) {
+        if let (Ok(p), true) = (&mut k.programs, std::mem::take(&mut k.searching)) {
             p.searched(k.counters.readings_for_all());
         }
-        k.read_at = Some(Instant::now());
         let mut reading = k.counters.reading();
         let (hooks, complete) = k.counters.hooks();
         match &mut k.programs {
@@ -138,6 +160,7 @@ impl Collector {
                 let base = opts.interval;
                 let c = &mut Collector::new(probe, opts);
                 c.kernel = kernel.take();
+                c.last.kernel = c.kernel.as_ref().and_then(|k| k.reading.clone());
                 let mut sent = Instant::now();
                 let mut first = true;
                 loop {

@@ -8,9 +8,11 @@
 //! and every namespace where drops are seen (by the inode on their keys, entered through a
 //! process in it) while a process is still in it. A namespace first read after the window
 //! started counts from its first reading; one that is gone keeps the growth last read, and is
-//! forgotten if it had none. Counters are read once per call to [`KernelCounters::poll`], on
-//! dropscope's reading thread (see [`netns`]), in at most [`netns::MAX_READ_PER_POLL`]
-//! namespaces per call (the rest in turn on later calls, and a note says how many waited). No
+//! forgotten if it had none. Counters are read on dropscope's reading thread (see [`netns`]):
+//! asked for and taken in when ended ([`KernelCounters::ask`], [`KernelCounters::take`]), or
+//! waited for ([`KernelCounters::poll`]), the initial namespace first, then at most
+//! [`netns::MAX_READ_PER_POLL`] - 1 others within [`netns::READ_BUDGET`] (the rest in turn by
+//! later readings, and a note says how many waited). No
 //! namespace but the initial one is held open between calls, so none is kept alive.
 pub mod ethtool;
 mod guarded;
@@ -95,7 +97,8 @@ pub struct KernelCounters {
     namespaces: Namespaces,
     baseline: BTreeMap<u64, Counters>,
     latest: BTreeMap<u64, Counters>,
-    errors: Vec<String>,
+    /// The latest reading's notes: of its initial namespace's part, and of the others'.
+    notes: [Vec<String>; 2],
     /// Wall-clock time of the latest reading, ms since the Unix epoch.
     read_unix_ms: u64,
     /// The programs attached to devices, per namespace, as the latest reading found them.
@@ -116,7 +119,7 @@ impl KernelCounters {
             namespaces: Namespaces::new()?,
             baseline: BTreeMap::new(),
             latest: BTreeMap::new(),
-            errors: Vec::new(),
+            notes: Default::default(),
             read_unix_ms: 0,
             hooks: BTreeMap::new(),
             complete: false,
@@ -135,12 +138,52 @@ impl KernelCounters {
 
     /// Like [`KernelCounters::poll`]; with `every`, in every namespace a process is in too
     /// (see [`Namespaces::refresh_searching`]).
+    /// Waits at most [`netns::READ_WAIT`] for it.
     pub fn poll_searching(&mut self, netns: &[u64], every: bool) {
         self.namespaces.refresh_searching(netns, every);
         let reading = self.namespaces.read();
-        self.read_unix_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
+        self.fold_now(reading);
+    }
+
+    /// Asks for a reading (see [`KernelCounters::poll_searching`]) unless one is awaited, and
+    /// returns at once; returns whether it asked. [`KernelCounters::take`] takes it in.
+    pub fn ask(&mut self, netns: &[u64], every: bool) -> bool {
+        if self.awaiting() {
+            return false;
+        }
+        self.namespaces.refresh_searching(netns, every);
+        self.namespaces.ask()
+    }
+
+    /// Whether a reading asked for has not been taken in yet.
+    pub fn awaiting(&self) -> bool {
+        self.namespaces.awaited().is_some()
+    }
+
+    /// Takes in the reading asked for if it has ended within `wait` (zero: without waiting);
+    /// returns whether it did. Until then the latest reading stands, with its own time.
+    pub fn take(&mut self, wait: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + wait;
+        let mut took = false;
+        while self.awaiting() {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let Some(part) = self.namespaces.take(left) else {
+                break;
+            };
+            self.fold_now(part);
+            took = true;
+        }
+        took
+    }
+
+    /// Takes in `reading`, dated when it ended (or now, for one that failed as a whole).
+    fn fold_now(&mut self, reading: Reading) {
+        self.read_unix_ms = match reading.unix_ms {
+            0 => std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+            t => t,
+        };
         let tracked: BTreeSet<u64> = self.namespaces.inodes().collect();
         self.fold(reading, &tracked);
     }
@@ -157,7 +200,11 @@ impl KernelCounters {
 
     /// Takes in one reading; `tracked`: the namespaces still there.
     fn fold(&mut self, reading: Reading, tracked: &BTreeSet<u64>) {
-        self.complete = reading.deferred == 0 && reading.errors.is_empty();
+        // The initial namespace's part of a reading leaves the others' notes and completeness.
+        let part = usize::from(!reading.initial_only);
+        if !reading.initial_only {
+            self.complete = reading.deferred == 0 && reading.errors.is_empty();
+        }
         // A reading that failed as a whole (a reader that did not answer) leaves where the
         // programs were last seen attached; so does each namespace not read this time (deferred
         // to a later poll, or failed), while it is there: a program attached in it goes on
@@ -254,13 +301,14 @@ impl KernelCounters {
         self.carried
             .retain(|ns, c| !c.is_empty() && latest.contains_key(ns));
         self.devices.retain(|ns, _| tracked.contains(ns));
-        self.errors = reading.errors;
+        let notes = &mut self.notes[part];
+        *notes = reading.errors;
         for (left_out, what) in [
             (budget.left_out, "of deleted devices"),
             (missing.left_out, "no longer read (qdiscs, queues, sockets)"),
         ] {
             if left_out > 0 {
-                self.errors.push(format!(
+                notes.push(format!(
                     "{left_out} counters {what} not kept (at most {} are): their growth left \
                      the window",
                     rename::MAX_GONE_COUNTERS
@@ -268,10 +316,11 @@ impl KernelCounters {
             }
         }
         if reading.deferred > 0 {
-            self.errors.push(format!(
-                "{} namespaces not read this time (at most {MAX_READ_PER_POLL} a poll): read in \
-                 turn on the next polls",
-                reading.deferred
+            notes.push(format!(
+                "{} namespaces not read this time (at most {MAX_READ_PER_POLL} a reading, \
+                 within {:.0?}): read in turn by the next readings",
+                reading.deferred,
+                netns::READ_BUDGET
             ));
         }
     }
@@ -343,7 +392,7 @@ impl KernelCounters {
             unix_ms: self.read_unix_ms,
             initial_netns: self.initial_netns(),
             netns,
-            errors: self.errors.clone(),
+            errors: self.notes.concat(),
             devices,
         }
     }

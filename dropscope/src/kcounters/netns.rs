@@ -7,10 +7,16 @@
 //! files and rtnetlink socket stay open and are read again from their start (`pread`), so a
 //! reading costs few system calls. One is read only while a
 //! process is in it or a `/run/netns` file names it (checked on every refresh); a namespace
-//! whose processes have all exited is forgotten. At most [`MAX_READ_PER_POLL`] namespaces are
-//! read per poll; when there are more, the rest are read in turn on the next polls (round
-//! robin by inode), and how many waited is reported. A poll waits at most [`READ_WAIT`] for
-//! the reading thread.
+//! whose processes have all exited is forgotten.
+//!
+//! A reading is asked for and taken when it has ended ([`Namespaces::ask`],
+//! [`Namespaces::take`]): the collector never waits for one, and goes on with the latest
+//! finished reading, which keeps the time it was taken. The thread reads the initial namespace
+//! first, then others, at most [`MAX_READ_PER_POLL`] - 1 and for at most [`READ_BUDGET`] a
+//! reading; the rest are read in turn by the next readings (round robin by inode), and how many
+//! waited is reported, so the namespaces a local user makes in bulk slow only their own turn,
+//! never the host's counters. A blocking read ([`Namespaces::read`]: the baseline, a report's
+//! last reading) waits at most [`READ_WAIT`].
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
     fs::File,
@@ -34,10 +40,14 @@ pub const RUN_NETNS: &str = "/run/netns";
 /// The most namespaces read in one poll, the initial one included.
 pub const MAX_READ_PER_POLL: usize = 256;
 
-/// How long a poll waits for the reading thread; past it the reading is skipped (noted), and
-/// none is asked for until the late one has ended, so a namespace or file that never answers
-/// costs one stuck thread, never a stuck collector.
+/// How long a blocking read waits for the reading thread; past it the reading is skipped
+/// (noted), and none is asked for until the late one has ended, so a namespace or file that
+/// never answers costs one stuck thread, never a stuck collector.
 pub const READ_WAIT: Duration = Duration::from_secs(5);
+
+/// How long one reading spends on namespaces other than the initial one (which is read first,
+/// whatever the others cost): those not reached wait for the next reading, in turn.
+pub const READ_BUDGET: Duration = Duration::from_secs(1);
 
 /// A namespace read through a path (not held open).
 #[derive(Debug)]
@@ -57,8 +67,15 @@ pub struct Reading {
     pub first: BTreeSet<u64>,
     /// Namespaces that could not be read, and why.
     pub errors: Vec<String>,
-    /// Namespaces left for a later poll by [`MAX_READ_PER_POLL`].
+    /// Namespaces left for a later reading by [`MAX_READ_PER_POLL`] or [`READ_BUDGET`].
     pub deferred: usize,
+    /// How many of the namespaces asked for (after the initial one) the reading reached.
+    pub reached: usize,
+    /// When the reading ended, ms since the Unix epoch.
+    pub unix_ms: u64,
+    /// The first part of a reading: the initial namespace alone, sent as soon as it is read
+    /// (the others follow in a second part, which says how many were reached).
+    pub initial_only: bool,
     /// The XDP and tc programs attached to devices, per namespace read (one whose link,
     /// qdisc or filter dump failed is left out: where its programs are is not known).
     pub hooks: BTreeMap<u64, Vec<Hooked>>,
@@ -67,6 +84,18 @@ pub struct Reading {
 }
 
 impl Reading {
+    /// Adds a later part of the same reading.
+    fn merge(&mut self, part: Reading) {
+        self.counters.extend(part.counters);
+        self.first.extend(part.first);
+        self.errors.extend(part.errors);
+        self.deferred = part.deferred;
+        self.reached = part.reached;
+        self.hooks.extend(part.hooks);
+        self.devices.extend(part.devices);
+        self.unix_ms = part.unix_ms;
+    }
+
     /// Takes in namespace `ns`'s counters and what its rtnetlink reading found: its programs
     /// only where every dump that finds them answered, its devices where its links were read.
     fn take(&mut self, ns: u64, counters: Counters, found: Found) {
@@ -96,6 +125,8 @@ pub struct Namespaces {
     run_netns: PathBuf,
     /// The reading thread, started by the first read.
     reader: Option<Reader>,
+    /// The namespaces of the reading asked for, in the order it reads them.
+    asked: Vec<u64>,
 }
 
 fn open(path: &Path) -> anyhow::Result<(u64, File)> {
@@ -133,6 +164,7 @@ impl Namespaces {
             proc: proc.to_path_buf(),
             run_netns: run_netns.to_path_buf(),
             reader: None,
+            asked: Vec::new(),
         })
     }
 
@@ -233,29 +265,92 @@ impl Namespaces {
         out
     }
 
-    /// Reads the counters of the initial namespace and of up to [`MAX_READ_PER_POLL`] - 1
-    /// others (those after the last one read, in inode order, wrapping), on one thread that
-    /// enters each in turn. A namespace that cannot be read is left out and its error returned
-    /// beside; one that is gone since the refresh is left out silently.
+    /// Reads the counters of the initial namespace and of others (see [`Namespaces::ask`]),
+    /// waiting at most [`READ_WAIT`] (first for a reading asked for before, if one is awaited).
+    /// A namespace that cannot be read is left out and its error returned beside; one that is
+    /// gone since the refresh is left out silently.
     pub fn read(&mut self) -> Reading {
-        let chosen = pick(&self.others, self.cursor, MAX_READ_PER_POLL - 1);
-        let deferred = self.others.len() - chosen.len();
-        self.deferred += deferred as u64;
-        if let Some(&last) = chosen.last() {
-            self.cursor = last;
+        let deadline = Instant::now() + READ_WAIT;
+        let mut whole = Reading::default();
+        let mut asked = false;
+        loop {
+            if self.awaited().is_none() {
+                if asked {
+                    return whole;
+                }
+                asked = true;
+                if !self.ask() {
+                    whole.errors.push(
+                        "the counter reader: it could not be asked for a reading".to_string(),
+                    );
+                    return whole;
+                }
+            }
+            match self.take(deadline.saturating_duration_since(Instant::now())) {
+                Some(part) => whole.merge(part),
+                None => {
+                    whole.errors.push(format!(
+                        "the counter reader: no reading within {READ_WAIT:.0?}: this one is \
+                         skipped (a namespace or file does not answer)"
+                    ));
+                    return whole;
+                }
+            }
         }
+    }
+
+    /// Asks the reading thread for the counters of the initial namespace and of up to
+    /// [`MAX_READ_PER_POLL`] - 1 others (those after the last one read, in inode order,
+    /// wrapping), unless a reading asked for has not been taken yet; returns whether it asked.
+    /// Never waits.
+    pub fn ask(&mut self) -> bool {
+        if self.awaited().is_some() {
+            return false;
+        }
+        let chosen = pick(&self.others, self.cursor, MAX_READ_PER_POLL - 1);
         let ways: Vec<(u64, PathBuf)> = chosen
             .iter()
             .filter_map(|i| Some((*i, self.others.get(i)?.path.clone())))
             .collect();
-        let mut reading = self
-            .reader()
-            .and_then(|r| r.read(ways))
-            .unwrap_or_else(|e| Reading {
-                errors: vec![format!("the counter reader: {e:#}")],
-                ..Reading::default()
-            });
-        reading.deferred = deferred;
+        self.asked = ways.iter().map(|(i, _)| *i).collect();
+        match self.reader().and_then(|r| r.ask(ways)) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!("the counter reader: {e:#}");
+                self.reader = None;
+                false
+            }
+        }
+    }
+
+    /// How long the reading asked for has been awaited (`None`: none is).
+    pub fn awaited(&self) -> Option<Duration> {
+        self.reader.as_ref().and_then(Reader::awaited)
+    }
+
+    /// The next part of the reading asked for (the initial namespace's first, then the
+    /// others'), once it has come (waiting at most `wait`; zero: not at all).
+    pub fn take(&mut self, wait: Duration) -> Option<Reading> {
+        let mut reading = match self.reader.as_mut()?.take(wait) {
+            Ok(r) => r?,
+            Err(e) => {
+                self.reader = None;
+                Reading {
+                    errors: vec![format!("the counter reader: {e:#}")],
+                    ..Reading::default()
+                }
+            }
+        };
+        if reading.initial_only {
+            return Some(reading);
+        }
+        let asked = std::mem::take(&mut self.asked);
+        let reached = &asked[..reading.reached.min(asked.len())];
+        if let Some(&last) = reached.last() {
+            self.cursor = last;
+        }
+        reading.deferred = self.others.len().saturating_sub(reached.len());
+        self.deferred += reading.deferred as u64;
         for ino in reading.counters.keys() {
             if *ino == self.initial {
                 continue;
@@ -266,7 +361,7 @@ impl Namespaces {
                 reading.first.insert(*ino);
             }
         }
-        reading
+        Some(reading)
     }
 }
 
@@ -287,10 +382,8 @@ impl Namespaces {
 struct Reader {
     jobs: mpsc::Sender<Vec<(u64, PathBuf)>>,
     done: mpsc::Receiver<Reading>,
-    /// How long a read is waited for ([`READ_WAIT`]).
-    wait: Duration,
-    /// Since when a reading asked for has not come back.
-    late_since: Option<Instant>,
+    /// Since when the reading asked for has been awaited (`None`: none is).
+    asked: Option<Instant>,
 }
 
 impl Reader {
@@ -303,13 +396,14 @@ impl Reader {
             rtnl: super::rtnl::Rtnl::default(),
             buf: Vec::new(),
         };
-        Self::spawn_with(READ_WAIT, move |ways| home.read_all(ways))
+        Self::spawn_with(move |ways, part| home.read_all(ways, part))
     }
 
-    /// A reader whose thread reads with `read_all`, waited for at most `wait` per read.
+    /// A reader whose thread reads with `read_all`.
+    /// `read_all` hands each part of a reading to its second argument, which returns false once
+    /// nobody takes them any more; it returns what that last returned.
     fn spawn_with(
-        wait: Duration,
-        mut read_all: impl FnMut(&[(u64, PathBuf)]) -> Reading + Send + 'static,
+        mut read_all: impl FnMut(&[(u64, PathBuf)], &dyn Fn(Reading) -> bool) -> bool + Send + 'static,
     ) -> anyhow::Result<Self> {
         let (jobs, job_rx) = mpsc::channel::<Vec<(u64, PathBuf)>>();
         let (done_tx, done) = mpsc::channel();
@@ -317,7 +411,8 @@ impl Reader {
             .name("dropscope-kcounters".into())
             .spawn(move || {
                 while let Ok(ways) = job_rx.recv() {
-                    if done_tx.send(read_all(&ways)).is_err() {
+                    let part = |r: Reading| done_tx.send(r).is_ok();
+                    if !read_all(&ways, &part) {
                         break;
                     }
                 }
@@ -326,41 +421,74 @@ impl Reader {
         Ok(Self {
             jobs,
             done,
-            wait,
-            late_since: None,
+            asked: None,
         })
     }
 
-    /// Reads the initial namespace and those of `ways` on the reading thread, waiting at most
-    /// `wait`. A reading that comes back later is stale and dropped; until it has, no other is
-    /// asked for.
-    fn read(&mut self, ways: Vec<(u64, PathBuf)>) -> anyhow::Result<Reading> {
-        if let Some(since) = self.late_since {
-            match self.done.try_recv() {
-                Ok(_stale) => self.late_since = None,
-                Err(mpsc::TryRecvError::Empty) => anyhow::bail!(
-                    "the reading asked for {:.0?} ago has not ended: none is read until it has",
-                    since.elapsed()
-                ),
-                Err(mpsc::TryRecvError::Disconnected) => anyhow::bail!("it ended"),
-            }
-        }
+    /// Asks for a reading of the initial namespace and of `ways` (none is awaited).
+    fn ask(&mut self, ways: Vec<(u64, PathBuf)>) -> anyhow::Result<()> {
         self.jobs
             .send(ways)
             .map_err(|_| anyhow::anyhow!("it ended"))?;
-        match self.done.recv_timeout(self.wait) {
-            Ok(reading) => Ok(reading),
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                self.late_since = Some(Instant::now());
-                anyhow::bail!(
-                    "no reading within {:.0?}: this one is skipped (a namespace or file does not \
-                     answer)",
-                    self.wait
-                )
+        self.asked = Some(Instant::now());
+        Ok(())
+    }
+
+    /// How long the reading asked for has been awaited.
+    fn awaited(&self) -> Option<Duration> {
+        self.asked.map(|t| t.elapsed())
+    }
+
+    /// The next part of the reading asked for, if it came within `wait` (`Ok(None)`: not yet,
+    /// or none asked for); the reading is awaited until its last part is taken.
+    fn take(&mut self, wait: Duration) -> anyhow::Result<Option<Reading>> {
+        if self.asked.is_none() {
+            return Ok(None);
+        }
+        let got = if wait.is_zero() {
+            self.done.try_recv().map_err(|e| match e {
+                mpsc::TryRecvError::Empty => mpsc::RecvTimeoutError::Timeout,
+                mpsc::TryRecvError::Disconnected => mpsc::RecvTimeoutError::Disconnected,
+            })
+        } else {
+            self.done.recv_timeout(wait)
+        };
+        match got {
+            Ok(reading) => {
+                if !reading.initial_only {
+                    self.asked = None;
+                }
+                Ok(Some(reading))
             }
-            Err(mpsc::RecvTimeoutError::Disconnected) => anyhow::bail!("it ended"),
+            Err(mpsc::RecvTimeoutError::Timeout) => Ok(None),
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                self.asked = None;
+                anyhow::bail!("it ended")
+            }
         }
     }
+}
+
+/// Now, in ms since the Unix epoch.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Calls `read` on each of `ways` in turn until `budget` is spent (measured from the first);
+/// returns how many it reached.
+fn within_budget<T>(ways: &[T], budget: Duration, mut read: impl FnMut(&T)) -> usize {
+    let start = Instant::now();
+    let mut reached = 0;
+    for way in ways {
+        if start.elapsed() >= budget {
+            break;
+        }
+        read(way);
+        reached += 1;
+    }
+    reached
 }
 
 /// The initial namespace's files, opened in it and kept.
@@ -384,34 +512,45 @@ struct InitialNs {
 }
 
 impl InitialNs {
-    /// One reading: the initial namespace, then each of `ways` (entering each in turn).
-    fn read_all(&mut self, ways: &[(u64, PathBuf)]) -> Reading {
-        let mut r = Reading::default();
+    /// One reading, in two parts handed to `part`: the initial namespace, then each of `ways`
+    /// (entering each in turn) within [`READ_BUDGET`]. Returns false once `part` does.
+    fn read_all(&mut self, ways: &[(u64, PathBuf)], part: &dyn Fn(Reading) -> bool) -> bool {
+        let mut r = Reading {
+            initial_only: true,
+            ..Reading::default()
+        };
         let initial = self.ino;
         match self.read() {
             Ok((c, found)) => r.take(initial, c, found),
             Err(e) => r.errors.push(format!("netns {initial}: {e:#}")),
         }
-        for (ino, path) in ways {
+        r.unix_ms = now_ms();
+        if !part(r) {
+            return false;
+        }
+        let mut r = Reading::default();
+        let buf = &mut self.buf;
+        r.reached = within_budget(ways, READ_BUDGET, |(ino, path)| {
             // Gone since the refresh (its last process exited, its pid was reused).
             let Ok((i, file)) = open(path) else {
-                continue;
+                return;
             };
             if i != *ino {
-                continue;
+                return;
             }
-            match read_in(&file, path, &mut self.buf) {
+            match read_in(&file, path, buf) {
                 Ok((c, found)) => r.take(*ino, c, found),
                 Err(e) => r.errors.push(format!("netns {ino}: {e:#}")),
             }
-        }
+        });
         // Back home: a thread left in a namespace would keep it alive until the next reading.
         if !ways.is_empty()
             && let Err(e) = enter(&self.ns, &self.path)
         {
             r.errors.push(format!("netns {initial}: {e:#}"));
         }
-        r
+        r.unix_ms = now_ms();
+        part(r)
     }
 
     /// The initial namespace's counters, through the kept files and socket (opened in it the
@@ -590,39 +729,84 @@ mod tests {
     }
 
     #[test]
-    fn a_reading_that_does_not_answer_is_skipped_and_never_waited_for_twice() {
-        // The second read hangs until the test lets it go; every read is numbered.
+    fn a_reading_is_never_waited_for_and_the_initial_namespace_comes_first_on_its_own() {
+        // The second reading's other namespaces hang until the test lets them go; every
+        // reading is numbered, and so is its time.
         let (release, hold) = mpsc::channel::<()>();
         let mut n = 0u64;
-        let mut reader = Reader::spawn_with(Duration::from_millis(200), move |_| {
+        let mut reader = Reader::spawn_with(move |_, part| {
             n += 1;
+            let initial = Reading {
+                initial_only: true,
+                unix_ms: n,
+                ..Reading::default()
+            };
+            if !part(initial) {
+                return false;
+            }
             if n == 2 {
                 let _ = hold.recv();
             }
-            Reading {
-                deferred: n as usize,
+            part(Reading {
+                unix_ms: 100 + n,
                 ..Reading::default()
-            }
+            })
         })
         .expect("a reader");
-        assert_eq!(reader.read(Vec::new()).expect("a reading").deferred, 1);
-        // A read that fails, and how long it waited.
-        let mut failing = || {
-            let t = Instant::now();
-            let e = reader.read(Vec::new()).expect_err("the read must fail");
-            (e.to_string(), t.elapsed())
+        let times = |reader: &mut Reader, wait| {
+            let mut t = Vec::new();
+            while let Some(r) = reader.take(wait).expect("no error") {
+                t.push(r.unix_ms);
+            }
+            t
         };
-        let (e, waited) = failing();
-        assert!(waited < Duration::from_secs(2), "waited {waited:?}");
-        assert!(e.contains("no reading within 200ms"), "{e}");
-        // While it hangs, no other is asked for, and the poll does not wait.
-        let (e, waited) = failing();
-        assert!(waited < Duration::from_millis(100), "waited {waited:?}");
-        assert!(e.contains("has not ended"), "{e}");
-        // Once it ends, its stale reading is dropped and the next one is read.
+        reader.ask(Vec::new()).expect("asked");
+        assert_eq!(times(&mut reader, Duration::from_secs(5)), vec![1, 101]);
+        assert!(reader.awaited().is_none());
+        // The hanging one: its initial part comes; taking the rest does not wait.
+        reader.ask(Vec::new()).expect("asked");
+        assert_eq!(
+            reader
+                .take(Duration::from_secs(5))
+                .expect("ok")
+                .map(|r| r.unix_ms),
+            Some(2)
+        );
+        for _ in 0..3 {
+            let t = Instant::now();
+            assert!(reader.take(Duration::ZERO).expect("no error").is_none());
+            assert!(
+                t.elapsed() < Duration::from_millis(50),
+                "waited {:?}",
+                t.elapsed()
+            );
+            assert!(
+                reader.awaited().is_some(),
+                "the reading is awaited until it ends"
+            );
+        }
+        // Once it ends, its last part is taken, with its own time.
         release.send(()).expect("the reader waits");
-        std::thread::sleep(Duration::from_millis(50));
-        assert_eq!(reader.read(Vec::new()).expect("a reading").deferred, 3);
+        assert_eq!(times(&mut reader, Duration::from_secs(5)), vec![102]);
+        assert!(reader.awaited().is_none());
+    }
+
+    #[test]
+    fn namespaces_beyond_the_time_budget_wait_for_the_next_reading() {
+        let ways: Vec<u64> = (1..=10).collect();
+        let mut read = Vec::new();
+        let reached = within_budget(&ways, Duration::from_millis(120), |w| {
+            read.push(*w);
+            std::thread::sleep(Duration::from_millis(50));
+        });
+        assert_eq!(reached, read.len());
+        assert!(
+            (2..=4).contains(&reached),
+            "{reached} reached in 120 ms at 50 ms each"
+        );
+        // A spent budget reaches none (the initial namespace is read before, outside it).
+        assert_eq!(within_budget(&ways, Duration::ZERO, |_| {}), 0);
+        assert_eq!(within_budget(&ways, Duration::from_secs(5), |_| {}), 10);
     }
 
     #[test]

@@ -28,6 +28,11 @@ use super::{hooks::Hooked, parse::Counters, rename::Devices};
 pub const MAX_ENTRIES: usize = 2048;
 /// The longest one dump may take.
 pub const DUMP_TIME: Duration = Duration::from_secs(2);
+/// The most tc filters dumped in one namespace per reading, over all its devices and sides
+/// (each dump is bounded by [`MAX_ENTRIES`] too): the sides past it are not read, and a note
+/// says how many, so filters made in bulk in one namespace cost its own reading a bounded
+/// time.
+pub const MAX_FILTERS_PER_NAMESPACE: usize = 4096;
 /// The longest one receive waits for the kernel.
 pub const RECV_TIMEOUT: Duration = Duration::from_millis(500);
 
@@ -140,12 +145,18 @@ impl Rtnl {
         notes: &mut Vec<String>,
     ) -> bool {
         let mut complete = true;
+        let (mut dumped, mut skipped) = (0usize, 0usize);
         for (index, hook, parent) in super::hooks::filter_sides(qdiscs) {
             let Some(dev) = names.get(&index) else {
                 continue;
             };
+            if dumped >= MAX_FILTERS_PER_NAMESPACE {
+                skipped += 1;
+                continue;
+            }
             match self.dump(super::hooks::filter_request(index, parent), "tc filters") {
                 Ok((msgs, note)) => {
+                    dumped += msgs.len();
                     notes.extend(note);
                     super::hooks::tc(&msgs, dev, hook, hooks);
                 }
@@ -156,6 +167,14 @@ impl Rtnl {
                     complete = false;
                 }
             }
+        }
+        if skipped > 0 {
+            notes.push(format!(
+                "tc filters of {skipped} qdisc sides not read: {dumped} filters were dumped \
+                 already (at most {MAX_FILTERS_PER_NAMESPACE} a namespace and reading); programs \
+                 attached there are not known"
+            ));
+            complete = false;
         }
         complete
     }
