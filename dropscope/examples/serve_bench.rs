@@ -146,7 +146,7 @@ fn main() -> anyhow::Result<()> {
     for (i, snap) in snaps.iter().enumerate() {
         let t = Instant::now();
         let selected = selection.select(snap);
-        let series = selected.series.len();
+        let series = selected.drops.series.len();
         tx.send_replace(Some(Arc::new(Published::new(Exposition::new(
             &info, snap, selected, n,
         )))));

@@ -156,9 +156,10 @@ pub struct ServeArgs {
     /// every interface).
     #[arg(long, default_value = "127.0.0.1:9818", value_name = "ADDR:PORT")]
     pub listen: SocketAddr,
-    /// Export at most N label sets (reason, location and the attribution labels of the --by
-    /// grouping) as series of their own, the first N by count; the rest are summed into one
-    /// series with reason="other".
+    /// Export at most N series per metric family (drop keys, devices, namespaces, layer
+    /// counters), kept once given, the host's first, then those of namespaces root named, each
+    /// namespace within a share of N; the rest are summed into one series per family
+    /// (reason="other" in dropscope_drops_total).
     #[arg(long, default_value_t = 1000,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000), value_name = "N")]
     pub max_series: u64,

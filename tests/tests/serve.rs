@@ -247,6 +247,43 @@ fn a_port_in_use_is_a_clear_error_and_attaches_nothing() {
     assert!(common::dropscope_programs().is_empty());
 }
 
+#[test]
+fn a_namespace_made_after_serve_started_is_labelled_with_its_name() {
+    let _serial = root_test();
+    let serve = Serve::start(&["--interval", "100ms"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while get(serve.port, "/metrics", "text/plain").0 != 200 {
+        assert!(Instant::now() < deadline, "no snapshot within 10 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The namespace and its drops come after serve started: the first snapshot that counts
+    // them has no name for either yet.
+    let ns = Netns::new("late");
+    ns.traffic(&["udp", "9", "50"]);
+    let named = format!("netns_name=\"{}\",device=\"lo\",protocol=\"udp\"", ns.name);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut scrapes = Vec::new();
+    loop {
+        let drops = serve.drops();
+        let counted: u64 = (drops.iter())
+            .filter(|(l, _)| l.contains("reason=\"NO_SOCKET\"") && l.contains(&named))
+            .map(|(_, v)| v)
+            .sum();
+        if counted == 50 {
+            break;
+        }
+        scrapes.push(drops);
+        assert!(
+            Instant::now() < deadline,
+            "no series of {named} holds the 50 drops within 10 s: {:#?}",
+            scrapes.last()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    eprintln!("named after {} scrape(s)", scrapes.len());
+    stop(serve, libc::SIGTERM);
+}
+
 /// A keep-alive scrape, to pipeline.
 const PIPELINED: &[u8] = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
 

@@ -594,6 +594,16 @@ fn owner_name(
     }
 }
 
+/// Whether `name`, as [`Names::netns`] gives it, is one only root can give: `host`, an `ip
+/// netns` name, or a container, pod, machine or service no user claims. A name made from a
+/// process in the namespace (`COMM[PID]`) or claimed by a user (`user UID: ...`) is not: any
+/// user can make those.
+pub fn given_by_root(name: &str) -> bool {
+    let process = (name.strip_suffix(']').and_then(|n| n.rsplit_once('[')))
+        .is_some_and(|(_, pid)| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()));
+    !process && !name.starts_with("user ")
+}
+
 /// The namespace inode a `/proc/PID/ns/net` link names (`net:[4026531840]`).
 fn ns_inode(link: &Path) -> Option<u64> {
     let target = fs::read_link(link).ok()?;

@@ -184,6 +184,30 @@ fn the_naming_rule() {
 }
 
 #[test]
+fn only_names_root_gave_are_given_by_root() {
+    for name in [
+        "host",
+        "docker:web",
+        "blue",
+        "isolated.service",
+        "pod:shop/shop-0",
+        "a[b]",
+    ] {
+        assert!(given_by_root(name), "{name}");
+    }
+    // Any user can start a process named anything in a namespace of their own, and claim a
+    // container or service in a cgroup delegated to them.
+    for name in [
+        "unshare[15]",
+        "docker:web[4242]",
+        "user 1000: podman:web",
+        "[1]",
+    ] {
+        assert!(!given_by_root(name), "{name}");
+    }
+}
+
+#[test]
 fn hostile_names_are_bounded_not_altered() {
     let f = Fake::new();
     let long = format!("\u{1b}[2J{}", "é".repeat(100));

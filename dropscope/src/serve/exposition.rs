@@ -1,10 +1,13 @@
 //! Renders the metrics of one snapshot in the Prometheus text format (0.0.4) or in OpenMetrics
 //! (1.0.0), with every label value escaped.
-use std::{collections::HashMap, fmt::Write as _, sync::Arc};
+use std::fmt::Write as _;
 
 use crate::model::{Health, SessionInfo, Snapshot};
 
-use super::series::{DROP_LABELS, OTHER, OVERFLOW, Selected};
+use super::series::{
+    Capped, DROP_LABELS, LAYER_LABELS, NETNS_PACKET_LABELS, OTHER, OVERFLOW, PACKET_LABELS,
+    Selected,
+};
 
 /// The two formats a scraper can ask for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,12 +55,12 @@ impl Format {
     }
 }
 
-/// Everything one scrape shows: a snapshot with the cap applied.
+/// Everything one scrape shows: a snapshot with the caps applied.
 #[derive(Debug)]
 pub struct Exposition {
     /// The session the snapshot belongs to.
     pub info: SessionInfo,
-    /// The `dropscope_drops_total` series.
+    /// The series of every capped family.
     pub selected: Selected,
     /// The probe's health.
     pub health: Health,
@@ -65,20 +68,10 @@ pub struct Exposition {
     pub unix_ms: u64,
     /// The `--max-series` in force.
     pub max_series: usize,
-    /// Packets per (namespace name, device, direction): the denominators of drop ratios.
-    pub packets: Vec<(Arc<str>, Arc<str>, &'static str, u64)>,
-    /// Packets per namespace name received at the IP layer.
-    pub netns_packets: Vec<(Arc<str>, u64)>,
-    /// Drops each layer counter counted: (layer, counter, namespace name, device, growth).
-    pub layer_drops: Vec<LayerDrops>,
 }
 
-/// One series of `dropscope_layer_drops_total`: layer, counter, namespace name, device (empty
-/// for none) and the counter's growth since dropscope started.
-pub type LayerDrops = (&'static str, Arc<str>, Arc<str>, Arc<str>, u64);
-
 impl Exposition {
-    /// The exposition of a snapshot whose cap was applied as `selected`.
+    /// The exposition of a snapshot whose caps were applied as `selected`.
     pub fn new(info: &SessionInfo, snap: &Snapshot, selected: Selected, max_series: usize) -> Self {
         Self {
             info: info.clone(),
@@ -86,60 +79,7 @@ impl Exposition {
             health: snap.health.clone(),
             unix_ms: snap.unix_ms,
             max_series,
-            packets: Vec::new(),
-            netns_packets: Vec::new(),
-            layer_drops: Vec::new(),
         }
-        .with_packets(snap)
-    }
-
-    /// The packet counters of the snapshot's reading of the kernel's counters, each family
-    /// capped at `max_series` series. Namespaces are named as the drops' keys name them
-    /// (`host` for the initial one), by inode where no drop named them.
-    fn with_packets(mut self, snap: &Snapshot) -> Self {
-        let Some(r) = &snap.kernel else {
-            return self;
-        };
-        let mut names: HashMap<u64, Arc<str>> = HashMap::new();
-        for d in &snap.drops {
-            if let (Some(ns), Some(n)) = (d.key.attr.netns, &d.key.attr.netns_name) {
-                names.insert(ns, super::series::sanitize(n));
-            }
-        }
-        let name = |ns: u64| -> Arc<str> {
-            match names.get(&ns) {
-                _ if ns == r.initial_netns => Arc::from("host"),
-                Some(n) => n.clone(),
-                None => Arc::from(ns.to_string()),
-            }
-        };
-        self.packets = r
-            .device_packets()
-            .take(self.max_series)
-            .map(|(ns, dev, dir, v)| (name(ns), super::series::sanitize(dev), dir.as_str(), v))
-            .collect();
-        self.netns_packets = (r.netns.keys())
-            .take(self.max_series)
-            .map(|&ns| (name(ns), r.netns_packets(ns)))
-            .collect();
-        let sanitize = super::series::sanitize;
-        self.layer_drops = (r.netns.iter())
-            .flat_map(|(&ns, g)| g.iter().map(move |(c, &v)| (ns, c, v)))
-            .filter_map(|(ns, counter, v)| {
-                let class = crate::kcounters::layers::classify(counter)?;
-                (class.role != crate::kcounters::layers::Role::Context).then(|| {
-                    (
-                        class.layer.as_str(),
-                        sanitize(counter),
-                        name(ns),
-                        sanitize(class.device.unwrap_or_default()),
-                        v,
-                    )
-                })
-            })
-            .take(self.max_series)
-            .collect();
-        self
     }
 }
 
@@ -202,6 +142,24 @@ impl Writer {
         self.family(name, kind, help);
         self.sample(name, value);
     }
+
+    /// The samples of a capped family, its labels named `names`: its series, then `other`
+    /// with the labels `other` (if it has one).
+    fn capped(&mut self, name: &str, names: &[&str], c: &Capped, other: &[(&str, &str)]) {
+        for s in &c.series {
+            self.out.push_str(name);
+            labels(
+                &mut self.out,
+                names.iter().copied().zip(s.labels.iter().map(|v| &**v)),
+            );
+            let _ = writeln!(self.out, " {}", s.count);
+        }
+        if let Some(v) = c.other {
+            self.out.push_str(name);
+            labels(&mut self.out, other.iter().copied());
+            let _ = writeln!(self.out, " {v}");
+        }
+    }
 }
 
 /// Renders the exposition in `format`.
@@ -209,7 +167,7 @@ pub fn render(e: &Exposition, format: Format) -> String {
     let sel = &e.selected;
     // About 100 bytes per series.
     let mut w = Writer {
-        out: String::with_capacity(4096 + 128 * sel.series.len()),
+        out: String::with_capacity(4096 + 128 * sel.drops.series.len()),
         format,
     };
     w.family(
@@ -219,26 +177,17 @@ pub fn render(e: &Exposition, format: Format) -> String {
          reason=other sums the label sets beyond --max-series; reason=overflow counts drops \
          the kernel could not key (its map was full).",
     );
-    for s in &sel.series {
+    let drop_labels: Vec<&str> = DROP_LABELS.iter().map(|(n, _)| *n).collect();
+    w.capped(
+        "dropscope_drops_total",
+        &drop_labels,
+        &sel.drops,
+        &[("reason", OTHER)],
+    );
+    if sel.overflow > 0 {
         w.out.push_str("dropscope_drops_total");
-        labels(
-            &mut w.out,
-            DROP_LABELS
-                .iter()
-                .map(|(n, _)| *n)
-                .zip(s.labels.iter().map(|v| &**v)),
-        );
-        let _ = writeln!(w.out, " {}", s.count);
-    }
-    for (reason, count, present) in [
-        (OTHER, sel.other, sel.other_sets > 0),
-        (OVERFLOW, sel.overflow, sel.overflow > 0),
-    ] {
-        if present {
-            w.out.push_str("dropscope_drops_total");
-            labels(&mut w.out, [("reason", reason)]);
-            let _ = writeln!(w.out, " {count}");
-        }
+        labels(&mut w.out, [("reason", OVERFLOW)]);
+        let _ = writeln!(w.out, " {}", sel.overflow);
     }
     let h = &e.health;
     w.one(
@@ -288,8 +237,8 @@ pub fn render(e: &Exposition, format: Format) -> String {
     w.one(
         "dropscope_series_other",
         "gauge",
-        "Label sets summed into reason=other.",
-        sel.other_sets,
+        "Label sets of dropscope_drops_total summed into reason=other.",
+        sel.drops.other_sets,
     );
     w.one(
         "dropscope_poll_interval_seconds",
@@ -336,41 +285,33 @@ pub fn render(e: &Exposition, format: Format) -> String {
         "When the snapshot shown was read from the kernel (Unix time).",
         e.unix_ms as f64 / 1e3,
     );
-    if !e.packets.is_empty() {
+    let shown = |c: &Capped| !c.series.is_empty() || c.other.is_some();
+    if shown(&sel.packets) {
         w.family(
             "dropscope_packets_total",
             "counter",
             "Packets a device received (direction=rx) or sent (tx) since dropscope started, per \
-             network namespace: the denominator of drop ratios per device.",
+             network namespace: the denominator of drop ratios per device. The series without \
+             labels sums the devices beyond --max-series.",
         );
-        for (ns, dev, dir, v) in &e.packets {
-            w.out.push_str("dropscope_packets_total");
-            labels(
-                &mut w.out,
-                [
-                    ("netns_name", &**ns),
-                    ("device", &**dev),
-                    ("direction", *dir),
-                ],
-            );
-            let _ = writeln!(w.out, " {v}");
-        }
+        w.capped("dropscope_packets_total", PACKET_LABELS, &sel.packets, &[]);
     }
-    if !e.netns_packets.is_empty() {
+    if shown(&sel.netns_packets) {
         w.family(
             "dropscope_netns_packets_total",
             "counter",
             "Packets a network namespace received at the IP layer (Ip:InReceives + \
              Ip6:InReceives) since dropscope started: the denominator of drop ratios per \
-             namespace.",
+             namespace. The series without labels sums the namespaces beyond --max-series.",
         );
-        for (ns, v) in &e.netns_packets {
-            w.out.push_str("dropscope_netns_packets_total");
-            labels(&mut w.out, [("netns_name", &**ns)]);
-            let _ = writeln!(w.out, " {v}");
-        }
+        w.capped(
+            "dropscope_netns_packets_total",
+            NETNS_PACKET_LABELS,
+            &sel.netns_packets,
+            &[],
+        );
     }
-    if !e.layer_drops.is_empty() {
+    if shown(&sel.layer_drops) {
         w.family(
             "dropscope_layer_drops_total",
             "counter",
@@ -378,21 +319,15 @@ pub fn render(e: &Exposition, format: Format) -> String {
              ip -s link, qdisc: tc -s qdisc, softnet: the per-CPU backlog, protocol: nstat), per \
              network namespace and device; the drop ledger matches them with \
              dropscope_drops_total. Some count the same drops (a backlog drop is also its \
-             device's rx_dropped): do not sum across layers.",
+             device's rx_dropped): do not sum across layers. layer=other sums the counters \
+             beyond --max-series.",
         );
-        for (layer, counter, ns, dev, v) in &e.layer_drops {
-            w.out.push_str("dropscope_layer_drops_total");
-            labels(
-                &mut w.out,
-                [
-                    ("layer", *layer),
-                    ("counter", &**counter),
-                    ("netns_name", &**ns),
-                    ("device", &**dev),
-                ],
-            );
-            let _ = writeln!(w.out, " {v}");
-        }
+        w.capped(
+            "dropscope_layer_drops_total",
+            LAYER_LABELS,
+            &sel.layer_drops,
+            &[("layer", OTHER)],
+        );
     }
     w.family(
         "dropscope_info",

@@ -1,13 +1,14 @@
 //! `dropscope serve`: the live snapshot stream as Prometheus metrics over HTTP.
 //!
-//! The collector runs as for the TUI and sends owned snapshots; one task applies the series cap
-//! to each and publishes the result in a `watch` channel; a scrape clones the latest `Arc` and
+//! The collector runs as for the TUI and sends owned snapshots; one task applies the series caps
+//! ([`series`], [`cap`]) to each and publishes the result in a `watch` channel; a scrape clones the latest `Arc` and
 //! renders it (once per snapshot and format). A scrape therefore makes no BPF syscall and never
 //! holds anything the collector waits for, and any number of scrapes can run at once.
 //!
 //! Connections are bounded ([`connections`]): a client holding every connection it can does
 //! not lock a scraper out. TLS and basic auth come from a [`webconfig`] file.
 pub mod auth;
+pub mod cap;
 pub mod connections;
 pub mod exposition;
 pub mod http;
@@ -22,10 +23,7 @@ use tokio::sync::watch;
 use crate::{collector::Stopper, source::Feed};
 
 use self::{
-    connections::Limits,
-    exposition::Exposition,
-    http::Published,
-    series::{Selected, Selection},
+    connections::Limits, exposition::Exposition, http::Published, series::Selection,
     webconfig::WebConfig,
 };
 
@@ -40,7 +38,7 @@ pub const KERNEL_READ: std::time::Duration = std::time::Duration::from_secs(10);
 pub struct ServeOptions {
     /// Address and port to listen on.
     pub listen: SocketAddr,
-    /// Label sets exported as series of their own at most.
+    /// Series exported per metric family at most.
     pub max_series: usize,
     /// The web config (TLS, basic auth), if any.
     pub web_config: Option<PathBuf>,
@@ -48,24 +46,18 @@ pub struct ServeOptions {
     pub limits: Limits,
 }
 
-/// Applies the cap to every snapshot of `feed` and publishes the result, until the feed ends.
+/// Applies the caps to every snapshot of `feed` and publishes the result, until the feed ends.
+/// Each snapshot is selected anew, even one with the same counts as the last: its names may
+/// have resolved since.
 pub async fn publish(mut feed: Feed, tx: watch::Sender<Option<Arc<Published>>>, max: usize) {
     let mut selection = Selection::new(max);
-    let mut last: Option<(u64, usize, Selected)> = None;
     while let Some(mut snap) = feed.snapshots.recv().await {
         // Only the newest of the snapshots waiting matters.
         while let Ok(newer) = feed.snapshots.try_recv() {
             snap = newer;
         }
-        // Counts only grow: the same total over the same keys means the same counts.
-        let selected = match &last {
-            Some((total, keys, sel)) if *total == snap.total && *keys == snap.drops.len() => {
-                sel.clone()
-            }
-            _ => selection.select(&snap),
-        };
-        let exposition = Exposition::new(&feed.info, &snap, selected.clone(), max);
-        last = Some((snap.total, snap.drops.len(), selected));
+        let selected = selection.select(&snap);
+        let exposition = Exposition::new(&feed.info, &snap, selected, max);
         tx.send_replace(Some(Arc::new(Published::new(exposition))));
     }
 }

@@ -1,12 +1,13 @@
-//! The series of `dropscope_drops_total`: label sets built from drop keys, sanitized, and capped
-//! at `--max-series` with the rest summed into one `reason="other"` series.
+//! The series of each metric family of a snapshot, read from its drop keys and kernel counters
+//! and capped at `--max-series` per family ([`cap`](super::cap)), the rest summed into `other`.
 use std::{collections::HashMap, sync::Arc};
 
-use crate::model::{DropKey, Snapshot};
-
-/// Longest label value exported, in bytes; longer values are cut at a character boundary and
-/// end in `…`.
-pub const MAX_LABEL_BYTES: usize = 256;
+use super::cap::{Cap, Row, Tenant};
+pub use super::cap::{Capped, LabelValues, MAX_LABEL_BYTES, Series, sanitize};
+use crate::{
+    kcounters::layers::{self, Role},
+    model::{DropKey, KernelReading, Snapshot, kernel::Direction},
+};
 
 /// The part of a drop key one label shows.
 pub type LabelOf = fn(&DropKey) -> &str;
@@ -22,151 +23,172 @@ pub const DROP_LABELS: &[(&str, LabelOf)] = &[
     ("protocol", |k| k.attr.protocol.as_deref().unwrap_or("")),
 ];
 
-/// The `reason` of the series that sums every label set beyond `--max-series`.
+/// The labels of `dropscope_packets_total`.
+pub const PACKET_LABELS: &[&str] = &["netns_name", "device", "direction"];
+/// The labels of `dropscope_netns_packets_total`.
+pub const NETNS_PACKET_LABELS: &[&str] = &["netns_name"];
+/// The labels of `dropscope_layer_drops_total`.
+pub const LAYER_LABELS: &[&str] = &["layer", "counter", "netns_name", "device"];
+
+/// The value that marks the `other` series: `reason="other"` in `dropscope_drops_total`,
+/// `layer="other"` in `dropscope_layer_drops_total` (the packet families mark theirs by having
+/// no labels: every series of theirs has a namespace).
 pub const OTHER: &str = "other";
 /// The `reason` of the series of drops the kernel counted but could not key (its map was full).
 pub const OVERFLOW: &str = "overflow";
 
-/// Sanitized label values, one per [`DROP_LABELS`] entry.
-pub type LabelValues = Arc<[Arc<str>]>;
-
-/// One exported series of `dropscope_drops_total`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Series {
-    /// Label values in the order of [`DROP_LABELS`]; empty values are left out when rendered.
-    pub labels: LabelValues,
-    /// Exact cumulative count.
-    pub count: u64,
-}
-
-/// Makes a kernel-provided string safe as a label value: control, bidi, format and invisible
-/// characters become `?` (the renderer escapes `\`, `"` and newlines; none survive here but
-/// the first two) and the value is bounded to [`MAX_LABEL_BYTES`] (see
-/// [`crate::sanitize::metric_label`]).
-pub fn sanitize(value: &str) -> Arc<str> {
-    crate::sanitize::metric_label(value, MAX_LABEL_BYTES)
-}
-
-/// Chooses which label sets are exported as series of their own, at most `max` of them.
-///
-/// Every series is a Prometheus counter, so none may ever go down: a label set, once exported,
-/// stays exported for the life of the server, and one summed into `reason="other"` stays there.
-/// While fewer than `max` are exported, new label sets get the free places largest count first:
-/// the first `max` label sets by count. The sum over all series is always the snapshot's total.
-/// Label values are sanitized once per key and remembered.
-#[derive(Debug)]
-pub struct Selection {
-    max: usize,
-    /// Each drop key's label set, as an index into `sets`.
-    keys: HashMap<DropKey, usize>,
-    /// The distinct label sets seen, and whether each is exported.
-    sets: Vec<(LabelValues, bool)>,
-    /// Index of each distinct label set in `sets`.
-    index: HashMap<LabelValues, usize>,
-    exported: usize,
-}
-
-/// What a snapshot looks like once the cap is applied.
+/// What a snapshot looks like once every family is capped.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Selected {
-    /// The exported series, largest count first.
-    pub series: Vec<Series>,
-    /// The sum of every label set not exported.
-    pub other: u64,
-    /// How many label sets that sum covers.
-    pub other_sets: usize,
+    /// `dropscope_drops_total`, in the order of [`DROP_LABELS`].
+    pub drops: Capped,
     /// Drops counted but not keyed (the kernel's map was full).
     pub overflow: u64,
+    /// `dropscope_packets_total`, in the order of [`PACKET_LABELS`].
+    pub packets: Capped,
+    /// `dropscope_netns_packets_total`.
+    pub netns_packets: Capped,
+    /// `dropscope_layer_drops_total`, in the order of [`LAYER_LABELS`].
+    pub layer_drops: Capped,
 }
 
 impl Selected {
-    /// Sum over every series, including `other` and `overflow`: equal to the snapshot's total.
+    /// Sum over every series of `dropscope_drops_total`, `other` and `overflow` included:
+    /// equal to the snapshot's total.
     pub fn sum(&self) -> u64 {
-        self.series.iter().map(|s| s.count).sum::<u64>() + self.other + self.overflow
+        self.drops.sum() + self.overflow
     }
 }
 
+/// The caps of every family, kept from one snapshot to the next (see [`Cap`]).
+#[derive(Debug)]
+pub struct Selection {
+    drops: Cap<DropKey>,
+    packets: Cap<(u64, Arc<str>, Direction)>,
+    netns_packets: Cap<u64>,
+    layer_drops: Cap<(u64, Arc<str>)>,
+    /// The initial namespace, once a kernel reading said which it is.
+    initial: Option<u64>,
+}
+
 impl Selection {
-    /// A selection exporting at most `max` label sets.
+    /// A selection exporting at most `max` series per family.
     pub fn new(max: usize) -> Self {
         Self {
-            max,
-            keys: HashMap::new(),
-            sets: Vec::new(),
-            index: HashMap::new(),
-            exported: 0,
+            drops: Cap::new(max),
+            packets: Cap::new(max),
+            netns_packets: Cap::new(max),
+            layer_drops: Cap::new(max),
+            initial: None,
         }
     }
 
-    /// The label set of a key, sanitized the first time the key is seen.
-    fn set_of(&mut self, key: &DropKey) -> usize {
-        if let Some(&i) = self.keys.get(key) {
-            return i;
-        }
-        let labels: LabelValues = DROP_LABELS
-            .iter()
-            .map(|(_, value)| sanitize(value(key)))
-            .collect();
-        let i = match self.index.get(&labels) {
-            Some(&i) => i,
-            None => {
-                self.sets.push((Arc::clone(&labels), false));
-                self.index.insert(labels, self.sets.len() - 1);
-                self.sets.len() - 1
-            }
-        };
-        self.keys.insert(key.clone(), i);
-        i
-    }
-
-    /// Applies the cap to a snapshot (updating which label sets are exported).
+    /// Applies the caps to a snapshot, with the names its keys carry now.
     pub fn select(&mut self, snap: &Snapshot) -> Selected {
-        let mut counts: Vec<Option<u64>> = Vec::new();
-        for d in &snap.drops {
-            let i = self.set_of(&d.key);
-            if counts.len() < self.sets.len() {
-                counts.resize(self.sets.len(), None);
-            }
-            *counts[i].get_or_insert(0) += d.count;
+        if let Some(r) = &snap.kernel {
+            self.initial = Some(r.initial_netns);
         }
-        let room = self.max.saturating_sub(self.exported);
-        if room > 0 {
-            let mut newcomers: Vec<(usize, u64)> = counts
-                .iter()
-                .enumerate()
-                .filter_map(|(i, c)| c.map(|c| (i, c)))
-                .filter(|(i, _)| !self.sets[*i].1)
-                .collect();
-            newcomers.sort_unstable_by(|a, b| {
-                b.1.cmp(&a.1)
-                    .then_with(|| self.sets[a.0].0.cmp(&self.sets[b.0].0))
-            });
-            for (i, _) in newcomers.into_iter().take(room) {
-                self.sets[i].1 = true;
-                self.exported += 1;
+        let initial = self.initial;
+        let drops = self.drops.select(snap.drops.iter().map(|d| {
+            Row {
+                id: d.key.clone(),
+                tenant: Tenant::of(d.key.attr.netns, d.key.attr.netns_name.as_deref(), initial),
+                labels: DROP_LABELS
+                    .iter()
+                    .map(|(_, v)| Arc::from(v(&d.key)))
+                    .collect(),
+                count: d.count,
             }
-        }
-        let mut out = Selected {
+        }));
+        let mut selected = Selected {
+            drops,
             overflow: snap.overflow,
             ..Selected::default()
         };
-        for (i, count) in counts.into_iter().enumerate() {
-            let Some(count) = count else { continue };
-            let (labels, exported) = &self.sets[i];
-            if *exported {
-                out.series.push(Series {
-                    labels: Arc::clone(labels),
-                    count,
-                });
-            } else {
-                out.other += count;
-                out.other_sets += 1;
-            }
+        if let Some(r) = &snap.kernel {
+            let names = Namespaces::new(snap, r);
+            selected.packets = self.packets.select(packet_rows(r, &names));
+            selected.netns_packets = self.netns_packets.select(r.netns.keys().map(|&ns| Row {
+                id: ns,
+                tenant: names.tenant(ns),
+                labels: vec![names.label(ns)],
+                count: r.netns_packets(ns),
+            }));
+            selected.layer_drops = self.layer_drops.select(layer_rows(r, &names));
         }
-        out.series
-            .sort_unstable_by(|a, b| b.count.cmp(&a.count).then_with(|| a.labels.cmp(&b.labels)));
-        out
+        selected
     }
+}
+
+/// The namespaces of a kernel reading as the snapshot's drop keys name them now: `host` for
+/// the initial one, the inode where no drop named it.
+struct Namespaces<'a> {
+    names: HashMap<u64, &'a str>,
+    initial: u64,
+}
+
+impl<'a> Namespaces<'a> {
+    fn new(snap: &'a Snapshot, r: &KernelReading) -> Self {
+        let names = (snap.drops.iter())
+            .filter_map(|d| Some((d.key.attr.netns?, d.key.attr.netns_name.as_deref()?)))
+            .collect();
+        Self {
+            names,
+            initial: r.initial_netns,
+        }
+    }
+
+    fn label(&self, ns: u64) -> Arc<str> {
+        match self.names.get(&ns) {
+            _ if ns == self.initial => Arc::from("host"),
+            Some(n) => Arc::from(*n),
+            None => Arc::from(ns.to_string()),
+        }
+    }
+
+    fn tenant(&self, ns: u64) -> Tenant {
+        Tenant::of(Some(ns), self.names.get(&ns).copied(), Some(self.initial))
+    }
+}
+
+/// The rows of `dropscope_packets_total`: packets per namespace, device and direction.
+fn packet_rows<'a>(
+    r: &'a KernelReading,
+    names: &'a Namespaces<'_>,
+) -> impl Iterator<Item = Row<(u64, Arc<str>, Direction)>> + 'a {
+    r.device_packets().map(|(ns, dev, dir, v)| {
+        let dev: Arc<str> = Arc::from(dev);
+        Row {
+            tenant: names.tenant(ns),
+            labels: vec![names.label(ns), Arc::clone(&dev), Arc::from(dir.as_str())],
+            id: (ns, dev, dir),
+            count: v,
+        }
+    })
+}
+
+/// The rows of `dropscope_layer_drops_total`: each layer counter's drops (not the counters
+/// that only give context), per namespace.
+fn layer_rows<'a>(
+    r: &'a KernelReading,
+    names: &'a Namespaces<'_>,
+) -> impl Iterator<Item = Row<(u64, Arc<str>)>> + 'a {
+    (r.netns.iter())
+        .flat_map(|(&ns, g)| g.iter().map(move |(c, &v)| (ns, c, v)))
+        .filter_map(|(ns, counter, v)| {
+            let class = layers::classify(counter)?;
+            (class.role != Role::Context).then(|| Row {
+                id: (ns, Arc::clone(counter)),
+                tenant: names.tenant(ns),
+                labels: vec![
+                    Arc::from(class.layer.as_str()),
+                    Arc::clone(counter),
+                    names.label(ns),
+                    Arc::from(class.device.unwrap_or_default()),
+                ],
+                count: v,
+            })
+        })
 }
 
 #[cfg(test)]
@@ -198,6 +220,10 @@ mod tests {
         }
     }
 
+    fn reasons(sel: &Selected) -> Vec<&str> {
+        sel.drops.series.iter().map(|s| &*s.labels[0]).collect()
+    }
+
     #[test]
     fn keeps_the_top_n_and_sums_the_rest_exactly() {
         let s = snap(
@@ -210,10 +236,9 @@ mod tests {
             3,
         );
         let sel = Selection::new(2).select(&s);
-        let reasons: Vec<_> = sel.series.iter().map(|s| &*s.labels[0]).collect();
-        assert_eq!(reasons, ["B", "C"]);
-        assert_eq!(sel.other, 6);
-        assert_eq!(sel.other_sets, 2);
+        assert_eq!(reasons(&sel), ["B", "C"]);
+        assert_eq!(sel.drops.other, Some(6));
+        assert_eq!(sel.drops.other_sets, 2);
         assert_eq!(sel.overflow, 3);
         assert_eq!(sel.sum(), s.total);
     }
@@ -224,11 +249,11 @@ mod tests {
         let first = sel.select(&snap(vec![drop("A", "a", 10), drop("B", "b", 1)], 0));
         // B overtakes A: moving it out of `other` would make `other` go down.
         let second = sel.select(&snap(vec![drop("A", "a", 11), drop("B", "b", 100)], 0));
-        assert_eq!(&*first.series[0].labels[0], "A");
-        assert_eq!(&*second.series[0].labels[0], "A");
-        assert_eq!(second.series[0].count, 11);
-        assert!(second.other >= first.other);
-        assert_eq!(second.other, 100);
+        assert_eq!(reasons(&first), ["A"]);
+        assert_eq!(reasons(&second), ["A"]);
+        assert_eq!(second.drops.series[0].count, 11);
+        assert!(second.drops.other >= first.drops.other);
+        assert_eq!(second.drops.other, Some(100));
         assert_eq!(second.sum(), 111);
     }
 
@@ -240,9 +265,8 @@ mod tests {
             vec![drop("A", "a", 1), drop("B", "b", 2), drop("C", "c", 9)],
             0,
         ));
-        let reasons: Vec<_> = s.series.iter().map(|s| &*s.labels[0]).collect();
-        assert_eq!(reasons, ["C", "A"]);
-        assert_eq!(s.other, 2);
+        assert_eq!(reasons(&s), ["C", "A"]);
+        assert_eq!(s.drops.other, Some(2));
     }
 
     #[test]
@@ -251,8 +275,8 @@ mod tests {
         let longer = "x".repeat(MAX_LABEL_BYTES + 20);
         let s = snap(vec![drop("A", &long, 2), drop("A", &longer, 3)], 0);
         let sel = Selection::new(10).select(&s);
-        assert_eq!(sel.series.len(), 1);
-        assert_eq!(sel.series[0].count, 5);
+        assert_eq!(sel.drops.series.len(), 1);
+        assert_eq!(sel.drops.series[0].count, 5);
         assert_eq!(sel.sum(), s.total);
     }
 

@@ -11,7 +11,7 @@ use super::{
     connections::Limits,
     exposition::{Exposition, Format, render},
     http::{self, Published},
-    series::{Selected, Selection, Series},
+    series::{Capped, Selected, Selection, Series},
     webconfig::WebConfig,
 };
 use crate::model::{DropCount, DropKey, Health, Reason, SessionInfo, Snapshot};
@@ -165,10 +165,13 @@ fn bpf_statistics_are_left_out_when_off() {
 #[test]
 fn hostile_label_values_are_escaped() {
     let selected = Selected {
-        series: vec![Series {
-            labels: vec!["A\"}\\".into(), "x\ny\"z".into()].into(),
-            count: 1,
-        }],
+        drops: Capped {
+            series: vec![Series {
+                labels: vec!["A\"}\\".into(), "x\ny\"z".into()].into(),
+                count: 1,
+            }],
+            ..Capped::default()
+        },
         ..Selected::default()
     };
     let e = Exposition::new(&info(), &snapshot(), selected, 10);
@@ -371,36 +374,361 @@ fn layer_counters_are_exported_per_layer_namespace_and_device_capped() {
     for format in [Format::Text, Format::OpenMetrics] {
         let body = render(&Exposition::new(&info(), &s, sel.clone(), 100), format);
         check_families(&body, format);
-        let l = samples(&body, "dropscope_layer_drops_total");
+        let mut l = samples(&body, "dropscope_layer_drops_total");
+        l.sort_by(|a, b| a.0.cmp(b.0));
         assert_eq!(
             l,
             [
                 (
-                    r#"layer="softnet",counter="Softnet:Dropped",netns_name="host""#,
-                    7.0
+                    r#"layer="nic",counter="Link:va:tx_dropped",netns_name="77",device="va""#,
+                    2.0
                 ),
                 (
                     r#"layer="protocol",counter="Udp:NoPorts",netns_name="host""#,
                     4.0
                 ),
                 (
-                    r#"layer="nic",counter="Link:va:tx_dropped",netns_name="77",device="va""#,
-                    2.0
-                ),
-                (
                     r#"layer="qdisc",counter="Qdisc:va:tbf 1::drops",netns_name="77",device="va""#,
                     40.0
+                ),
+                (
+                    r#"layer="softnet",counter="Softnet:Dropped",netns_name="host""#,
+                    7.0
                 ),
             ],
             "{body}"
         );
     }
-    // Capped at --max-series like the other families.
+    // Capped at --max-series like the other families, the host's first, the rest in
+    // layer="other".
     let sel = Selection::new(2).select(&s);
     let body = render(&Exposition::new(&info(), &s, sel, 2), Format::Text);
     assert_eq!(
-        samples(&body, "dropscope_layer_drops_total").len(),
-        2,
+        samples(&body, "dropscope_layer_drops_total"),
+        [
+            (
+                r#"layer="softnet",counter="Softnet:Dropped",netns_name="host""#,
+                7.0
+            ),
+            (
+                r#"layer="protocol",counter="Udp:NoPorts",netns_name="host""#,
+                4.0
+            ),
+            (r#"layer="other""#, 42.0),
+        ],
         "{body}"
     );
+}
+
+/// A drop of `reason` in namespace `netns` (named `name`, if resolved) on interface `ifindex`
+/// (named `device`), of protocol `protocol`.
+fn attributed(
+    reason: &str,
+    netns: u64,
+    name: Option<&str>,
+    (ifindex, device): (u32, &str),
+    protocol: &str,
+    count: u64,
+) -> DropCount {
+    DropCount {
+        key: DropKey {
+            reason: Reason {
+                code: 2,
+                name: reason.into(),
+            },
+            location: "ip_local_deliver_finish+0x81".into(),
+            attr: crate::model::Attribution {
+                netns: Some(netns),
+                netns_name: name.map(Into::into),
+                ifindex: Some(ifindex),
+                device: Some(device.into()),
+                protocol: Some(protocol.into()),
+                port: None,
+            },
+        },
+        count,
+    }
+}
+
+/// A snapshot of `drops` and a kernel reading of (namespace, counter, growth), with the
+/// initial namespace `HOST`.
+fn attributed_snapshot(drops: Vec<DropCount>, counters: &[(u64, &str, u64)]) -> Snapshot {
+    let mut r = crate::model::KernelReading {
+        initial_netns: HOST,
+        ..Default::default()
+    };
+    for &(ns, name, v) in counters {
+        r.netns.entry(ns).or_default().insert(name.into(), v);
+    }
+    Snapshot {
+        total: drops.iter().map(|d| d.count).sum(),
+        drops,
+        kernel: Some(Arc::new(r)),
+        ..Snapshot::default()
+    }
+}
+
+/// The initial namespace's inode in the attributed snapshots.
+const HOST: u64 = 4026531840;
+
+/// The rendered text of `snap` through `selection`, capped at `max`.
+fn scrape(selection: &mut Selection, snap: &Snapshot, max: usize) -> String {
+    let sel = selection.select(snap);
+    render(&Exposition::new(&info(), snap, sel, max), Format::Text)
+}
+
+/// The sum of a family's samples.
+fn family_sum(body: &str, name: &str) -> f64 {
+    samples(body, name).iter().map(|(_, v)| v).sum()
+}
+
+/// Raw packets of every protocol number from unprivileged namespaces (named after a process in
+/// them), then the host's and a named namespace's first drops.
+fn flood(namespaces: u64) -> Vec<DropCount> {
+    (0..namespaces)
+        .flat_map(|i| {
+            let ns = 4026532000 + i;
+            let name = format!("sh[{}]", 1000 + i);
+            (0..=255u8).map(move |p| {
+                attributed("IP_NOPROTO", ns, Some(&name), (2, "d0"), &p.to_string(), 1)
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn unprivileged_namespaces_cannot_take_the_series_of_the_host_or_named_namespaces() {
+    let max = 1000;
+    let mut selection = Selection::new(max);
+    let mut drops = flood(4);
+    let first = scrape(
+        &mut selection,
+        &attributed_snapshot(drops.clone(), &[]),
+        max,
+    );
+    assert!(samples(&first, "dropscope_drops_total").len() <= max + 2);
+    // Root's own drops come after the flood: a new reason in the host, and a namespace named
+    // with `ip netns add`, and more flooding namespaces.
+    drops.extend(flood(8).into_iter().skip(4 * 256));
+    drops.push(attributed(
+        "NO_SOCKET",
+        HOST,
+        Some("host"),
+        (1, "lo"),
+        "udp",
+        7,
+    ));
+    drops.push(attributed(
+        "TCP_CLOSE",
+        4026533000,
+        Some("blue"),
+        (3, "veth0"),
+        "tcp",
+        9,
+    ));
+    let snap = attributed_snapshot(drops, &[]);
+    let body = scrape(&mut selection, &snap, max);
+    let d = samples(&body, "dropscope_drops_total");
+    assert!(
+        d.iter().any(|(l, v)| l.starts_with(r#"reason="NO_SOCKET""#)
+            && l.contains(r#"netns_name="host""#)
+            && *v == 7.0),
+        "the host's new reason went to other"
+    );
+    assert!(
+        d.iter()
+            .any(|(l, v)| l.contains(r#"netns_name="blue""#) && *v == 9.0),
+        "the named namespace went to other"
+    );
+    // No one unprivileged namespace, nor all of them, has more than its share.
+    let per_ns = |n: &str| {
+        d.iter()
+            .filter(|(l, _)| l.contains(&format!(r#"netns_name="{n}""#)))
+            .count()
+    };
+    assert!(per_ns("sh[1000]") < max / 4, "{}", per_ns("sh[1000]"));
+    let unprivileged = d.iter().filter(|(l, _)| l.contains("sh[")).count();
+    assert!(unprivileged <= max / 2, "{unprivileged}");
+    assert!(d.contains(&(r#"reason="other""#, (8 * 256 - unprivileged) as f64)));
+    assert_eq!(
+        family_sum(&body, "dropscope_drops_total"),
+        snap.total as f64
+    );
+}
+
+/// A reading of `n` unprivileged namespaces with three devices each, and a named namespace's
+/// device that a drop names.
+fn crowded_reading(n: u64, victim: u64) -> Vec<(u64, String, u64)> {
+    let mut counters: Vec<(u64, String, u64)> = (0..n)
+        .flat_map(|i| {
+            (0..3).flat_map(move |d| {
+                [
+                    (4026532000 + i, format!("Dev:d{d}:RxPackets"), 10),
+                    (4026532000 + i, format!("Link:d{d}:rx_dropped"), 1),
+                ]
+            })
+        })
+        .collect();
+    counters.push((victim, "Dev:veth0:RxPackets".into(), 1000));
+    counters.push((victim, "Link:veth0:rx_dropped".into(), 5));
+    counters
+}
+
+#[test]
+fn every_family_keeps_its_series_and_sums_the_rest_into_other() {
+    let max = 40;
+    let victim = 4026539999;
+    let mut selection = Selection::new(max);
+    let named = || attributed("NO_SOCKET", victim, Some("blue"), (3, "veth0"), "udp", 2);
+    let snap = |r: &[(u64, String, u64)]| {
+        let c: Vec<(u64, &str, u64)> = r.iter().map(|(n, c, v)| (*n, c.as_str(), *v)).collect();
+        attributed_snapshot(vec![named()], &c)
+    };
+    let reading = crowded_reading(40, victim);
+    let first = scrape(&mut selection, &snap(&reading), max);
+    // Forty namespaces more, with lower inodes: no series exported before goes.
+    let mut more = reading.clone();
+    more.extend(
+        crowded_reading(40, victim)
+            .into_iter()
+            .filter(|(ns, _, _)| *ns != victim)
+            .map(|(ns, c, v)| (ns - 1000, c, v)),
+    );
+    let second = scrape(&mut selection, &snap(&more), max);
+    for (family, prefix, victim_series) in [
+        (
+            "dropscope_packets_total",
+            "Dev:",
+            r#"netns_name="blue",device="veth0",direction="rx""#,
+        ),
+        (
+            "dropscope_layer_drops_total",
+            "Link:",
+            r#"layer="nic",counter="Link:veth0:rx_dropped",netns_name="blue",device="veth0""#,
+        ),
+    ] {
+        for (body, reading) in [(&first, &reading), (&second, &more)] {
+            let s = samples(body, family);
+            assert!(
+                s.iter().any(|(l, _)| *l == victim_series),
+                "{family}: the named namespace's series is hidden:\n{body}"
+            );
+            assert!(s.len() <= max + 1, "{family}: {} series", s.len());
+            let total: u64 = (reading.iter())
+                .filter(|(_, c, _)| c.starts_with(prefix))
+                .map(|(_, _, v)| v)
+                .sum();
+            assert_eq!(family_sum(body, family), total as f64, "{family}:\n{body}");
+        }
+        let (before, after) = (samples(&first, family), samples(&second, family));
+        for (labels, v) in &before {
+            assert!(
+                after.iter().any(|(l, w)| l == labels && w >= v),
+                "{family}: {labels} went or went down"
+            );
+        }
+    }
+    assert!(samples(&second, "dropscope_netns_packets_total").len() <= max + 1);
+}
+
+#[test]
+fn labels_follow_the_names_as_they_resolve_without_a_second_slot() {
+    let ns = 4026532100;
+    let early = attributed_snapshot(
+        vec![attributed("NO_SOCKET", ns, None, (2, "if2"), "udp", 5)],
+        &[(ns, "Dev:if2:RxPackets", 50)],
+    );
+    let named = attributed_snapshot(
+        vec![attributed(
+            "NO_SOCKET",
+            ns,
+            Some("blue"),
+            (2, "ux3v1"),
+            "udp",
+            6,
+        )],
+        &[(ns, "Dev:if2:RxPackets", 60)],
+    );
+    let drop_series = |body: &str| {
+        let d = samples(body, "dropscope_drops_total");
+        d.into_iter()
+            .map(|(l, v)| (l.to_string(), v))
+            .collect::<Vec<_>>()
+    };
+    // The namespace may hold one series (a twentieth of 4, rounded up) before and after it is
+    // named: the series re-labelled keeps its slot, and nothing goes to other.
+    let mut selection = Selection::new(4);
+    let body = scrape(&mut selection, &early, 4);
+    assert_eq!(
+        drop_series(&body),
+        [(
+            r#"reason="NO_SOCKET",location="ip_local_deliver_finish+0x81",device="if2",protocol="udp""#
+                .to_string(),
+            5.0
+        )],
+        "{body}"
+    );
+    assert_eq!(
+        samples(&body, "dropscope_packets_total"),
+        [(
+            r#"netns_name="4026532100",device="if2",direction="rx""#,
+            50.0
+        )],
+        "{body}"
+    );
+    let body = scrape(&mut selection, &named, 4);
+    assert_eq!(
+        drop_series(&body),
+        [(
+            r#"reason="NO_SOCKET",location="ip_local_deliver_finish+0x81",netns_name="blue",device="ux3v1",protocol="udp""#
+                .to_string(),
+            6.0
+        )],
+        "{body}"
+    );
+    assert_eq!(samples(&body, "dropscope_series_other"), [("", 0.0)]);
+    // The packet families follow the namespace's name too, in the same slots.
+    assert_eq!(
+        samples(&body, "dropscope_packets_total"),
+        [(r#"netns_name="blue",device="if2",direction="rx""#, 60.0)],
+        "{body}"
+    );
+    assert_eq!(
+        samples(&body, "dropscope_netns_packets_total"),
+        [(r#"netns_name="blue""#, 0.0)],
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn a_name_resolved_while_the_counts_stand_still_is_published() {
+    let (snapshots, rx) = tokio::sync::mpsc::channel(4);
+    let feed = crate::source::Feed {
+        info: info(),
+        snapshots: rx,
+        replay: None,
+        kernel_pace: None,
+    };
+    let (tx, mut latest) = watch::channel(None);
+    let publisher = tokio::spawn(super::publish(feed, tx, 10));
+    let ns = 4026532100;
+    let drop = |name: Option<&str>| attributed("NO_SOCKET", ns, name, (1, "lo"), "udp", 3);
+    for name in [None, Some("blue")] {
+        snapshots
+            .send(attributed_snapshot(vec![drop(name)], &[]))
+            .await
+            .expect("send");
+        latest.changed().await.expect("published");
+    }
+    let body = latest
+        .borrow()
+        .clone()
+        .expect("an exposition")
+        .body(Format::Text);
+    let body = String::from_utf8_lossy(&body);
+    assert!(
+        body.contains(r#"netns_name="blue",device="lo""#),
+        "the name found after the counts is not shown:\n{body}"
+    );
+    publisher.abort();
 }
