@@ -122,6 +122,10 @@ pub enum Command {
     /// also bounds the TLS handshake); a write that makes no progress for 5 s (a client not
     /// reading) closes it; it is closed after 100 requests; a response must be ready within
     /// 10 s; request bodies are limited to 1 KiB.
+    ///
+    /// With basic auth, a peer may fail 10 logins at once, then one every 6 s; past that its
+    /// failures are answered 429 with Retry-After. A wrong password sent again is refused
+    /// without bcrypt, and at a cap a connection whose last request failed auth is shed first.
     Serve(ServeArgs),
     /// Write the man pages or a shell completion script, for packagers (`cargo xtask dist`
     /// installs them with the `.deb`).

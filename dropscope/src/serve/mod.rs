@@ -8,6 +8,7 @@
 //! Connections are bounded ([`connections`]): a client holding every connection it can does
 //! not lock a scraper out. TLS and basic auth come from a [`webconfig`] file.
 pub mod auth;
+pub mod budget;
 pub mod connections;
 pub mod exposition;
 pub mod http;
@@ -118,6 +119,8 @@ pub async fn run(
     Ok(())
 }
 
+#[cfg(test)]
+mod auth_tests;
 #[cfg(test)]
 mod server_tests;
 #[cfg(test)]
