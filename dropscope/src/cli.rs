@@ -168,7 +168,9 @@ pub struct ServeArgs {
     pub max_series: u64,
     /// TLS and basic auth, in the web-config format of Prometheus exporters (YAML:
     /// tls_server_config with cert_file and key_file, basic_auth_users with bcrypt hashes).
-    /// It must be writable by its owner only, and owned by root when dropscope runs as root.
+    /// It is not followed if a symbolic link; it, the files it names and every directory above
+    /// them must be owned by root or the user dropscope runs as and writable by no one else,
+    /// and the key file not readable by others (its group may read it).
     #[arg(long, value_name = "FILE")]
     pub web_config: Option<PathBuf>,
     /// Probe and polling options.

@@ -11,6 +11,7 @@ pub mod auth;
 pub mod budget;
 pub mod connections;
 pub mod exposition;
+pub mod files;
 pub mod http;
 pub mod series;
 pub mod webconfig;
@@ -125,3 +126,5 @@ mod auth_tests;
 mod server_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod webconfig_tests;

@@ -21,8 +21,9 @@ use super::{
         IDLE_TIMEOUT, Limits, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER,
         MAX_REQUESTS_PER_CONNECTION, RESPONSE_TIMEOUT, Registry, Tracked, WRITE_TIMEOUT, peer_of,
     },
+    files::{self, Role},
     tests::{big_exposition, start},
-    webconfig::{self, WebConfig},
+    webconfig::WebConfig,
 };
 
 /// A keep-alive scrape, to pipeline.
@@ -285,7 +286,10 @@ async fn tls_serves_scrapes_and_refuses_plain_http() {
     let dir = tempfile::tempdir().expect("tempdir");
     let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("cert");
     std::fs::write(dir.path().join("cert.pem"), ck.cert.pem()).expect("cert");
-    std::fs::write(dir.path().join("key.pem"), ck.signing_key.serialize_pem()).expect("key");
+    let key = dir.path().join("key.pem");
+    std::fs::write(&key, ck.signing_key.serialize_pem()).expect("key");
+    // A world-readable key is refused.
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).expect("chmod");
     let path = web_yml(
         dir.path(),
         "tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\n",
@@ -389,7 +393,7 @@ fn malformed_web_configs_are_errors_that_name_the_problem() {
         ("basic_auth_user:\n  a: b\n", &["basic_auth_user"]),
         (
             "tls_server_config:\n  cert_file: c\n  key_file: k\n  kye_file: k\n",
-            &["kye_file"],
+            &["line 4", "key_file"],
         ),
         (
             "basic_auth_users:\n  prom: plaintext\n",
@@ -445,13 +449,13 @@ fn a_web_config_others_can_write_or_not_owned_by_root_is_refused() {
     };
     let msg = format!(
         "{:#}",
-        webconfig::check_owner(&meta, &path, 0).expect_err("not root's")
+        files::check_file(&meta, &path, Role::WebConfig, 0).expect_err("not root's")
     );
     assert!(
         msg.contains("owned by uid") && msg.contains("chown root"),
         "{msg}"
     );
-    assert!(webconfig::check_owner(&meta, &path, meta_uid(&meta)).is_ok());
+    assert!(files::check_file(&meta, &path, Role::WebConfig, meta_uid(&meta)).is_ok());
 }
 
 fn nix_is_root() -> bool {
