@@ -122,6 +122,10 @@ pub enum Command {
     /// also bounds the TLS handshake); a write that makes no progress for 5 s (a client not
     /// reading) closes it; it is closed after 100 requests; a response must be ready within
     /// 10 s; request bodies are limited to 1 KiB.
+    ///
+    /// With basic auth, a peer may fail 10 logins at once, then one every 6 s; past that its
+    /// failures are answered 429 with Retry-After. A wrong password sent again is refused
+    /// without bcrypt, and at a cap a connection whose last request failed auth is shed first.
     Serve(ServeArgs),
     /// Write the man pages or a shell completion script, for packagers (`cargo xtask dist`
     /// installs them with the `.deb`).
@@ -165,7 +169,9 @@ pub struct ServeArgs {
     pub max_series: u64,
     /// TLS and basic auth, in the web-config format of Prometheus exporters (YAML:
     /// tls_server_config with cert_file and key_file, basic_auth_users with bcrypt hashes).
-    /// It must be writable by its owner only, and owned by root when dropscope runs as root.
+    /// It is not followed if a symbolic link; it, the files it names and every directory above
+    /// them must be owned by root or the user dropscope runs as and writable by no one else,
+    /// and the key file not readable by others (its group may read it).
     #[arg(long, value_name = "FILE")]
     pub web_config: Option<PathBuf>,
     /// Probe and polling options.

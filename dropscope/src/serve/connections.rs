@@ -1,7 +1,7 @@
 //! The exporter's connection limits: a cap on open connections in all and per peer, shedding
-//! the least recently active connection to make room for a new one (so that a client holding
-//! every slot it can cannot lock a scraper out), a write timeout, and the activity clock that
-//! shedding reads.
+//! a connection whose last request failed basic auth, else the least recently active one, to
+//! make room for a new one (so that a client holding every slot it can cannot lock a scraper
+//! out), a write timeout, and the activity clock that shedding reads.
 use std::{
     collections::HashMap,
     io,
@@ -9,7 +9,7 @@ use std::{
     pin::Pin,
     sync::{
         Arc, Mutex,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     task::{Context, Poll, ready},
     time::{Duration, Instant},
@@ -84,6 +84,8 @@ pub struct Activity {
     epoch: Instant,
     /// Milliseconds since `epoch` of the last byte read or written.
     last_ms: AtomicU64,
+    /// Whether the connection's last request failed basic auth.
+    auth_failed: AtomicBool,
     shed: Notify,
 }
 
@@ -92,6 +94,7 @@ impl Activity {
         let a = Self {
             epoch,
             last_ms: AtomicU64::new(0),
+            auth_failed: AtomicBool::new(false),
             shed: Notify::new(),
         };
         a.touch();
@@ -104,6 +107,15 @@ impl Activity {
         self.last_ms.store(ms, Ordering::Relaxed);
     }
 
+    /// Notes whether the connection's last request failed basic auth.
+    pub fn set_auth_failed(&self, failed: bool) {
+        self.auth_failed.store(failed, Ordering::Relaxed);
+    }
+
+    fn auth_failed(&self) -> bool {
+        self.auth_failed.load(Ordering::Relaxed)
+    }
+
     fn last(&self) -> u64 {
         self.last_ms.load(Ordering::Relaxed)
     }
@@ -112,6 +124,16 @@ impl Activity {
     pub async fn shed(&self) {
         self.shed.notified().await;
     }
+}
+
+/// What a request knows of its connection (a request extension): the peer's address and the
+/// connection's activity, which basic auth marks.
+#[derive(Clone, Debug)]
+pub struct ConnectionInfo {
+    /// The peer's address.
+    pub peer: IpAddr,
+    /// The connection's activity.
+    pub activity: Arc<Activity>,
 }
 
 struct Entry {
@@ -168,10 +190,12 @@ impl Registry {
         self.lock().1.len()
     }
 
-    /// Takes a slot for a new connection from `ip`. At a cap, the least recently active
-    /// connection of this peer (at the per-peer cap) or of the peer holding the most
-    /// connections (at the total cap) is shed first: a client that holds connections without
-    /// using them loses them to one that asks now. Returns the slot and whether one was shed.
+    /// Takes a slot for a new connection from `ip`. At the per-peer cap a connection of this
+    /// peer is shed first; at the total cap, any connection whose last request failed basic
+    /// auth, else one of the peer holding the most connections. Among those, one whose last
+    /// request failed auth goes first, then the least recently active: a client that holds
+    /// connections without using them, or keeps failing auth on them, loses them to one that
+    /// asks now. Returns the slot and whether one was shed.
     pub fn admit(self: &Arc<Self>, ip: IpAddr) -> (Slot, bool) {
         let peer = peer_of(ip);
         let mut guard = self.lock();
@@ -180,20 +204,16 @@ impl Registry {
         for e in conns.values() {
             *per_peer.entry(e.peer).or_default() += 1;
         }
-        let victim_peer = if per_peer.get(&peer).copied().unwrap_or(0) >= self.limits.per_peer {
-            Some(peer)
+        let shed = if per_peer.get(&peer).copied().unwrap_or(0) >= self.limits.per_peer {
+            first_to_shed(conns.iter().filter(|(_, e)| e.peer == peer))
         } else if conns.len() >= self.limits.max_connections {
-            per_peer.iter().max_by_key(|(_, n)| **n).map(|(p, _)| *p)
+            first_to_shed(conns.iter().filter(|(_, e)| e.activity.auth_failed())).or_else(|| {
+                let busiest = per_peer.iter().max_by_key(|(_, n)| **n).map(|(p, _)| *p)?;
+                first_to_shed(conns.iter().filter(|(_, e)| e.peer == busiest))
+            })
         } else {
             None
         };
-        let shed = victim_peer.and_then(|vp| {
-            conns
-                .iter()
-                .filter(|(_, e)| e.peer == vp)
-                .min_by_key(|(id, e)| (e.activity.last(), **id))
-                .map(|(id, _)| *id)
-        });
         if let Some(id) = shed
             && let Some(e) = conns.remove(&id)
         {
@@ -219,6 +239,14 @@ impl Registry {
             shed.is_some(),
         )
     }
+}
+
+/// Of `candidates`, the one to shed: one whose last request failed auth, else the least recently
+/// active.
+fn first_to_shed<'a>(candidates: impl Iterator<Item = (&'a u64, &'a Entry)>) -> Option<u64> {
+    candidates
+        .min_by_key(|(id, e)| (!e.activity.auth_failed(), e.activity.last(), **id))
+        .map(|(id, _)| *id)
 }
 
 /// A connection's byte stream with its activity noted and a write timeout: a write (or flush)

@@ -1,8 +1,8 @@
 //! The HTTP server: `/metrics` rendered from the latest published exposition. A scrape makes no
 //! BPF syscall and takes no lock the collector holds. Each connection is bounded by the
 //! [`Limits`] (idle and write timeouts, requests per connection, caps on connections in all and
-//! per peer that shed the least recently active one), requests by a response timeout and a
-//! body limit; with a web config, by TLS and basic auth.
+//! per peer that shed one that failed auth, else the least recently active one), requests by a
+//! response timeout and a body limit; with a web config, by TLS and basic auth.
 use std::{
     net::SocketAddr,
     sync::{
@@ -31,7 +31,7 @@ use tower_http::{limit::RequestBodyLimitLayer, timeout::TimeoutLayer};
 
 use super::{
     auth::{self, Users},
-    connections::{Limits, Registry, Tracked},
+    connections::{ConnectionInfo, Limits, Registry, Tracked},
     exposition::{Exposition, Format, render},
 };
 
@@ -145,8 +145,12 @@ pub async fn serve(
         connections.spawn(async move {
             let activity = Arc::clone(slot.activity());
             let io = Tracked::new(stream, Arc::clone(&activity), limits.write_timeout);
+            let info = ConnectionInfo {
+                peer: peer.ip(),
+                activity: Arc::clone(&activity),
+            };
             tokio::select! {
-                r = connection(io, router, limits, tls) => {
+                r = connection(io, info, router, limits, tls) => {
                     if let Err(e) = r {
                         tracing::debug!("connection from {peer}: {e}");
                     }
@@ -166,12 +170,13 @@ const PLAIN_TO_TLS: &[u8] = b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/pla
 /// or the request cap.
 async fn connection(
     mut io: Tracked<TcpStream>,
+    info: ConnectionInfo,
     router: Router,
     limits: Limits,
     tls: Option<TlsAcceptor>,
 ) -> anyhow::Result<()> {
     let Some(acceptor) = tls else {
-        return http1(io, router, limits).await;
+        return http1(io, info, router, limits).await;
     };
     let handshake = async {
         // A TLS connection opens with a handshake record (0x16); anything else is refused.
@@ -185,7 +190,7 @@ async fn connection(
         acceptor.accept(io).await.map(Some)
     };
     match tokio::time::timeout(limits.idle_timeout, handshake).await {
-        Ok(Ok(Some(stream))) => http1(stream, router, limits).await,
+        Ok(Ok(Some(stream))) => http1(stream, info, router, limits).await,
         Ok(Ok(None)) => Ok(()),
         Ok(Err(e)) => Err(anyhow::anyhow!("TLS handshake: {e}")),
         Err(_) => Err(anyhow::anyhow!("no TLS handshake within the idle timeout")),
@@ -193,14 +198,16 @@ async fn connection(
 }
 
 /// HTTP/1.1 on `io`: at most `limits.max_requests` requests, the last answered with
-/// `Connection: close`; the idle timeout bounds the wait for each request head.
-async fn http1<I>(io: I, router: Router, limits: Limits) -> anyhow::Result<()>
+/// `Connection: close`; the idle timeout bounds the wait for each request head. Each request
+/// carries `info` as an extension.
+async fn http1<I>(io: I, info: ConnectionInfo, router: Router, limits: Limits) -> anyhow::Result<()>
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let service = hyper_util::service::TowerToHyperService::new(router);
     let served = AtomicU32::new(0);
-    let counted = hyper::service::service_fn(move |req| {
+    let counted = hyper::service::service_fn(move |mut req: hyper::Request<_>| {
+        req.extensions_mut().insert(info.clone());
         let last = served.fetch_add(1, Ordering::Relaxed) + 1 >= limits.max_requests;
         let answer = hyper::service::Service::call(&service, req);
         async move {

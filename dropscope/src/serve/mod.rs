@@ -8,9 +8,11 @@
 //! Connections are bounded ([`connections`]): a client holding every connection it can does
 //! not lock a scraper out. TLS and basic auth come from a [`webconfig`] file.
 pub mod auth;
+pub mod budget;
 pub mod cap;
 pub mod connections;
 pub mod exposition;
+pub mod files;
 pub mod http;
 pub mod series;
 pub mod webconfig;
@@ -111,6 +113,10 @@ pub async fn run(
 }
 
 #[cfg(test)]
+mod auth_tests;
+#[cfg(test)]
 mod server_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod webconfig_tests;

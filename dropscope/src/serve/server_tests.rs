@@ -16,20 +16,21 @@ use tokio::{
 };
 
 use super::{
-    auth::CHALLENGE,
+    auth::{CHALLENGE, FAILURE_BUDGET, FAILURE_INTERVAL},
     connections::{
         IDLE_TIMEOUT, Limits, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER,
         MAX_REQUESTS_PER_CONNECTION, RESPONSE_TIMEOUT, Registry, Tracked, WRITE_TIMEOUT, peer_of,
     },
+    files::{self, Role},
     tests::{big_exposition, start},
-    webconfig::{self, WebConfig},
+    webconfig::WebConfig,
 };
 
 /// A keep-alive scrape, to pipeline.
 const PIPELINED: &[u8] = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
 
 /// Reads until the server closes (EOF or a reset), at most `within`; panics if it does not.
-async fn read_until_closed(s: &mut TcpStream, within: Duration) -> Vec<u8> {
+pub(super) async fn read_until_closed(s: &mut TcpStream, within: Duration) -> Vec<u8> {
     let mut out = Vec::new();
     let mut buf = vec![0u8; 64 << 10];
     let deadline = tokio::time::Instant::now() + within;
@@ -45,7 +46,7 @@ async fn read_until_closed(s: &mut TcpStream, within: Duration) -> Vec<u8> {
 }
 
 /// A scrape on a fresh connection: the whole response, which must come within `within`.
-async fn scrape(port: u16, within: Duration, extra_headers: &str) -> String {
+pub(super) async fn scrape(port: u16, within: Duration, extra_headers: &str) -> String {
     let started = Instant::now();
     let mut s = tokio::time::timeout(within, TcpStream::connect(("127.0.0.1", port)))
         .await
@@ -285,7 +286,10 @@ async fn tls_serves_scrapes_and_refuses_plain_http() {
     let dir = tempfile::tempdir().expect("tempdir");
     let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("cert");
     std::fs::write(dir.path().join("cert.pem"), ck.cert.pem()).expect("cert");
-    std::fs::write(dir.path().join("key.pem"), ck.signing_key.serialize_pem()).expect("key");
+    let key = dir.path().join("key.pem");
+    std::fs::write(&key, ck.signing_key.serialize_pem()).expect("key");
+    // A world-readable key is refused.
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).expect("chmod");
     let path = web_yml(
         dir.path(),
         "tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\n",
@@ -389,7 +393,7 @@ fn malformed_web_configs_are_errors_that_name_the_problem() {
         ("basic_auth_user:\n  a: b\n", &["basic_auth_user"]),
         (
             "tls_server_config:\n  cert_file: c\n  key_file: k\n  kye_file: k\n",
-            &["kye_file"],
+            &["line 4", "key_file"],
         ),
         (
             "basic_auth_users:\n  prom: plaintext\n",
@@ -445,13 +449,13 @@ fn a_web_config_others_can_write_or_not_owned_by_root_is_refused() {
     };
     let msg = format!(
         "{:#}",
-        webconfig::check_owner(&meta, &path, 0).expect_err("not root's")
+        files::check_file(&meta, &path, Role::WebConfig, 0).expect_err("not root's")
     );
     assert!(
         msg.contains("owned by uid") && msg.contains("chown root"),
         "{msg}"
     );
-    assert!(webconfig::check_owner(&meta, &path, meta_uid(&meta)).is_ok());
+    assert!(files::check_file(&meta, &path, Role::WebConfig, meta_uid(&meta)).is_ok());
 }
 
 fn nix_is_root() -> bool {
@@ -486,9 +490,54 @@ fn the_help_and_the_readme_state_the_limits() {
         format!("after {MAX_REQUESTS_PER_CONNECTION} requests"),
         format!("ready within {} s", RESPONSE_TIMEOUT.as_secs()),
         "--web-config".to_string(),
+        format!(
+            "may fail {FAILURE_BUDGET} logins at once, then one every {} s",
+            FAILURE_INTERVAL.as_secs()
+        ),
+        "429".to_string(),
     ];
     for l in &limits {
         assert!(help.contains(l.as_str()), "help lacks {l:?}:\n{help}");
         assert!(readme.contains(l.as_str()), "README lacks {l:?}");
+    }
+}
+
+#[test]
+fn at_a_cap_a_connection_that_failed_auth_is_shed_first() {
+    let limits = Limits {
+        max_connections: 4,
+        per_peer: 2,
+        ..Limits::default()
+    };
+    let registry = Registry::new(limits);
+    let local: IpAddr = "127.0.0.1".parse().expect("ip");
+    // At the per-peer cap: the one that failed goes, though the other was idle longer.
+    let (idle, _) = registry.admit(local);
+    std::thread::sleep(Duration::from_millis(5));
+    let (failed, _) = registry.admit(local);
+    failed.activity().set_auth_failed(true);
+    let (_third, shed) = registry.admit(local);
+    assert!(shed);
+    assert!(
+        failed.activity().shed().now_or_never().is_some(),
+        "the failed one goes"
+    );
+    assert!(idle.activity().shed().now_or_never().is_none());
+    // At the total cap: the one that failed goes, though another peer holds more.
+    let registry = Registry::new(limits);
+    let (busy_a, _) = registry.admit("192.0.2.1".parse().expect("ip"));
+    let (busy_b, _) = registry.admit("192.0.2.1".parse().expect("ip"));
+    std::thread::sleep(Duration::from_millis(5));
+    let (quiet, _) = registry.admit("192.0.2.2".parse().expect("ip"));
+    let (failed, _) = registry.admit("192.0.2.3".parse().expect("ip"));
+    failed.activity().set_auth_failed(true);
+    let (_new, shed) = registry.admit("192.0.2.4".parse().expect("ip"));
+    assert!(shed);
+    assert!(
+        failed.activity().shed().now_or_never().is_some(),
+        "the failed one goes"
+    );
+    for s in [&busy_a, &busy_b, &quiet] {
+        assert!(s.activity().shed().now_or_never().is_none());
     }
 }

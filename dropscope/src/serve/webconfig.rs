@@ -11,10 +11,12 @@
 //! basic_auth_users:
 //!   prometheus: $2y$10$...      # bcrypt hashes, e.g. from `htpasswd -nBC 10 ""`
 //! ```
+//!
+//! The file and those it names are opened as [`files`](super::files) says; a parse error says
+//! where it is and what kind, never what the file holds (the file may be another one, e.g.
+//! `/etc/shadow`).
 use std::{
     collections::BTreeMap,
-    io::Read as _,
-    os::unix::fs::MetadataExt as _,
     path::{Path, PathBuf},
     sync::Arc,
 };
@@ -27,10 +29,34 @@ use rustls::{
 };
 use serde::Deserialize;
 
-use super::auth::Users;
+use super::{
+    auth::Users,
+    files::{self, Role},
+};
 
 /// Largest web-config file read (it holds a few paths and hashes).
 const MAX_FILE_SIZE: u64 = 1 << 20;
+/// Largest certificate, key or CA file read (a CA bundle of a few hundred certificates).
+const MAX_PEM_SIZE: u64 = 16 << 20;
+/// The keys of the file and of `tls_server_config`, the only words of an unknown-key error.
+const KEYS: [&str; 16] = [
+    "tls_server_config",
+    "basic_auth_users",
+    "http_server_config",
+    "cert_file",
+    "key_file",
+    "client_auth_type",
+    "client_ca_file",
+    "min_version",
+    "max_version",
+    "cert",
+    "key",
+    "client_ca",
+    "cipher_suites",
+    "curve_preferences",
+    "prefer_server_cipher_suites",
+    "client_allowed_sans",
+];
 
 /// The file as written. Keys of exporter-toolkit that dropscope does not implement are read
 /// so that they can be refused by name, with why; any other key is an error naming it.
@@ -79,25 +105,14 @@ impl std::fmt::Debug for WebConfig {
 }
 
 impl WebConfig {
-    /// Reads and checks `path`: it must be a regular file that only its owner can write, and
-    /// when dropscope runs as root, owned by root (it names the key and the users allowed in).
+    /// Reads and checks `path`: a regular file, not a symbolic link, owned by root or by the
+    /// user dropscope runs as and writable by no one else, in directories likewise (see
+    /// [`files::open`]); the files it names are checked the same way.
     pub fn load(path: &Path) -> anyhow::Result<Self> {
         let shown = path.display();
-        let file =
-            std::fs::File::open(path).with_context(|| format!("opening the web config {shown}"))?;
-        // The checks are made on the file opened, not on its name, so it cannot be swapped
-        // in between.
-        let meta = file
-            .metadata()
-            .with_context(|| format!("reading the web config {shown}"))?;
-        check_owner(&meta, path, geteuid())?;
-        let mut text = String::new();
-        file.take(MAX_FILE_SIZE + 1)
-            .read_to_string(&mut text)
-            .with_context(|| format!("reading the web config {shown}"))?;
-        if text.len() as u64 > MAX_FILE_SIZE {
-            bail!("the web config {shown} is larger than {MAX_FILE_SIZE} bytes");
-        }
+        let bytes = files::read(path, Role::WebConfig, MAX_FILE_SIZE)?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| anyhow::anyhow!("the web config {shown} is not UTF-8 text"))?;
         let base = path.parent().unwrap_or(Path::new("."));
         Self::parse(&text, base).with_context(|| format!("in the web config {shown}"))
     }
@@ -107,7 +122,7 @@ impl WebConfig {
         let file: File = if text.trim().is_empty() {
             File::default()
         } else {
-            serde_yaml_ng::from_str(text).map_err(|e| anyhow::anyhow!("{e}"))?
+            serde_yaml_ng::from_str(text).map_err(|e| yaml_error(&e))?
         };
         if file.http_server_config.is_some() {
             bail!(
@@ -127,42 +142,67 @@ impl WebConfig {
     }
 }
 
-/// The effective user id.
-fn geteuid() -> u32 {
-    // SAFETY: geteuid(2) has no arguments and cannot fail.
-    unsafe { libc::geteuid() }
+/// A YAML error as where it is and what kind, without the text: the file may be another one
+/// (`/etc/shadow`), whose content must not be echoed. An unknown key is not shown either; the
+/// known key closest to it is.
+fn yaml_error(e: &serde_yaml_ng::Error) -> anyhow::Error {
+    let at = e.location().map_or_else(
+        || "at the end".to_string(),
+        |l| format!("at line {} column {}", l.line(), l.column()),
+    );
+    let msg = e.to_string();
+    if let Some((_, rest)) = msg.split_once("unknown field `") {
+        let unknown = rest.split('`').next().unwrap_or_default();
+        // Only names of this list are shown, whatever the message holds.
+        let expected: Vec<&str> = KEYS
+            .into_iter()
+            .filter(|k| rest.contains(&format!("`{k}`")))
+            .collect();
+        let closest = expected
+            .iter()
+            .map(|k| (strsim::jaro_winkler(unknown, k), *k))
+            .filter(|(score, _)| *score >= 0.85)
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        return match closest {
+            Some((_, k)) => anyhow::anyhow!("unknown key {at}: did you mean {k}?"),
+            None => anyhow::anyhow!("unknown key {at} (the keys there: {})", expected.join(", ")),
+        };
+    }
+    if let Some((_, rest)) = msg.split_once("missing field `")
+        && let Some(k) = KEYS
+            .into_iter()
+            .find(|k| rest.starts_with(&format!("{k}`")))
+    {
+        return anyhow::anyhow!("{k} is missing {at}");
+    }
+    if msg.contains("invalid type: ") {
+        return anyhow::anyhow!("a value of the wrong kind {at} (see the format in the docs)");
+    }
+    anyhow::anyhow!("not valid YAML, or not a web config, {at}")
 }
 
-/// Refuses a web config that others could write, or that a user other than root owns while
-/// dropscope runs as root: whoever can change the file can choose who gets in and which key
-/// the server presents.
-pub(super) fn check_owner(meta: &std::fs::Metadata, path: &Path, euid: u32) -> anyhow::Result<()> {
-    let shown = path.display();
-    if !meta.is_file() {
-        bail!("the web config {shown} is not a regular file");
+/// A PEM error in words of its own: the crate's quote lines of the file.
+fn pem_error(e: &rustls::pki_types::pem::Error) -> &'static str {
+    use rustls::pki_types::pem::Error;
+    match e {
+        Error::MissingSectionEnd { .. } => "a PEM section has no END line",
+        Error::IllegalSectionStart { .. } => "a PEM BEGIN line is malformed",
+        Error::Base64Decode(_) => "a PEM section is not base64",
+        Error::NoItemsFound => "no PEM item of the kind needed",
+        _ => "not PEM",
     }
-    let mode = meta.mode() & 0o7777;
-    if mode & 0o022 != 0 {
-        bail!(
-            "refusing the web config {shown}: it is {} (mode {mode:04o}), and it holds \
-             secrets (who may log in, which key the server uses); make it writable by its owner \
-             only: `chmod go-w {shown}`",
-            if mode & 0o002 != 0 {
-                "world-writable"
-            } else {
-                "group-writable"
-            }
-        );
+}
+
+/// The certificates in `path`, read as `role`.
+fn certificates(path: &Path, role: Role) -> anyhow::Result<Vec<CertificateDer<'static>>> {
+    let bytes = files::read(path, role, MAX_PEM_SIZE)?;
+    let certs = CertificateDer::pem_slice_iter(&bytes)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::anyhow!("reading {}: {}", path.display(), pem_error(&e)))?;
+    if certs.is_empty() {
+        bail!("{} holds no certificate", path.display());
     }
-    if euid == 0 && meta.uid() != 0 {
-        bail!(
-            "refusing the web config {shown}: dropscope runs as root and the file is owned by \
-             uid {}, who could change who may log in and which key the server uses; make root \
-             its owner: `chown root {shown}`",
-            meta.uid()
-        );
-    }
-    Ok(())
+    Ok(certs)
 }
 
 fn tls_config(t: TlsFile, base: &Path) -> anyhow::Result<Arc<ServerConfig>> {
@@ -205,9 +245,7 @@ fn tls_config(t: TlsFile, base: &Path) -> anyhow::Result<Arc<ServerConfig>> {
             Some(other @ ("TLS10" | "TLS11")) => {
                 bail!("tls_server_config.{key}: {other} is not offered (TLS12 or TLS13)")
             }
-            Some(other) => {
-                bail!("tls_server_config.{key}: unknown version {other:?} (TLS12 or TLS13)")
-            }
+            Some(_) => bail!("tls_server_config.{key}: an unknown version (TLS12 or TLS13)"),
         }
     };
     let min = version(&t.min_version, "min_version")?.unwrap_or(2);
@@ -224,14 +262,11 @@ fn tls_config(t: TlsFile, base: &Path) -> anyhow::Result<Arc<ServerConfig>> {
 
     let cert_path = base.join(cert_file);
     let key_path = base.join(key_file);
-    let certs = CertificateDer::pem_file_iter(&cert_path)
-        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| anyhow::anyhow!("reading cert_file {}: {e}", cert_path.display()))?;
-    if certs.is_empty() {
-        bail!("cert_file {} holds no certificate", cert_path.display());
-    }
-    let key = PrivateKeyDer::from_pem_file(&key_path)
-        .map_err(|e| anyhow::anyhow!("reading key_file {}: {e}", key_path.display()))?;
+    let certs = certificates(&cert_path, Role::Cert).context("cert_file")?;
+    let key_pem = files::read(&key_path, Role::Key, MAX_PEM_SIZE)?;
+    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
+        anyhow::anyhow!("reading key_file {}: {}", key_path.display(), pem_error(&e))
+    })?;
 
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
@@ -246,9 +281,7 @@ fn tls_config(t: TlsFile, base: &Path) -> anyhow::Result<Arc<ServerConfig>> {
         };
         let ca_path = base.join(ca);
         let mut roots = rustls::RootCertStore::empty();
-        let cas = CertificateDer::pem_file_iter(&ca_path)
-            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| anyhow::anyhow!("reading client_ca_file {}: {e}", ca_path.display()))?;
+        let cas = certificates(&ca_path, Role::ClientCa).context("client_ca_file")?;
         for c in cas {
             roots
                 .add(c)
@@ -279,8 +312,8 @@ fn tls_config(t: TlsFile, base: &Path) -> anyhow::Result<Arc<ServerConfig>> {
             "tls_server_config.client_auth_type {other} is not supported: it accepts \
              certificates nobody verified; use RequireAndVerifyClientCert with client_ca_file"
         ),
-        Some(other) => bail!(
-            "tls_server_config.client_auth_type: unknown value {other:?} (NoClientCert, \
+        Some(_) => bail!(
+            "tls_server_config.client_auth_type: an unknown value (NoClientCert, \
              VerifyClientCertIfGiven or RequireAndVerifyClientCert)"
         ),
     };
