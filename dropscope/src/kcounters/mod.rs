@@ -79,6 +79,23 @@ pub struct KernelView {
 }
 
 impl KernelView {
+    /// The unseen drops as [`unseen::total`] takes them, in their order.
+    fn alone(&self) -> Vec<unseen::Alone<'_>> {
+        (self.unseen.iter().flatten()).map(Into::into).collect()
+    }
+
+    /// Which unseen rows a total sums (see [`unseen::summed`]), in their order: the others'
+    /// drops are counted by another counter too.
+    pub fn unseen_summed(&self) -> Vec<bool> {
+        unseen::summed(&self.alone())
+    }
+
+    /// The unseen drops, each once (see [`unseen::total`]); `None` where unseen is not
+    /// computed. Every total of unseen drops shown is this one.
+    pub fn unseen_total(&self) -> Option<u64> {
+        self.unseen.as_ref().map(|_| unseen::total(&self.alone()))
+    }
+
     /// How a namespace is shown: `init`, its name and inode, or its inode.
     pub fn netns_label(&self, netns: u64) -> String {
         match self.names.get(&netns) {

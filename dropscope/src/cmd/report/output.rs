@@ -112,7 +112,10 @@ pub struct JsonReport<'a> {
     pub kernel_counters: Option<Vec<WithName<CounterDelta>>>,
     /// Drops the kernel counted but the probe did not see (`null` as above). Never part of
     /// `drops` or `total`.
-    pub unseen: Option<Vec<WithName<Unseen>>>,
+    pub unseen: Option<Vec<WithName<JsonUnseen>>>,
+    /// The unseen drops, each once (`null` where `unseen` is): the entries whose `in_total`
+    /// is true, added up.
+    pub unseen_total: Option<u64>,
     /// Drops per packet the kernel handled, per namespace and device over the same window
     /// (`null` without the kernel's counters; see `kcounters::ratio`).
     pub ratio: Option<Vec<WithName<Ratio>>>,
@@ -171,6 +174,17 @@ pub struct JsonLedger {
     pub counters: Vec<WithName<Row>>,
     /// How the matching was limited.
     pub notes: Vec<String>,
+}
+
+/// An unseen entry of the JSON report.
+#[derive(Debug, Serialize)]
+pub struct JsonUnseen {
+    /// The counter and what it alone counted.
+    #[serde(flatten)]
+    pub unseen: Unseen,
+    /// Whether `unseen_total` counts it: `false` for a counter whose drops another one counts
+    /// too (`TcpExt:ListenOverflows` within `TcpExt:ListenDrops`).
+    pub in_total: bool,
 }
 
 /// A kernel counter's entry with the name of its namespace beside the inode.
@@ -248,13 +262,17 @@ impl JsonReport<'_> {
                 .collect()
         });
         self.unseen = k.unseen.as_ref().map(|u| {
-            u.iter()
-                .map(|c| WithName {
+            (u.iter().zip(k.unseen_summed()))
+                .map(|(c, in_total)| WithName {
                     netns_name: name(c.netns),
-                    item: c.clone(),
+                    item: JsonUnseen {
+                        unseen: c.clone(),
+                        in_total,
+                    },
                 })
                 .collect()
         });
+        self.unseen_total = k.unseen_total();
         self
     }
 }
@@ -401,6 +419,7 @@ pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
         seconds,
         kernel_counters: None,
         unseen: None,
+        unseen_total: None,
         ratio: None,
         ledger: None,
         programs: None,
@@ -706,12 +725,19 @@ pub fn write_kernel(k: &KernelView, mut out: impl Write) -> std::io::Result<()> 
         writeln!(out)?;
         writeln!(
             out,
-            "UNSEEN: counted by the kernel, not seen by the probe (not in the counts above)"
+            "UNSEEN: counted by the kernel, not seen by the probe (not in the counts above): \
+             {} drops, each once (a counter within another is not summed)",
+            k.unseen_total().unwrap_or(0)
         )?;
-        for u in unseen {
+        for (u, summed) in unseen.iter().zip(k.unseen_summed()) {
+            let part = if summed {
+                ""
+            } else {
+                "  part of another counter (not summed)"
+            };
             writeln!(
                 out,
-                "{:<nw$}  {:<cw$}  {:>12}",
+                "{:<nw$}  {:<cw$}  {:>12}{part}",
                 ns(u.netns),
                 u.counter,
                 u.count
@@ -966,6 +992,43 @@ mod tests {
         assert!(
             v["unseen"].is_null() && v["kernel_counters"].is_array(),
             "{v:#}"
+        );
+    }
+
+    #[test]
+    fn unseen_totals_count_a_refused_syn_once_in_text_json_and_ledger() {
+        let mut reading = crate::model::KernelReading {
+            initial_netns: 1,
+            ..Default::default()
+        };
+        let g = reading.netns.entry(1).or_default();
+        g.insert("TcpExt:ListenDrops".into(), 144);
+        g.insert("TcpExt:ListenOverflows".into(), 144);
+        let k = crate::kcounters::view(&reading, &Snapshot::default(), None);
+        let mut out = Vec::new();
+        write_kernel(&k, &mut out).expect("write");
+        let text = String::from_utf8(out).expect("utf8");
+        assert!(
+            text.contains("probe (not in the counts above): 144 drops"),
+            "{text}"
+        );
+        let overflows = (text.lines())
+            .rfind(|l| l.contains("TcpExt:ListenOverflows"))
+            .expect("an unseen row");
+        assert!(overflows.contains("part of another counter"), "{text}");
+        let v =
+            serde_json::to_value(json(&Snapshot::default(), 3.0).with_kernel(&k)).expect("json");
+        assert_eq!(v["unseen_total"], 144, "{v:#}");
+        assert_eq!(v["ledger"]["headline"]["counter_only"], 144, "{v:#}");
+        let in_total: Vec<_> = (v["unseen"].as_array().expect("unseen").iter())
+            .map(|u| (u["counter"].as_str(), u["in_total"].as_bool()))
+            .collect();
+        assert_eq!(
+            in_total,
+            [
+                (Some("TcpExt:ListenDrops"), Some(true)),
+                (Some("TcpExt:ListenOverflows"), Some(false))
+            ]
         );
     }
 

@@ -87,12 +87,28 @@ pub fn counter_lines(kernel: Option<&KernelView>, replay: bool) -> Vec<Line<'sta
         ]
     };
     let mut cells = cells.iter().map(columns);
-    for [count, names] in (&mut cells).take(k.unseen.as_ref().map_or(0, Vec::len)) {
+    let summed = k.unseen_summed();
+    // The unseen rows' cells (the summed flags first: a zip ends there, taking no counter's).
+    for (summed, [count, names]) in summed.iter().zip(&mut cells) {
+        let why = if *summed {
+            "counted by the kernel, not seen by the probe"
+        } else {
+            "counted by the kernel, not seen by the probe; part of another counter (not summed)"
+        };
         lines.push(Line::from(vec![
             Span::styled(format!("UNSEEN {count}"), unseen),
             Span::raw(names),
-            Span::styled("counted by the kernel, not seen by the probe", dim),
+            Span::styled(why, dim),
         ]));
+    }
+    if let Some(total) = k.unseen_total().filter(|_| !summed.is_empty()) {
+        lines.push(Line::styled(
+            format!(
+                "{} unseen drops in all (each once: a counter within another is not summed)",
+                format::count(total)
+            ),
+            dim,
+        ));
     }
     if k.counters.is_empty() {
         lines.push(Line::styled(
