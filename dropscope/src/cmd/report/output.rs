@@ -749,7 +749,8 @@ pub fn write_kernel(k: &KernelView, mut out: impl Write) -> std::io::Result<()> 
         writeln!(out)?;
         writeln!(
             out,
-            "DROP RATIO: drops / packets received (IP layer per namespace, per device)"
+            "DROP RATIO: rx: receive-side drops / packets received (IP layer per namespace, per \
+             device); tx: transmit-side drops / packets sent (per device, a namespace's devices)"
         )?;
         let label = |r: &Ratio| {
             let n = if r.netns == 0 {
@@ -757,16 +758,17 @@ pub fn write_kernel(k: &KernelView, mut out: impl Write) -> std::io::Result<()> 
             } else {
                 ns(r.netns)
             };
+            let way = r.direction.as_str();
             match &r.device {
-                Some(d) => format!("{n} {}", crate::sanitize::terminal(d)),
-                None => n,
+                Some(d) => format!("{n} {} {way}", crate::sanitize::terminal(d)),
+                None => format!("{n} {way}"),
             }
         };
         let lw = ratios.iter().map(|r| label(r).len()).max().unwrap_or(0);
         for r in ratios {
             let pct = r
                 .ratio
-                .map_or("-".to_string(), |x| format!("{:.3}%", x * 100.0));
+                .map_or("no ratio".to_string(), |x| format!("{:.3}%", x * 100.0));
             writeln!(
                 out,
                 "{:<lw$}  {:>12} drops  {:>14} packets  {pct:>9}",
@@ -1030,6 +1032,33 @@ mod tests {
                 (Some("TcpExt:ListenOverflows"), Some(false))
             ]
         );
+    }
+
+    #[test]
+    fn a_ratio_without_packets_reads_no_ratio() {
+        let k = KernelView {
+            ratios: vec![Ratio {
+                netns: 9,
+                device: Some("ux3v0".into()),
+                direction: crate::model::kernel::Direction::Tx,
+                drops: 406,
+                packets: 0,
+                ratio: None,
+            }],
+            ..kernel()
+        };
+        let mut out = Vec::new();
+        write_kernel(&k, &mut out).expect("write");
+        let text = String::from_utf8(out).expect("utf8");
+        assert!(line_of(&text, "ux3v0").contains("no ratio"), "{text}");
+        assert!(text.contains("drops / packets sent"), "{text}");
+        assert!(!text.contains('%'), "{text}");
+    }
+
+    fn line_of<'a>(text: &'a str, needle: &str) -> &'a str {
+        (text.lines())
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no {needle:?} in {text}"))
     }
 
     #[test]
