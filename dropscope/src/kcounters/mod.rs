@@ -64,7 +64,8 @@ pub struct KernelView {
     pub filter: Option<String>,
     /// Namespaces that could not be read (and how many waited for a later poll).
     pub errors: Vec<String>,
-    /// Human names of namespaces (from the drops' keys; control characters escaped).
+    /// Human names of namespaces (from the drops' keys; escaped as kernel names are, see
+    /// [`crate::sanitize::kernel_name`]).
     pub names: BTreeMap<u64, String>,
     /// Drops per packet handled, per namespace and per device (see [`ratio::ratios`]).
     pub ratios: Vec<Ratio>,
@@ -96,11 +97,11 @@ impl KernelView {
         self.unseen.as_ref().map(|_| unseen::total(&self.alone()))
     }
 
-    /// How a namespace is shown: `init`, its name and inode, or its inode.
+    /// How a namespace is shown: `init`, its name and inode, or its inode (terminal-safe).
     pub fn netns_label(&self, netns: u64) -> String {
         match self.names.get(&netns) {
             _ if netns == self.initial_netns => format!("{netns} (init)"),
-            Some(n) => format!("{netns} ({n})"),
+            Some(n) => format!("{netns} ({})", crate::sanitize::terminal(n)),
             None => netns.to_string(),
         }
     }
@@ -411,7 +412,7 @@ pub fn view(reading: &KernelReading, snap: &Snapshot, filter: Option<String>) ->
             .drops
             .iter()
             .filter_map(|d| Some((d.key.attr.netns?, d.key.attr.netns_name.as_deref()?)))
-            .map(|(i, n)| (i, n.escape_debug().to_string()))
+            .map(|(i, n)| (i, crate::sanitize::kernel_name(n).into_owned()))
             .collect(),
     }
 }

@@ -206,6 +206,32 @@ fn a_total_of_unseen_drops_counts_each_drop_once() {
 }
 
 #[test]
+fn namespace_names_are_escaped_with_the_terminals_rule() {
+    use crate::model::{Attribution, DropCount, DropKey, Reason, Snapshot};
+    let snap = Snapshot {
+        drops: vec![DropCount {
+            key: DropKey {
+                reason: Reason {
+                    code: 2,
+                    name: "NO_SOCKET".into(),
+                },
+                location: "__udp4_lib_rcv+0x1".into(),
+                attr: Attribution {
+                    netns: Some(NS),
+                    netns_name: Some("web\u{34f}".into()),
+                    ..Default::default()
+                },
+            },
+            count: 1,
+        }],
+        total: 1,
+        ..Default::default()
+    };
+    let k = super::view(&crate::model::KernelReading::default(), &snap, None);
+    assert_eq!(k.names[&NS], "web\\u{34f}");
+}
+
+#[test]
 fn reads_this_machines_counters() {
     // /proc/net is always there; entering the initial namespace needs CAP_SYS_ADMIN, which
     // unit tests may not have, so only a clean result or a clear error is required.

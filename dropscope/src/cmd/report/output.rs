@@ -672,18 +672,19 @@ pub fn write_table_fitted(
     writeln!(out)
 }
 
-/// Writes the kernel counters and unseen drops of the window, after the table.
+/// Writes the kernel counters and unseen drops of the window, after the table. Every name is
+/// terminal-safe, whatever made the view.
 pub fn write_kernel(k: &KernelView, mut out: impl Write) -> std::io::Result<()> {
     let ns = |n: u64| k.netns_label(n);
+    let name = |c: &str| sanitize::terminal(c).into_owned();
     writeln!(out)?;
     writeln!(out, "KERNEL COUNTERS (growth over the same window)")?;
     if k.counters.is_empty() {
         writeln!(out, "(no drop counter grew)")?;
     }
-    let cw = k
-        .counters
-        .iter()
-        .map(|c| c.counter.len())
+    let cw = (k.counters.iter().map(|c| &c.counter))
+        .chain(k.unseen.iter().flatten().map(|u| &u.counter))
+        .map(|c| name(c).len())
         .max()
         .unwrap_or(7)
         .max(7);
@@ -711,7 +712,7 @@ pub fn write_kernel(k: &KernelView, mut out: impl Write) -> std::io::Result<()> 
             out,
             "{:<nw$}  {:<cw$}  {:>12}  {reasons}",
             ns(c.netns),
-            c.counter,
+            name(&c.counter),
             c.delta
         )?;
     }
@@ -739,7 +740,7 @@ pub fn write_kernel(k: &KernelView, mut out: impl Write) -> std::io::Result<()> 
                 out,
                 "{:<nw$}  {:<cw$}  {:>12}{part}",
                 ns(u.netns),
-                u.counter,
+                name(&u.counter),
                 u.count
             )?;
         }
@@ -788,7 +789,8 @@ pub fn write_kernel(k: &KernelView, mut out: impl Write) -> std::io::Result<()> 
     }
     // The ledger's notes are in the ledger; without one, they are said here.
     for e in (k.errors.iter()).filter(|e| k.ledger.is_none() || !is_ledger_note(e)) {
-        if is_ledger_note(e) {
+        let e = sanitize::terminal(e);
+        if is_ledger_note(&e) {
             writeln!(out, "({e})")?;
         } else {
             writeln!(out, "(kernel counters not read: {e})")?;
@@ -859,7 +861,7 @@ fn write_ledger(k: &KernelView, l: &Ledger, mut out: impl Write) -> std::io::Res
         }
     }
     for n in &l.notes {
-        writeln!(out, "(ledger: {n})")?;
+        writeln!(out, "(ledger: {})", sanitize::terminal(n))?;
     }
     Ok(())
 }
@@ -1059,6 +1061,31 @@ mod tests {
         (text.lines())
             .find(|l| l.contains(needle))
             .unwrap_or_else(|| panic!("no {needle:?} in {text}"))
+    }
+
+    #[test]
+    fn kernel_sections_show_no_invisible_character() {
+        let odd = "Dev:eth0\u{34f}:RxDrop";
+        let k = KernelView {
+            counters: vec![CounterDelta {
+                netns: 9,
+                counter: odd.into(),
+                delta: 40,
+                reasons: vec!["CPU_BACKLOG"],
+            }],
+            unseen: Some(vec![Unseen {
+                netns: 9,
+                counter: odd.into(),
+                count: 38,
+            }]),
+            names: [(9, "web\u{200b}".to_string())].into(),
+            ..kernel()
+        };
+        let mut out = Vec::new();
+        write_kernel(&k, &mut out).expect("write");
+        let text = String::from_utf8(out).expect("utf8");
+        assert_eq!(sanitize::terminal(&text), text.replace('\n', "\\n"));
+        assert!(text.contains("Dev:eth0\\u{34f}:RxDrop"), "{text}");
     }
 
     #[test]

@@ -72,15 +72,16 @@ pub fn counter_lines(kernel: Option<&KernelView>, replay: bool) -> Vec<Line<'sta
     }
     // Count, counter and namespace in columns as wide as their widest entry, unseen and
     // counted rows alike.
-    let cells: Vec<(String, &str, String)> = (k.unseen.iter().flatten())
-        .map(|u| (format::count(u.count), &*u.counter, ns(u.netns)))
-        .chain((k.counters.iter()).map(|c| (format::count(c.delta), &*c.counter, ns(c.netns))))
+    let name = |c: &str| crate::sanitize::terminal(c).into_owned();
+    let cells: Vec<(String, String, String)> = (k.unseen.iter().flatten())
+        .map(|u| (format::count(u.count), name(&u.counter), ns(u.netns)))
+        .chain((k.counters.iter()).map(|c| (format::count(c.delta), name(&c.counter), ns(c.netns))))
         .collect();
-    let width = |f: fn(&(String, &str, String)) -> usize| cells.iter().map(f).max().unwrap_or(0);
+    let width = |f: fn(&(String, String, String)) -> usize| cells.iter().map(f).max().unwrap_or(0);
     let count_w = width(|c| c.0.chars().count()).max(10);
     let counter_w = width(|c| c.1.chars().count());
     let netns_w = width(|c| c.2.chars().count());
-    let columns = |(count, counter, netns): &(String, &str, String)| {
+    let columns = |(count, counter, netns): &(String, String, String)| {
         [
             format!("{count:>count_w$} "),
             format!("{counter:<counter_w$} netns {netns:<netns_w$} "),
@@ -129,7 +130,10 @@ pub fn counter_lines(kernel: Option<&KernelView>, replay: bool) -> Vec<Line<'sta
         ]));
     }
     for e in &k.errors {
-        lines.push(Line::styled(format!("not read: {e}"), dim));
+        lines.push(Line::styled(
+            format!("not read: {}", crate::sanitize::terminal(e)),
+            dim,
+        ));
     }
     lines
 }
@@ -217,7 +221,10 @@ pub fn ledger_lines(kernel: Option<&KernelView>, replay: bool) -> Vec<Line<'stat
         ]));
     }
     for n in &l.notes {
-        lines.push(Line::styled(format!("ledger: {n}"), dim));
+        lines.push(Line::styled(
+            format!("ledger: {}", crate::sanitize::terminal(n)),
+            dim,
+        ));
     }
     lines
 }
