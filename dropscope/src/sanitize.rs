@@ -12,6 +12,8 @@
 //!   `\uXXXX` escapes, so printing it on a terminal is safe.
 //!
 //! - [`metric_label`]: a Prometheus label value: the same characters replaced by `?`, bounded.
+//! - [`kernel_name`]: a name the kernel gives (a device's), escaped where it is read as
+//!   [`terminal`] escapes it, and backslashes doubled, so that it is one name in every sink.
 //!
 //! [`truncate`] bounds a name's length, marking the cut with `…`. One predicate
 //! (`unsafe_on_terminal`) decides for every sink which characters are not shown as they are.
@@ -112,6 +114,21 @@ fn map_chars<'a>(
 /// Text safe to print on a terminal: controls, bidi and invisible format characters escaped.
 pub fn terminal(s: &str) -> Cow<'_, str> {
     map_chars(s, unsafe_on_terminal, push_escaped)
+}
+
+/// A name from the kernel (a device, a qdisc's kind, a driver's statistic, a namespace's), as
+/// dropscope keeps, records and shows it: [`terminal`]'s escapes, and `\` written `\\` so that
+/// no name can pass for another's escape. Escaped once, where it is read: every sink then
+/// shows it as it is, and a recording takes it.
+pub fn kernel_name(s: &str) -> Cow<'_, str> {
+    map_chars(
+        s,
+        |c| c == '\\' || unsafe_on_terminal(c),
+        |out, c| match c {
+            '\\' => out.push_str("\\\\"),
+            c => push_escaped(out, c),
+        },
+    )
 }
 
 /// Text safe in SVG character data: what [`terminal`] gives, which is also valid XML 1.0

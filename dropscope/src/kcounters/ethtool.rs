@@ -135,7 +135,10 @@ pub fn read(
                 }
                 for (stat, v) in stats {
                     if v > 0 && is_drop_stat(&stat) {
-                        out.insert(format!("Ethtool:{name}:{}", stat.escape_debug()), v);
+                        out.insert(
+                            format!("Ethtool:{name}:{}", crate::sanitize::kernel_name(&stat)),
+                            v,
+                        );
                     }
                 }
             }

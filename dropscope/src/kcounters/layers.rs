@@ -11,6 +11,7 @@
 use serde::Serialize;
 
 use super::map;
+use crate::model::kernel::Direction;
 
 /// A layer that drops packets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -467,6 +468,29 @@ pub fn matches(spec: &str, reason: &str, location: &str) -> bool {
     }
 }
 
+/// Which way a `kfree_skb` drop of `reason` at `location` went: transmit-side drops are those
+/// the transmit counters count (`tx_dropped`'s own reasons, not its peer's backlog drops),
+/// a qdisc's ([`QDISC_REASONS`]), a tc egress program's, and any freed in a transmit function
+/// (`…xmit…`: a driver's or the core's); every other drop is on the receive side.
+pub fn direction(reason: &str, location: &str) -> Direction {
+    let function = location.split(['+', ' ']).next().unwrap_or_default();
+    let spec = |s: &&str| matches(s, reason, location);
+    let rx = LINK.iter().filter(|s| s.stat.starts_with("rx_"));
+    if rx.flat_map(|s| s.reasons).any(spec) {
+        return Direction::Rx;
+    }
+    let tx = (LINK.iter().filter(|s| s.stat.starts_with("tx_")))
+        .flat_map(|s| s.reasons.iter())
+        .filter(|s| !s.ends_with("CPU_BACKLOG"))
+        .chain(QDISC_REASONS)
+        .chain(TC_EGRESS_REASONS);
+    if tx.into_iter().any(spec) || function.contains("xmit") {
+        Direction::Tx
+    } else {
+        Direction::Rx
+    }
+}
+
 /// Every guide key of the layer counters (for the guide's test).
 pub fn guide_keys() -> impl Iterator<Item = &'static str> {
     [
@@ -577,6 +601,28 @@ mod tests {
         assert!(classify("Ip:InReceives").is_none());
         assert!(is_layer_counter("Link:lo:tx_dropped"));
         assert!(!is_layer_counter("Udp:NoPorts"));
+    }
+
+    #[test]
+    fn drops_go_out_or_in_by_reason_and_function() {
+        for (reason, location, dir) in [
+            ("QDISC_DROP", "__dev_xmit_skb+0x2f0", Direction::Tx),
+            ("FQ_FLOW_LIMIT", "fq_enqueue+0x1", Direction::Tx),
+            ("TC_EGRESS", "sch_handle_egress+0x1", Direction::Tx),
+            ("FULL_RING", "tun_net_xmit+0x1", Direction::Tx),
+            ("NOT_SPECIFIED", "veth_xmit+0x1", Direction::Tx),
+            (
+                "NOT_SPECIFIED",
+                "mlx5e_xmit+0x40 [mlx5_core]",
+                Direction::Tx,
+            ),
+            ("CPU_BACKLOG", "enqueue_to_backlog+0x9", Direction::Rx),
+            ("DEV_READY", "enqueue_to_backlog+0x9", Direction::Rx),
+            ("NO_SOCKET", "__udp4_lib_rcv+0x1", Direction::Rx),
+            ("TC_INGRESS", "sch_handle_ingress+0x1", Direction::Rx),
+        ] {
+            assert_eq!(direction(reason, location), dir, "{reason}@{location}");
+        }
     }
 
     #[test]

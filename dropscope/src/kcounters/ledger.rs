@@ -9,13 +9,16 @@
 //! drop the probe counted is never counted again. The headline counts each drop once:
 //! `N = X + Y + Z`, where X are the probe's drops with a reason (and those without one that a
 //! layer counter also counted: the counter says where), Y what only layer counters counted
-//! (their primary counters only: see [`Role`]), and Z the rest (the probe's drops without a
+//! (each drop once: see [`unseen::total`]), and Z the rest (the probe's drops without a
 //! reason that no counter explains, and drops it counted without a key).
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::layers::{self, Class, Layer, Role};
+use super::{
+    layers::{self, Class, Layer, Role},
+    unseen::{self, Alone},
+};
 use crate::model::{KernelReading, Snapshot};
 
 /// One layer counter over the window.
@@ -161,9 +164,11 @@ pub fn ledger(reading: &KernelReading, snap: &Snapshot) -> Ledger {
 
     let mut rows = Vec::new();
     for (&ns, growth) in &reading.netns {
-        // Devices with stats64 counters: their /proc/net/dev columns are details.
-        let linked: std::collections::BTreeSet<&str> = (growth.keys())
-            .filter_map(|k| Some(k.strip_prefix("Link:")?.rsplit_once(':')?.0))
+        // Devices with stats64 counters that grew (rows here): their /proc/net/dev columns
+        // are details, as [`unseen::summed`] has them.
+        let linked: std::collections::BTreeSet<&str> = (growth.iter())
+            .filter(|(k, v)| **v > 0 && layers::classify(k).is_some())
+            .filter_map(|(k, _)| Some(k.strip_prefix("Link:")?.rsplit_once(':')?.0))
             .collect();
         for (name, &delta) in growth {
             let Some(class) = layers::classify(name) else {
@@ -208,10 +213,9 @@ pub fn ledger(reading: &KernelReading, snap: &Snapshot) -> Ledger {
         }
     }
 
-    // Layer totals and the headline's counter-only drops: a group counts as its largest member.
+    // Layer totals: a group counts as its largest member.
     let mut totals: BTreeMap<(Layer, u64, Option<String>), LayerTotal> = BTreeMap::new();
     let mut groups: BTreeMap<(u64, Option<String>, &'static str), &Row> = BTreeMap::new();
-    let mut counter_only = 0u64;
     for (group, r) in &rows {
         if !matches!(r.role, Role::Primary | Role::Layer) {
             continue;
@@ -224,16 +228,19 @@ pub fn ledger(reading: &KernelReading, snap: &Snapshot) -> Ledger {
             continue;
         }
         add(&mut totals, r);
-        if r.role == Role::Primary {
-            counter_only = counter_only.saturating_add(r.counter_only);
-        }
     }
     for r in groups.into_values() {
         add(&mut totals, r);
-        if r.role == Role::Primary {
-            counter_only = counter_only.saturating_add(r.counter_only);
-        }
     }
+    // The headline's counter-only drops: the one total of unseen drops.
+    let alone: Vec<Alone<'_>> = (rows.iter())
+        .map(|(_, r)| Alone {
+            netns: r.netns,
+            counter: &r.counter,
+            count: r.counter_only,
+        })
+        .collect();
+    let counter_only = unseen::total(&alone);
     let mut kfree: BTreeMap<(u64, Option<&str>), (u64, u64)> = BTreeMap::new();
     for s in &seen {
         let e = kfree.entry((s.netns, s.device)).or_default();

@@ -66,7 +66,8 @@ pub struct KernelView {
     pub filter: Option<String>,
     /// Namespaces that could not be read (and how many waited for a later poll).
     pub errors: Vec<String>,
-    /// Human names of namespaces (from the drops' keys; control characters escaped).
+    /// Human names of namespaces (from the drops' keys; escaped as kernel names are, see
+    /// [`crate::sanitize::kernel_name`]).
     pub names: BTreeMap<u64, String>,
     /// Drops per packet handled, per namespace and per device (see [`ratio::ratios`]).
     pub ratios: Vec<Ratio>,
@@ -81,11 +82,28 @@ pub struct KernelView {
 }
 
 impl KernelView {
-    /// How a namespace is shown: `init`, its name and inode, or its inode.
+    /// The unseen drops as [`unseen::total`] takes them, in their order.
+    fn alone(&self) -> Vec<unseen::Alone<'_>> {
+        (self.unseen.iter().flatten()).map(Into::into).collect()
+    }
+
+    /// Which unseen rows a total sums (see [`unseen::summed`]), in their order: the others'
+    /// drops are counted by another counter too.
+    pub fn unseen_summed(&self) -> Vec<bool> {
+        unseen::summed(&self.alone())
+    }
+
+    /// The unseen drops, each once (see [`unseen::total`]); `None` where unseen is not
+    /// computed. Every total of unseen drops shown is this one.
+    pub fn unseen_total(&self) -> Option<u64> {
+        self.unseen.as_ref().map(|_| unseen::total(&self.alone()))
+    }
+
+    /// How a namespace is shown: `init`, its name and inode, or its inode (terminal-safe).
     pub fn netns_label(&self, netns: u64) -> String {
         match self.names.get(&netns) {
             _ if netns == self.initial_netns => format!("{netns} (init)"),
-            Some(n) => format!("{netns} ({n})"),
+            Some(n) => format!("{netns} ({})", crate::sanitize::terminal(n)),
             None => netns.to_string(),
         }
     }
@@ -443,7 +461,7 @@ pub fn view(reading: &KernelReading, snap: &Snapshot, filter: Option<String>) ->
             .drops
             .iter()
             .filter_map(|d| Some((d.key.attr.netns?, d.key.attr.netns_name.as_deref()?)))
-            .map(|(i, n)| (i, n.escape_debug().to_string()))
+            .map(|(i, n)| (i, crate::sanitize::kernel_name(n).into_owned()))
             .collect(),
     }
 }

@@ -101,14 +101,15 @@ pub fn softnet(text: &str, out: &mut Counters) {
 
 /// Adds `Dev:<name>:RxDrop` and `Dev:<name>:TxDrop` from `/proc/net/dev` (its 4th and 12th
 /// numbers: the receive and transmit drop columns), and `RxPackets` / `TxPackets` (its 2nd and
-/// 10th: packets received and sent). Names are escaped (`\u{1b}`).
+/// 10th: packets received and sent). Names are escaped (`\u{1b}`, `\u{34f}`: see
+/// [`crate::sanitize::kernel_name`]).
 pub fn dev(text: &str, out: &mut Counters) {
     for line in text.lines().skip(2) {
         let Some((name, rest)) = line.split_once(':') else {
             continue;
         };
-        // Interface names may hold control characters: escape them for every sink.
-        let name = name.trim().escape_debug().to_string();
+        // Interface names may hold control and invisible characters: escaped for every sink.
+        let name = crate::sanitize::kernel_name(name.trim()).into_owned();
         let nums: Vec<u64> = rest
             .split_whitespace()
             .filter_map(|v| v.parse().ok())
@@ -224,5 +225,21 @@ mod tests {
         let mut c = Counters::new();
         dev("a\nb\n x\x1b[2J: 1 2 3 4 5 6 7 8 9 10 11 12\n", &mut c);
         assert!(c.contains_key("Dev:x\\u{1b}[2J:RxDrop"), "{c:?}");
+    }
+
+    #[test]
+    fn dev_names_are_escaped_with_the_terminals_rule() {
+        let mut c = Counters::new();
+        dev(
+            "a\nb\n eth0\u{34f}: 1 2 3 4 5 6 7 8 9 10 11 12\n a\\b: 1 2 3 4 5 6 7 8 9 10 11 12\n",
+            &mut c,
+        );
+        assert!(c.contains_key("Dev:eth0\\u{34f}:RxDrop"), "{c:?}");
+        // A backslash is escaped too: no name can pass for another's escape.
+        assert!(c.contains_key("Dev:a\\\\b:RxDrop"), "{c:?}");
+        assert!(
+            c.keys().all(|k| crate::sanitize::terminal(k) == k.as_str()),
+            "{c:?}"
+        );
     }
 }

@@ -1,91 +1,126 @@
-//! Drop ratios: the probe's exact drops over the packets the kernel handled, per namespace
-//! (over `Ip:InReceives` + `Ip6:InReceives`) and per device (over its received packets), for
-//! the same window.
-use std::collections::BTreeMap;
+//! Drop ratios: the probe's exact drops over the packets the kernel handled, per namespace and
+//! per device, for the same window. Receive-side drops are over packets received (the
+//! namespace's `Ip:InReceives` + `Ip6:InReceives`, a device's received packets), transmit-side
+//! drops (a qdisc's, a device's transmit drops: see [`layers::direction`]) over packets sent
+//! (a device's, or its namespace's devices' together).
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+use super::layers;
 use crate::model::{KernelReading, Snapshot, kernel::Direction};
 
-/// Drops per packet in one namespace, or on one device of it.
+/// Drops per packet in one namespace, or on one device of it, one way.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Ratio {
     /// The namespace's inode number.
     pub netns: u64,
     /// The device (`None`: the whole namespace).
     pub device: Option<String>,
-    /// Drops the probe counted there.
+    /// Which way: receive-side drops over packets received (`rx`), or transmit-side drops
+    /// over packets sent (`tx`).
+    pub direction: Direction,
+    /// Drops the probe counted there, that way.
     pub drops: u64,
-    /// Packets the kernel handled there: received at the IP layer (namespace), or received
-    /// by the device.
+    /// Packets the kernel handled there that way: received at the IP layer (namespace) or by
+    /// the device; sent by the namespace's devices or by the device.
     pub packets: u64,
-    /// `drops / packets`; `None` without packets.
+    /// `drops / packets`; `None` where there is no ratio (see [`of`]).
     pub ratio: Option<f64>,
+}
+
+/// `drops / packets`, a fraction of one. No packets: no ratio. More drops than packets: no
+/// ratio either (the packets counted do not hold those drops, as a veth counts none of what
+/// its peer's backlog refused), never a ratio over 100%.
+pub fn of(drops: u64, packets: u64) -> Option<f64> {
+    (packets > 0 && drops <= packets).then(|| drops as f64 / packets as f64)
 }
 
 /// The ratios of a window: `reading` (counter growth) and `snap` (the probe's counts over it).
 /// Only drops whose key holds their namespace (and device, for devices) can be placed; with
-/// counts grouped without the namespace, only the host-wide ratio is given (namespace 0:
-/// every drop over the packets of every namespace read).
+/// counts grouped without the namespace, only the host-wide ratios are given (namespace 0:
+/// every drop over the packets of every namespace read; drops counted without a key are on
+/// the receive side there).
 pub fn ratios(reading: &KernelReading, snap: &Snapshot) -> Vec<Ratio> {
-    let ratio = |drops: u64, packets: u64| (packets > 0).then(|| drops as f64 / packets as f64);
+    let way = |d: &crate::model::DropCount| layers::direction(&d.key.reason.name, &d.key.location);
     let by_netns = snap.drops.iter().all(|d| d.key.attr.netns.is_some());
     let mut out = Vec::new();
     if !by_netns {
-        let packets = reading.packets();
-        out.push(Ratio {
-            netns: 0,
-            device: None,
-            drops: snap.total,
-            packets,
-            ratio: ratio(snap.total, packets),
-        });
+        let mut drops: BTreeMap<Direction, u64> = BTreeMap::new();
+        for d in &snap.drops {
+            *drops.entry(way(d)).or_default() += d.count;
+        }
+        let keyed: u64 = drops.values().sum();
+        *drops.entry(Direction::Rx).or_default() += snap.total.saturating_sub(keyed);
+        for direction in [Direction::Rx, Direction::Tx] {
+            let drops = drops.get(&direction).copied().unwrap_or(0);
+            let packets = (reading.netns.keys()).fold(0u64, |t, &ns| {
+                t.saturating_add(reading.packets_of(ns, None, direction))
+            });
+            if direction == Direction::Rx || drops > 0 {
+                out.push(Ratio {
+                    netns: 0,
+                    device: None,
+                    direction,
+                    drops,
+                    packets,
+                    ratio: of(drops, packets),
+                });
+            }
+        }
         return out;
     }
-    let mut ns_drops: BTreeMap<u64, u64> = BTreeMap::new();
-    let mut dev_drops: BTreeMap<(u64, &str), u64> = BTreeMap::new();
+    let mut ns_drops: BTreeMap<(u64, Direction), u64> = BTreeMap::new();
+    let mut dev_drops: BTreeMap<(u64, &str, Direction), u64> = BTreeMap::new();
     for d in &snap.drops {
         let Some(ns) = d.key.attr.netns else { continue };
-        *ns_drops.entry(ns).or_default() += d.count;
+        let direction = way(d);
+        *ns_drops.entry((ns, direction)).or_default() += d.count;
         if let Some(dev) = d.key.attr.device.as_deref() {
-            *dev_drops.entry((ns, dev)).or_default() += d.count;
+            *dev_drops.entry((ns, dev, direction)).or_default() += d.count;
         }
     }
-    let namespaces: std::collections::BTreeSet<u64> = ns_drops
-        .keys()
+    let namespaces: BTreeSet<u64> = (ns_drops.keys().map(|(ns, _)| ns))
         .chain(reading.netns.keys())
         .copied()
         .collect();
     for ns in namespaces {
-        let drops = ns_drops.get(&ns).copied().unwrap_or(0);
-        let packets = reading.netns_packets(ns);
-        if drops > 0 || packets > 0 {
-            out.push(Ratio {
-                netns: ns,
-                device: None,
-                drops,
-                packets,
-                ratio: ratio(drops, packets),
-            });
+        for direction in [Direction::Rx, Direction::Tx] {
+            let drops = ns_drops.get(&(ns, direction)).copied().unwrap_or(0);
+            let packets = reading.packets_of(ns, None, direction);
+            // A namespace's packets sent are its devices': shown where it dropped some.
+            let shown = match direction {
+                Direction::Rx => drops > 0 || packets > 0,
+                Direction::Tx => drops > 0,
+            };
+            if shown {
+                out.push(Ratio {
+                    netns: ns,
+                    device: None,
+                    direction,
+                    drops,
+                    packets,
+                    ratio: of(drops, packets),
+                });
+            }
         }
     }
-    let mut devices: BTreeMap<(u64, &str), u64> = BTreeMap::new();
-    for (ns, dev, dir, v) in reading.device_packets() {
-        if dir == Direction::Rx {
-            devices.insert((ns, dev), v);
-        }
+    let mut devices: BTreeMap<(u64, &str, Direction), u64> = BTreeMap::new();
+    for (ns, dev, direction, v) in reading.device_packets() {
+        devices.insert((ns, dev, direction), v);
     }
-    for &(ns, dev) in dev_drops.keys() {
-        devices.entry((ns, dev)).or_insert(0);
+    for &key in dev_drops.keys() {
+        devices.entry(key).or_insert(0);
     }
-    for ((ns, dev), packets) in devices {
-        let drops = dev_drops.get(&(ns, dev)).copied().unwrap_or(0);
+    for ((ns, dev, direction), packets) in devices {
+        let drops = dev_drops.get(&(ns, dev, direction)).copied().unwrap_or(0);
         out.push(Ratio {
             netns: ns,
             device: Some(dev.to_string()),
+            direction,
             drops,
             packets,
-            ratio: ratio(drops, packets),
+            ratio: of(drops, packets),
         });
     }
     out
@@ -144,6 +179,29 @@ mod tests {
             .find(|r| r.device.as_deref() == Some("lo"))
             .expect("lo");
         assert_eq!((lo.drops, lo.ratio), (0, Some(0.0)));
+    }
+
+    #[test]
+    fn egress_drops_are_over_packets_sent_and_no_ratio_exceeds_one() {
+        let mut r = KernelReading::default();
+        let g = r.netns.entry(7).or_default();
+        g.insert("Ip:InReceives".into(), 1);
+        g.insert("Dev:ux3v0:RxPackets".into(), 1);
+        g.insert("Dev:ux3v0:TxPackets".into(), 50_000);
+        let mut qdisc = drop(Some(7), "ux3v0", 406);
+        qdisc.key.reason.name = "QDISC_DROP".into();
+        qdisc.key.location = "__dev_xmit_skb+0x2f0".into();
+        let snap = Snapshot {
+            total: 406,
+            drops: vec![qdisc],
+            ..Default::default()
+        };
+        let r = ratios(&r, &snap);
+        let dev = (r.iter())
+            .find(|r| r.device.as_deref() == Some("ux3v0") && r.drops > 0)
+            .expect("ux3v0's drops");
+        assert_eq!((dev.drops, dev.packets), (406, 50_000), "{r:#?}");
+        assert!(r.iter().all(|r| r.ratio.is_none_or(|x| x <= 1.0)), "{r:#?}");
     }
 
     #[test]

@@ -282,9 +282,9 @@ fn dump(
     Ok((out, note))
 }
 
-/// Escapes a kernel name as `/proc/net/dev`'s names are (control characters as `\u{..}`).
+/// Escapes a kernel name as `/proc/net/dev`'s names are (see [`crate::sanitize::kernel_name`]).
 fn escaped(name: &str) -> String {
-    name.escape_debug().to_string()
+    crate::sanitize::kernel_name(name).into_owned()
 }
 
 /// Each link's name, as the kernel has it and escaped.
@@ -431,6 +431,16 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
+
+    #[test]
+    fn kernel_names_are_escaped_with_the_terminals_rule() {
+        assert_eq!(escaped("eth0\u{34f}"), "eth0\\u{34f}");
+        assert_eq!(escaped("x\u{1b}[2J"), "x\\u{1b}[2J");
+        assert_eq!(
+            qdisc_label("fq\u{200b}", 0x10000, TC_H_ROOT),
+            "fq\\u{200b} 1:"
+        );
+    }
 
     #[test]
     fn handles_are_written_as_tc_writes_them() {

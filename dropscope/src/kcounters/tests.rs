@@ -174,6 +174,64 @@ fn counters_without_reasons_are_all_unseen() {
 }
 
 #[test]
+fn a_total_of_unseen_drops_counts_each_drop_once() {
+    let a = |netns, counter, count| Alone {
+        netns,
+        counter,
+        count,
+    };
+    let rows = [
+        a(INIT, "TcpExt:ListenDrops", 144),
+        a(INIT, "TcpExt:ListenOverflows", 144),
+        // The backlog's drops are their device's too.
+        a(INIT, "Softnet:Dropped", 30),
+        a(NS, "Dev:vb:RxDrop", 30),
+        // A /proc/net/dev column beside its device's stats64 counters is within them.
+        a(NS, "Dev:eth1:RxDrop", 19),
+        a(NS, "Link:eth1:rx_missed_errors", 12),
+        // FIFO and overrun: one event counted twice, the larger once.
+        a(NS, "Link:eth1:rx_fifo_errors", 5),
+        a(NS, "Link:eth1:rx_over_errors", 7),
+        a(NS, "Qdisc:eth1:tbf 1::overlimits", 900),
+        a(NS, "Udp:NoPorts", 3),
+    ];
+    assert_eq!(
+        summed(&rows),
+        [
+            true, false, false, true, false, true, false, true, false, true
+        ]
+    );
+    assert_eq!(total(&rows), 144 + 30 + 12 + 7 + 3);
+    assert_eq!(total(&[]), 0);
+}
+
+#[test]
+fn namespace_names_are_escaped_with_the_terminals_rule() {
+    use crate::model::{Attribution, DropCount, DropKey, Reason, Snapshot};
+    let snap = Snapshot {
+        drops: vec![DropCount {
+            key: DropKey {
+                reason: Reason {
+                    code: 2,
+                    name: "NO_SOCKET".into(),
+                },
+                location: "__udp4_lib_rcv+0x1".into(),
+                attr: Attribution {
+                    netns: Some(NS),
+                    netns_name: Some("web\u{34f}".into()),
+                    ..Default::default()
+                },
+            },
+            count: 1,
+        }],
+        total: 1,
+        ..Default::default()
+    };
+    let k = super::view(&crate::model::KernelReading::default(), &snap, None);
+    assert_eq!(k.names[&NS], "web\\u{34f}");
+}
+
+#[test]
 fn reads_this_machines_counters() {
     // /proc/net is always there; entering the initial namespace needs CAP_SYS_ADMIN, which
     // unit tests may not have, so only a clean result or a clear error is required.

@@ -1,12 +1,14 @@
-//! Pure functions: counter deltas over a window, and the drops the kernel counted that the
-//! probe did not see ("unseen").
-use std::collections::BTreeMap;
+//! Pure functions: counter deltas over a window, the drops the kernel counted that the probe
+//! did not see ("unseen"), and the one total of such drops that counts each drop once
+//! ([`summed`], [`total`]).
+use std::collections::{BTreeMap, BTreeSet, btree_map::Entry};
 
 use serde::Serialize;
 
 use crate::model::KernelReading;
 
 use super::{
+    layers::{self, Role},
     map::{self, Scope},
     parse::Counters,
 };
@@ -139,4 +141,87 @@ pub fn unseen<'a>(
         }
     }
     out
+}
+
+/// What one counter alone counted (drops no `kfree_skb` drop matched), as totals take it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Alone<'a> {
+    /// Its namespace's inode number.
+    pub netns: u64,
+    /// The counter's name in the reading.
+    pub counter: &'a str,
+    /// What it alone counted.
+    pub count: u64,
+}
+
+impl<'a> From<&'a Unseen> for Alone<'a> {
+    fn from(u: &'a Unseen) -> Self {
+        Alone {
+            netns: u.netns,
+            counter: &u.counter,
+            count: u.count,
+        }
+    }
+}
+
+/// Which of `rows` a total of drops only counters saw sums, so that each drop counts once:
+/// the rows of counters that count drops of their own ([`Role::Primary`], see
+/// [`layers::classify`]). Left out: a counter whose drops another one counts too
+/// (`ListenOverflows` within `ListenDrops`, one qdisc inside a hierarchy, one CPU's backlog
+/// drops, the softnet backlog drops that are also their device's `rx_dropped`), counters of
+/// no drops, names of no layer, and a `/proc/net/dev` column where a stats64 counter of its
+/// device is among `rows`. Of counters of one device and group (the same events counted in
+/// different ways), only the first of the largest.
+pub fn summed(rows: &[Alone<'_>]) -> Vec<bool> {
+    let linked: BTreeSet<(u64, &str)> = (rows.iter())
+        .filter_map(|r| {
+            Some((
+                r.netns,
+                r.counter.strip_prefix("Link:")?.rsplit_once(':')?.0,
+            ))
+        })
+        .collect();
+    let mut out = vec![false; rows.len()];
+    // The row standing for each (namespace, device, group).
+    let mut groups: BTreeMap<(u64, Option<&str>, &str), usize> = BTreeMap::new();
+    for (i, r) in rows.iter().enumerate() {
+        let Some(class) = layers::classify(r.counter) else {
+            continue;
+        };
+        let role = match class.role {
+            Role::Fallback if linked.contains(&(r.netns, class.device.unwrap_or_default())) => {
+                Role::Detail
+            }
+            Role::Fallback => Role::Primary,
+            role => role,
+        };
+        if role != Role::Primary {
+            continue;
+        }
+        match class.group {
+            None => out[i] = true,
+            Some(g) => match groups.entry((r.netns, class.device, g)) {
+                Entry::Vacant(e) => {
+                    e.insert(i);
+                }
+                Entry::Occupied(mut e) if rows[*e.get()].count < r.count => {
+                    e.insert(i);
+                }
+                Entry::Occupied(_) => {}
+            },
+        }
+    }
+    for i in groups.into_values() {
+        out[i] = true;
+    }
+    out
+}
+
+/// The drops only counters saw, each once: the rows [`summed`] keeps, added up. Every total
+/// of unseen drops (the live view's badge and counters panel, the report, the ledger's
+/// headline) is this one.
+pub fn total(rows: &[Alone<'_>]) -> u64 {
+    (rows.iter().zip(summed(rows)))
+        .filter(|(_, s)| *s)
+        .fold(0u64, |t, (r, _)| t.saturating_add(r.count))
 }

@@ -3,8 +3,10 @@
 //! `new-reasons`, a baseline's).
 //!
 //! A rate is drops per second over the run's window (`/s`, `/m` or `/h` as written); a ratio is
-//! the drops over the packets the kernel received in the same window, in percent. A reason is
-//! named as everywhere else (any case, with or without `SKB_DROP_REASON_`).
+//! the drops over the packets the kernel received in the same window, in percent; a window in
+//! which no packet was received has no ratio, and a clause on it neither holds nor breaks
+//! ([`Unanswerable::NoRatio`]). A reason is named as everywhere else (any case, with or without
+//! `SKB_DROP_REASON_`).
 use std::fmt;
 
 use serde::Serialize;
@@ -252,6 +254,18 @@ pub enum Unanswerable {
         /// Which run.
         input: String,
     },
+    /// `ratio` over a window in which no packet was received: there is no ratio, so the
+    /// clause neither holds nor breaks.
+    #[error(
+        "{clause}: {input} received no packets in its window, so there is no drop ratio: the \
+         clause neither holds nor breaks"
+    )]
+    NoRatio {
+        /// The clause.
+        clause: String,
+        /// Which run.
+        input: String,
+    },
     /// `new-reasons` without a baseline.
     #[error("{0}: new reasons are reasons the baseline does not have, and there is no baseline")]
     NoBase(String),
@@ -336,12 +350,14 @@ fn judge_one(
                 clause: c.to_string(),
                 input: input.to_string(),
             })?;
+            if packets == 0 {
+                return Err(Unanswerable::NoRatio {
+                    clause: c.to_string(),
+                    input: input.to_string(),
+                });
+            }
             let drops = new.total as f64;
-            let v = if packets == 0 {
-                if drops == 0.0 { 0.0 } else { f64::INFINITY }
-            } else {
-                drops / packets as f64
-            };
+            let v = drops / packets as f64;
             let top = largest(&|k| !programs::is_program_reason(&k.reason));
             let shown = format!(
                 "{} ({} drops / {} packets)",
@@ -568,11 +584,13 @@ mod tests {
             judge(&reason, &merged, None, "NEW"),
             Err(Unanswerable::NoReasons(_))
         ));
-        // No packets and no drops: a ratio of 0; drops without packets: over any limit.
-        let none = side(&[], 10.0, Some(0));
-        assert!(judge(&ratio, &none, None, "NEW").expect("judged")[0].ok);
-        let some = side(&[("NO_SOCKET", "web", 1)], 10.0, Some(0));
-        assert!(!judge(&ratio, &some, None, "NEW").expect("judged")[0].ok);
+        // No packets: no ratio, with drops or without; the clause neither holds nor breaks.
+        for drops in [&[][..], &[("NO_SOCKET", "web", 1)]] {
+            let none = side(drops, 10.0, Some(0));
+            let e = judge(&ratio, &none, None, "NEW").expect_err("no ratio");
+            assert!(matches!(e, Unanswerable::NoRatio { .. }), "{e:?}");
+            assert!(e.to_string().contains("no drop ratio"), "{e}");
+        }
     }
 
     #[test]

@@ -92,6 +92,24 @@ impl KernelReading {
             .unwrap_or(0)
     }
 
+    /// The packets a drop ratio of `direction` divides by: those `device` received
+    /// (`Dev:<device>:RxPackets`) or sent (`TxPackets`); without a device, those the
+    /// namespace received at the IP layer ([`KernelReading::netns_packets`]) or its devices
+    /// sent.
+    pub fn packets_of(&self, netns: u64, device: Option<&str>, direction: Direction) -> u64 {
+        let suffix = match direction {
+            Direction::Rx => ":RxPackets",
+            Direction::Tx => ":TxPackets",
+        };
+        match (device, direction) {
+            (Some(dev), _) => self.growth(netns, &format!("Dev:{dev}{suffix}")),
+            (None, Direction::Rx) => self.netns_packets(netns),
+            (None, Direction::Tx) => (self.netns.get(&netns).into_iter().flatten())
+                .filter(|(name, _)| device_packets(name).is_some_and(|(_, d)| d == direction))
+                .fold(0, |t: u64, (_, &v)| t.saturating_add(v)),
+        }
+    }
+
     /// Packets a namespace received, by its best denominator: `Ip:InReceives` plus
     /// `Ip6:InReceives`.
     pub fn netns_packets(&self, netns: u64) -> u64 {

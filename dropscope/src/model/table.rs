@@ -110,9 +110,10 @@ pub struct Row<'a> {
     pub share: f64,
     /// Recent rates, oldest first.
     pub trend: Cow<'a, VecDeque<u64>>,
-    /// Drops per packet its namespace (or device) received, over the window between the last
-    /// two readings of the kernel's counters (see [`Tracker::ratio_window`]); `None` where the
-    /// row's key has no namespace, or no packets were counted there.
+    /// Drops per packet its namespace (or device) received, or sent for transmit-side drops,
+    /// over the window between the last two readings of the kernel's counters (see
+    /// [`Tracker::ratio_window`]); `None` where the row's key has no namespace, or there is no
+    /// ratio (see [`crate::kcounters::ratio::of`]).
     pub ratio: Option<f64>,
 }
 
@@ -127,13 +128,14 @@ struct RatioWindow {
     packets: Arc<KernelReading>,
 }
 
-/// The packets a key's namespace (or device, where the key has one) received in `r`.
+/// The packets a key's drops are a part of in `r`: those its namespace (or device, where the
+/// key has one) received, or for transmit-side drops sent (see
+/// [`crate::kcounters::layers::direction`]).
 fn packets_of(r: &KernelReading, key: &DropKey) -> Option<u64> {
     let netns = key.attr.netns?;
-    Some(match key.attr.device.as_deref() {
-        Some(dev) if dev != "*" => r.growth(netns, &format!("Dev:{dev}:RxPackets")),
-        _ => r.netns_packets(netns),
-    })
+    let direction = crate::kcounters::layers::direction(&key.reason.name, &key.location);
+    let device = key.attr.device.as_deref().filter(|d| *d != "*");
+    Some(r.packets_of(netns, device, direction))
 }
 
 /// Turns a stream of cumulative snapshots into per-key rates and trends.
@@ -273,7 +275,7 @@ impl Tracker {
         }
         let w = self.ratio.as_ref()?;
         let packets = packets_of(&w.packets, key)?;
-        (packets > 0).then(|| drops as f64 / packets as f64)
+        crate::kcounters::ratio::of(drops, packets)
     }
 
     fn advance<'s>(
@@ -601,6 +603,32 @@ mod tests {
         // drops only (a ratio would read 0).
         assert!(t.ratio_window().is_some());
         assert_eq!(rows[0].ratio, None);
+    }
+
+    /// A row of transmit-side drops (a qdisc's) is over the packets its device sent.
+    #[test]
+    fn a_qdisc_drops_ratio_is_over_the_packets_sent() {
+        let with = |secs: u64, drops: u64| {
+            let mut s = snap(secs, &[("QDISC_DROP", "__dev_xmit_skb+0x2f0", drops)]);
+            for d in &mut s.drops {
+                d.key.attr.netns = Some(7);
+                d.key.attr.device = Some(Arc::from("ux3v0"));
+            }
+            let mut r = KernelReading {
+                unix_ms: 1000 * secs,
+                ..Default::default()
+            };
+            let ns = r.netns.entry(7).or_default();
+            ns.insert(Arc::from("Dev:ux3v0:RxPackets"), secs);
+            ns.insert(Arc::from("Dev:ux3v0:TxPackets"), 50_000 * secs);
+            s.kernel = Some(Arc::new(r));
+            s
+        };
+        let mut t = Tracker::new();
+        t.push(with(1, 0));
+        t.push(with(2, 406));
+        let rows = t.rows(SortKey::Count, "");
+        assert_eq!(rows[0].ratio, Some(406.0 / 50_000.0));
     }
 
     /// A namespace renamed between polls (its process renamed itself) is one row with its

@@ -27,20 +27,28 @@ const HEADER_ROOM: usize = 64;
 /// The payload of a kernel frame, and whether it holds the whole reading: at most
 /// [`MAX_KERNEL_FRAME`] bytes whatever the reading holds. Namespaces that do not fit (beyond
 /// [`MAX_NETNS`], or beyond the frame's room) are left out, and a note the frame carries says
-/// how many, so a host with very many namespaces or devices never stops a recording.
+/// how many, so a host with very many namespaces or devices never stops a recording. A
+/// counter or device whose name no reader takes (longer than [`MAX_COUNTER_NAME`], or not
+/// plain text: a reading's names are escaped where they are read, so only another producer's
+/// can be) is left out too, and a note says how many and names the first.
 pub fn encode(r: &KernelReading) -> (Vec<u8>, bool) {
     let mut whole = true;
-    let room = MAX_KERNEL_FRAME - HEADER_ROOM - NOTES_ROOM - (MAX_ERROR + 4);
+    let room = MAX_KERNEL_FRAME - HEADER_ROOM - NOTES_ROOM - 2 * (MAX_ERROR + 4);
     let (mut blocks, mut used) = (Vec::new(), 0);
     let (mut left_ns, mut left_counters) = (0usize, 0usize);
+    // Names left out (counters, devices), and the first of each.
+    let (mut odd_counters, mut odd_devices) = ((0usize, None), (0usize, None));
     for (ns, g) in &r.netns {
         let mut b = Vec::new();
         put_uvarint(&mut b, *ns);
-        // What the reader would refuse is never written (a reading's names are escaped).
-        let kept: Vec<_> = (g.iter())
-            .filter(|(n, _)| n.len() <= MAX_COUNTER_NAME && plain(n))
-            .collect();
-        whole &= kept.len() == g.len();
+        // What the reader would refuse is never written, and is noted.
+        let (kept, odd): (Vec<_>, Vec<_>) =
+            (g.iter()).partition(|(n, _)| n.len() <= MAX_COUNTER_NAME && plain(n));
+        if let Some((first, _)) = odd.first() {
+            odd_counters.1.get_or_insert_with(|| first.to_string());
+        }
+        odd_counters.0 += odd.len();
+        whole &= odd.is_empty();
         put_uvarint(&mut b, kept.len() as u64);
         for (name, v) in &kept {
             put_str(&mut b, name);
@@ -50,7 +58,14 @@ pub fn encode(r: &KernelReading) -> (Vec<u8>, bool) {
         // Each name once (a dump racing a rename could give one twice: the first index wins).
         let mut names = std::collections::HashSet::new();
         let devices: Vec<_> = (r.devices.get(ns).into_iter().flatten())
-            .filter(|(_, n)| n.len() <= MAX_DEVICE_NAME && plain(n) && names.insert(n.as_str()))
+            .filter(|(_, n)| {
+                let recordable = n.len() <= MAX_DEVICE_NAME && plain(n);
+                if !recordable {
+                    odd_devices.0 += 1;
+                    odd_devices.1.get_or_insert_with(|| n.to_string());
+                }
+                recordable && names.insert(n.as_str())
+            })
             .collect();
         whole &= devices.len() == all;
         put_uvarint(&mut b, devices.len() as u64);
@@ -69,6 +84,20 @@ pub fn encode(r: &KernelReading) -> (Vec<u8>, bool) {
     // Device lists of namespaces with no counters are not written.
     whole &= r.devices.keys().all(|ns| r.netns.contains_key(ns));
     let mut notes = notes(&r.errors);
+    let odd = [(odd_counters, "counters"), (odd_devices, "device names")];
+    let odd: Vec<String> = (odd.into_iter())
+        .filter_map(|((n, first), what)| Some((n, first?, what)))
+        .map(|(n, first, what)| {
+            format!(
+                "{n} {what} not recorded (e.g. {}): a recording takes names of at most \
+                 {MAX_COUNTER_NAME} bytes of plain text",
+                crate::sanitize::terminal_cell(&first, 96)
+            )
+        })
+        .collect();
+    if !odd.is_empty() {
+        notes.push(odd.join("; "));
+    }
     if left_ns > 0 {
         whole = false;
         notes.push(format!(

@@ -129,3 +129,38 @@ fn a_kernel_delta_before_any_reading_is_refused() {
     assert_eq!(rec.len(), 3);
     assert!(rec.kernel_frame(0).is_none());
 }
+
+/// A device named with an invisible character is recorded, escaped as every sink shows it; a
+/// name the writer cannot record is noted in the recorded reading, never left out silently.
+#[test]
+fn counters_of_oddly_named_devices_are_recorded_or_noted() {
+    let mut c = crate::kcounters::parse::Counters::new();
+    crate::kcounters::parse::dev("a\nb\n eth0\u{34f}: 1 2 3 4 5 6 7 8 9 10 11 12\n", &mut c);
+    let mut r = KernelReading {
+        unix_ms: 5,
+        initial_netns: 1,
+        ..Default::default()
+    };
+    let g = r.netns.entry(1).or_default();
+    for (name, v) in &c {
+        g.insert(Arc::from(name.as_str()), *v);
+    }
+    let (payload, whole) = kernel::encode(&r);
+    assert!(whole);
+    let back = kernel::decode(&payload, 5).expect("decoded");
+    assert_eq!(back.netns[&1].get("Dev:eth0\\u{34f}:RxDrop"), Some(&4));
+    assert_eq!(back, r);
+    // A name no reader would take (from a producer that did not escape it, or too long).
+    let g = r.netns.entry(1).or_default();
+    g.insert(Arc::from("Dev:eth1\u{34f}:RxDrop"), 3);
+    g.insert(Arc::from(format!("Ethtool:eth1:{}", "x".repeat(300))), 2);
+    let (payload, whole) = kernel::encode(&r);
+    assert!(!whole);
+    let back = kernel::decode(&payload, 5).expect("decoded");
+    assert_eq!(back.netns[&1].len(), c.len());
+    let note = (back.errors.iter())
+        .find(|e| e.contains("not recorded"))
+        .unwrap_or_else(|| panic!("no note in {:?}", back.errors));
+    assert!(note.starts_with("2 counters not recorded"), "{note}");
+    assert!(note.contains("Dev:eth1\\u{34f}:RxDrop"), "{note}");
+}

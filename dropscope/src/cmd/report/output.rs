@@ -112,7 +112,10 @@ pub struct JsonReport<'a> {
     pub kernel_counters: Option<Vec<WithName<CounterDelta>>>,
     /// Drops the kernel counted but the probe did not see (`null` as above). Never part of
     /// `drops` or `total`.
-    pub unseen: Option<Vec<WithName<Unseen>>>,
+    pub unseen: Option<Vec<WithName<JsonUnseen>>>,
+    /// The unseen drops, each once (`null` where `unseen` is): the entries whose `in_total`
+    /// is true, added up.
+    pub unseen_total: Option<u64>,
     /// Drops per packet the kernel handled, per namespace and device over the same window
     /// (`null` without the kernel's counters; see `kcounters::ratio`).
     pub ratio: Option<Vec<WithName<Ratio>>>,
@@ -171,6 +174,17 @@ pub struct JsonLedger {
     pub counters: Vec<WithName<Row>>,
     /// How the matching was limited.
     pub notes: Vec<String>,
+}
+
+/// An unseen entry of the JSON report.
+#[derive(Debug, Serialize)]
+pub struct JsonUnseen {
+    /// The counter and what it alone counted.
+    #[serde(flatten)]
+    pub unseen: Unseen,
+    /// Whether `unseen_total` counts it: `false` for a counter whose drops another one counts
+    /// too (`TcpExt:ListenOverflows` within `TcpExt:ListenDrops`).
+    pub in_total: bool,
 }
 
 /// A kernel counter's entry with the name of its namespace beside the inode.
@@ -248,13 +262,17 @@ impl JsonReport<'_> {
                 .collect()
         });
         self.unseen = k.unseen.as_ref().map(|u| {
-            u.iter()
-                .map(|c| WithName {
+            (u.iter().zip(k.unseen_summed()))
+                .map(|(c, in_total)| WithName {
                     netns_name: name(c.netns),
-                    item: c.clone(),
+                    item: JsonUnseen {
+                        unseen: c.clone(),
+                        in_total,
+                    },
                 })
                 .collect()
         });
+        self.unseen_total = k.unseen_total();
         self
     }
 }
@@ -401,6 +419,7 @@ pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
         seconds,
         kernel_counters: None,
         unseen: None,
+        unseen_total: None,
         ratio: None,
         ledger: None,
         programs: None,
@@ -653,18 +672,19 @@ pub fn write_table_fitted(
     writeln!(out)
 }
 
-/// Writes the kernel counters and unseen drops of the window, after the table.
+/// Writes the kernel counters and unseen drops of the window, after the table. Every name is
+/// terminal-safe, whatever made the view.
 pub fn write_kernel(k: &KernelView, mut out: impl Write) -> std::io::Result<()> {
     let ns = |n: u64| k.netns_label(n);
+    let name = |c: &str| sanitize::terminal(c).into_owned();
     writeln!(out)?;
     writeln!(out, "KERNEL COUNTERS (growth over the same window)")?;
     if k.counters.is_empty() {
         writeln!(out, "(no drop counter grew)")?;
     }
-    let cw = k
-        .counters
-        .iter()
-        .map(|c| c.counter.len())
+    let cw = (k.counters.iter().map(|c| &c.counter))
+        .chain(k.unseen.iter().flatten().map(|u| &u.counter))
+        .map(|c| name(c).len())
         .max()
         .unwrap_or(7)
         .max(7);
@@ -692,7 +712,7 @@ pub fn write_kernel(k: &KernelView, mut out: impl Write) -> std::io::Result<()> 
             out,
             "{:<nw$}  {:<cw$}  {:>12}  {reasons}",
             ns(c.netns),
-            c.counter,
+            name(&c.counter),
             c.delta
         )?;
     }
@@ -706,14 +726,21 @@ pub fn write_kernel(k: &KernelView, mut out: impl Write) -> std::io::Result<()> 
         writeln!(out)?;
         writeln!(
             out,
-            "UNSEEN: counted by the kernel, not seen by the probe (not in the counts above)"
+            "UNSEEN: counted by the kernel, not seen by the probe (not in the counts above): \
+             {} drops, each once (a counter within another is not summed)",
+            k.unseen_total().unwrap_or(0)
         )?;
-        for u in unseen {
+        for (u, summed) in unseen.iter().zip(k.unseen_summed()) {
+            let part = if summed {
+                ""
+            } else {
+                "  part of another counter (not summed)"
+            };
             writeln!(
                 out,
-                "{:<nw$}  {:<cw$}  {:>12}",
+                "{:<nw$}  {:<cw$}  {:>12}{part}",
                 ns(u.netns),
-                u.counter,
+                name(&u.counter),
                 u.count
             )?;
         }
@@ -723,7 +750,8 @@ pub fn write_kernel(k: &KernelView, mut out: impl Write) -> std::io::Result<()> 
         writeln!(out)?;
         writeln!(
             out,
-            "DROP RATIO: drops / packets received (IP layer per namespace, per device)"
+            "DROP RATIO: rx: receive-side drops / packets received (IP layer per namespace, per \
+             device); tx: transmit-side drops / packets sent (per device, a namespace's devices)"
         )?;
         let label = |r: &Ratio| {
             let n = if r.netns == 0 {
@@ -731,16 +759,17 @@ pub fn write_kernel(k: &KernelView, mut out: impl Write) -> std::io::Result<()> 
             } else {
                 ns(r.netns)
             };
+            let way = r.direction.as_str();
             match &r.device {
-                Some(d) => format!("{n} {}", crate::sanitize::terminal(d)),
-                None => n,
+                Some(d) => format!("{n} {} {way}", crate::sanitize::terminal(d)),
+                None => format!("{n} {way}"),
             }
         };
         let lw = ratios.iter().map(|r| label(r).len()).max().unwrap_or(0);
         for r in ratios {
             let pct = r
                 .ratio
-                .map_or("-".to_string(), |x| format!("{:.3}%", x * 100.0));
+                .map_or("no ratio".to_string(), |x| format!("{:.3}%", x * 100.0));
             writeln!(
                 out,
                 "{:<lw$}  {:>12} drops  {:>14} packets  {pct:>9}",
@@ -760,7 +789,8 @@ pub fn write_kernel(k: &KernelView, mut out: impl Write) -> std::io::Result<()> 
     }
     // The ledger's notes are in the ledger; without one, they are said here.
     for e in (k.errors.iter()).filter(|e| k.ledger.is_none() || !is_ledger_note(e)) {
-        if is_ledger_note(e) {
+        let e = sanitize::terminal(e);
+        if is_ledger_note(&e) {
             writeln!(out, "({e})")?;
         } else {
             writeln!(out, "(kernel counters not read: {e})")?;
@@ -831,7 +861,7 @@ fn write_ledger(k: &KernelView, l: &Ledger, mut out: impl Write) -> std::io::Res
         }
     }
     for n in &l.notes {
-        writeln!(out, "(ledger: {n})")?;
+        writeln!(out, "(ledger: {})", sanitize::terminal(n))?;
     }
     Ok(())
 }
@@ -967,6 +997,95 @@ mod tests {
             v["unseen"].is_null() && v["kernel_counters"].is_array(),
             "{v:#}"
         );
+    }
+
+    #[test]
+    fn unseen_totals_count_a_refused_syn_once_in_text_json_and_ledger() {
+        let mut reading = crate::model::KernelReading {
+            initial_netns: 1,
+            ..Default::default()
+        };
+        let g = reading.netns.entry(1).or_default();
+        g.insert("TcpExt:ListenDrops".into(), 144);
+        g.insert("TcpExt:ListenOverflows".into(), 144);
+        let k = crate::kcounters::view(&reading, &Snapshot::default(), None);
+        let mut out = Vec::new();
+        write_kernel(&k, &mut out).expect("write");
+        let text = String::from_utf8(out).expect("utf8");
+        assert!(
+            text.contains("probe (not in the counts above): 144 drops"),
+            "{text}"
+        );
+        let overflows = (text.lines())
+            .rfind(|l| l.contains("TcpExt:ListenOverflows"))
+            .expect("an unseen row");
+        assert!(overflows.contains("part of another counter"), "{text}");
+        let v =
+            serde_json::to_value(json(&Snapshot::default(), 3.0).with_kernel(&k)).expect("json");
+        assert_eq!(v["unseen_total"], 144, "{v:#}");
+        assert_eq!(v["ledger"]["headline"]["counter_only"], 144, "{v:#}");
+        let in_total: Vec<_> = (v["unseen"].as_array().expect("unseen").iter())
+            .map(|u| (u["counter"].as_str(), u["in_total"].as_bool()))
+            .collect();
+        assert_eq!(
+            in_total,
+            [
+                (Some("TcpExt:ListenDrops"), Some(true)),
+                (Some("TcpExt:ListenOverflows"), Some(false))
+            ]
+        );
+    }
+
+    #[test]
+    fn a_ratio_without_packets_reads_no_ratio() {
+        let k = KernelView {
+            ratios: vec![Ratio {
+                netns: 9,
+                device: Some("ux3v0".into()),
+                direction: crate::model::kernel::Direction::Tx,
+                drops: 406,
+                packets: 0,
+                ratio: None,
+            }],
+            ..kernel()
+        };
+        let mut out = Vec::new();
+        write_kernel(&k, &mut out).expect("write");
+        let text = String::from_utf8(out).expect("utf8");
+        assert!(line_of(&text, "ux3v0").contains("no ratio"), "{text}");
+        assert!(text.contains("drops / packets sent"), "{text}");
+        assert!(!text.contains('%'), "{text}");
+    }
+
+    fn line_of<'a>(text: &'a str, needle: &str) -> &'a str {
+        (text.lines())
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no {needle:?} in {text}"))
+    }
+
+    #[test]
+    fn kernel_sections_show_no_invisible_character() {
+        let odd = "Dev:eth0\u{34f}:RxDrop";
+        let k = KernelView {
+            counters: vec![CounterDelta {
+                netns: 9,
+                counter: odd.into(),
+                delta: 40,
+                reasons: vec!["CPU_BACKLOG"],
+            }],
+            unseen: Some(vec![Unseen {
+                netns: 9,
+                counter: odd.into(),
+                count: 38,
+            }]),
+            names: [(9, "web\u{200b}".to_string())].into(),
+            ..kernel()
+        };
+        let mut out = Vec::new();
+        write_kernel(&k, &mut out).expect("write");
+        let text = String::from_utf8(out).expect("utf8");
+        assert_eq!(sanitize::terminal(&text), text.replace('\n', "\\n"));
+        assert!(text.contains("Dev:eth0\\u{34f}:RxDrop"), "{text}");
     }
 
     #[test]

@@ -306,3 +306,44 @@ fn a_ratio_column_shows_drops_per_packet_between_two_readings() {
     );
     assert!(line_with(&out, "NO_SOCKET").contains(" 2.5 "), "{out}");
 }
+
+#[test]
+fn the_unseen_badge_counts_a_refused_syn_once() {
+    use std::{sync::Arc, time::Duration};
+
+    use crate::model::{KernelReading, Snapshot};
+    let mut s = state((140, 30));
+    let mut reading = KernelReading {
+        unix_ms: 5,
+        initial_netns: 1,
+        ..Default::default()
+    };
+    // 144 SYNs refused by a full accept queue: every ListenOverflows event is a ListenDrops
+    // event too.
+    let g = reading.netns.entry(1).or_default();
+    g.insert("TcpExt:ListenDrops".into(), 144);
+    g.insert("TcpExt:ListenOverflows".into(), 144);
+    let snap = Snapshot {
+        elapsed: Duration::from_secs(2),
+        unix_ms: 6,
+        kernel: Some(Arc::new(reading)),
+        ..Default::default()
+    };
+    update(
+        &mut s,
+        Msg::Snapshot(Box::new(snap), std::time::Instant::now()),
+    );
+    let out = screen(&s);
+    assert!(out.contains("UNSEEN 144:"), "{out}");
+    assert!(!out.contains("288"), "{out}");
+    press(&mut s, KeyCode::Char('c'));
+    let out = screen(&s);
+    assert!(
+        line_with(&out, "TcpExt:ListenOverflows").contains("part of another counter"),
+        "{out}"
+    );
+    assert!(
+        line_with(&out, "unseen drops in all").contains("144"),
+        "{out}"
+    );
+}

@@ -220,10 +220,9 @@ fn warning_groups(state: &State) -> Vec<Vec<Span<'static>>> {
             alarm,
         )]);
     }
-    let unseen: u64 = (state.kernel.iter())
-        .flat_map(|k| k.unseen.iter().flatten())
-        .map(|u| u.count)
-        .sum();
+    let unseen = (state.kernel.as_ref())
+        .and_then(|k| k.unseen_total())
+        .unwrap_or(0);
     if unseen > 0 {
         groups.push(vec![Span::styled(
             format!(

@@ -72,27 +72,44 @@ pub fn counter_lines(kernel: Option<&KernelView>, replay: bool) -> Vec<Line<'sta
     }
     // Count, counter and namespace in columns as wide as their widest entry, unseen and
     // counted rows alike.
-    let cells: Vec<(String, &str, String)> = (k.unseen.iter().flatten())
-        .map(|u| (format::count(u.count), &*u.counter, ns(u.netns)))
-        .chain((k.counters.iter()).map(|c| (format::count(c.delta), &*c.counter, ns(c.netns))))
+    let name = |c: &str| crate::sanitize::terminal(c).into_owned();
+    let cells: Vec<(String, String, String)> = (k.unseen.iter().flatten())
+        .map(|u| (format::count(u.count), name(&u.counter), ns(u.netns)))
+        .chain((k.counters.iter()).map(|c| (format::count(c.delta), name(&c.counter), ns(c.netns))))
         .collect();
-    let width = |f: fn(&(String, &str, String)) -> usize| cells.iter().map(f).max().unwrap_or(0);
+    let width = |f: fn(&(String, String, String)) -> usize| cells.iter().map(f).max().unwrap_or(0);
     let count_w = width(|c| c.0.chars().count()).max(10);
     let counter_w = width(|c| c.1.chars().count());
     let netns_w = width(|c| c.2.chars().count());
-    let columns = |(count, counter, netns): &(String, &str, String)| {
+    let columns = |(count, counter, netns): &(String, String, String)| {
         [
             format!("{count:>count_w$} "),
             format!("{counter:<counter_w$} netns {netns:<netns_w$} "),
         ]
     };
     let mut cells = cells.iter().map(columns);
-    for [count, names] in (&mut cells).take(k.unseen.as_ref().map_or(0, Vec::len)) {
+    let summed = k.unseen_summed();
+    // The unseen rows' cells (the summed flags first: a zip ends there, taking no counter's).
+    for (summed, [count, names]) in summed.iter().zip(&mut cells) {
+        let why = if *summed {
+            "counted by the kernel, not seen by the probe"
+        } else {
+            "counted by the kernel, not seen by the probe; part of another counter (not summed)"
+        };
         lines.push(Line::from(vec![
             Span::styled(format!("UNSEEN {count}"), unseen),
             Span::raw(names),
-            Span::styled("counted by the kernel, not seen by the probe", dim),
+            Span::styled(why, dim),
         ]));
+    }
+    if let Some(total) = k.unseen_total().filter(|_| !summed.is_empty()) {
+        lines.push(Line::styled(
+            format!(
+                "{} unseen drops in all (each once: a counter within another is not summed)",
+                format::count(total)
+            ),
+            dim,
+        ));
     }
     if k.counters.is_empty() {
         lines.push(Line::styled(
@@ -113,7 +130,10 @@ pub fn counter_lines(kernel: Option<&KernelView>, replay: bool) -> Vec<Line<'sta
         ]));
     }
     for e in &k.errors {
-        lines.push(Line::styled(format!("not read: {e}"), dim));
+        lines.push(Line::styled(
+            format!("not read: {}", crate::sanitize::terminal(e)),
+            dim,
+        ));
     }
     lines
 }
@@ -201,7 +221,10 @@ pub fn ledger_lines(kernel: Option<&KernelView>, replay: bool) -> Vec<Line<'stat
         ]));
     }
     for n in &l.notes {
-        lines.push(Line::styled(format!("ledger: {n}"), dim));
+        lines.push(Line::styled(
+            format!("ledger: {}", crate::sanitize::terminal(n)),
+            dim,
+        ));
     }
     lines
 }
