@@ -51,11 +51,12 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         btf: Option<PathBuf>,
     },
-    /// Explain a drop reason or a layer counter of the drop ledger: what it means, its usual
+    /// Explain a drop reason or a counter of the drop ledger: what it means, its usual
     /// causes, what to check, and the kernel counters that count it (no root needed).
     Explain {
         /// The reason, e.g. SOCKET_RCVBUFF (the SKB_DROP_REASON_ prefix and case do not
-        /// matter), or a layer counter, e.g. Link:eth0:rx_missed_errors or Qdisc:*:drops.
+        /// matter), a layer counter, e.g. Link:eth0:rx_missed_errors or Qdisc:*:drops, or a
+        /// kernel counter as the `c` panel prints it, e.g. TcpExt:ListenDrops or Udp:NoPorts.
         name: String,
     },
     /// Record the live snapshot stream to a file, headless, until Ctrl-C or --duration.

@@ -64,6 +64,13 @@ pub fn explain_cmd(name: &str) -> anyhow::Result<()> {
         )?;
         return Ok(());
     }
+    // A kernel counter of the ledger (`TcpExt:ListenDrops`), as the `c` panel prints it.
+    if let Some(m) = kcounters::map::lookup(name) {
+        let mut out = std::io::stdout().lock();
+        let text = explain::render_kernel_counter(&sanitize::terminal(name), m);
+        write!(out, "{text}")?;
+        return Ok(());
+    }
     let e = guide.explain(name);
     let table = ReasonTable::from_running_kernel().ok();
     let in_kernel = table.as_ref().map(|t| t.value_of(&e.name).is_some());

@@ -283,6 +283,52 @@ pub fn render_counter(name: &str, e: &Entry) -> String {
     out
 }
 
+/// A kernel counter of the drop ledger (`TcpExt:ListenDrops`, `Udp:NoPorts`, `Dev:eth0:RxDrop`,
+/// as the `c` panel and the ledger print them) as text, for `dropscope explain COUNTER`: where
+/// the kernel counts it, and the drop reasons of the same packets with what each means (or
+/// that the kernel frees them without a drop reason, so only the counter sees them).
+pub fn render_kernel_counter(name: &str, m: &crate::kcounters::map::CounterMap) -> String {
+    let guide = Guide::builtin();
+    let scope = match m.scope {
+        crate::kcounters::map::Scope::Netns => "per network namespace",
+        crate::kcounters::map::Scope::Global => "for the whole machine",
+    };
+    let mut out = format!(
+        "{name}: a kernel counter ({scope})
+
+"
+    );
+    let _ = writeln!(out, "{}", wrap(&format!("Counted in {}.", m.source), 78));
+    if m.reasons.is_empty() {
+        out.push_str(&wrap(
+            "The kernel frees these packets without calling them drops (consume_skb), so the \
+             probe never sees them: dropscope shows them as unseen drops, from this counter \
+             alone.",
+            78,
+        ));
+        out.push('\n');
+        return out;
+    }
+    let reasons: Vec<&str> = m.reasons.iter().map(|r| reason_name_of(r)).collect();
+    let _ = writeln!(
+        out,
+        "\nThe drop reasons of the same packets: {}",
+        m.reasons.join(", ")
+    );
+    for r in reasons {
+        let e = guide.explain(r);
+        let _ = writeln!(out, "\n{}: {}", e.name, e.summary);
+        out.push_str(&wrap(&e.text, 78));
+        out.push('\n');
+    }
+    out
+}
+
+/// The reason of a map entry (`NO_SOCKET@__udp4_lib_rcv` → `NO_SOCKET`).
+fn reason_name_of(spec: &str) -> &str {
+    crate::kcounters::map::reason_name(spec)
+}
+
 /// Wraps a paragraph at `width` columns (words longer than that stay whole).
 pub fn wrap(text: &str, width: usize) -> String {
     let mut out = String::new();

@@ -168,3 +168,31 @@ fn every_layer_counter_has_an_entry_with_the_command_that_shows_it() {
         "{text}"
     );
 }
+
+#[test]
+fn every_kernel_counter_the_ledger_prints_is_explained() {
+    for m in crate::kcounters::map::COUNTERS {
+        let name = m.counter.replace('*', "eth0");
+        let found = crate::kcounters::map::lookup(&name)
+            .unwrap_or_else(|| panic!("{name} is printed but not found"));
+        let text = render_kernel_counter(&name, found);
+        assert!(
+            text.starts_with(&format!("{name}: a kernel counter")),
+            "{text}"
+        );
+        assert!(
+            text.contains(m.source.split(' ').next().unwrap_or_default()),
+            "{text}"
+        );
+        for r in m.reasons {
+            let reason = crate::kcounters::map::reason_name(r);
+            assert!(
+                text.contains(&format!("\n{reason}: ")),
+                "{reason} not explained: {text}"
+            );
+        }
+        if m.reasons.is_empty() {
+            assert!(text.contains("unseen"), "{text}");
+        }
+    }
+}
