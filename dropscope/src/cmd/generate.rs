@@ -10,29 +10,9 @@ use clap::CommandFactory as _;
 
 use crate::cli::{Cli, Generated};
 
-/// What the man page adds to the clap definitions: the keys that answer which, why, where and
-/// since when, examples, and what to read next. Roff; every line is text of this file.
-const MAN_EXTRA: &str = r#".SH KEYS
-The live view (and replay) answers which packets, why, where and since when:
-.TP
-\fBEnter\fR
-call stacks and sampled packets of the selected row (\fBEsc\fR returns)
-.TP
-\fBe\fR
-explain the selected row's drop reason: what it means and what to check
-.TP
-\fBc\fR
-the kernel's own drop counters, and drops they counted that the probe did not see
-.TP
-\fBb\fR
-regroup coarser (by namespace, interface, protocol); counts stay exact
-.TP
-\fB/\fR
-filter by reason, location, namespace, interface, protocol or port
-.TP
-\fB?\fR
-every key; \fBq\fR quits
-.SH EXAMPLES
+/// What the man page adds to the clap definitions after its KEYS (see [`man_keys`]): examples,
+/// and what to read next. Roff; every line is text of this file.
+const MAN_EXTRA: &str = r#".SH EXAMPLES
 .TP
 \fBsudo dropscope\fR
 the live view
@@ -72,6 +52,31 @@ the kernel's BTF: drop reason names and the typed hook
 \fBdropscope-check\fR(1), \fBdropscope-serve\fR(1),
 \fBnstat\fR(8), \fBss\fR(8)
 "#;
+
+/// The KEYS section: every key of the live view and of replay, from the one key table the
+/// footer and `?` read too.
+fn man_keys() -> String {
+    use crate::tui::keys::{Applies, all};
+    let roff = |t: &str| t.replace('\\', "\\e").replace('-', "\\-");
+    let mut out = String::from(
+        ".SH KEYS\nThe live view (and replay) answers which packets, why, where and since when:\n",
+    );
+    for k in all() {
+        let said = k.action.contains("live") || k.action.contains("replay");
+        let mode = match k.applies {
+            Applies::Both => "",
+            _ if said => "",
+            Applies::Live => " (live)",
+            Applies::Replay => " (replay)",
+        };
+        out.push_str(&format!(
+            ".TP\n\\fB{}\\fR\n{}{mode}\n",
+            roff(k.keys),
+            roff(k.action)
+        ));
+    }
+    out
+}
 
 /// Runs `generate`.
 pub fn generate(what: Generated) -> anyhow::Result<()> {
@@ -118,6 +123,7 @@ pub fn man_pages(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     clap_mangen::Man::new(cmd.clone())
         .render(&mut main)
         .context("rendering the man page")?;
+    main.extend_from_slice(man_keys().as_bytes());
     main.extend_from_slice(MAN_EXTRA.as_bytes());
     let path = dir.join("dropscope.1");
     fs::write(&path, main).with_context(|| format!("writing {}", path.display()))?;
@@ -151,6 +157,11 @@ mod tests {
         let main = fs::read_to_string(dir.path().join("dropscope.1")).expect("dropscope.1");
         assert!(main.starts_with(".ie \\n(.g .ds Aq") || main.contains(".TH dropscope 1"));
         assert!(main.contains(".SH KEYS") && main.contains("\\-\\-count\\-syscalls"));
+        // Every key of the one key table, with what it does.
+        for k in crate::tui::keys::all() {
+            let action = k.action.replace('-', "\\-");
+            assert!(main.contains(&action), "KEYS lacks {}: {main}", k.keys);
+        }
         let report = fs::read_to_string(dir.path().join("dropscope-report.1")).expect("report");
         assert!(report.contains("\\-\\-duration"), "{report}");
     }

@@ -278,7 +278,7 @@ pub const GENERAL: &[Key] = &[
             "c",
             "kernel drop counters, and drops the probe did not see",
             &[(C::Char('c'), A::Counters)],
-            Live,
+            Both,
         ),
         "c",
         Some("counters"),
