@@ -12,14 +12,20 @@ use dropscope::{
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let tui = matches!(cli.command, None | Some(Command::Replay { .. }));
-    if !tui {
-        // The TUI owns the screen; elsewhere, diagnostics go to stderr (RUST_LOG to tune).
+    let filter =
+        || tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into());
+    if tui {
+        // The TUI owns the screen: warnings are kept for its footer and `?` instead.
+        use tracing_subscriber::layer::SubscriberExt as _;
+        let subscriber = tracing_subscriber::registry()
+            .with(filter())
+            .with(dropscope::tui::warnings::Keep);
+        let _ = tracing::subscriber::set_global_default(subscriber);
+    } else {
+        // Elsewhere, diagnostics go to stderr (RUST_LOG to tune).
         tracing_subscriber::fmt()
             .with_writer(std::io::stderr)
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| "warn".into()),
-            )
+            .with_env_filter(filter())
             .init();
     }
     let rt = match tokio::runtime::Builder::new_current_thread()

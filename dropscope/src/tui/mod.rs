@@ -13,6 +13,7 @@ pub mod state;
 pub mod terminal;
 pub mod update;
 pub mod view;
+pub mod warnings;
 
 mod effects;
 #[cfg(test)]
@@ -277,6 +278,11 @@ impl Session {
     fn handle(&mut self, msg: Msg) -> anyhow::Result<bool> {
         if let Msg::Snapshot(s, _) = &msg {
             self.ticked = false;
+            // Warnings raised since (they cannot go to stderr under the screen).
+            let raised = warnings::raised();
+            if raised != self.state.warnings.0 {
+                self.state.warnings = (raised, warnings::kept());
+            }
             // Every snapshot received while recording goes to the file.
             for m in record(&mut self.recording, s) {
                 update(&mut self.state, m);

@@ -219,6 +219,9 @@ pub struct State {
     pub help: bool,
     /// A message for the status line (e.g. where a flamegraph was written).
     pub status: Option<String>,
+    /// Warnings raised while the screen is shown: how many in all, and the last few
+    /// ([`super::warnings`]).
+    pub warnings: (u64, Vec<String>),
     /// The replay timeline, when replaying.
     pub replay: Option<ReplayStatus>,
     /// The recording in progress, if any.
@@ -260,6 +263,7 @@ impl State {
             screen: Screen::Table,
             help: false,
             status: None,
+            warnings: (0, Vec::new()),
             replay,
             recording: None,
             size,

@@ -347,3 +347,24 @@ fn the_unseen_badge_counts_a_refused_syn_once() {
         "{out}"
     );
 }
+
+#[test]
+fn warnings_raised_under_the_screen_are_counted_in_the_footer_and_listed_by_help() {
+    let mut s = state((120, 40));
+    let (footer, help) = footer_and_help(&mut s);
+    assert!(!footer.contains("warning"), "{footer}");
+    assert!(!help.contains("warnings ("), "{help}");
+    s.warnings = (
+        3,
+        vec![
+            "the counter reader: no reading within 5s".into(),
+            "a name with an escape \u{1b}[2J in it".into(),
+        ],
+    );
+    let (footer, help) = footer_and_help(&mut s);
+    assert!(footer.starts_with("3 warnings, ? lists them"), "{footer}");
+    assert!(footer.contains("q quit"), "the keys still fit: {footer}");
+    assert!(help.contains("warnings (the last 2 of 3):"), "{help}");
+    assert!(help.contains("no reading within 5s"), "{help}");
+    assert!(!help.contains('\u{1b}'), "raw control characters: {help:?}");
+}

@@ -109,7 +109,17 @@ fn footer(state: &State) -> Line<'static> {
         );
     }
     let mut spans = Vec::new();
-    for (k, what) in fitted_hints(super::keys::hints(state), usize::from(state.size.0)) {
+    let mut width = usize::from(state.size.0);
+    if state.warnings.0 > 0 {
+        let n = state.warnings.0;
+        let text = format!(
+            "{n} warning{}, ? lists them  ",
+            if n == 1 { "" } else { "s" }
+        );
+        width = width.saturating_sub(text.chars().count());
+        spans.push(Span::styled(text, Style::new().fg(Color::Yellow)));
+    }
+    for (k, what) in fitted_hints(super::keys::hints(state), width) {
         spans.push(Span::styled(k, key));
         spans.push(Span::raw(format!(" {what}  ")));
     }
@@ -165,6 +175,26 @@ fn render_help(frame: &mut Frame<'_>, area: Rect, state: &State) {
             "seek and speed keys: in dropscope replay <file>",
             Style::new().fg(Color::DarkGray),
         ));
+    }
+    if !state.warnings.1.is_empty() {
+        lines.push(Line::styled(
+            format!(
+                "warnings (the last {} of {}):",
+                state.warnings.1.len(),
+                state.warnings.0
+            ),
+            Style::new().fg(Color::Yellow),
+        ));
+        let max = usize::from(area.width.saturating_sub(4)).max(20);
+        for w in &state.warnings.1 {
+            let w = crate::sanitize::terminal(w);
+            let mut shown: String = w.chars().take(max).collect();
+            if w.chars().count() > max {
+                shown.pop();
+                shown.push('…');
+            }
+            lines.push(Line::raw(shown));
+        }
     }
     let width = lines
         .iter()
