@@ -129,6 +129,11 @@ pub struct JsonReport<'a> {
     /// or `total`: a packet a program dropped may also be in `drops` (freed through
     /// `kfree_skb`), and the ledger counts it once.
     pub programs: Option<Vec<JsonProgramDrop>>,
+    /// The drops only a kernel counter saw, as rows like the probe's (reason: the counter,
+    /// location: `(counter only)`), largest first (`null` where `unseen` is). Never part of
+    /// `drops` or `total`, never a drop a row of `drops` counts, each drop once: they add up
+    /// to `unseen_total`.
+    pub counter_only: Option<Vec<JsonCounterOnlyDrop>>,
     /// What the reading of the kernel's counters noted: namespaces not read, programs whose
     /// verdicts were not counted, and why (`null` without the kernel's counters). The
     /// ledger's notes are among them; these are here too where there is no ledger.
@@ -158,6 +163,27 @@ pub struct JsonProgramDrop {
     /// packet is freed through `kfree_skb`, where the probe samples it).
     pub samples: Vec<JsonSample>,
     /// What the verdict means and what to check.
+    pub hint: String,
+}
+
+/// Drops only a kernel counter saw over the window: a row like the probe's.
+#[derive(Debug, Serialize)]
+pub struct JsonCounterOnlyDrop {
+    /// The counter: `TcpExt:ListenDrops`, `Udp:NoPorts`, ...
+    pub reason: String,
+    /// Always `(counter only)`.
+    pub location: String,
+    /// The counter's namespace.
+    pub netns: Option<u64>,
+    /// Its name (`host` for the initial one), where known.
+    pub netns_name: Option<String>,
+    /// The counter's interface, for a device's counter.
+    pub device: Option<String>,
+    /// The protocol its group counts (`tcp` for `TcpExt:`), where it says.
+    pub protocol: Option<String>,
+    /// What the counter alone counted over the window.
+    pub count: u64,
+    /// Where the kernel counts it and what to check.
     pub hint: String,
 }
 
@@ -261,6 +287,21 @@ impl JsonReport<'_> {
                 })
                 .collect()
         });
+        self.counter_only = k.counter_only.as_ref().map(|rows| {
+            largest_first(rows)
+                .into_iter()
+                .map(|d| JsonCounterOnlyDrop {
+                    reason: d.key.reason.name.to_string(),
+                    location: d.key.location.to_string(),
+                    netns: d.key.attr.netns,
+                    netns_name: d.key.attr.netns.and_then(name),
+                    device: d.key.attr.device.as_deref().map(str::to_string),
+                    protocol: d.key.attr.protocol.as_deref().map(str::to_string),
+                    count: d.count,
+                    hint: Guide::builtin().hint(&d.key.reason.name),
+                })
+                .collect()
+        });
         self.unseen = k.unseen.as_ref().map(|u| {
             (u.iter().zip(k.unseen_summed()))
                 .map(|(c, in_total)| WithName {
@@ -279,11 +320,40 @@ impl JsonReport<'_> {
 
 /// The window's program rows, largest first.
 fn program_rows(k: &KernelView) -> Vec<&DropCount> {
-    let mut rows: Vec<&DropCount> = (k.programs.iter().flatten())
-        .filter(|d| d.count > 0)
-        .collect();
+    largest_first(k.programs.iter().flatten())
+}
+
+/// Rows beside the probe's that counted, largest first.
+fn largest_first<'a>(rows: impl IntoIterator<Item = &'a DropCount>) -> Vec<&'a DropCount> {
+    let mut rows: Vec<&DropCount> = rows.into_iter().filter(|d| d.count > 0).collect();
     rows.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
     rows
+}
+
+/// Writes the window's counter-only rows (if any) as a table of their own, after the probe's
+/// and the programs'.
+pub fn write_counter_only(
+    k: &KernelView,
+    width: usize,
+    mut out: impl Write,
+) -> std::io::Result<()> {
+    let rows = largest_first(k.counter_only.iter().flatten());
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "Drops only a kernel counter saw (counter only: never in the total above, nor a drop \
+         of its rows; each once):"
+    )?;
+    let keys: Vec<&DropKey> = rows.iter().map(|d| &d.key).collect();
+    let numbers = [NumberColumn {
+        title: "COUNT",
+        cells: rows.iter().map(|d| d.count.to_string()).collect(),
+        min: 12,
+    }];
+    write_key_table(&keys, &numbers, width, &mut out)
 }
 
 /// Writes the window's program rows (if any) as a table of their own, after the probe's.
@@ -423,6 +493,7 @@ pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
         ratio: None,
         ledger: None,
         programs: None,
+        counter_only: None,
         kernel_notes: None,
         samples,
     }
@@ -922,6 +993,7 @@ mod tests {
     fn kernel() -> KernelView {
         KernelView {
             programs: Some(Vec::new()),
+            counter_only: None,
             initial_netns: 1,
             counters: vec![CounterDelta {
                 netns: 9,
@@ -1086,6 +1158,60 @@ mod tests {
         let text = String::from_utf8(out).expect("utf8");
         assert_eq!(sanitize::terminal(&text), text.replace('\n', "\\n"));
         assert!(text.contains("Dev:eth0\\u{34f}:RxDrop"), "{text}");
+    }
+
+    #[test]
+    fn counter_only_drops_are_rows_of_their_own_in_json_and_text() {
+        let mut reading = crate::model::KernelReading {
+            initial_netns: 1,
+            ..Default::default()
+        };
+        let g = reading.netns.entry(9).or_default();
+        g.insert("TcpExt:ListenDrops".into(), 44);
+        g.insert("TcpExt:ListenOverflows".into(), 44);
+        // 4 refused at the final ACK, seen by the probe: the row is the other 40.
+        let mut s = one("TCP_LISTEN_OVERFLOW", "tcp_check_req+0x1");
+        s.drops[0].count = 4;
+        s.drops[0].key.attr.netns = Some(9);
+        s.drops[0].key.attr.netns_name = Some("app".into());
+        s.total = 4;
+        let k = crate::kcounters::view(&reading, &s, None);
+        let v = serde_json::to_value(json(&s, 1.0).with_kernel(&k)).expect("json");
+        let rows = v["counter_only"].as_array().expect("counter_only rows");
+        // ListenOverflows lies within ListenDrops: one row, never two.
+        assert_eq!(rows.len(), 1, "{rows:#?}");
+        let r = &rows[0];
+        assert_eq!(
+            (&r["reason"], &r["location"], &r["netns"], &r["netns_name"]),
+            (
+                &"TcpExt:ListenDrops".into(),
+                &"(counter only)".into(),
+                &9.into(),
+                &"app".into()
+            ),
+            "{r:#}"
+        );
+        assert_eq!((&r["count"], &v["unseen_total"]), (&40.into(), &40.into()));
+        assert!(
+            r["hint"]
+                .as_str()
+                .is_some_and(|h| h.contains("tcp_listendrop"))
+        );
+        // The probe's total stays its own.
+        assert_eq!(v["total"], 4);
+        let mut out = Vec::new();
+        write_counter_only(&k, PIPE_WIDTH, &mut out).expect("write");
+        let text = String::from_utf8(out).expect("utf8");
+        let row = line_of(&text, "TcpExt:ListenDrops");
+        assert!(
+            row.contains("(counter only)") && row.contains("40"),
+            "{text}"
+        );
+        assert!(!text.contains("ListenOverflows"), "{text}");
+        // Filtered counts: no unseen, no rows.
+        let filtered = crate::kcounters::view(&reading, &s, Some("reason NO_SOCKET".into()));
+        let v = serde_json::to_value(json(&s, 1.0).with_kernel(&filtered)).expect("json");
+        assert!(v["counter_only"].is_null(), "{v:#}");
     }
 
     #[test]

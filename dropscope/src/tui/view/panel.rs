@@ -379,6 +379,7 @@ mod tests {
         assert!(screen(&s).contains("waiting for the first reading"));
         let k = KernelView {
             programs: Some(Vec::new()),
+            counter_only: None,
             initial_netns: 1,
             counters: vec![CounterDelta {
                 netns: 4026532500,
