@@ -6,6 +6,8 @@ use serde::Deserialize;
 
 use crate::probe::reasons::SUBSYS_SHIFT;
 
+pub mod fill;
+
 /// The guide's source, reviewed and extended as plain data.
 const GUIDE_TOML: &str = include_str!("guide.toml");
 

@@ -5,7 +5,7 @@ use serde::Serialize;
 use unicode_width::UnicodeWidthStr;
 
 use crate::{
-    explain::Guide,
+    explain::{Guide, fill},
     kcounters::{
         CounterDelta, KernelView, Ratio, Unseen,
         hooks::is_ledger_note,
@@ -41,6 +41,9 @@ pub struct JsonDrop<'a> {
     pub samples: Vec<JsonSample>,
     /// What the reason means and what to check: one paragraph of the reason guide.
     pub hint: String,
+    /// The guide's check commands for it, filled in with its namespace, device and port
+    /// (see `explain::fill`), ready to copy.
+    pub check: Vec<String>,
 }
 
 /// A sampled packet in the JSON report.
@@ -164,6 +167,8 @@ pub struct JsonProgramDrop {
     pub samples: Vec<JsonSample>,
     /// What the verdict means and what to check.
     pub hint: String,
+    /// The guide's check commands for it, filled in (as `drops` has them).
+    pub check: Vec<String>,
 }
 
 /// Drops only a kernel counter saw over the window: a row like the probe's.
@@ -185,6 +190,8 @@ pub struct JsonCounterOnlyDrop {
     pub count: u64,
     /// Where the kernel counts it and what to check.
     pub hint: String,
+    /// The guide's check commands for it, filled in (as `drops` has them).
+    pub check: Vec<String>,
 }
 
 /// The drop ledger in the JSON report.
@@ -272,6 +279,7 @@ impl JsonReport<'_> {
         });
         self.kernel_notes = Some(k.errors.clone());
         let samples = &mut self.samples;
+        let mut ways = Ways::new(Some(k.initial_netns));
         self.programs = k.programs.is_some().then(|| {
             program_rows(k)
                 .into_iter()
@@ -284,6 +292,7 @@ impl JsonReport<'_> {
                     device: d.key.attr.device.as_deref().map(str::to_string),
                     count: d.count,
                     hint: Guide::builtin().hint(&d.key.reason.name),
+                    check: ways.checks(&d.key),
                 })
                 .collect()
         });
@@ -299,6 +308,7 @@ impl JsonReport<'_> {
                     protocol: d.key.attr.protocol.as_deref().map(str::to_string),
                     count: d.count,
                     hint: Guide::builtin().hint(&d.key.reason.name),
+                    check: ways.checks(&d.key),
                 })
                 .collect()
         });
@@ -315,6 +325,50 @@ impl JsonReport<'_> {
         });
         self.unseen_total = k.unseen_total();
         self
+    }
+}
+
+/// How a shell enters each namespace, found once each (see `explain::fill::way_in`): the
+/// check commands of the rows are filled in with it.
+struct Ways {
+    initial: Option<u64>,
+    found: std::collections::BTreeMap<u64, fill::Way>,
+}
+
+impl Ways {
+    fn new(initial: Option<u64>) -> Self {
+        Self {
+            initial,
+            found: Default::default(),
+        }
+    }
+
+    /// The guide's checks for `key`, filled in.
+    fn checks(&mut self, key: &DropKey) -> Vec<String> {
+        let check = Guide::builtin().explain(&key.reason.name).check;
+        if check.is_empty() {
+            return Vec::new();
+        }
+        let way = match key.attr.netns {
+            None => fill::Way::Here,
+            Some(ns) if Some(ns) == self.initial => fill::Way::Here,
+            Some(ns) => (self.found.entry(ns))
+                .or_insert_with(|| {
+                    fill::way_in(
+                        ns,
+                        self.initial.unwrap_or(0),
+                        std::path::Path::new(crate::kcounters::netns::RUN_NETNS),
+                        std::path::Path::new("/proc"),
+                    )
+                })
+                .clone(),
+        };
+        let t = fill::Target {
+            way,
+            device: key.attr.device.as_deref(),
+            port: key.attr.port,
+        };
+        check.iter().map(|c| fill::fill_line(c, &t)).collect()
     }
 }
 
@@ -466,6 +520,7 @@ fn sorted(s: &Snapshot) -> Vec<&DropCount> {
 /// Builds the JSON report of a snapshot covering `seconds`.
 pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
     let mut samples = SamplesByKey::new(s);
+    let mut ways = Ways::new(s.kernel.as_ref().map(|k| k.initial_netns));
     JsonReport {
         total: s.total,
         overflow: s.overflow,
@@ -484,6 +539,7 @@ pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
                 count: d.count,
                 samples: samples.take(&d.key),
                 hint: Guide::builtin().hint(&d.key.reason.name),
+                check: ways.checks(&d.key),
             })
             .collect(),
         seconds,
