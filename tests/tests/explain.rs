@@ -108,9 +108,9 @@ fn udp_to_a_closed_port_matches_udp_noports() {
     );
 }
 
-/// Opens `n` connections to a listener with backlog 0 that never accepts, from inside the
+/// Opens `n` connections to a listener with `backlog` that never accepts, from inside the
 /// namespace (on a thread that enters it), and closes them before any SYN is retransmitted.
-fn overflow_accept_queue(ns: &Netns, n: usize) {
+fn overflow_accept_queue(ns: &Netns, backlog: i32, n: usize) {
     let file = File::open(format!("/run/netns/{}", ns.name)).expect("namespace file");
     std::thread::scope(|s| {
         s.spawn(|| {
@@ -119,7 +119,7 @@ fn overflow_accept_queue(ns: &Netns, n: usize) {
             assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
             let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
             // SAFETY: listen(2) on the listener's own socket.
-            assert_eq!(unsafe { libc::listen(listener.as_raw_fd(), 0) }, 0);
+            assert_eq!(unsafe { libc::listen(listener.as_raw_fd(), backlog) }, 0);
             let port = listener.local_addr().expect("addr").port();
             let addr = SocketAddrV4::new(Ipv4Addr::LOCALHOST, port);
             let sin = libc::sockaddr_in {
@@ -164,7 +164,7 @@ fn a_full_accept_queue_shows_listen_drops_and_unseen_drops() {
     let ino = inode(&ns);
     let before = nstat(&ns, "TcpExtListenDrops");
     let c = Counting::start(&["report", "--format", "json"]);
-    overflow_accept_queue(&ns, 50);
+    overflow_accept_queue(&ns, 0, 50);
     // Let the closes and resets finish before the window ends.
     std::thread::sleep(Duration::from_millis(200));
     let report: serde_json::Value = serde_json::from_str(&c.interrupt()).expect("JSON report");
@@ -199,6 +199,57 @@ fn a_full_accept_queue_shows_listen_drops_and_unseen_drops() {
     assert_eq!(
         keyed + report["overflow"].as_u64().expect("overflow"),
         report["total"]
+    );
+}
+
+/// A full accept queue is a row of its own: reason `TcpExt:ListenDrops`, location `(counter
+/// only)`, in the namespace, counting what `nstat` counted less what the probe saw as drops
+/// (never both), in the JSON report and the text one, outside the probe's total.
+#[test]
+fn a_full_accept_queue_is_a_counter_only_row_in_json_and_text() {
+    let _serial = root_test();
+    let ns = Netns::new("cq");
+    let ino = inode(&ns);
+    let before = nstat(&ns, "TcpExtListenDrops");
+    let json = Counting::start(&["report", "--format", "json"]);
+    let text = Counting::start(&["report"]);
+    overflow_accept_queue(&ns, 1, 40);
+    std::thread::sleep(Duration::from_millis(200));
+    let report: serde_json::Value = serde_json::from_str(&json.interrupt()).expect("JSON report");
+    let text = text.interrupt();
+    let reference = nstat(&ns, "TcpExtListenDrops") - before;
+    assert!(reference > 0, "the accept queue did not overflow");
+    let seen = attributed(&report, "TCP_LISTEN_OVERFLOW", ino);
+    let rows: Vec<&serde_json::Value> = report["counter_only"]
+        .as_array()
+        .expect("counter_only rows")
+        .iter()
+        .filter(|r| r["netns"] == ino)
+        .collect();
+    eprintln!("ListenDrops: nstat {reference}, TCP_LISTEN_OVERFLOW seen {seen}: {rows:#?}");
+    // One row: ListenOverflows lies within ListenDrops and is not a row of its own.
+    assert_eq!(rows.len(), 1, "{report:#}");
+    let row = rows[0];
+    assert_eq!(row["reason"], "TcpExt:ListenDrops", "{row:#}");
+    assert_eq!(row["location"], "(counter only)", "{row:#}");
+    assert_eq!(row["protocol"], "tcp", "{row:#}");
+    assert_eq!(row["count"], reference - seen, "{report:#}");
+    // The probe's total stays its own.
+    let keyed: u64 = (report["drops"].as_array().expect("drops").iter())
+        .map(|d| d["count"].as_u64().expect("count"))
+        .sum();
+    assert_eq!(
+        keyed + report["overflow"].as_u64().expect("overflow"),
+        report["total"]
+    );
+    // The text report has the row too, in its own table.
+    let line = (text.lines())
+        .find(|l| l.contains("TcpExt:ListenDrops") && l.contains("(counter only)"))
+        .unwrap_or_else(|| panic!("no counter-only row in {text}"));
+    assert!(
+        line.split_whitespace()
+            .any(|w| w == (reference - seen).to_string()),
+        "{line}\n{text}"
     );
 }
 

@@ -109,6 +109,7 @@ async fn serve(args: crate::cli::ServeArgs) -> anyhow::Result<()> {
         max_series: usize::try_from(args.max_series).unwrap_or(usize::MAX),
         web_config: args.web_config,
         limits: crate::serve::connections::Limits::default(),
+        counts_all: args.live.select.describe().is_none(),
     };
     crate::serve::run(opts, || {
         live::start_live(&args.live, Some(crate::serve::KERNEL_READ))

@@ -6,6 +6,8 @@ use serde::Deserialize;
 
 use crate::probe::reasons::SUBSYS_SHIFT;
 
+pub mod fill;
+
 /// The guide's source, reviewed and extended as plain data.
 const GUIDE_TOML: &str = include_str!("guide.toml");
 
@@ -120,8 +122,13 @@ impl Guide {
         self.counters.iter().find(|e| e.name == key)
     }
 
-    /// What the guide says about `name` (with or without the `SKB_DROP_REASON_` prefix, any case).
+    /// What the guide says about `name` (with or without the `SKB_DROP_REASON_` prefix, any
+    /// case), or about a kernel counter (`TcpExt:ListenDrops`, a counter-only row's reason):
+    /// where the kernel counts it, with the checks of the drop reasons of the same packets.
     pub fn explain(&self, name: &str) -> Explanation<'_> {
+        if let Some(m) = crate::kcounters::map::lookup(name.trim()) {
+            return self.explain_counter(name.trim(), m);
+        }
         let name = normalize(name);
         if let Some(e) = self.reasons.iter().find(|e| e.name == name) {
             return Explanation {
@@ -164,6 +171,38 @@ impl Guide {
             text: generic_text(&name),
             check: &[],
             name,
+        }
+    }
+
+    /// A kernel counter of [`crate::kcounters::map`] explained as a row's reason.
+    fn explain_counter(
+        &self,
+        name: &str,
+        m: &crate::kcounters::map::CounterMap,
+    ) -> Explanation<'_> {
+        let mut text = format!("A kernel counter, counted in {}. ", m.source);
+        text.push_str(if m.reasons.is_empty() {
+            "The kernel frees these packets without calling them drops (consume_skb), so the \
+             probe never sees them: only this counter does."
+        } else {
+            "These are the drops it counted that the probe did not see as drops of its \
+             reasons; the checks are those of the same packets' reasons."
+        });
+        let reasons = m.reasons.iter().map(|r| reason_name_of(r));
+        let check = (reasons.clone())
+            .find_map(|r| self.reasons.iter().find(|e| e.name == r))
+            .map_or(&[][..], |e| &e.check);
+        let of = reasons.collect::<Vec<_>>().join(", ");
+        Explanation {
+            found: Match::Exact,
+            summary: if of.is_empty() {
+                "drops only a kernel counter saw (counter only)".into()
+            } else {
+                format!("drops only a kernel counter saw (counter only; as drops: {of})")
+            },
+            text,
+            check,
+            name: name.escape_debug().to_string(),
         }
     }
 

@@ -196,3 +196,27 @@ fn every_kernel_counter_the_ledger_prints_is_explained() {
         }
     }
 }
+
+#[test]
+fn a_counter_only_rows_reason_is_explained_by_its_counter() {
+    let g = Guide::builtin();
+    let e = g.explain("TcpExt:ListenDrops");
+    assert_eq!(
+        (e.found, e.name.as_str()),
+        (Match::Exact, "TcpExt:ListenDrops")
+    );
+    assert!(e.summary.contains("counter only"), "{e:?}");
+    assert!(e.text.contains("tcp_listendrop"), "{e:?}");
+    // The checks of the same packets' reason (TCP_LISTEN_OVERFLOW).
+    assert!(e.check.iter().any(|c| c.contains("ss -lnt")), "{e:?}");
+    // A counter of packets consumed, not dropped: no reason, no checks to borrow.
+    let e = g.explain("TcpExt:TCPReqQFullDrop");
+    assert!(
+        e.text.contains("consume_skb") && e.check.is_empty(),
+        "{e:?}"
+    );
+    assert_eq!(
+        g.hint("TcpExt:ListenDrops"),
+        g.explain("TcpExt:ListenDrops").text
+    );
+}

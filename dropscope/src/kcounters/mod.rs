@@ -79,6 +79,10 @@ pub struct KernelView {
     /// nothing of) or where the counters span more than the window (see
     /// [`hooks::SINCE_START`]).
     pub programs: Option<Vec<crate::model::DropCount>>,
+    /// The drops only a kernel counter saw, as rows beside the probe's (see
+    /// [`crate::model::counter_only`]): each once, adding up to [`KernelView::unseen_total`];
+    /// `None` where unseen is.
+    pub counter_only: Option<Vec<crate::model::DropCount>>,
 }
 
 impl KernelView {
@@ -445,10 +449,14 @@ pub fn view(reading: &KernelReading, snap: &Snapshot, filter: Option<String>) ->
         _ => (None, None),
     };
     let spans_more = (reading.errors.iter()).any(|e| e.starts_with(hooks::SINCE_START));
-    let programs = (filter.is_none() && !spans_more)
-        .then(|| crate::model::programs::rows(reading, &crate::model::programs::netns_names(snap)));
+    let names = crate::model::programs::netns_names(snap);
+    let programs =
+        (filter.is_none() && !spans_more).then(|| crate::model::programs::rows(reading, &names));
+    let counter_only =
+        (unseen.is_some()).then(|| crate::model::counter_only::rows(reading, snap, &names));
     KernelView {
         programs,
+        counter_only,
         initial_netns: initial,
         counters,
         unseen,

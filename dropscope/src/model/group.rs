@@ -284,7 +284,7 @@ pub fn regroup(s: &Snapshot, by: &[Dim]) -> Snapshot {
     for k in &s.samples {
         // A program's frames stay with its row, which is never regrouped here (its key comes
         // from the kernel's reading; the live view's `b` coarsens both sides alike).
-        let key = if super::programs::is_program(&k.key) {
+        let key = if super::counter_only::is_beside(&k.key) {
             k.key.clone()
         } else {
             coarser(&k.key, by)
@@ -338,9 +338,10 @@ pub fn covers(row: &DropKey, key: &DropKey) -> bool {
 
 /// `key` with the dimensions not in `by` merged away. A program's verdict row keeps its reason
 /// and location (the program): it is never merged with the probe's drops, which may be the
-/// same packets (see [`super::programs`]).
+/// same packets (see [`super::programs`]); nor is a counter-only row, whose reason is its
+/// counter (see [`super::counter_only`]).
 pub fn coarser(key: &DropKey, by: &[Dim]) -> DropKey {
-    let program = super::programs::is_program(key);
+    let program = super::counter_only::is_beside(key);
     let has = |d| by.contains(&d) || (program && matches!(d, Dim::Reason | Dim::Location));
     let mut k = key.clone();
     if !has(Dim::Reason) {

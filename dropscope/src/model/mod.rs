@@ -2,6 +2,7 @@
 //! stack tree). No aya, no terminal.
 pub mod budget;
 pub mod compare;
+pub mod counter_only;
 pub mod devices;
 pub mod group;
 pub mod kernel;

@@ -9,7 +9,7 @@ use std::{
 };
 
 use super::group::{self, Dim};
-use super::{DropCount, DropKey, Health, KernelReading, Snapshot, programs};
+use super::{DropCount, DropKey, Health, KernelReading, Snapshot, counter_only, programs};
 
 /// How many intervals of history a trend keeps.
 pub const TREND_LEN: usize = 64;
@@ -106,7 +106,7 @@ pub struct Row<'a> {
     /// Drops per second over the last interval, if known.
     pub rate: Option<f64>,
     /// Percentage of all drops (cumulative count over the cumulative total, with the program
-    /// rows' counts added to it where there are any).
+    /// and counter-only rows' counts added to it where there are any).
     pub share: f64,
     /// Recent rates, oldest first.
     pub trend: Cow<'a, VecDeque<u64>>,
@@ -156,8 +156,10 @@ pub struct Tracker {
     /// The program rows' counts summed (see [`programs`]): they are shares of the total and
     /// these together.
     program_total: u64,
-    /// How many keys are programs' rows.
-    program_keys: usize,
+    /// The counter-only rows' counts summed (see [`counter_only`]), shares like the programs'.
+    counter_only_total: u64,
+    /// How many keys are rows beside the probe's (programs' and counters' rows).
+    beside_keys: usize,
 }
 
 /// Adds `t` to `sum` element-wise, aligned on the latest interval.
@@ -195,12 +197,14 @@ impl Tracker {
     /// smaller than the previous snapshot's).
     ///
     /// The XDP and tc programs' drop verdicts its kernel reading carries are rows too (see
-    /// [`programs`]), beside the probe's, and never in its total.
+    /// [`programs`]), and so are the drops only a kernel counter saw (see [`counter_only`]):
+    /// beside the probe's, and never in its total.
     pub fn push(&mut self, snap: Snapshot) -> bool {
         let prev = self.latest.take();
         let reset = prev.as_ref().is_some_and(|p| snap.elapsed < p.elapsed);
         let progs = programs::of_snapshot(&snap);
-        let rows = || snap.drops.iter().chain(&progs);
+        let counters = counter_only::of_snapshot(&snap);
+        let rows = || snap.drops.iter().chain(&progs).chain(&counters);
         match prev {
             Some(prev) if snap.elapsed > prev.elapsed => self.advance(&prev, &snap, rows()),
             Some(_) if !reset => {
@@ -216,9 +220,11 @@ impl Tracker {
                 }
             }
         }
-        self.program_total = (progs.iter()).fold(0, |t: u64, d| t.saturating_add(d.count));
-        self.program_keys = (self.keys.keys())
-            .filter(|k| programs::is_program(k))
+        let sum = |rows: &[DropCount]| rows.iter().fold(0, |t: u64, d| t.saturating_add(d.count));
+        self.program_total = sum(&progs);
+        self.counter_only_total = sum(&counters);
+        self.beside_keys = (self.keys.keys())
+            .filter(|k| counter_only::is_beside(k))
             .count();
         self.next_ratio_window(&snap);
         self.latest = Some(snap);
@@ -269,8 +275,9 @@ impl Tracker {
     /// A row's drop ratio: its drops over the window (`drops`) per packet its key's namespace
     /// or device received then.
     fn ratio(&self, key: &DropKey, drops: u64) -> Option<f64> {
-        // The ratio window holds the probe's drops only: a program row has none to divide.
-        if programs::is_program(key) {
+        // The ratio window holds the probe's drops only: a program's or a counter's row has
+        // none to divide.
+        if counter_only::is_beside(key) {
             return None;
         }
         let w = self.ratio.as_ref()?;
@@ -342,14 +349,21 @@ impl Tracker {
         self.program_total
     }
 
+    /// The counter-only rows' counts summed (drops only a kernel counter saw, not in the
+    /// total).
+    pub fn counter_only_total(&self) -> u64 {
+        self.counter_only_total
+    }
+
     /// Number of distinct keys seen.
     pub fn key_count(&self) -> usize {
         self.keys.len()
     }
 
-    /// How many of the keys are programs' verdict rows.
-    pub fn program_keys(&self) -> usize {
-        self.program_keys
+    /// How many of the keys are rows beside the probe's: programs' verdicts and counter-only
+    /// drops.
+    pub fn beside_keys(&self) -> usize {
+        self.beside_keys
     }
 
     /// Drops of `key` over the ratio window.
@@ -367,7 +381,8 @@ impl Tracker {
 
     /// The rows grouped by `by` only (`None`: as counted), whose key matches `filter`, sorted by
     /// `sort`. Merged keys sum their counts, rates and trends, so no drop is lost. Without
-    /// `programs`, the programs' verdict rows are left out, and out of the shares' whole.
+    /// `programs`, the rows beside the probe's (programs' verdicts, counter-only drops) are
+    /// left out, and out of the shares' whole.
     pub fn grouped_rows(
         &self,
         sort: SortKey,
@@ -375,7 +390,11 @@ impl Tracker {
         by: Option<&[Dim]>,
         programs: bool,
     ) -> Vec<Row<'_>> {
-        let program_total = if programs { self.program_total } else { 0 };
+        let program_total = if programs {
+            self.program_total.saturating_add(self.counter_only_total)
+        } else {
+            0
+        };
         let total = (self.latest.as_ref().map_or(0, |s| s.total)).saturating_add(program_total);
         let share = |count: u64| {
             if total == 0 {
@@ -389,7 +408,7 @@ impl Tracker {
             None => self
                 .keys
                 .iter()
-                .filter(|(k, _)| programs || !programs::is_program(k))
+                .filter(|(k, _)| programs || !counter_only::is_beside(k))
                 .filter(|(k, _)| matches_terms(k, &terms))
                 .map(|(key, s)| Row {
                     key: Cow::Borrowed(key),
@@ -404,7 +423,7 @@ impl Tracker {
                 let mut merged: HashMap<DropKey, KeyStats> = HashMap::new();
                 let mut window: HashMap<DropKey, u64> = HashMap::new();
                 for (k, s) in
-                    (self.keys.iter()).filter(|(k, _)| programs || !programs::is_program(k))
+                    (self.keys.iter()).filter(|(k, _)| programs || !counter_only::is_beside(k))
                 {
                     let coarser = group::coarser(k, by);
                     *window.entry(coarser.clone()).or_default() += self.window_drops(k);
@@ -542,6 +561,50 @@ mod tests {
         rows.iter()
             .map(|r| format!("{}@{}", r.key.reason.name, r.key.location))
             .collect()
+    }
+
+    /// What only a kernel counter saw is a row of its own (the counter, `(counter only)`),
+    /// with a rate, found by the text filter, kept apart when regrouped, hidden with the
+    /// programs' under drop filters, and outside the probe's total.
+    #[test]
+    fn counter_only_drops_are_rows_beside_the_probes() {
+        let with = |secs: u64, listen: u64| {
+            let mut s = snap(secs, &[("NO_SOCKET", "__udp4_lib_rcv", 10)]);
+            let mut r = KernelReading {
+                unix_ms: 1000 * secs,
+                initial_netns: 7,
+                ..Default::default()
+            };
+            let ns = r.netns.entry(7).or_default();
+            ns.insert(Arc::from("TcpExt:ListenDrops"), listen);
+            ns.insert(Arc::from("TcpExt:ListenOverflows"), listen);
+            s.kernel = Some(Arc::new(r));
+            s
+        };
+        let mut t = Tracker::new();
+        t.push(with(1, 50));
+        t.push(with(2, 90));
+        let rows = t.rows(SortKey::Count, "");
+        assert_eq!(
+            names(&rows),
+            [
+                "TcpExt:ListenDrops@(counter only)",
+                "NO_SOCKET@__udp4_lib_rcv"
+            ]
+        );
+        assert_eq!((rows[0].count, rows[0].rate), (90, Some(40.0)));
+        assert!(counter_only::is_counter_only(&rows[0].key));
+        assert_eq!(t.counter_only_total(), 90);
+        assert_eq!(t.latest().map(|s| s.total), Some(10));
+        assert_eq!(t.rows(SortKey::Count, "listendrops").len(), 1);
+        let grouped = t.grouped_rows(SortKey::Count, "", Some(&[Dim::Netns]), true);
+        assert_eq!(
+            names(&grouped),
+            ["TcpExt:ListenDrops@(counter only)", "*@*"]
+        );
+        let probe = t.grouped_rows(SortKey::Count, "", None, false);
+        assert_eq!(names(&probe), ["NO_SOCKET@__udp4_lib_rcv"]);
+        assert_eq!(t.beside_keys(), 1);
     }
 
     /// The programs' verdicts a reading carries are rows of their own, with rates from one

@@ -329,6 +329,23 @@ pub fn render(e: &Exposition, format: Format) -> String {
             &[("layer", OTHER)],
         );
     }
+    if shown(&sel.counter_only) {
+        w.family(
+            "dropscope_counter_only_drops",
+            "gauge",
+            "Drops only a kernel counter saw since dropscope started (reason is the counter, \
+             e.g. TcpExt:ListenDrops; location is (counter only)): its growth less the drops \
+             of its reasons the probe counted, each drop once. Never in dropscope_drops_total. \
+             A lower bound, so it may go down. reason=other sums the label sets beyond \
+             --max-series.",
+        );
+        w.capped(
+            "dropscope_counter_only_drops",
+            &drop_labels,
+            &sel.counter_only,
+            &[("reason", OTHER)],
+        );
+    }
     w.family(
         "dropscope_info",
         "info",

@@ -46,13 +46,25 @@ pub struct ServeOptions {
     pub web_config: Option<PathBuf>,
     /// Connection limits.
     pub limits: Limits,
+    /// Whether the probe counts every drop (no drop filter), so that the drops only a kernel
+    /// counter saw can be exported.
+    pub counts_all: bool,
 }
 
 /// Applies the caps to every snapshot of `feed` and publishes the result, until the feed ends.
 /// Each snapshot is selected anew, even one with the same counts as the last: its names may
 /// have resolved since.
-pub async fn publish(mut feed: Feed, tx: watch::Sender<Option<Arc<Published>>>, max: usize) {
-    let mut selection = Selection::new(max);
+pub async fn publish(feed: Feed, tx: watch::Sender<Option<Arc<Published>>>, max: usize) {
+    publish_selected(feed, tx, Selection::new(max), max).await;
+}
+
+/// [`publish`] with the caps of `selection`.
+async fn publish_selected(
+    mut feed: Feed,
+    tx: watch::Sender<Option<Arc<Published>>>,
+    mut selection: Selection,
+    max: usize,
+) {
     while let Some(mut snap) = feed.snapshots.recv().await {
         // Only the newest of the snapshots waiting matters.
         while let Ok(newer) = feed.snapshots.try_recv() {
@@ -95,7 +107,8 @@ pub async fn run(
         },
     );
     let (tx, rx) = watch::channel(None);
-    let publisher = publish(feed, tx, opts.max_series);
+    let selection = Selection::new(opts.max_series).counting_all(opts.counts_all);
+    let publisher = publish_selected(feed, tx, selection, opts.max_series);
     let router = http::router(rx, web.users, &opts.limits);
     let tls = web.tls.map(tokio_rustls::TlsAcceptor::from);
     let server = http::serve(listener, router, opts.limits, tls);

@@ -6,7 +6,7 @@ use super::cap::{Cap, Row, Tenant};
 pub use super::cap::{Capped, LabelValues, MAX_LABEL_BYTES, Series, sanitize};
 use crate::{
     kcounters::layers::{self, Role},
-    model::{DropKey, KernelReading, Snapshot, kernel::Direction},
+    model::{DropKey, KernelReading, Snapshot, counter_only, kernel::Direction},
 };
 
 /// The part of a drop key one label shows.
@@ -50,6 +50,9 @@ pub struct Selected {
     pub netns_packets: Capped,
     /// `dropscope_layer_drops_total`, in the order of [`LAYER_LABELS`].
     pub layer_drops: Capped,
+    /// `dropscope_counter_only_drops`: the drops only a kernel counter saw, as rows beside
+    /// the probe's (see [`counter_only`]), in the order of [`DROP_LABELS`]; never in `drops`.
+    pub counter_only: Capped,
 }
 
 impl Selected {
@@ -67,6 +70,10 @@ pub struct Selection {
     packets: Cap<(u64, Arc<str>, Direction)>,
     netns_packets: Cap<u64>,
     layer_drops: Cap<(u64, Arc<str>)>,
+    counter_only: Cap<DropKey>,
+    /// Whether the probe counts every drop, so that what only a counter saw can be told
+    /// (not while drops are filtered).
+    counts_all: bool,
     /// The initial namespace, once a kernel reading said which it is.
     initial: Option<u64>,
 }
@@ -79,8 +86,17 @@ impl Selection {
             packets: Cap::new(max),
             netns_packets: Cap::new(max),
             layer_drops: Cap::new(max),
+            counter_only: Cap::new(max),
+            counts_all: true,
             initial: None,
         }
+    }
+
+    /// Whether the probe counts every drop (`false` while drops are filtered: then no
+    /// counter-only drops are exported, for nothing can be called unseen).
+    pub fn counting_all(mut self, all: bool) -> Self {
+        self.counts_all = all;
+        self
     }
 
     /// Applies the caps to a snapshot, with the names its keys carry now.
@@ -115,6 +131,20 @@ impl Selection {
                 count: r.netns_packets(ns),
             }));
             selected.layer_drops = self.layer_drops.select(layer_rows(r, &names));
+            if self.counts_all {
+                let rows = counter_only::of_snapshot(snap);
+                selected.counter_only = self.counter_only.select(rows.iter().map(|d| {
+                    Row {
+                        id: d.key.clone(),
+                        tenant: names.tenant(d.key.attr.netns.unwrap_or(r.initial_netns)),
+                        labels: DROP_LABELS
+                            .iter()
+                            .map(|(_, v)| Arc::from(v(&d.key)))
+                            .collect(),
+                        count: d.count,
+                    }
+                }));
+            }
         }
         selected
     }
@@ -222,6 +252,35 @@ mod tests {
 
     fn reasons(sel: &Selected) -> Vec<&str> {
         sel.drops.series.iter().map(|s| &*s.labels[0]).collect()
+    }
+
+    #[test]
+    fn counter_only_drops_are_a_family_of_their_own_never_in_the_drops() {
+        let mut s = snap(vec![drop("TCP_LISTEN_OVERFLOW", "tcp_check_req+0x1", 4)], 0);
+        s.drops[0].key.attr.netns = Some(1);
+        let mut r = KernelReading {
+            initial_netns: 1,
+            ..KernelReading::default()
+        };
+        let g = r.netns.entry(1).or_default();
+        g.insert(Arc::from("TcpExt:ListenDrops"), 44);
+        g.insert(Arc::from("TcpExt:ListenOverflows"), 44);
+        s.kernel = Some(Arc::new(r));
+        let sel = Selection::new(10).select(&s);
+        let series: Vec<(Vec<&str>, u64)> = (sel.counter_only.series.iter())
+            .map(|s| (s.labels.iter().map(|l| &**l).collect(), s.count))
+            .collect();
+        assert_eq!(
+            series,
+            [(
+                vec!["TcpExt:ListenDrops", "(counter only)", "host", "", "tcp"],
+                40
+            )]
+        );
+        assert_eq!(sel.sum(), s.total, "the probe's series stay its total");
+        // Drops filtered: nothing is called counter-only.
+        let sel = Selection::new(10).counting_all(false).select(&s);
+        assert!(sel.counter_only.series.is_empty());
     }
 
     #[test]

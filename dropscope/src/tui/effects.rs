@@ -19,6 +19,17 @@ use crate::{
     sanitize,
 };
 
+/// Puts `command` on the clipboard through the terminal (OSC 52): base64, so nothing in it
+/// reaches the terminal as a control sequence.
+pub fn copy(command: &str) -> std::io::Result<()> {
+    use base64::Engine as _;
+    use std::io::Write as _;
+    let data = base64::engine::general_purpose::STANDARD.encode(command);
+    let mut out = std::io::stdout().lock();
+    write!(out, "\x1b]52;c;{data}\x07")?;
+    out.flush()
+}
+
 /// Writes the flamegraph off the event loop; its path or error comes back as a status message.
 pub fn spawn_flamegraph(
     req: FlameRequest,

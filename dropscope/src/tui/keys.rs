@@ -40,6 +40,8 @@ pub enum Action {
     Back,
     /// The explain panel.
     Explain,
+    /// Copy the selected row's first check command.
+    Copy,
     /// The kernel counters panel.
     Counters,
     /// The drop ledger panel.
@@ -271,6 +273,17 @@ pub const GENERAL: &[Key] = &[
         ),
         "e",
         Some("explain"),
+        None,
+    ),
+    hint(
+        key(
+            "y",
+            "copy the row's first check command (OSC 52; printed on exit)",
+            &[(C::Char('y'), A::Copy)],
+            Both,
+        ),
+        "y",
+        Some("copy"),
         None,
     ),
     hint(

@@ -274,6 +274,27 @@ impl Session {
         suspend_and_redraw(&mut self.terminal, &self.state, f)
     }
 
+    /// Live, finds how a shell enters the selected row's namespace (once per namespace), for
+    /// the commands the explain panel and `y` fill in.
+    fn find_way_in(&mut self) {
+        let (Some(ns), Some(k)) = (
+            (self.state.selected.as_ref()).and_then(|k| k.attr.netns),
+            &self.state.kernel,
+        ) else {
+            return;
+        };
+        if self.state.is_replay() || self.state.ways.contains_key(&ns) {
+            return;
+        }
+        let way = crate::explain::fill::way_in(
+            ns,
+            k.initial_netns,
+            std::path::Path::new(crate::kcounters::netns::RUN_NETNS),
+            std::path::Path::new("/proc"),
+        );
+        self.state.ways.insert(ns, way);
+    }
+
     /// Takes in one message; returns whether the TUI is to end.
     fn handle(&mut self, msg: Msg) -> anyhow::Result<bool> {
         if let Msg::Snapshot(s, _) = &msg {
@@ -289,6 +310,9 @@ impl Session {
             }
         }
         let mut urgent = matches!(msg, Msg::Key(_) | Msg::Resize(..) | Msg::Status(_));
+        if matches!(msg, Msg::Key(_)) {
+            self.find_way_in();
+        }
         // A selection that moved to another key (the top row changed) is drawn at once, so
         // that Enter opens the row the screen shows selected.
         let selected = self.state.selected.clone();
@@ -315,6 +339,7 @@ impl Session {
                 let (dir, done) = (&self.opts.flamegraph_dir, self.done_tx.clone());
                 effects::spawn_flamegraph(req, &self.info, dir, done);
             }
+            Some(Effect::Copy(command)) => effects::copy(&command)?,
             Some(Effect::ToggleRecording) => {
                 let latest = self.state.tracker.latest();
                 let dir = &self.opts.record_dir;
@@ -443,8 +468,12 @@ pub async fn run(feed: Feed, opts: TuiOptions) -> anyhow::Result<()> {
     events_task.abort();
     let _ = events_task.await;
     let saved = s.recording.take().map(ActiveRecording::stop);
+    let copied = s.state.copied.take();
     drop(s);
     drop(guard);
+    if let Some(c) = copied {
+        println!("{}", crate::sanitize::terminal(&c));
+    }
     if let Some(msg) = saved {
         eprintln!("dropscope: {msg}");
     }

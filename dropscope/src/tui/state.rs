@@ -244,6 +244,11 @@ pub struct State {
     pub by: Vec<Dim>,
     /// Which of [`State::groupings`] the table shows (0: as counted).
     pub grouping: usize,
+    /// How a shell enters each namespace explained so far (live only; see
+    /// [`crate::explain::fill::way_in`]).
+    pub ways: std::collections::BTreeMap<u64, crate::explain::fill::Way>,
+    /// The command copied last (`y`), printed again on exit.
+    pub copied: Option<String>,
 }
 
 impl State {
@@ -275,7 +280,33 @@ impl State {
             filters: None,
             by: Vec::new(),
             grouping: 0,
+            ways: Default::default(),
+            copied: None,
         }
+    }
+
+    /// What the guide's checks for `key` are filled in with: its device and port, and the way
+    /// into its namespace as found live (`nsenter` with a `PID` to fill in where none was).
+    pub fn check_target<'a>(&self, key: &'a DropKey) -> crate::explain::fill::Target<'a> {
+        use crate::explain::fill::{Target, Way};
+        let initial = self.kernel.as_ref().map(|k| k.initial_netns);
+        let way = match key.attr.netns {
+            None => Way::Here,
+            Some(ns) if Some(ns) == initial => Way::Here,
+            Some(ns) => self.ways.get(&ns).cloned().unwrap_or(Way::Unknown),
+        };
+        Target {
+            way,
+            device: key.attr.device.as_deref(),
+            port: key.attr.port,
+        }
+    }
+
+    /// The selected row's first check command, filled in (what `y` copies).
+    pub fn check_command(&self) -> Option<String> {
+        let key = self.selected.as_ref()?;
+        let e = crate::explain::Guide::builtin().explain(&key.reason.name);
+        crate::explain::fill::first_command(e.check, &self.check_target(key))
     }
 
     /// The finest grouping: `--by`, or in a replay the dimensions the shown counts have.

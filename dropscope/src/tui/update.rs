@@ -59,6 +59,8 @@ pub enum Effect {
     Flamegraph(FlameRequest),
     /// Start recording if not recording, else stop.
     ToggleRecording,
+    /// Put this command on the clipboard (OSC 52 to the terminal).
+    Copy(String),
 }
 
 /// Seek steps of the replay keys, in seconds.
@@ -327,6 +329,17 @@ fn on_key(state: &mut State, key: KeyEvent) -> Option<Effect> {
         }
         Action::Flamegraph => return flamegraph(state),
         Action::Explain => toggle_panel(state, Panel::Explain),
+        Action::Copy => match state.check_command() {
+            Some(c) => {
+                state.status = Some(format!(
+                    "copied (printed again on exit): {}",
+                    crate::sanitize::terminal(&c)
+                ));
+                state.copied = Some(c.clone());
+                return Some(Effect::Copy(c));
+            }
+            None => state.status = Some("no command to copy: select a row with checks".into()),
+        },
         Action::Counters => toggle_panel(state, Panel::Counters),
         Action::Ledger => toggle_panel(state, Panel::Ledger),
         Action::Record if state.is_replay() => {

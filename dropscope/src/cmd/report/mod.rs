@@ -122,6 +122,7 @@ pub fn write_report(
             report::write_table_fitted(snap, seconds, report::table_width(), &mut out)?;
             if let Some(k) = kernel {
                 report::write_programs(k, report::table_width(), &mut out)?;
+                report::write_counter_only(k, report::table_width(), &mut out)?;
                 report::write_kernel(k, &mut out)?;
             }
             if lines {

@@ -5,7 +5,7 @@ use serde::Serialize;
 use unicode_width::UnicodeWidthStr;
 
 use crate::{
-    explain::Guide,
+    explain::{Guide, fill},
     kcounters::{
         CounterDelta, KernelView, Ratio, Unseen,
         hooks::is_ledger_note,
@@ -41,6 +41,9 @@ pub struct JsonDrop<'a> {
     pub samples: Vec<JsonSample>,
     /// What the reason means and what to check: one paragraph of the reason guide.
     pub hint: String,
+    /// The guide's check commands for it, filled in with its namespace, device and port
+    /// (see `explain::fill`), ready to copy.
+    pub check: Vec<String>,
 }
 
 /// A sampled packet in the JSON report.
@@ -129,6 +132,11 @@ pub struct JsonReport<'a> {
     /// or `total`: a packet a program dropped may also be in `drops` (freed through
     /// `kfree_skb`), and the ledger counts it once.
     pub programs: Option<Vec<JsonProgramDrop>>,
+    /// The drops only a kernel counter saw, as rows like the probe's (reason: the counter,
+    /// location: `(counter only)`), largest first (`null` where `unseen` is). Never part of
+    /// `drops` or `total`, never a drop a row of `drops` counts, each drop once: they add up
+    /// to `unseen_total`.
+    pub counter_only: Option<Vec<JsonCounterOnlyDrop>>,
     /// What the reading of the kernel's counters noted: namespaces not read, programs whose
     /// verdicts were not counted, and why (`null` without the kernel's counters). The
     /// ledger's notes are among them; these are here too where there is no ledger.
@@ -159,6 +167,31 @@ pub struct JsonProgramDrop {
     pub samples: Vec<JsonSample>,
     /// What the verdict means and what to check.
     pub hint: String,
+    /// The guide's check commands for it, filled in (as `drops` has them).
+    pub check: Vec<String>,
+}
+
+/// Drops only a kernel counter saw over the window: a row like the probe's.
+#[derive(Debug, Serialize)]
+pub struct JsonCounterOnlyDrop {
+    /// The counter: `TcpExt:ListenDrops`, `Udp:NoPorts`, ...
+    pub reason: String,
+    /// Always `(counter only)`.
+    pub location: String,
+    /// The counter's namespace.
+    pub netns: Option<u64>,
+    /// Its name (`host` for the initial one), where known.
+    pub netns_name: Option<String>,
+    /// The counter's interface, for a device's counter.
+    pub device: Option<String>,
+    /// The protocol its group counts (`tcp` for `TcpExt:`), where it says.
+    pub protocol: Option<String>,
+    /// What the counter alone counted over the window.
+    pub count: u64,
+    /// Where the kernel counts it and what to check.
+    pub hint: String,
+    /// The guide's check commands for it, filled in (as `drops` has them).
+    pub check: Vec<String>,
 }
 
 /// The drop ledger in the JSON report.
@@ -246,6 +279,7 @@ impl JsonReport<'_> {
         });
         self.kernel_notes = Some(k.errors.clone());
         let samples = &mut self.samples;
+        let mut ways = Ways::new(Some(k.initial_netns));
         self.programs = k.programs.is_some().then(|| {
             program_rows(k)
                 .into_iter()
@@ -258,6 +292,23 @@ impl JsonReport<'_> {
                     device: d.key.attr.device.as_deref().map(str::to_string),
                     count: d.count,
                     hint: Guide::builtin().hint(&d.key.reason.name),
+                    check: ways.checks(&d.key),
+                })
+                .collect()
+        });
+        self.counter_only = k.counter_only.as_ref().map(|rows| {
+            largest_first(rows)
+                .into_iter()
+                .map(|d| JsonCounterOnlyDrop {
+                    reason: d.key.reason.name.to_string(),
+                    location: d.key.location.to_string(),
+                    netns: d.key.attr.netns,
+                    netns_name: d.key.attr.netns.and_then(name),
+                    device: d.key.attr.device.as_deref().map(str::to_string),
+                    protocol: d.key.attr.protocol.as_deref().map(str::to_string),
+                    count: d.count,
+                    hint: Guide::builtin().hint(&d.key.reason.name),
+                    check: ways.checks(&d.key),
                 })
                 .collect()
         });
@@ -277,13 +328,86 @@ impl JsonReport<'_> {
     }
 }
 
+/// How a shell enters each namespace, found once each (see `explain::fill::way_in`): the
+/// check commands of the rows are filled in with it.
+struct Ways {
+    initial: Option<u64>,
+    found: std::collections::BTreeMap<u64, fill::Way>,
+}
+
+impl Ways {
+    fn new(initial: Option<u64>) -> Self {
+        Self {
+            initial,
+            found: Default::default(),
+        }
+    }
+
+    /// The guide's checks for `key`, filled in.
+    fn checks(&mut self, key: &DropKey) -> Vec<String> {
+        let check = Guide::builtin().explain(&key.reason.name).check;
+        if check.is_empty() {
+            return Vec::new();
+        }
+        let way = match key.attr.netns {
+            None => fill::Way::Here,
+            Some(ns) if Some(ns) == self.initial => fill::Way::Here,
+            Some(ns) => (self.found.entry(ns))
+                .or_insert_with(|| {
+                    fill::way_in(
+                        ns,
+                        self.initial.unwrap_or(0),
+                        std::path::Path::new(crate::kcounters::netns::RUN_NETNS),
+                        std::path::Path::new("/proc"),
+                    )
+                })
+                .clone(),
+        };
+        let t = fill::Target {
+            way,
+            device: key.attr.device.as_deref(),
+            port: key.attr.port,
+        };
+        check.iter().map(|c| fill::fill_line(c, &t)).collect()
+    }
+}
+
 /// The window's program rows, largest first.
 fn program_rows(k: &KernelView) -> Vec<&DropCount> {
-    let mut rows: Vec<&DropCount> = (k.programs.iter().flatten())
-        .filter(|d| d.count > 0)
-        .collect();
+    largest_first(k.programs.iter().flatten())
+}
+
+/// Rows beside the probe's that counted, largest first.
+fn largest_first<'a>(rows: impl IntoIterator<Item = &'a DropCount>) -> Vec<&'a DropCount> {
+    let mut rows: Vec<&DropCount> = rows.into_iter().filter(|d| d.count > 0).collect();
     rows.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
     rows
+}
+
+/// Writes the window's counter-only rows (if any) as a table of their own, after the probe's
+/// and the programs'.
+pub fn write_counter_only(
+    k: &KernelView,
+    width: usize,
+    mut out: impl Write,
+) -> std::io::Result<()> {
+    let rows = largest_first(k.counter_only.iter().flatten());
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "Drops only a kernel counter saw (counter only: never in the total above, nor a drop \
+         of its rows; each once):"
+    )?;
+    let keys: Vec<&DropKey> = rows.iter().map(|d| &d.key).collect();
+    let numbers = [NumberColumn {
+        title: "COUNT",
+        cells: rows.iter().map(|d| d.count.to_string()).collect(),
+        min: 12,
+    }];
+    write_key_table(&keys, &numbers, width, &mut out)
 }
 
 /// Writes the window's program rows (if any) as a table of their own, after the probe's.
@@ -396,6 +520,7 @@ fn sorted(s: &Snapshot) -> Vec<&DropCount> {
 /// Builds the JSON report of a snapshot covering `seconds`.
 pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
     let mut samples = SamplesByKey::new(s);
+    let mut ways = Ways::new(s.kernel.as_ref().map(|k| k.initial_netns));
     JsonReport {
         total: s.total,
         overflow: s.overflow,
@@ -414,6 +539,7 @@ pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
                 count: d.count,
                 samples: samples.take(&d.key),
                 hint: Guide::builtin().hint(&d.key.reason.name),
+                check: ways.checks(&d.key),
             })
             .collect(),
         seconds,
@@ -423,6 +549,7 @@ pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
         ratio: None,
         ledger: None,
         programs: None,
+        counter_only: None,
         kernel_notes: None,
         samples,
     }
@@ -922,6 +1049,7 @@ mod tests {
     fn kernel() -> KernelView {
         KernelView {
             programs: Some(Vec::new()),
+            counter_only: None,
             initial_netns: 1,
             counters: vec![CounterDelta {
                 netns: 9,
@@ -1086,6 +1214,60 @@ mod tests {
         let text = String::from_utf8(out).expect("utf8");
         assert_eq!(sanitize::terminal(&text), text.replace('\n', "\\n"));
         assert!(text.contains("Dev:eth0\\u{34f}:RxDrop"), "{text}");
+    }
+
+    #[test]
+    fn counter_only_drops_are_rows_of_their_own_in_json_and_text() {
+        let mut reading = crate::model::KernelReading {
+            initial_netns: 1,
+            ..Default::default()
+        };
+        let g = reading.netns.entry(9).or_default();
+        g.insert("TcpExt:ListenDrops".into(), 44);
+        g.insert("TcpExt:ListenOverflows".into(), 44);
+        // 4 refused at the final ACK, seen by the probe: the row is the other 40.
+        let mut s = one("TCP_LISTEN_OVERFLOW", "tcp_check_req+0x1");
+        s.drops[0].count = 4;
+        s.drops[0].key.attr.netns = Some(9);
+        s.drops[0].key.attr.netns_name = Some("app".into());
+        s.total = 4;
+        let k = crate::kcounters::view(&reading, &s, None);
+        let v = serde_json::to_value(json(&s, 1.0).with_kernel(&k)).expect("json");
+        let rows = v["counter_only"].as_array().expect("counter_only rows");
+        // ListenOverflows lies within ListenDrops: one row, never two.
+        assert_eq!(rows.len(), 1, "{rows:#?}");
+        let r = &rows[0];
+        assert_eq!(
+            (&r["reason"], &r["location"], &r["netns"], &r["netns_name"]),
+            (
+                &"TcpExt:ListenDrops".into(),
+                &"(counter only)".into(),
+                &9.into(),
+                &"app".into()
+            ),
+            "{r:#}"
+        );
+        assert_eq!((&r["count"], &v["unseen_total"]), (&40.into(), &40.into()));
+        assert!(
+            r["hint"]
+                .as_str()
+                .is_some_and(|h| h.contains("tcp_listendrop"))
+        );
+        // The probe's total stays its own.
+        assert_eq!(v["total"], 4);
+        let mut out = Vec::new();
+        write_counter_only(&k, PIPE_WIDTH, &mut out).expect("write");
+        let text = String::from_utf8(out).expect("utf8");
+        let row = line_of(&text, "TcpExt:ListenDrops");
+        assert!(
+            row.contains("(counter only)") && row.contains("40"),
+            "{text}"
+        );
+        assert!(!text.contains("ListenOverflows"), "{text}");
+        // Filtered counts: no unseen, no rows.
+        let filtered = crate::kcounters::view(&reading, &s, Some("reason NO_SOCKET".into()));
+        let v = serde_json::to_value(json(&s, 1.0).with_kernel(&filtered)).expect("json");
+        assert!(v["counter_only"].is_null(), "{v:#}");
     }
 
     #[test]

@@ -127,7 +127,8 @@ fn footer(state: &State) -> Line<'static> {
 }
 
 /// The footer's hints that fit in `width` columns: where all do not, the ones `?` help lists
-/// anyway go first (sorting, grouping, then pausing, recording, flamegraphs), never `q`, `?`,
+/// anyway go first (copying, sorting, grouping, then pausing, recording, flamegraphs), never
+/// `q`, `?`,
 /// `/`, Enter, `e` or `c`; the order stays.
 fn fitted_hints(
     mut hints: Vec<(&'static str, &'static str)>,
@@ -138,7 +139,7 @@ fn fitted_hints(
             .map(|(k, w)| k.chars().count() + w.chars().count() + 3)
             .sum()
     };
-    for label in ["s/S", "b", "space", "r", "f"] {
+    for label in ["y", "s/S", "b", "space", "r", "f"] {
         if len(&hints) <= width {
             break;
         }

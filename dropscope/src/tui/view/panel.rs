@@ -25,8 +25,17 @@ pub fn height(state: &State, body: u16) -> u16 {
     }
 }
 
-/// The guide's lines for one reason: summary, paragraph, what to check.
+/// The guide's lines for one reason: summary, paragraph, what to check (unfilled).
 pub fn guide_lines(reason: &str) -> Vec<Line<'static>> {
+    filled_guide_lines(reason, None)
+}
+
+/// The guide's lines for one reason, its check commands filled in for `target` where given
+/// (a row's namespace, device and port; see [`crate::explain::fill`]).
+pub fn filled_guide_lines(
+    reason: &str,
+    target: Option<&crate::explain::fill::Target<'_>>,
+) -> Vec<Line<'static>> {
     let e = Guide::builtin().explain(reason);
     let bold = Style::new().add_modifier(Modifier::BOLD);
     let mut lines = vec![Line::from(vec![
@@ -41,9 +50,13 @@ pub fn guide_lines(reason: &str) -> Vec<Line<'static>> {
         ));
     }
     for c in e.check {
+        let c = match target {
+            Some(t) => crate::explain::fill::fill_line(c, t),
+            None => c.clone(),
+        };
         lines.push(Line::from(vec![
             Span::styled("check ", Style::new().fg(Color::Cyan)),
-            Span::raw(c.clone()),
+            Span::raw(crate::sanitize::terminal(&c).into_owned()),
         ]));
     }
     lines
@@ -253,13 +266,13 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
         None => return,
         Some(Panel::Explain) => {
             let lines = match &state.selected {
-                Some(k) => guide_lines(&k.reason.name),
+                Some(k) => filled_guide_lines(&k.reason.name, Some(&state.check_target(k))),
                 None => vec![Line::styled(
                     "select a row to explain its reason",
                     Style::new().fg(Color::DarkGray),
                 )],
             };
-            (" reason guide (e closes) ", lines)
+            (" reason guide (e closes, y copies the first check) ", lines)
         }
         Some(Panel::Counters) => (
             " kernel counters since the start (c closes) ",
@@ -357,6 +370,49 @@ mod tests {
     }
 
     #[test]
+    fn the_panel_fills_the_checks_with_the_rows_namespace_and_port_and_y_copies_one() {
+        use crate::explain::fill::Way;
+        let mut s = State::new(SessionInfo::default(), None, (140, 40));
+        let mut key = DropKey {
+            reason: Reason {
+                code: 6,
+                name: "SOCKET_RCVBUFF".into(),
+            },
+            location: "__udp_queue_rcv_skb+0x1".into(),
+            attr: Default::default(),
+        };
+        key.attr.netns = Some(4026532999);
+        key.attr.netns_name = Some("ux3app".into());
+        key.attr.port = Some(8888);
+        key.attr.protocol = Some("udp".into());
+        let snap = Snapshot {
+            elapsed: Duration::from_secs(1),
+            total: 7,
+            drops: vec![DropCount { key, count: 7 }],
+            ..Default::default()
+        };
+        update(&mut s, Msg::Snapshot(Box::new(snap), Instant::now()));
+        s.ways.insert(4026532999, Way::Named("ux3app".into()));
+        press(&mut s, 'e');
+        let out = screen(&s);
+        assert!(
+            out.contains("`ip netns exec ux3app ss -uamp 'sport = :8888'` shows rb"),
+            "{out}"
+        );
+        press(&mut s, 'y');
+        let want = "ip netns exec ux3app ss -uamp 'sport = :8888'";
+        assert_eq!(s.copied.as_deref(), Some(want));
+        assert!(screen(&s).contains(&format!("copied (printed again on exit): {want}")));
+        // A namespace not found here: `nsenter` with a PID to fill in, never a guess.
+        s.ways.clear();
+        let out = screen(&s);
+        assert!(
+            out.contains("`nsenter --net=/proc/PID/ns/net ss -uamp"),
+            "{out}"
+        );
+    }
+
+    #[test]
     fn the_rows_stacks_show_its_guide_entry() {
         let mut s = state();
         update(
@@ -379,6 +435,7 @@ mod tests {
         assert!(screen(&s).contains("waiting for the first reading"));
         let k = KernelView {
             programs: Some(Vec::new()),
+            counter_only: None,
             initial_netns: 1,
             counters: vec![CounterDelta {
                 netns: 4026532500,

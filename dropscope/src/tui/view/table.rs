@@ -10,9 +10,8 @@ use ratatui::{
 
 use crate::{
     model::{
-        DropKey,
+        DropKey, counter_only,
         group::Dim,
-        programs,
         table::{Row as TableRow, SortKey},
     },
     sanitize,
@@ -116,8 +115,9 @@ fn title(state: &State, shown: usize) -> Line<'static> {
             )
             .len()
     } else if state.filters.is_some() {
-        // The programs' rows are not shown under drop filters: nor are they counted here.
-        t.key_count() - t.program_keys()
+        // The programs' and counters' rows are not shown under drop filters: nor are they
+        // counted here.
+        t.key_count() - t.beside_keys()
     } else {
         t.key_count()
     };
@@ -256,8 +256,9 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
     // A name the grouping merged away is `*` in every row: its column is left out.
     let (dims, _) = state.grouping_dims();
     // A program's row keeps its verdict and program whatever the grouping (it is never merged
-    // with the probe's): where one is shown, so are those columns (`*` in the probe's rows).
-    let program = shown.iter().any(|r| programs::is_program(&r.key));
+    // with the probe's), a counter-only row its counter: where one is shown, so are those
+    // columns (`*` in the probe's rows).
+    let program = shown.iter().any(|r| counter_only::is_beside(&r.key));
     let by_reason = program || dims.contains(&Dim::Reason);
     let by_location = program || dims.contains(&Dim::Location);
     let body = visible.into_iter().map(|(i, r, count, rate)| {
