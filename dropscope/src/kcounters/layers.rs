@@ -603,6 +603,45 @@ mod tests {
         assert!(!is_layer_counter("Udp:NoPorts"));
     }
 
+    /// The ledger gives a counter's drops out near it first, then anywhere: no drop may be
+    /// both, so no list of specs has a spec near and one anywhere for the same reason.
+    #[test]
+    fn no_spec_list_looks_for_a_reason_both_near_and_anywhere() {
+        // A spec's reason (or family) and function, if it names one.
+        let parts = |s: &'static str| {
+            let s = s.trim_start_matches('~');
+            s.split_once('@').map_or((s, None), |(r, f)| (r, Some(f)))
+        };
+        let overlap = |a: &'static str, b: &'static str| {
+            let ((ra, fa), (rb, fb)) = (parts(a), parts(b));
+            let reasons = match (ra.strip_suffix('*'), rb.strip_suffix('*')) {
+                (Some(p), _) => rb.starts_with(p),
+                (_, Some(p)) => ra.starts_with(p),
+                _ => ra == rb,
+            };
+            reasons && (fa.is_none() || fb.is_none() || fa == fb)
+        };
+        let lists = (LINK.iter().map(|s| s.reasons))
+            .chain([
+                QDISC_REASONS,
+                TC_REASONS,
+                XDP_REASONS,
+                TC_INGRESS_REASONS,
+                NETKIT_REASONS,
+                TC_EGRESS_REASONS,
+                BACKLOG_REASONS,
+            ])
+            .chain(map::COUNTERS.iter().map(|m| m.reasons));
+        for list in lists {
+            let (far, near): (Vec<&str>, Vec<&str>) = list.iter().partition(|s| s.starts_with('~'));
+            for f in &far {
+                for n in &near {
+                    assert!(!overlap(f, n), "{f} and {n} in {list:?}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn drops_go_out_or_in_by_reason_and_function() {
         for (reason, location, dir) in [

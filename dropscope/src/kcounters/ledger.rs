@@ -11,7 +11,7 @@
 //! layer counter also counted: the counter says where), Y what only layer counters counted
 //! (each drop once: see [`unseen::total`]), and Z the rest (the probe's drops without a
 //! reason that no counter explains, and drops it counted without a key).
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
@@ -162,6 +162,7 @@ pub fn ledger(reading: &KernelReading, snap: &Snapshot) -> Ledger {
         })
         .collect();
 
+    let mut alloc = Allocator::new(&seen, by_netns, by_device);
     let mut rows = Vec::new();
     for (&ns, growth) in &reading.netns {
         // Devices with stats64 counters that grew (rows here): their /proc/net/dev columns
@@ -185,7 +186,7 @@ pub fn ledger(reading: &KernelReading, snap: &Snapshot) -> Ledger {
             let matched = if role == Role::Context {
                 0
             } else {
-                allocate(&class, ns, delta, &mut seen, by_netns, by_device)
+                alloc.allocate(&class, ns, delta, &seen)
             };
             rows.push((
                 class.group,
@@ -213,6 +214,7 @@ pub fn ledger(reading: &KernelReading, snap: &Snapshot) -> Ledger {
         }
     }
 
+    alloc.settle(&mut seen);
     // Layer totals: a group counts as its largest member.
     let mut totals: BTreeMap<(Layer, u64, Option<String>), LayerTotal> = BTreeMap::new();
     let mut groups: BTreeMap<(u64, Option<String>, &'static str), &Row> = BTreeMap::new();
@@ -274,10 +276,45 @@ pub fn ledger(reading: &KernelReading, snap: &Snapshot) -> Ledger {
         .total
         .max(seen.iter().map(|s| s.count).sum())
         .saturating_add(counter_only);
+    // The rows listed: those with the most drops only a counter saw, then the most drops.
     let mut counters: Vec<Row> = rows.into_iter().map(|(_, r)| r).collect();
+    let listed = counters.len();
+    if listed > MAX_ROWS {
+        counters.select_nth_unstable_by_key(MAX_ROWS - 1, |r| {
+            (
+                std::cmp::Reverse(r.counter_only),
+                std::cmp::Reverse(r.delta),
+            )
+        });
+        counters.truncate(MAX_ROWS);
+        notes.push(format!(
+            "{} layer counters not listed (at most {} are, those with the most drops only a \
+             counter saw): their drops are in the headline and the layers",
+            crate::format::count((listed - MAX_ROWS) as u64),
+            crate::format::count(MAX_ROWS as u64)
+        ));
+    }
     counters.sort_by(|a, b| {
         (a.layer, a.netns, &a.device, &a.counter).cmp(&(b.layer, b.netns, &b.device, &b.counter))
     });
+    let mut layers: Vec<LayerTotal> = totals.into_values().collect();
+    let places = layers.len();
+    if places > MAX_ROWS {
+        layers.select_nth_unstable_by_key(MAX_ROWS - 1, |t| {
+            (
+                std::cmp::Reverse(t.counter_only),
+                std::cmp::Reverse(t.counted),
+            )
+        });
+        layers.truncate(MAX_ROWS);
+        layers.sort_by(|a, b| (a.layer, a.netns, &a.device).cmp(&(b.layer, b.netns, &b.device)));
+        notes.push(format!(
+            "{} layer totals not listed (at most {} are, those with the most drops only a \
+             counter saw): their drops are in the headline",
+            crate::format::count((places - MAX_ROWS) as u64),
+            crate::format::count(MAX_ROWS as u64)
+        ));
+    }
     Ledger {
         headline: Headline {
             total,
@@ -285,11 +322,16 @@ pub fn ledger(reading: &KernelReading, snap: &Snapshot) -> Ledger {
             counter_only,
             unexplained: total - with_reason - counter_only,
         },
-        layers: totals.into_values().collect(),
+        layers,
         counters,
         notes,
     }
 }
+
+/// The most layer counters (and layer totals) a ledger lists: a window may hold any number (a
+/// recording, or a host where anyone can make devices), and each is a line of the report.
+/// Those with the most drops only a counter saw are listed; a note says how many were not.
+pub const MAX_ROWS: usize = 4096;
 
 fn add(totals: &mut BTreeMap<(Layer, u64, Option<String>), LayerTotal>, r: &Row) {
     let t = totals
@@ -307,39 +349,144 @@ fn add(totals: &mut BTreeMap<(Layer, u64, Option<String>), LayerTotal>, r: &Row)
     t.counter_only = t.counter_only.saturating_add(r.counter_only);
 }
 
-/// How many of the probe's drops a counter (`class`, in namespace `ns`, grown by `delta`) also
-/// counted: at most `delta`, given out to the matching keys in order; each key remembers the
-/// most any one counter matched of it.
-fn allocate(
-    class: &Class<'_>,
-    ns: u64,
-    delta: u64,
-    seen: &mut [Seen<'_>],
-    by_netns: bool,
-    by_device: bool,
-) -> u64 {
-    let mut left = delta;
-    for s in seen.iter_mut() {
-        if left == 0 {
-            break;
+/// Where a counter looks for the drops it also counted: its namespace (unless the counts are
+/// not keyed by namespace) and its device (unless it has none, or the counts are not keyed by
+/// device); `None` stands for any.
+type Scope<'a> = (Option<u64>, Option<&'a str>);
+
+/// The probe's keys a counter can match, in the keys' order, with the sums of their counts
+/// before each, and the most any counter asked of them.
+#[derive(Default)]
+struct Candidates {
+    keys: Vec<usize>,
+    /// `before[i]`: the counts of `keys[..i]`, summed.
+    before: Vec<u64>,
+    total: u64,
+    /// The largest number of drops a counter gave out over these keys.
+    reach: u64,
+}
+
+impl Candidates {
+    fn new(keys: Vec<usize>, seen: &[Seen<'_>]) -> Self {
+        let mut before = Vec::with_capacity(keys.len());
+        let mut total = 0u64;
+        for &k in &keys {
+            before.push(total);
+            total = total.saturating_add(seen[k].count);
         }
-        let hit = class.reasons.iter().any(|spec| {
-            let anywhere = spec.starts_with('~');
-            let here = anywhere
-                || ((!by_netns || s.netns == ns)
-                    && match class.device {
-                        None => true,
-                        Some(dev) => !by_device || s.device == Some(dev),
-                    });
-            here && layers::matches(spec, s.reason, s.location)
-        });
-        if hit {
-            let take = left.min(s.count);
-            left -= take;
-            s.also = s.also.max(take);
+        Candidates {
+            keys,
+            before,
+            total,
+            reach: 0,
         }
     }
-    delta - left
+
+    /// Gives out `n` drops over the keys in order: how many were taken.
+    fn take(&mut self, n: u64) -> u64 {
+        self.reach = self.reach.max(n);
+        n.min(self.total)
+    }
+
+    /// What each key gave out at most to one counter: every counter takes from the first key
+    /// on, so what the largest one took of each key is the most any took of it.
+    fn settle(&self, seen: &mut [Seen<'_>]) {
+        for (&k, &before) in self.keys.iter().zip(&self.before) {
+            let s = &mut seen[k];
+            s.also = s.also.max(s.count.min(self.reach.saturating_sub(before)));
+        }
+    }
+}
+
+/// Matches counters with the probe's keys, indexed once: the keys by (namespace, device) and
+/// by namespace, and each counter's candidates once per kind of counter and place, so a
+/// window costs about keys + counters, never keys × counters.
+struct Allocator<'a> {
+    by_netns: bool,
+    by_device: bool,
+    /// The keys of each scope, in their order.
+    scopes: HashMap<Scope<'a>, Vec<usize>>,
+    /// Candidates near the counter, by the counter's reason specs (by address: they are
+    /// static) and scope.
+    here: HashMap<(usize, Scope<'a>), Candidates>,
+    /// Candidates anywhere (`~` specs), by the counter's reason specs.
+    anywhere: HashMap<usize, Candidates>,
+}
+
+impl<'a> Allocator<'a> {
+    fn new(seen: &[Seen<'a>], by_netns: bool, by_device: bool) -> Self {
+        let mut scopes: HashMap<Scope<'a>, Vec<usize>> = HashMap::new();
+        for (i, s) in seen.iter().enumerate() {
+            let ns = by_netns.then_some(s.netns);
+            scopes.entry((ns, None)).or_default().push(i);
+            if by_device && let Some(dev) = s.device {
+                scopes.entry((ns, Some(dev))).or_default().push(i);
+            }
+        }
+        Allocator {
+            by_netns,
+            by_device,
+            scopes,
+            here: HashMap::new(),
+            anywhere: HashMap::new(),
+        }
+    }
+
+    /// How many of the probe's drops a counter (`class`, in namespace `ns`, grown by `delta`)
+    /// also counted: at most `delta`, given out to the matching keys of its own namespace and
+    /// device first, then to those its `~` specs find anywhere, each in the keys' order; each
+    /// key remembers the most any one counter took of it ([`Allocator::settle`]).
+    fn allocate(&mut self, class: &Class<'a>, ns: u64, delta: u64, seen: &[Seen<'a>]) -> u64 {
+        let specs = class.reasons;
+        let id = specs.as_ptr() as usize;
+        let scope = (
+            self.by_netns.then_some(ns),
+            class.device.filter(|_| self.by_device),
+        );
+        let here = self.here.entry((id, scope)).or_insert_with(|| {
+            let keys = self.scopes.get(&scope).map_or(&[][..], Vec::as_slice);
+            let local = |s: &&str| !s.starts_with('~');
+            Candidates::new(matching(keys, specs, local, seen), seen)
+        });
+        let near = here.take(delta);
+        let rest = delta - near;
+        if !specs.iter().any(|s| s.starts_with('~')) {
+            return near;
+        }
+        let anywhere = self.anywhere.entry(id).or_insert_with(|| {
+            let all: Vec<usize> = (0..seen.len()).collect();
+            Candidates::new(matching(&all, specs, |s| s.starts_with('~'), seen), seen)
+        });
+        near + anywhere.take(rest)
+    }
+
+    /// Every key's share, once every counter was matched.
+    fn settle(&self, seen: &mut [Seen<'_>]) {
+        for c in self.here.values().chain(self.anywhere.values()) {
+            c.settle(seen);
+        }
+    }
+}
+
+/// The keys of `keys` that one of `specs` (those `which` keeps) matches, in order.
+fn matching(
+    keys: &[usize],
+    specs: &[&str],
+    which: impl Fn(&&str) -> bool,
+    seen: &[Seen<'_>],
+) -> Vec<usize> {
+    let specs: Vec<&str> = specs.iter().filter(|s| which(s)).copied().collect();
+    if specs.is_empty() {
+        return Vec::new();
+    }
+    (keys.iter().copied())
+        .filter(|&k| {
+            let s = &seen[k];
+            specs
+                .iter()
+                .any(|spec| layers::matches(spec, s.reason, s.location))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -649,5 +796,32 @@ mod tests {
             l.notes,
             ["counts not keyed by device: matched per namespace"]
         );
+    }
+
+    /// A window of many keys and many grown counters (as a recording may hold, or a host
+    /// where anyone can make devices): linear in both, its rows bounded, the cut noted, and
+    /// the headline still of every counter.
+    #[test]
+    fn many_keys_and_counters_cost_their_sum_and_the_rows_are_bounded() {
+        let snaps = crate::record::synthetic::ledger_heavy(100_000, 40_000);
+        let s = &snaps[0];
+        let r = s.kernel.as_ref().expect("a reading");
+        let t0 = std::time::Instant::now();
+        let k = crate::kcounters::view(r, s, None);
+        let took = t0.elapsed();
+        let l = k.ledger.as_ref().expect("a ledger");
+        assert!(took < std::time::Duration::from_secs(20), "{took:?}");
+        assert_eq!(l.counters.len(), MAX_ROWS, "{}", l.counters.len());
+        assert!(l.layers.len() <= MAX_ROWS);
+        let note = (l.notes.iter())
+            .find(|n| n.contains("not listed"))
+            .unwrap_or_else(|| panic!("no note in {:?}", l.notes));
+        assert!(
+            note.starts_with("35,904 layer counters not listed"),
+            "{note}"
+        );
+        // Every counter counted only what no key explains (no key is of their reasons).
+        let deltas: u64 = (0..40_000u64).map(|c| 1000 + c).sum();
+        assert_eq!(l.headline.counter_only, deltas);
     }
 }

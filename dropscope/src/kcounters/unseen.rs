@@ -1,7 +1,7 @@
 //! Pure functions: counter deltas over a window, the drops the kernel counted that the probe
 //! did not see ("unseen"), and the one total of such drops that counts each drop once
 //! ([`summed`], [`total`]).
-use std::collections::{BTreeMap, BTreeSet, btree_map::Entry};
+use std::collections::{BTreeMap, BTreeSet, HashMap, btree_map::Entry};
 
 use serde::Serialize;
 
@@ -110,28 +110,46 @@ pub fn growth_deltas(reading: &KernelReading) -> Vec<CounterDelta> {
 /// known (`netns: None`) counts for `initial`. Machine-wide counters (softnet) are compared
 /// with the drops of every namespace. Several counters may share a reason, and each is
 /// compared with all drops of that reason: the result is a lower bound of what went unseen,
-/// never an invention.
+/// never an invention. The drops are summed once by namespace, reason and function, so a
+/// window costs about drops + counters.
 pub fn unseen<'a>(
     deltas: &[CounterDelta],
     drops: impl IntoIterator<Item = SeenDrop<'a>> + Clone,
     initial: u64,
 ) -> Vec<Unseen> {
+    // Drops by (namespace, reason, function), a namespace of `None` for every namespace, a
+    // function of `None` for every function.
+    let mut sums: HashMap<(Option<u64>, &str, Option<&str>), u64> = HashMap::new();
+    for s in drops {
+        let ns = s.netns.unwrap_or(initial);
+        let function = s.location.split(['+', ' ']).next().unwrap_or_default();
+        for key in [
+            (Some(ns), s.reason, Some(function)),
+            (Some(ns), s.reason, None),
+            (None, s.reason, Some(function)),
+            (None, s.reason, None),
+        ] {
+            let sum = sums.entry(key).or_default();
+            *sum = sum.saturating_add(s.count);
+        }
+    }
     let mut out = Vec::new();
     for d in deltas {
         let Some(m) = map::lookup(&d.counter) else {
             continue;
         };
-        let seen: u64 = drops
-            .clone()
-            .into_iter()
-            .filter(|s| m.scope == Scope::Global || s.netns.unwrap_or(initial) == d.netns)
-            .filter(|s| {
-                m.reasons
-                    .iter()
-                    .any(|r| map::matches(r, s.reason, s.location))
+        let ns = (m.scope != Scope::Global).then_some(d.netns);
+        // Each drop once: a reason's spec without a function covers those with one.
+        let specs: BTreeSet<(&str, Option<&str>)> = (m.reasons.iter())
+            .map(|s| match s.split_once('@') {
+                Some((r, f)) => (r, Some(f)),
+                None => (*s, None),
             })
-            .map(|s| s.count)
-            .sum();
+            .collect();
+        let seen = (specs.iter())
+            .filter(|(r, f)| f.is_none() || !specs.contains(&(r, None)))
+            .map(|&(r, f)| sums.get(&(ns, r, f)).copied().unwrap_or(0))
+            .fold(0u64, u64::saturating_add);
         if d.delta > seen {
             out.push(Unseen {
                 netns: d.netns,

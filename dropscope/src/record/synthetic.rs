@@ -51,3 +51,60 @@ pub fn snapshots(keys: usize, changing: usize, rate: u64, frames: usize) -> Vec<
         })
         .collect()
 }
+
+/// One snapshot of `keys` keys (each a drop of its own, in one namespace, on one of 64
+/// devices) carrying a reading of `counters` grown layer counters (half the stats64
+/// `tx_dropped` of a device each, half the `/proc/net/dev` drop column of another): the drop
+/// ledger's largest case for its size, every counter matched against every key it could
+/// count.
+pub fn ledger_heavy(keys: usize, counters: usize) -> Vec<Snapshot> {
+    use std::sync::Arc;
+
+    use crate::model::{Attribution, KernelReading};
+    const NETNS: u64 = 4026531840;
+    let devices: Vec<Arc<str>> = (0..64).map(|d| Arc::from(format!("v{d}"))).collect();
+    let drops: Vec<DropCount> = (0..keys)
+        .map(|k| DropCount {
+            key: DropKey {
+                reason: Reason {
+                    code: 2,
+                    name: "NO_SOCKET".into(),
+                },
+                location: format!("__udp4_lib_rcv+0x{k:x}").into(),
+                attr: Attribution {
+                    netns: Some(NETNS),
+                    device: Some(devices[k % devices.len()].clone()),
+                    ..Default::default()
+                },
+            },
+            count: 1 + k as u64 % 7,
+        })
+        .collect();
+    let mut reading = KernelReading {
+        unix_ms: 1_750_000_001_000,
+        initial_netns: NETNS,
+        ..Default::default()
+    };
+    let g = reading.netns.entry(NETNS).or_default();
+    for c in 0..counters {
+        let name = if c % 2 == 0 {
+            format!("Link:x{c:x}:tx_dropped")
+        } else {
+            format!("Dev:x{c:x}:RxDrop")
+        };
+        g.insert(name.into(), 1000 + c as u64);
+    }
+    vec![Snapshot {
+        elapsed: Duration::from_secs(1),
+        unix_ms: 1_750_000_001_000,
+        total: drops.iter().map(|d| d.count).sum(),
+        drops,
+        kernel: Some(std::sync::Arc::new(reading)),
+        health: Health {
+            keys_used: keys as u64,
+            keys_capacity: keys.next_power_of_two() as u64,
+            ..Default::default()
+        },
+        ..Default::default()
+    }]
+}
