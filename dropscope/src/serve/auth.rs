@@ -81,9 +81,20 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Users {
+    /// The bcrypt cost of the decoy hash an unknown user's password is checked against.
+    #[cfg(test)]
+    pub(super) fn decoy_cost(&self) -> Option<u32> {
+        self.decoy
+            .parse::<bcrypt::HashParts>()
+            .ok()
+            .map(|p| p.get_cost())
+    }
+
     /// Checks every hash and prepares the caches.
     pub fn new(users: BTreeMap<String, String>) -> anyhow::Result<Self> {
-        let mut cost = bcrypt::DEFAULT_COST;
+        // The decoy an unknown user's password is checked against costs what the dearest
+        // user's hash costs: an unknown name takes as long as a known one, no longer.
+        let mut cost = None;
         for (name, hash) in &users {
             // The hash is not shown: the file may not be a web config at all.
             let parts: bcrypt::HashParts = hash.parse().map_err(|_| {
@@ -92,8 +103,9 @@ impl Users {
                      `htpasswd -nBC 10 \"\" | tr -d ':\\n'`"
                 )
             })?;
-            cost = cost.max(parts.get_cost());
+            cost = cost.max(Some(parts.get_cost()));
         }
+        let cost = cost.unwrap_or(bcrypt::DEFAULT_COST);
         let decoy = bcrypt::hash("dropscope: no such user", cost).context("making a hash")?;
         let rng = SystemRandom::new();
         let key = hmac::Key::generate(hmac::HMAC_SHA256, &rng)

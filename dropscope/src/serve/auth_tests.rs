@@ -193,3 +193,18 @@ async fn a_right_password_gets_in_while_a_local_flood_sends_wrong_ones() {
     assert!(ok.contains("dropscope_drops_total"), "{ok}");
     server.abort();
 }
+
+#[test]
+fn an_unknown_users_check_costs_what_a_known_ones_does() {
+    let cheap = bcrypt::hash("s3cret", 4).expect("hash");
+    let dear = bcrypt::hash("s3cret", 5).expect("hash");
+    let users = Users::new([("a".to_string(), cheap.clone())].into()).expect("users");
+    assert_eq!(
+        users.decoy_cost(),
+        Some(4),
+        "no dearer than the users' hashes"
+    );
+    let users =
+        Users::new([("a".to_string(), cheap), ("b".to_string(), dear)].into()).expect("users");
+    assert_eq!(users.decoy_cost(), Some(5), "as dear as the dearest");
+}
