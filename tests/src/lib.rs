@@ -3,6 +3,7 @@
 //! (`cargo xtask bench`) uses the same namespace guard and traffic generator.
 pub mod fixture;
 pub mod hostile;
+pub mod listen;
 pub mod netkit;
 pub mod serve;
 pub mod tmux;

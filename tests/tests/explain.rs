@@ -3,15 +3,11 @@
 //!
 //! Each test makes drops in one private namespace of its own; drops are grouped by namespace
 //! (the default `--by`), so each is compared with its own namespace's counters.
-use std::{
-    fs::File,
-    net::{Ipv4Addr, SocketAddrV4, TcpListener},
-    os::{fd::AsRawFd, unix::fs::MetadataExt},
-    process::Command,
-    time::Duration,
-};
+use std::{os::unix::fs::MetadataExt, process::Command, time::Duration};
 
-use dropscope_tests::{Counting, Netns, count, dropscope_bin, root_test, run};
+use dropscope_tests::{
+    Counting, Netns, count, dropscope_bin, listen::overflow_accept_queue, root_test, run,
+};
 
 /// The namespace's inode number, as the report names it.
 fn inode(ns: &Netns) -> u64 {
@@ -106,55 +102,6 @@ fn udp_to_a_closed_port_matches_udp_noports() {
             .is_some_and(|h| h.len() > 40),
         "every drop has a hint: {report:#}"
     );
-}
-
-/// Opens `n` connections to a listener with `backlog` that never accepts, from inside the
-/// namespace (on a thread that enters it), and closes them before any SYN is retransmitted.
-fn overflow_accept_queue(ns: &Netns, backlog: i32, n: usize) {
-    let file = File::open(format!("/run/netns/{}", ns.name)).expect("namespace file");
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            // SAFETY: setns(2) on a file we own; only this thread changes namespace.
-            let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
-            let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-            // SAFETY: listen(2) on the listener's own socket.
-            assert_eq!(unsafe { libc::listen(listener.as_raw_fd(), backlog) }, 0);
-            let port = listener.local_addr().expect("addr").port();
-            let addr = SocketAddrV4::new(Ipv4Addr::LOCALHOST, port);
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: addr.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from(*addr.ip()).to_be(),
-                },
-                sin_zero: [0; 8],
-            };
-            let mut fds = Vec::new();
-            for _ in 0..n {
-                // SAFETY: plain socket and connect calls with a valid sockaddr_in; the fds are
-                // closed below.
-                unsafe {
-                    let fd =
-                        libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0);
-                    assert!(fd >= 0, "socket");
-                    libc::connect(
-                        fd,
-                        (&sin as *const libc::sockaddr_in).cast(),
-                        std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
-                    );
-                    fds.push(fd);
-                }
-            }
-            // Well under the first SYN retransmission (1 s).
-            std::thread::sleep(Duration::from_millis(300));
-            for fd in fds {
-                // SAFETY: each fd was opened above and is closed once.
-                unsafe { libc::close(fd) };
-            }
-            drop(listener);
-        });
-    });
 }
 
 #[test]
