@@ -121,8 +121,11 @@ pub struct KernelCounters {
     read_unix_ms: u64,
     /// The programs attached to devices, per namespace, as the latest reading found them.
     hooks: BTreeMap<u64, Vec<Hooked>>,
-    /// Whether the latest reading read every namespace known (none deferred, none failed).
-    complete: bool,
+    /// The namespaces where the latest reading found the programs attached whole (every dump
+    /// that finds them answered): of its initial namespace's part, and of the others'.
+    whole: [BTreeSet<u64>; 2],
+    /// The namespaces still there, as of the latest reading.
+    tracked: BTreeSet<u64>,
     /// Each namespace's devices as last read: a baseline follows a device renamed since.
     devices: BTreeMap<u64, rename::Devices>,
     /// Growth of counters that were reset since the start (see [`resets`]), per namespace:
@@ -140,7 +143,8 @@ impl KernelCounters {
             notes: Default::default(),
             read_unix_ms: 0,
             hooks: BTreeMap::new(),
-            complete: false,
+            whole: Default::default(),
+            tracked: BTreeSet::new(),
             devices: BTreeMap::new(),
             carried: BTreeMap::new(),
         };
@@ -218,11 +222,11 @@ impl KernelCounters {
 
     /// Takes in one reading; `tracked`: the namespaces still there.
     fn fold(&mut self, reading: Reading, tracked: &BTreeSet<u64>) {
-        // The initial namespace's part of a reading leaves the others' notes and completeness.
+        // The initial namespace's part of a reading leaves the others' notes and where they
+        // were read whole.
         let part = usize::from(!reading.initial_only);
-        if !reading.initial_only {
-            self.complete = reading.deferred == 0 && reading.errors.is_empty();
-        }
+        self.whole[part] = reading.hooks.keys().copied().collect();
+        self.tracked.clone_from(tracked);
         // A reading that failed as a whole (a reader that did not answer) leaves where the
         // programs were last seen attached; so does each namespace not read this time (deferred
         // to a later poll, or failed), while it is there: a program attached in it goes on
@@ -343,10 +347,16 @@ impl KernelCounters {
         }
     }
 
-    /// The programs attached to devices, per namespace, and whether the latest reading read
-    /// every namespace known.
-    pub fn hooks(&self) -> (&BTreeMap<u64, Vec<Hooked>>, bool) {
-        (&self.hooks, self.complete)
+    /// The programs attached to devices, per namespace.
+    pub fn hooks(&self) -> &BTreeMap<u64, Vec<Hooked>> {
+        &self.hooks
+    }
+
+    /// Whether a program not attached in namespace `ns` now is known not to be: the latest
+    /// reading found its programs whole (every dump that finds them answered), or `ns` is gone.
+    /// A note about another namespace (deferred, failed, a dump cut short) says nothing of it.
+    pub fn programs_read(&self, ns: u64) -> bool {
+        self.whole.iter().any(|w| w.contains(&ns)) || !self.tracked.contains(&ns)
     }
 
     /// The initial namespace's inode number.
