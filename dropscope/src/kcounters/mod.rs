@@ -243,8 +243,13 @@ impl KernelCounters {
         }
         let mut devices = reading.devices;
         // Counters of deleted devices, and counters no longer read of devices still there,
-        // each kept within a budget of their own.
-        let (mut budget, mut missing) = Default::default();
+        // each kept within a budget of their own, shared out over the namespaces read (the
+        // initial and named ones first): none can crowd out another's.
+        let first: BTreeSet<u64> = std::iter::once(self.namespaces.initial())
+            .chain(self.namespaces.named())
+            .collect();
+        let mut budget = rename::Shares::new(reading.counters.keys(), &first);
+        let mut missing = rename::Shares::new(reading.counters.keys(), &first);
         for (ns, mut c) in reading.counters {
             let first = reading.first.contains(&ns);
             // The latest reading, its names as they are now.
@@ -279,7 +284,9 @@ impl KernelCounters {
             };
             if let (Some(lists), Some(latest)) = (lists, self.latest.get(&ns).filter(|_| !first)) {
                 let window = resets::Window::new(self.baseline.get(&ns), self.carried.get(&ns));
-                rename::keep_gone(&mut c, latest, window, lists, &mut budget);
+                let mut share = budget.of(ns);
+                rename::keep_gone(&mut c, latest, window, lists, &mut share);
+                budget.spent(share);
             }
             if let (Some(now), Some(before)) = (&now, last) {
                 previous = previous.map(|p| rename::follow(p, before, now));
@@ -292,7 +299,9 @@ impl KernelCounters {
             if let Some(previous) = &previous {
                 let window = resets::Window::new(self.baseline.get(&ns), self.carried.get(&ns));
                 let devices = now.as_ref().or(last);
-                resets::keep_missing(&mut c, previous, window, devices, &mut missing);
+                let mut share = missing.of(ns);
+                resets::keep_missing(&mut c, previous, window, devices, &mut share);
+                missing.spent(share);
                 if let Some(base) = self.baseline.get_mut(&ns) {
                     let carried = self.carried.entry(ns).or_default();
                     resets::carry_resets(&c, previous, base, carried);
@@ -331,8 +340,8 @@ impl KernelCounters {
         ] {
             if left_out > 0 {
                 notes.push(format!(
-                    "{left_out} counters {what} not kept (at most {} are): their growth left \
-                     the window",
+                    "{left_out} counters {what} not kept (at most {} are, each namespace \
+                     read a share): their growth left the window",
                     rename::MAX_GONE_COUNTERS
                 ));
             }
