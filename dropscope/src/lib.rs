@@ -20,6 +20,8 @@ pub mod collector;
 pub mod explain;
 pub mod flamegraph;
 pub mod format;
+#[cfg(test)]
+mod heap;
 pub mod kcounters;
 pub mod model;
 pub mod names;

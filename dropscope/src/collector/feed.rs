@@ -88,9 +88,10 @@ impl Collector {
             p.searched(k.counters.readings_for_all());
         }
         let mut reading = k.counters.reading();
-        let (hooks, complete) = k.counters.hooks();
+        let counters = &k.counters;
+        let hooks = counters.hooks();
         match &mut k.programs {
-            Ok(p) => p.add_to(&mut reading, hooks, complete),
+            Ok(p) => p.add_to(&mut reading, hooks, |ns| counters.programs_read(ns)),
             Err(why) if hooks.values().any(|h| !h.is_empty()) => reading.errors.push(format!(
                 "XDP and tc programs' {}: {why}",
                 crate::model::programs::UNCOUNTED

@@ -125,8 +125,11 @@ pub struct KernelCounters {
     read_unix_ms: u64,
     /// The programs attached to devices, per namespace, as the latest reading found them.
     hooks: BTreeMap<u64, Vec<Hooked>>,
-    /// Whether the latest reading read every namespace known (none deferred, none failed).
-    complete: bool,
+    /// The namespaces where the latest reading found the programs attached whole (every dump
+    /// that finds them answered): of its initial namespace's part, and of the others'.
+    whole: [BTreeSet<u64>; 2],
+    /// The namespaces still there, as of the latest reading.
+    tracked: BTreeSet<u64>,
     /// Each namespace's devices as last read: a baseline follows a device renamed since.
     devices: BTreeMap<u64, rename::Devices>,
     /// Growth of counters that were reset since the start (see [`resets`]), per namespace:
@@ -144,7 +147,8 @@ impl KernelCounters {
             notes: Default::default(),
             read_unix_ms: 0,
             hooks: BTreeMap::new(),
-            complete: false,
+            whole: Default::default(),
+            tracked: BTreeSet::new(),
             devices: BTreeMap::new(),
             carried: BTreeMap::new(),
         };
@@ -222,11 +226,11 @@ impl KernelCounters {
 
     /// Takes in one reading; `tracked`: the namespaces still there.
     fn fold(&mut self, reading: Reading, tracked: &BTreeSet<u64>) {
-        // The initial namespace's part of a reading leaves the others' notes and completeness.
+        // The initial namespace's part of a reading leaves the others' notes and where they
+        // were read whole.
         let part = usize::from(!reading.initial_only);
-        if !reading.initial_only {
-            self.complete = reading.deferred == 0 && reading.errors.is_empty();
-        }
+        self.whole[part] = reading.hooks.keys().copied().collect();
+        self.tracked.clone_from(tracked);
         // A reading that failed as a whole (a reader that did not answer) leaves where the
         // programs were last seen attached; so does each namespace not read this time (deferred
         // to a later poll, or failed), while it is there: a program attached in it goes on
@@ -243,8 +247,13 @@ impl KernelCounters {
         }
         let mut devices = reading.devices;
         // Counters of deleted devices, and counters no longer read of devices still there,
-        // each kept within a budget of their own.
-        let (mut budget, mut missing) = Default::default();
+        // each kept within a budget of their own, shared out over the namespaces read (the
+        // initial and named ones first): none can crowd out another's.
+        let first: BTreeSet<u64> = std::iter::once(self.namespaces.initial())
+            .chain(self.namespaces.named())
+            .collect();
+        let mut budget = rename::Shares::new(reading.counters.keys(), &first);
+        let mut missing = rename::Shares::new(reading.counters.keys(), &first);
         for (ns, mut c) in reading.counters {
             let first = reading.first.contains(&ns);
             // The latest reading, its names as they are now.
@@ -279,7 +288,9 @@ impl KernelCounters {
             };
             if let (Some(lists), Some(latest)) = (lists, self.latest.get(&ns).filter(|_| !first)) {
                 let window = resets::Window::new(self.baseline.get(&ns), self.carried.get(&ns));
-                rename::keep_gone(&mut c, latest, window, lists, &mut budget);
+                let mut share = budget.of(ns);
+                rename::keep_gone(&mut c, latest, window, lists, &mut share);
+                budget.spent(share);
             }
             if let (Some(now), Some(before)) = (&now, last) {
                 previous = previous.map(|p| rename::follow(p, before, now));
@@ -292,7 +303,9 @@ impl KernelCounters {
             if let Some(previous) = &previous {
                 let window = resets::Window::new(self.baseline.get(&ns), self.carried.get(&ns));
                 let devices = now.as_ref().or(last);
-                resets::keep_missing(&mut c, previous, window, devices, &mut missing);
+                let mut share = missing.of(ns);
+                resets::keep_missing(&mut c, previous, window, devices, &mut share);
+                missing.spent(share);
                 if let Some(base) = self.baseline.get_mut(&ns) {
                     let carried = self.carried.entry(ns).or_default();
                     resets::carry_resets(&c, previous, base, carried);
@@ -331,8 +344,8 @@ impl KernelCounters {
         ] {
             if left_out > 0 {
                 notes.push(format!(
-                    "{left_out} counters {what} not kept (at most {} are): their growth left \
-                     the window",
+                    "{left_out} counters {what} not kept (at most {} are, each namespace \
+                     read a share): their growth left the window",
                     rename::MAX_GONE_COUNTERS
                 ));
             }
@@ -347,10 +360,16 @@ impl KernelCounters {
         }
     }
 
-    /// The programs attached to devices, per namespace, and whether the latest reading read
-    /// every namespace known.
-    pub fn hooks(&self) -> (&BTreeMap<u64, Vec<Hooked>>, bool) {
-        (&self.hooks, self.complete)
+    /// The programs attached to devices, per namespace.
+    pub fn hooks(&self) -> &BTreeMap<u64, Vec<Hooked>> {
+        &self.hooks
+    }
+
+    /// Whether a program not attached in namespace `ns` now is known not to be: the latest
+    /// reading found its programs whole (every dump that finds them answered), or `ns` is gone.
+    /// A note about another namespace (deferred, failed, a dump cut short) says nothing of it.
+    pub fn programs_read(&self, ns: u64) -> bool {
+        self.whole.iter().any(|w| w.contains(&ns)) || !self.tracked.contains(&ns)
     }
 
     /// The initial namespace's inode number.

@@ -173,6 +173,13 @@ impl Namespaces {
         self.initial
     }
 
+    /// Inode numbers of the namespaces named under `/run/netns` (`ip netns`).
+    pub fn named(&self) -> impl Iterator<Item = u64> + '_ {
+        (self.others.iter())
+            .filter(|(_, ns)| ns.path.starts_with(&self.run_netns))
+            .map(|(ino, _)| *ino)
+    }
+
     /// Inode numbers of the namespaces read (the initial one first).
     pub fn inodes(&self) -> impl Iterator<Item = u64> + '_ {
         std::iter::once(self.initial).chain(self.others.keys().copied())

@@ -1,7 +1,7 @@
 //! A device renamed, gone, or its name taken by a new device between two readings: its
 //! baseline follows it by interface index, so a window holds its growth, never its whole
-//! history; a device gone keeps the growth last read, as a gone namespace does (within
-//! [`MAX_GONE_COUNTERS`]).
+//! history; a device gone keeps the growth last read, as a gone namespace does (within its
+//! namespace's share of [`MAX_GONE_COUNTERS`]).
 //!
 //! Per-device counters are named by the device (`Link:<dev>:…`, `Dev:<dev>:…`,
 //! `Qdisc:<dev>:…`, `Ethtool:<dev>:…`, `Xsk:<dev>:…`), and growth is the latest value minus the
@@ -43,11 +43,67 @@ pub fn keep_gone(
     }
 }
 
-/// The most counters of gone devices kept over all namespaces: a process that makes and
-/// deletes devices cannot grow the readings without bound.
+/// The most counters of gone devices kept over all namespaces of one reading (and as many of
+/// counters no longer read, see [`super::resets::keep_missing`]): a process that makes and
+/// deletes devices cannot grow the readings without bound. Each namespace has a share of it
+/// (see [`Shares`]).
 pub const MAX_GONE_COUNTERS: usize = 4096;
 
-/// What one reading may still keep of gone devices' counters, and how many it left out.
+/// [`MAX_GONE_COUNTERS`] shared out over the namespaces of one reading: the initial namespace
+/// and named ones (`ip netns`) share half, the others the other half (a group alone has all of
+/// it), each namespace an equal part of its group's. A namespace whose devices are made and
+/// deleted in bulk fills its own part, never another's.
+#[derive(Debug)]
+pub struct Shares {
+    first: std::collections::BTreeSet<u64>,
+    per_first: usize,
+    per_other: usize,
+    /// Counters that grew and were not kept, in every namespace.
+    pub left_out: usize,
+}
+
+impl Shares {
+    /// The shares of the namespaces `read`, those of `first` (the initial and named ones)
+    /// served first.
+    pub fn new<'a>(
+        read: impl IntoIterator<Item = &'a u64>,
+        first: &std::collections::BTreeSet<u64>,
+    ) -> Self {
+        let (firsts, others): (Vec<u64>, Vec<u64>) =
+            read.into_iter().partition(|ns| first.contains(ns));
+        let half = |n: usize, other: usize| match (n, other) {
+            (0, _) => 0,
+            (n, 0) => MAX_GONE_COUNTERS / n,
+            (n, _) => MAX_GONE_COUNTERS / 2 / n,
+        };
+        Shares {
+            per_first: half(firsts.len(), others.len()),
+            per_other: half(others.len(), firsts.len()),
+            first: firsts.into_iter().collect(),
+            left_out: 0,
+        }
+    }
+
+    /// Namespace `ns`'s share, to spend on its counters; [`Shares::spent`] takes it back.
+    pub fn of(&self, ns: u64) -> GoneBudget {
+        GoneBudget {
+            left: if self.first.contains(&ns) {
+                self.per_first
+            } else {
+                self.per_other
+            },
+            left_out: 0,
+        }
+    }
+
+    /// Takes back a share spent: counts what it left out.
+    pub fn spent(&mut self, share: GoneBudget) {
+        self.left_out += share.left_out;
+    }
+}
+
+/// What one namespace's reading may still keep of gone devices' counters, and how many it
+/// left out.
 #[derive(Debug)]
 pub struct GoneBudget {
     /// Counters it may still keep.
@@ -87,6 +143,8 @@ pub fn known_only(counters: &mut Counters, now: &Devices) {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
     use crate::model::devices::tests::{counters, devices};
 
@@ -149,6 +207,53 @@ mod tests {
             (MAX_GONE_COUNTERS - 2, 0),
             "one kept in each of two readings"
         );
+    }
+
+    /// Each namespace of a reading has its share: one whose devices were made and deleted in
+    /// bulk keeps its share and leaves the rest out, and another's counters, read after it
+    /// (a higher inode), are all kept; the initial and named namespaces share half.
+    #[test]
+    fn a_namespace_with_devices_deleted_in_bulk_keeps_only_its_share() {
+        let bulk: Counters = (0..2 * MAX_GONE_COUNTERS)
+            .map(|i| (format!("Link:v{i}:rx_dropped"), 1))
+            .collect();
+        let bulk_before: Devices = (0..2 * MAX_GONE_COUNTERS as u32)
+            .map(|i| (i + 2, format!("v{i}")))
+            .collect();
+        let quiet = counters(&[("Link:a:rx_dropped", 1), ("Link:b:rx_dropped", 2)]);
+        let quiet_before = devices(&[(2, "a"), (3, "b")]);
+        let (init, named, bulky, other) = (1, 2, 3, 4);
+        let mut shares = Shares::new(&[init, named, bulky, other], &[init, named].into());
+        let mut kept = BTreeMap::new();
+        for (ns, latest, before) in [
+            (init, &quiet, &quiet_before),
+            (named, &quiet, &quiet_before),
+            (bulky, &bulk, &bulk_before),
+            (other, &quiet, &quiet_before),
+        ] {
+            let mut now = Counters::new();
+            let mut share = shares.of(ns);
+            keep_gone(
+                &mut now,
+                latest,
+                Window::default(),
+                (before, &Devices::new()),
+                &mut share,
+            );
+            shares.spent(share);
+            kept.insert(ns, now.len());
+        }
+        let each = MAX_GONE_COUNTERS / 2 / 2;
+        assert_eq!(kept, BTreeMap::from([(1, 2), (2, 2), (3, each), (4, 2)]));
+        assert_eq!(shares.left_out, 2 * MAX_GONE_COUNTERS - each);
+        assert!(kept.values().sum::<usize>() <= MAX_GONE_COUNTERS);
+        // Alone in its group, a namespace has the group's whole half; alone in the reading,
+        // all of it.
+        assert_eq!(
+            Shares::new(&[3, 4], &[1].into()).of(3).left,
+            MAX_GONE_COUNTERS / 2
+        );
+        assert_eq!(Shares::new(&[1], &[1].into()).of(1).left, MAX_GONE_COUNTERS);
     }
 
     #[test]

@@ -343,8 +343,7 @@ fn a_namespace_not_read_keeps_its_programs_places() {
         r
     };
     let places = |k: &KernelCounters| -> Vec<(u64, String, u32)> {
-        let (hooks, _) = k.hooks();
-        (hooks.iter())
+        (k.hooks().iter())
             .flat_map(|(ns, l)| l.iter().map(|h| (*ns, h.device.clone(), h.prog)))
             .collect()
     };
@@ -361,14 +360,24 @@ fn a_namespace_not_read_keeps_its_programs_places() {
         places(&k),
         [(1, "a".to_string(), 10), (2, "b".to_string(), 20)]
     );
-    assert!(!k.hooks().1, "not complete");
+    assert!(
+        k.programs_read(1) && !k.programs_read(2),
+        "namespace 2 not read"
+    );
     // Read again, with its program gone: replaced.
     k.fold(
         reading(&[(1, vec![hooked("a", 10)]), (2, vec![])]),
         &tracked,
     );
     assert_eq!(places(&k), [(1, "a".to_string(), 10)]);
-    assert!(k.hooks().1, "complete");
+    assert!(k.programs_read(1) && k.programs_read(2), "both read");
+    // A note about another namespace (one whose dump was cut short, or that failed) leaves
+    // them read whole.
+    let mut r = reading(&[(1, vec![hooked("a", 10)]), (2, vec![])]);
+    r.counters.insert(3, counters(&[("Udp:NoPorts", 1)]));
+    r.errors.push("netns 3: links: dump cut short".into());
+    k.fold(r, &[1, 2, 3].into());
+    assert!(k.programs_read(1) && k.programs_read(2) && !k.programs_read(3));
     // Namespace 1 deferred, namespace 2's program back; then a reading that failed whole.
     k.fold(reading(&[(2, vec![hooked("b", 20)])]), &tracked);
     let both = [(1, "a".to_string(), 10), (2, "b".to_string(), 20)];
@@ -377,6 +386,7 @@ fn a_namespace_not_read_keeps_its_programs_places() {
     assert_eq!(places(&k), both, "a failed reading keeps them");
     k.fold(reading(&[(3, vec![])]), &[3].into());
     assert!(places(&k).is_empty(), "gone namespaces forget them");
+    assert!(k.programs_read(1), "a gone namespace holds no program");
 }
 
 #[test]

@@ -10,8 +10,9 @@
 //! Where each is attached (device,
 //! namespace, hook) comes from the kernel-counter reading (`rtnl`), which turns the counts
 //! into `Xdp:` and `Tc:` counters of the ledger. A counter holds its target loaded: one whose
-//! target is no longer attached anywhere the reading looked is dropped after
-//! [`UNATTACHED_READINGS`] readings. A program that cannot be watched (loaded without BTF, or
+//! target is no longer attached anywhere is dropped after [`UNATTACHED_READINGS`] readings
+//! that read whole every namespace it was last found in (a note about another namespace
+//! never keeps it). A program that cannot be watched (loaded without BTF, or
 //! refused) is kept with the reason, for the reading's notes.
 pub mod asm;
 pub mod loads;
@@ -443,12 +444,13 @@ impl Programs {
     /// is attached to (`hooks`, per namespace; one of them, with a note, for a program
     /// attached in several places: the counts are per program; see [`place`]), with a note for each attached
     /// program that is not watched; forgets counters whose target was attached nowhere for
-    /// [`UNATTACHED_READINGS`] readings (`complete`: every namespace was read).
+    /// [`UNATTACHED_READINGS`] readings that looked where it was (see [`looked_everywhere`];
+    /// `read`: whether the reading found the programs of a namespace whole, or it is gone).
     pub fn add_to(
         &mut self,
         reading: &mut KernelReading,
         hooks: &BTreeMap<u64, Vec<Hooked>>,
-        complete: bool,
+        read: impl Fn(u64) -> bool,
     ) {
         // Where each program is attached, in namespace and device order.
         let mut places: BTreeMap<u32, Vec<(u64, &Hooked)>> = BTreeMap::new();
@@ -521,10 +523,11 @@ impl Programs {
             }
         }
         let mut gone = Vec::new();
+        let searching = self.searching();
         for (id, w) in &mut self.watched {
             if attached.contains(id) {
                 w.unattached = 0;
-            } else if complete {
+            } else if looked_everywhere(self.homes.get(id), &read, searching) {
                 w.unattached += 1;
                 if w.unattached >= UNATTACHED_READINGS {
                     gone.push(*id);
@@ -603,6 +606,21 @@ impl Programs {
     }
 }
 
+/// Whether a reading that found a program attached nowhere looked everywhere it could be: in
+/// every namespace it was last found attached in (`homes`), each read whole or gone (`read`),
+/// whatever the reading noted of other namespaces; for one never found attached, once no search
+/// for where it is is under way (`searching`).
+fn looked_everywhere(
+    homes: Option<&BTreeSet<u64>>,
+    read: impl Fn(u64) -> bool,
+    searching: bool,
+) -> bool {
+    match homes {
+        Some(homes) if !homes.is_empty() => homes.iter().all(|ns| read(*ns)),
+        _ => !searching,
+    }
+}
+
 /// Where a program attached in `at` (namespace, then device order) is counted: where it was
 /// counted `before` while it is still attached there, else its first place. A program given a
 /// place that orders before its own keeps its counter's name: a new name would count its
@@ -654,6 +672,22 @@ pub fn counter_name(
 mod tests {
     use super::*;
     use crate::kcounters::hooks::Hook;
+
+    /// A program attached nowhere now is counted so where every namespace it was last found
+    /// in was read whole or is gone: a note of another namespace (a dump cut short) never
+    /// keeps it loaded; one of its own namespaces not read does.
+    #[test]
+    fn a_program_attached_nowhere_is_judged_by_its_own_namespaces() {
+        let homes: BTreeSet<u64> = [1, 2].into();
+        let read = |whole: &'static [u64]| move |ns: u64| whole.contains(&ns);
+        assert!(looked_everywhere(Some(&homes), read(&[1, 2]), false));
+        assert!(looked_everywhere(Some(&homes), read(&[1, 2]), true));
+        assert!(!looked_everywhere(Some(&homes), read(&[1, 3]), false));
+        // Never found attached: once no search is under way.
+        assert!(looked_everywhere(None, read(&[]), false));
+        assert!(!looked_everywhere(None, read(&[1, 2]), true));
+        assert!(looked_everywhere(Some(&BTreeSet::new()), read(&[]), false));
+    }
 
     #[test]
     fn a_program_keeps_its_place_while_it_is_attached_there() {

@@ -84,7 +84,7 @@ pub struct Limit {
 
 /// What the dictionaries of a recording have defined so far.
 #[derive(Default, Debug)]
-pub(super) struct Spent {
+pub(crate) struct Spent {
     pub(super) strings: usize,
     pub(super) string_bytes: usize,
     pub(super) keys: usize,
@@ -137,7 +137,7 @@ impl Spent {
     }
 
     /// Counts one more name of `len` bytes.
-    pub(super) fn string(&mut self, len: usize) -> Result<(), Limit> {
+    pub(crate) fn string(&mut self, len: usize) -> Result<(), Limit> {
         self.strings += 1;
         self.string_bytes = self.string_bytes.saturating_add(len);
         check(self.strings as u64, MAX_STRINGS as u64, "names")?;
@@ -149,7 +149,7 @@ impl Spent {
     }
 
     /// Counts `len` more bytes of names referenced by a key or a stack.
-    pub(super) fn referenced(&mut self, len: usize) -> Result<(), Limit> {
+    pub(crate) fn referenced(&mut self, len: usize) -> Result<(), Limit> {
         self.referenced_bytes = self.referenced_bytes.saturating_add(len as u64);
         check(
             self.referenced_bytes,
@@ -164,7 +164,7 @@ impl Spent {
     }
 
     /// Counts one more key.
-    pub(super) fn key(&mut self) -> Result<(), Limit> {
+    pub(crate) fn key(&mut self) -> Result<(), Limit> {
         self.keys += 1;
         check(self.keys as u64, MAX_KEYS as u64, "drop keys")
     }

@@ -1,10 +1,14 @@
 //! The inputs of `diff`: a recording or the output of `report --format json`, told apart by
 //! their first bytes (a recording starts with its magic), from a file, a pipe or standard input.
+//!
+//! A JSON report is parsed as it is read, never held whole: what it leaves is its keys, with
+//! each distinct name held once, within the recording reader's budget (see [`record::budget`])
+//! and [`MAX_JSON_BYTES`].
 use std::{
-    collections::HashMap,
+    collections::HashSet,
     fmt,
     fs::File,
-    io::{self, Read},
+    io::{self, BufReader, Read},
     path::Path,
     sync::Arc,
     time::Duration,
@@ -18,7 +22,10 @@ use serde::{
 
 use crate::{
     model::{Attribution, DropCount, DropKey, Reason, Snapshot, programs},
-    record::{self, Recording},
+    record::{
+        self, Recording,
+        budget::{Limit, Spent},
+    },
 };
 
 /// One run's drops, as read.
@@ -42,11 +49,10 @@ pub struct Input {
 /// What a recording starts with (its magic, less the line-ending checks after it).
 const RECORDING: &[u8] = b"\x89DROPSCOPE";
 
-/// Most bytes of JSON read from one input (a report of 10,000 keys is a few MiB).
-pub const MAX_JSON_BYTES: u64 = 256 << 20;
-
-/// Most drop keys of one JSON report, as of one recording.
-pub const MAX_JSON_KEYS: usize = record::budget::MAX_KEYS;
+/// Most bytes of JSON read from one input: a report as `report` writes it (a hint per key) of
+/// 10,000 keys is about 4 MiB, of 100,000 about 45 MiB. A run of more keys is compared from its
+/// recording.
+pub const MAX_JSON_BYTES: u64 = 64 << 20;
 
 /// Reads one input: `-` is standard input.
 pub fn load(path: &Path) -> anyhow::Result<Input> {
@@ -56,13 +62,15 @@ pub fn load(path: &Path) -> anyhow::Result<Input> {
     } else {
         path.to_string_lossy().into_owned()
     };
-    let (mut src, regular): (Box<dyn Read + Send>, bool) = if stdin {
-        (Box::new(io::stdin()), false)
+    // A regular file's size, known before it is read.
+    let (mut src, size): (Box<dyn Read + Send>, Option<u64>) = if stdin {
+        (Box::new(io::stdin()), None)
     } else {
         let f = File::open(path).with_context(|| format!("opening {name}"))?;
-        let regular = f.metadata().is_ok_and(|m| m.is_file());
-        (Box::new(f), regular)
+        let size = f.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
+        (Box::new(f), size)
     };
+    let regular = size.is_some();
     let mut head = Vec::with_capacity(RECORDING.len());
     (&mut src)
         .take(RECORDING.len() as u64)
@@ -92,14 +100,23 @@ pub fn load(path: &Path) -> anyhow::Result<Input> {
     } else if !head.is_empty() && RECORDING.starts_with(&head) {
         bail!("{name} is a recording cut short in its header");
     } else {
-        let mut text = head;
-        src.take(MAX_JSON_BYTES + 1)
-            .read_to_end(&mut text)
-            .with_context(|| format!("reading {name}"))?;
-        if text.len() as u64 > MAX_JSON_BYTES {
-            bail!("{name} is larger than the {MAX_JSON_BYTES} bytes read of a JSON report");
+        let too_large = || {
+            anyhow::anyhow!(
+                "{name} is larger than {} MiB, the most read of a JSON report: diff the \
+                 recording it was made from instead",
+                MAX_JSON_BYTES >> 20
+            )
+        };
+        // A file known to be too large is refused unread.
+        if size.is_some_and(|n| n > MAX_JSON_BYTES) {
+            return Err(too_large());
         }
-        let mut report = last_report(&text).with_context(|| {
+        let mut text = BufReader::new(io::Cursor::new(head).chain(src).take(MAX_JSON_BYTES + 1));
+        let report = last_report(&mut text);
+        if text.get_ref().limit() == 0 {
+            return Err(too_large());
+        }
+        let mut report = report.with_context(|| {
             format!("{name} is neither a dropscope recording nor `report --format json` output")
         })?;
         let seconds = report.seconds;
@@ -127,10 +144,10 @@ pub fn whole(rec: &Recording) -> anyhow::Result<(Snapshot, f64)> {
 }
 
 /// The last report of a `report --format json` output (one object, or JSON Lines from
-/// `--every`, whose last line is the final report).
-fn last_report(text: &[u8]) -> anyhow::Result<Report> {
+/// `--every`, whose last line is the final report), parsed as it is read.
+fn last_report(text: impl Read) -> anyhow::Result<Report> {
     let mut last = None;
-    for report in serde_json::Deserializer::from_slice(text).into_iter::<Report>() {
+    for report in serde_json::Deserializer::from_reader(text).into_iter::<Report>() {
         last = Some(report?);
     }
     last.context("it holds no JSON object")
@@ -222,9 +239,45 @@ struct Row {
 }
 
 /// The rows, made into counts as they are read, with each distinct name held once (a report's
-/// keys share their names, as a recording's do); at most [`MAX_JSON_KEYS`] of them.
+/// keys share their names, as a recording's do), within the recording reader's limits: at most
+/// [`record::budget::MAX_KEYS`] keys, their names as [`record::budget::MAX_STRINGS`],
+/// [`record::budget::MAX_STRING_BYTES`] and [`record::budget::MAX_REFERENCED_BYTES`] bound them.
 #[derive(Debug)]
 struct Drops(Vec<DropCount>);
+
+/// The distinct names of a list of rows, each held once, and what they spent of the budget.
+#[derive(Default)]
+struct Names {
+    held: HashSet<Arc<str>>,
+    spent: Spent,
+}
+
+impl Names {
+    /// The name `s`, held once; counted as referenced by one more key.
+    fn get(&mut self, s: &str) -> Result<Arc<str>, Limit> {
+        self.spent.referenced(s.len())?;
+        if let Some(n) = self.held.get(s) {
+            return Ok(n.clone());
+        }
+        self.spent.string(s.len())?;
+        let n: Arc<str> = Arc::from(s);
+        self.held.insert(n.clone());
+        Ok(n)
+    }
+
+    /// [`Names::get`] of a name that may be absent.
+    fn some(&mut self, s: Option<String>) -> Result<Option<Arc<str>>, Limit> {
+        s.map(|s| self.get(&s)).transpose()
+    }
+}
+
+/// A limit of the budget as a parse error.
+fn over<E: de::Error>(l: Limit) -> E {
+    E::custom(format!(
+        "more than {} {} (the limits of a recording, see docs/recording-format.md)",
+        l.max, l.what
+    ))
+}
 
 impl<'de> Deserialize<'de> for Drops {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -237,39 +290,30 @@ impl<'de> Deserialize<'de> for Drops {
             }
 
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Drops, A::Error> {
-                let mut names: HashMap<String, Arc<str>> = HashMap::new();
-                let mut name = |s: String| -> Arc<str> {
-                    names
-                        .entry(s)
-                        .or_insert_with_key(|s| Arc::from(s.as_str()))
-                        .clone()
-                };
+                let mut names = Names::default();
                 let mut out = Vec::new();
                 while let Some(r) = seq.next_element::<Row>()? {
-                    if out.len() == MAX_JSON_KEYS {
-                        return Err(de::Error::custom(format!(
-                            "more than {MAX_JSON_KEYS} drop keys"
-                        )));
-                    }
+                    names.spent.key().map_err(over)?;
                     out.push(DropCount {
                         key: DropKey {
                             reason: Reason {
                                 code: r.reason_code,
-                                name: name(r.reason),
+                                name: names.get(&r.reason).map_err(over)?,
                             },
-                            location: name(r.location),
+                            location: names.get(&r.location).map_err(over)?,
                             attr: Attribution {
                                 netns: r.netns,
-                                netns_name: r.netns_name.map(&mut name),
+                                netns_name: names.some(r.netns_name).map_err(over)?,
                                 ifindex: None,
-                                device: r.device.map(&mut name),
-                                protocol: r.protocol.map(&mut name),
+                                device: names.some(r.device).map_err(over)?,
+                                protocol: names.some(r.protocol).map_err(over)?,
                                 port: r.port,
                             },
                         },
                         count: r.count,
                     });
                 }
+                out.shrink_to_fit();
                 Ok(Drops(out))
             }
         }
@@ -279,7 +323,105 @@ impl<'de> Deserialize<'de> for Drops {
 
 #[cfg(test)]
 mod tests {
+    use std::{io::Write as _, path::PathBuf};
+
     use super::*;
+
+    /// A file of the temporary directory, removed when dropped.
+    struct TempFile(PathBuf);
+
+    impl TempFile {
+        fn new(name: &str, text: &[u8]) -> Self {
+            let path = std::env::temp_dir().join(format!(
+                "dropscope-diff-input-{}-{name}",
+                std::process::id()
+            ));
+            let mut f = File::create(&path).expect("create");
+            f.write_all(text).expect("write");
+            TempFile(path)
+        }
+    }
+
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    /// A JSON report of `rows` keys, each with its own location: as `report --format json`
+    /// writes them (`full`: with a hint and samples), or with only the fields required.
+    fn report_text(rows: usize, full: bool) -> Vec<u8> {
+        let mut t = String::from(r#"{"total": 1, "overflow": 0, "missed": 0, "drops": ["#);
+        for k in 0..rows {
+            if k > 0 {
+                t.push(',');
+            }
+            if full {
+                t.push_str(&format!(
+                    r#"{{"reason": "REASON_{}", "reason_code": {}, "location": "func_{k}+0x{k:x}", "netns": {}, "netns_name": "ns{}", "device": "veth{}", "protocol": "udp", "port": {}, "count": {}, "samples": [{{"src": "10.0.0.1", "dst": "10.0.0.2", "sport": 5353, "dport": 53, "protocol": "udp", "len": 84}}], "hint": "No socket listens on the port: check the service and ss -lunp; a scan or a stale client sends such packets, and so does a service that was stopped."}}"#,
+                    k % 90,
+                    k % 90,
+                    4026531840 + k as u64 % 50,
+                    k % 50,
+                    k % 200,
+                    k % 65536,
+                    10 + k
+                ));
+            } else {
+                t.push_str(&format!(r#"{{"reason":"R","location":"f{k}","count":1}}"#));
+            }
+        }
+        t.push_str(r#"], "seconds": 10.0, "kernel_counters": null, "unseen": null}"#);
+        t.into_bytes()
+    }
+
+    #[test]
+    fn a_json_report_past_the_byte_limit_is_refused_with_the_limit() {
+        const LIMIT: usize = 64 << 20;
+        let mut text = br#"{"total": 1, "seconds": 1, "drops": []}"#.to_vec();
+        text.resize(LIMIT + 1, b' ');
+        let over = TempFile::new("over.json", &text);
+        let e = load(&over.0).expect_err("past the limit");
+        let msg = format!("{e:#}");
+        assert!(
+            msg.contains("larger than 64 MiB") && msg.contains("diff the recording"),
+            "{msg}"
+        );
+        // Read through: the limit holds where the size is not known beforehand.
+        let mut through = BufReader::new(io::Cursor::new(&text).take(MAX_JSON_BYTES + 1));
+        let _ = last_report(&mut through);
+        assert_eq!(through.get_ref().limit(), 0, "read to past the limit");
+        text.truncate(LIMIT);
+        let at = TempFile::new("at.json", &text);
+        let i = load(&at.0).expect("at the limit");
+        assert_eq!(i.snapshot.total, 1);
+    }
+
+    /// What reading a JSON report holds grows with its keys and distinct names, never with
+    /// its text: a report as `report` writes it (a hint and samples per key) holds less than
+    /// its text (its text was held whole, and each name twice), and one of keys with nothing
+    /// but distinct names a bounded multiple of it.
+    #[test]
+    fn reading_a_json_report_holds_a_bounded_share_of_its_bytes() {
+        let full = report_text(20_000, true);
+        let f = TempFile::new("full.json", &full);
+        let (peak, i) = crate::heap::peak_during(|| load(&f.0).expect("full"));
+        assert_eq!(i.snapshot.drops.len(), 20_000);
+        assert!(
+            peak < full.len(),
+            "{peak} bytes held reading {} bytes",
+            full.len()
+        );
+        let bare = report_text(100_000, false);
+        let f = TempFile::new("bare.json", &bare);
+        let (peak, i) = crate::heap::peak_during(|| load(&f.0).expect("bare"));
+        assert_eq!(i.snapshot.drops.len(), 100_000);
+        assert!(
+            peak < 6 * bare.len(),
+            "{peak} bytes held reading {} bytes",
+            bare.len()
+        );
+    }
 
     #[test]
     fn a_report_and_its_json_lines_read_as_the_last_report() {

@@ -32,14 +32,19 @@ pub fn diff_cmd(args: DiffArgs) -> anyhow::Result<()> {
         )
         .into());
     }
-    let base = input::load(&args.base)?;
-    let new = input::load(&args.new)?;
+    let mut base = input::load(&args.base)?;
+    let mut new = input::load(&args.new)?;
     let (filter, by) = args.select.recorded_all(&[&base.snapshot, &new.snapshot])?;
     check_budget_reasons(&args.budget, &reasons(&[&base, &new]))?;
     refuse_filtered_programs(&args.budget, &filter)?;
     programs::judgeable(&args.budget, &new.programs_counted)
         .map_err(|e| Outcome::Usage(format!("{}: {e}", new.name)))?;
     let sides = (side(&base, &filter, &by), side(&new, &filter, &by));
+    // Only the sides are compared from here on: the inputs' keys are not held beside them.
+    for i in [&mut base, &mut new] {
+        i.snapshot = Default::default();
+        i.programs = Vec::new();
+    }
     // One side counted the programs' verdicts, the other did not: they are not compared.
     let uncounted = [&base, &new]
         .into_iter()
