@@ -275,10 +275,14 @@ pub fn reason_name(spec: &str) -> &str {
     spec.split_once('@').map_or(spec, |(r, _)| r)
 }
 
-/// Whether a drop of `reason` at `location` (`function+0xoff [module]`) matches `spec`.
+/// Whether a drop of `reason` at `location` (`function+0xoff [module]`) matches `spec`. Where
+/// drops are not counted by location (`*`: grouped without it), a `REASON@function` spec
+/// matches its reason wherever: the drops it covers are among them (what is then called
+/// unseen stays a lower bound, never a drop the probe saw).
 pub fn matches(spec: &str, reason: &str, location: &str) -> bool {
     match spec.split_once('@') {
         None => spec == reason,
+        Some((r, _)) if location == "*" => r == reason,
         Some((r, func)) => {
             r == reason
                 && location

@@ -55,6 +55,7 @@ fn specs_can_name_a_function() {
         "NO_SOCKET",
         "__udp4_lib_rcv_x+0x1"
     ));
+    assert!(!map::matches("NO_SOCKET@__udp4_lib_rcv", "NOMEM", "*"));
     assert!(map::matches("PROTO_MEM", "PROTO_MEM", "anything"));
     assert!(!map::matches("PROTO_MEM", "NOMEM", "anything"));
     assert_eq!(map::counters_for("TCP_LISTEN_OVERFLOW").len(), 2);
@@ -144,6 +145,16 @@ fn unseen_is_the_excess_over_what_the_probe_saw_in_that_namespace() {
             count: 42
         }]
     );
+}
+
+#[test]
+fn drops_counted_without_their_location_are_seen_by_a_counter_of_one_function() {
+    // Grouped by reason and namespace: the location is `*`, and UDP's NO_SOCKET drops are
+    // among them, never unseen as well.
+    let d = [delta(NS, "Udp:NoPorts", 300)];
+    let u = unseen(&d, [drop(Some(NS), "NO_SOCKET", "*", 300)], INIT);
+    assert!(u.is_empty(), "{u:?}");
+    assert!(map::matches("NO_SOCKET@__udp4_lib_rcv", "NO_SOCKET", "*"));
 }
 
 #[test]

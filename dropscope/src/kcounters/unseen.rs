@@ -146,9 +146,14 @@ pub fn unseen<'a>(
                 None => (*s, None),
             })
             .collect();
+        // Drops counted without their location (`*`) are among those of any function.
+        let sum = |key| sums.get(&key).copied().unwrap_or(0);
         let seen = (specs.iter())
             .filter(|(r, f)| f.is_none() || !specs.contains(&(r, None)))
-            .map(|&(r, f)| sums.get(&(ns, r, f)).copied().unwrap_or(0))
+            .map(|&(r, f)| match f {
+                Some(_) => sum((ns, r, f)).saturating_add(sum((ns, r, Some("*")))),
+                None => sum((ns, r, None)),
+            })
             .fold(0u64, u64::saturating_add);
         if d.delta > seen {
             out.push(Unseen {
