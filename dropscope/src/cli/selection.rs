@@ -212,16 +212,8 @@ pub fn check_reason(name: &str, seen: &std::collections::BTreeSet<String>) -> an
 }
 
 fn parse_protocol(s: &str) -> Result<u8, String> {
-    match s.to_ascii_lowercase().as_str() {
-        "icmp" => Ok(1),
-        "tcp" => Ok(6),
-        "udp" => Ok(17),
-        "icmpv6" => Ok(58),
-        "sctp" => Ok(132),
-        n => n
-            .parse()
-            .map_err(|_| format!("{s:?}: give udp, tcp, icmp, icmpv6, sctp or a number 0-255")),
-    }
+    group::protocol_number(s)
+        .ok_or_else(|| format!("{s:?}: give udp, tcp, icmp, icmpv6, sctp or a number 0-255"))
 }
 
 #[cfg(test)]

@@ -498,6 +498,28 @@ fn matches_terms(key: &DropKey, terms: &[String]) -> bool {
         .all(|t| fields.iter().any(|f| f.contains(t.as_str())))
 }
 
+/// Why the text filter `filter` finds nothing in counts grouped by `have`, when that is why: a
+/// term that can only be a port (a number from 1 to 65535) or a protocol (its name) while
+/// that dimension is not counted. The same wording as `report` refusing `--port` on such
+/// counts (see [`group::check_dims`]).
+pub fn uncounted(filter: &str, have: &[Dim]) -> Option<group::MissingDim> {
+    terms(filter).into_iter().find_map(|term| {
+        let mut f = group::Filter::default();
+        if term.bytes().all(|b| b.is_ascii_digit()) {
+            f.port = term.parse().ok().filter(|&p| p > 0);
+        } else {
+            f.protocol = group::protocol_number(&term);
+        }
+        (f.is_set())
+            .then(|| group::check_dims(have, &f, &[]).err())
+            .flatten()
+            .map(|e| group::MissingDim {
+                what: format!("/{term}"),
+                ..e
+            })
+    })
+}
+
 /// Whether `key` passes the text filter: every whitespace-separated term of `filter` occurs,
 /// ignoring case, in the reason name, the location, or an attribution (namespace name or
 /// inode, interface, protocol, port). An empty filter matches everything.

@@ -128,8 +128,17 @@ fn a_dimension_the_counts_lack_is_refused_not_ignored() {
     let e = check(&s, &port, &[]).expect_err("not counted by port");
     assert_eq!(e.dim, Dim::Port);
     assert!(e.to_string().contains("--port"), "{e}");
+    // It names the dimension and the `--by` that counts it: what was counted, and it.
+    assert_eq!(
+        e.to_string(),
+        "--port: port is not counted (these drops are counted by reason,location); count it \
+         with `--by reason,location,port`"
+    );
     let e = check(&s, &Filter::default(), &[Dim::Netns]).expect_err("not by netns");
-    assert!(e.to_string().contains("--by netns"), "{e}");
+    assert!(
+        e.to_string().contains("`--by reason,location,netns`"),
+        "{e}"
+    );
     assert!(
         check(&snap(), &port, &[]).is_err(),
         "ports were not counted"

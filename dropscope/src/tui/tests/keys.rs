@@ -62,6 +62,50 @@ fn filter_types_applies_and_clears() {
     assert!(!s.editing && s.filter.is_empty());
 }
 
+/// A filter on a dimension the counts do not have finds nothing: the table says which one, and
+/// the `--by` that counts it (as `report` does), not only that nothing matched.
+#[test]
+fn a_filter_on_a_dimension_not_counted_says_which_and_how_to_count_it() {
+    let words = |s: &State| screen(s).split_whitespace().collect::<Vec<_>>().join(" ");
+    let type_filter = |s: &mut State, text: &str| {
+        press(s, KeyCode::Char('/'));
+        for c in text.chars() {
+            press(s, KeyCode::Char(c));
+        }
+        press(s, KeyCode::Enter);
+    };
+    // Live, counted by the default `--by`: a port is not counted.
+    let mut s = state((80, 24));
+    s.by = crate::cli::DEFAULT_BY
+        .split(',')
+        .map(|d| <crate::model::group::Dim as clap::ValueEnum>::from_str(d, false).expect("dim"))
+        .collect();
+    type_filter(&mut s, "5555");
+    assert!(s.rows().is_empty());
+    let out = words(&s);
+    assert!(
+        out.contains("no drops match /5555: port is not counted")
+            && out.contains("`--by reason,location,netns,device,protocol,port`"),
+        "{out}"
+    );
+    // A replay counted by reason and location: a protocol is not counted either.
+    let mut s = state((80, 24));
+    type_filter(&mut s, "sctp");
+    let out = words(&s);
+    assert!(
+        out.contains("protocol is not counted") && out.contains("`--by reason,location,protocol`"),
+        "{out}"
+    );
+    // A word that names no dimension matches nothing, as before.
+    let mut s = state((80, 24));
+    type_filter(&mut s, "zz");
+    let out = words(&s);
+    assert!(
+        out.contains("no drops match the filter") && !out.contains("not counted"),
+        "{out}"
+    );
+}
+
 #[test]
 fn selection_stays_within_bounds() {
     let mut s = state((80, 24));

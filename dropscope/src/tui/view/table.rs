@@ -5,7 +5,7 @@ use ratatui::{
     layout::{Constraint, Rect},
     style::{Color, Modifier, Style},
     text::{Line, Span},
-    widgets::{Block, Borders, Cell, Paragraph, Row, Table},
+    widgets::{Block, Borders, Cell, Paragraph, Row, Table, Wrap},
 };
 
 use crate::{
@@ -204,14 +204,21 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
     frame.render_widget(block, area);
     if rows.is_empty() {
         let msg = if state.shown().latest().is_none() {
-            "waiting for the first counts..."
+            "waiting for the first counts...".into()
+        } else if let Some(e) = state.uncounted_filter() {
+            format!(
+                "no drops match {}: {} (Esc clears the filter)",
+                e.what,
+                e.why()
+            )
         } else if !state.filter.is_empty() {
-            "no drops match the filter (Esc clears it)"
+            "no drops match the filter (Esc clears it)".into()
         } else {
-            "no drops counted yet"
+            "no drops counted yet".into()
         };
         frame.render_widget(
-            Paragraph::new(Line::styled(msg, Style::new().fg(Color::DarkGray))),
+            Paragraph::new(Line::styled(msg, Style::new().fg(Color::DarkGray)))
+                .wrap(Wrap { trim: true }),
             inner,
         );
         return;
