@@ -365,10 +365,10 @@ impl State {
         crate::model::table::uncounted(&self.filter, &self.finest())
     }
 
-    /// Whether the table is in descending order: highest rate or count first (the default for
-    /// those), or names Z to A (reversed).
+    /// Whether the table is in descending order: highest number first (the default for the
+    /// last minute's drops, rate and count), or names Z to A (reversed).
     pub fn descending(&self) -> bool {
-        matches!(self.sort, SortKey::Rate | SortKey::Count) != self.reverse
+        self.sort.descending() != self.reverse
     }
 
     /// The interval the rates are over: the time between the last two snapshots shown.

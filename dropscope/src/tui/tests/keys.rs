@@ -10,6 +10,11 @@ fn sort_cycles_and_reorders() {
             .map(|r| r.key.location.to_string())
             .collect()
     };
+    // The last minute's drops: every count so far, in a session 2 s old.
+    assert_eq!(s.sort.label(), "last 1m");
+    assert_eq!(order(&s), [UDP.1, NFT.1, TCP.1]);
+    press(&mut s, KeyCode::Char('s'));
+    assert_eq!(s.sort.label(), "rate");
     assert_eq!(order(&s), [UDP.1, NFT.1, TCP.1]);
     press(&mut s, KeyCode::Char('s'));
     assert_eq!(s.sort.label(), "count");
@@ -21,8 +26,8 @@ fn sort_cycles_and_reorders() {
     assert_eq!(s.sort.label(), "location");
     assert_eq!(order(&s), [UDP.1, NFT.1, TCP.1]);
     press(&mut s, KeyCode::Char('s'));
-    assert_eq!(s.sort.label(), "rate");
-    assert!(screen(&s).contains("sort: rate"));
+    assert_eq!(s.sort.label(), "last 1m");
+    assert!(screen(&s).contains("sort: last 1m"));
 }
 
 #[test]
@@ -37,7 +42,7 @@ fn filter_types_applies_and_clears() {
     press(&mut s, KeyCode::Char('s'));
     press(&mut s, KeyCode::Backspace);
     assert_eq!(s.filter, "tcp");
-    assert_eq!(s.sort.label(), "rate");
+    assert_eq!(s.sort, crate::model::table::SortKey::default());
     assert!(screen(&s).contains("/tcp"));
     press(&mut s, KeyCode::Enter);
     assert!(!s.editing);

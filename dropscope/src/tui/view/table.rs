@@ -127,25 +127,26 @@ fn title(state: &State, shown: usize) -> Line<'static> {
     } else {
         format!(" {shown} of {keys} {noun} ")
     }));
-    if let Some(h) = t.latest().map(|s| &s.health)
-        && h.keys_capacity > 0
-    {
-        spans.push(Span::styled(
-            format!("(map {}/{}) ", h.keys_used, h.keys_capacity),
-            Style::new().fg(Color::DarkGray),
-        ));
-    }
+    // What the order is by comes before what an 80-column title may cut.
+    spans.push(Span::raw(format!(
+        " sort: {} {} ",
+        state.sort.label(),
+        marker(state)
+    )));
     if !state.filter.is_empty() {
         spans.push(Span::styled(
             format!(" filter: {} ", sanitize::terminal(&state.filter)),
             Style::new().fg(Color::Yellow),
         ));
     }
-    spans.push(Span::raw(format!(
-        " sort: {} {} ",
-        state.sort.label(),
-        marker(state)
-    )));
+    if let Some(h) = t.latest().map(|s| &s.health)
+        && h.keys_capacity > 0
+    {
+        spans.push(Span::styled(
+            format!(" (map {}/{}) ", h.keys_used, h.keys_capacity),
+            Style::new().fg(Color::DarkGray),
+        ));
+    }
     // RATE/S and the trend are over the interval between the last two snapshots shown.
     if let Some(w) = state.rate_window() {
         spans.push(Span::raw(format!(
