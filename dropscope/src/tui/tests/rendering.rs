@@ -172,3 +172,65 @@ fn missed_runs_and_a_total_mismatch_show_only_when_present() {
     assert!(out.contains("MISSED 7 drops"), "{out}");
     assert!(out.contains("MISMATCH"), "{out}");
 }
+
+/// At 80x24 a real receive stack (about 30 frames) does not fit: the view starts at the drop
+/// site, then its callers, and marks the frame where the softirq began.
+#[test]
+fn the_stack_view_starts_at_the_drop_site_and_marks_the_softirq() {
+    let mut s = State::new(info(), None, (80, 24));
+    // Outermost first, as the kernel's unwinder gives them (a loopback send: the syscall, the
+    // softirq it ran on the way out, the receive path, the drop site).
+    let outer: Vec<String> = (0..14).map(|i| format!("syscall_path_{i}")).collect();
+    let mut frames: Vec<&str> = outer.iter().map(String::as_str).collect();
+    frames.extend([
+        "do_softirq",
+        "handle_softirqs+0x1a3",
+        "net_rx_action",
+        "__napi_poll",
+        "process_backlog",
+        "__netif_receive_skb_one_core",
+        "ip_rcv",
+        "ip_rcv_finish",
+        "ip_local_deliver",
+        "ip_local_deliver_finish",
+        "ip_protocol_deliver_rcu",
+        "udp_rcv",
+        "__udp4_lib_rcv+0x9b0",
+    ]);
+    let mut snap = snap(1, &[(UDP, 50)], 0);
+    snap.stacks = vec![StackCount {
+        key: key(UDP.0, UDP.1),
+        frames: frames.iter().map(|f| Arc::from(*f)).collect(),
+        weight: 50,
+        samples: 5,
+    }];
+    feed(&mut s, snap, Instant::now());
+    press(&mut s, KeyCode::Enter);
+    let out = screen(&s);
+    let row = |needle: &str| out.lines().position(|l| l.contains(needle));
+    let site = row("__udp4_lib_rcv+0x9b0").unwrap_or_else(|| panic!("no drop site in\n{out}"));
+    let caller = row("udp_rcv ").unwrap_or_else(|| panic!("no caller in\n{out}"));
+    assert!(
+        site < caller,
+        "the drop site first, its callers below:\n{out}"
+    );
+    assert!(out.contains("drop site first"), "{out}");
+    assert!(!out.contains("syscall_path_0"), "{out}");
+    // Scrolling out from the drop site reaches the frame the softirq began at, marked.
+    let mut out = out;
+    for _ in 0..20 {
+        if out.contains("handle_softirqs") {
+            break;
+        }
+        press(&mut s, KeyCode::Down);
+        out = screen(&s);
+    }
+    let line = (out.lines().find(|l| l.contains("handle_softirqs+0x1a3")))
+        .unwrap_or_else(|| panic!("no softirq in\n{out}"));
+    assert!(line.contains("softirq begins"), "{out}");
+    assert!(
+        !out.lines()
+            .any(|l| l.contains("net_rx_action") && l.contains("softirq")),
+        "only where it began: {out}"
+    );
+}
