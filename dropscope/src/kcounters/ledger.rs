@@ -99,7 +99,8 @@ impl Headline {
         format!(
             "{} drops: {x:.1}% with reason and location, {y:.1}% counted by a layer counter \
              only, {} unexplained",
-            self.total, self.unexplained
+            crate::format::count(self.total),
+            crate::format::count(self.unexplained)
         )
     }
 }

@@ -1,4 +1,5 @@
 //! The headless report: a snapshot (or a window of one) printed as a table or as JSON.
+use crate::format::count;
 use std::{cmp::Reverse, collections::HashMap, io::Write};
 
 use serde::Serialize;
@@ -641,7 +642,7 @@ pub fn write_table_fitted(
     let numbers = [
         NumberColumn {
             title: "COUNT",
-            cells: rows.iter().map(|d| d.count.to_string()).collect(),
+            cells: rows.iter().map(|d| count(d.count)).collect(),
             min: 12,
         },
         NumberColumn {
@@ -654,19 +655,19 @@ pub fn write_table_fitted(
     if rows.is_empty() {
         writeln!(out, "(no drops)")?;
     }
-    write!(out, "total {} drops in {seconds:.1}s", s.total)?;
+    write!(out, "total {} drops in {seconds:.1}s", count(s.total))?;
     if s.overflow > 0 {
         write!(
             out,
             "; OVERFLOW: {} drops did not fit in the keyed map (raise --max-keys)",
-            s.overflow
+            count(s.overflow)
         )?;
     }
     if s.health.recursion_misses > 0 {
         write!(
             out,
             "; MISSED: the kernel skipped {} probe runs (drops not counted)",
-            s.health.recursion_misses
+            count(s.health.recursion_misses)
         )?;
     }
     writeln!(out)
@@ -713,7 +714,7 @@ pub fn write_kernel(k: &KernelView, mut out: impl Write) -> std::io::Result<()> 
             "{:<nw$}  {:<cw$}  {:>12}  {reasons}",
             ns(c.netns),
             name(&c.counter),
-            c.delta
+            count(c.delta)
         )?;
     }
     if let (None, Some(f)) = (&k.unseen, &k.filter) {
@@ -728,7 +729,7 @@ pub fn write_kernel(k: &KernelView, mut out: impl Write) -> std::io::Result<()> 
             out,
             "UNSEEN: counted by the kernel, not seen by the probe (not in the counts above): \
              {} drops, each once (a counter within another is not summed)",
-            k.unseen_total().unwrap_or(0)
+            count(k.unseen_total().unwrap_or(0))
         )?;
         for (u, summed) in unseen.iter().zip(k.unseen_summed()) {
             let part = if summed {
@@ -741,7 +742,7 @@ pub fn write_kernel(k: &KernelView, mut out: impl Write) -> std::io::Result<()> 
                 "{:<nw$}  {:<cw$}  {:>12}{part}",
                 ns(u.netns),
                 name(&u.counter),
-                u.count
+                count(u.count)
             )?;
         }
     }
@@ -774,8 +775,8 @@ pub fn write_kernel(k: &KernelView, mut out: impl Write) -> std::io::Result<()> 
                 out,
                 "{:<lw$}  {:>12} drops  {:>14} packets  {pct:>9}",
                 label(r),
-                r.drops,
-                r.packets
+                count(r.drops),
+                count(r.packets)
             )?;
         }
     }
@@ -829,16 +830,16 @@ fn write_ledger(k: &KernelView, l: &Ledger, mut out: impl Write) -> std::io::Res
             "{:<9}  {:<ww$}  {:>12}  {:>12}  {:>12}",
             t.layer.as_str(),
             where_(t.netns, &t.device),
-            t.counted,
-            t.matched,
-            t.counter_only
+            count(t.counted),
+            count(t.matched),
+            count(t.counter_only)
         )?;
     }
     if !l.counters.is_empty() {
         let cw = l
             .counters
             .iter()
-            .map(|r| r.counter.len())
+            .map(|r| crate::format::counter_name(&r.counter).chars().count())
             .max()
             .unwrap_or(7);
         writeln!(out)?;
@@ -851,11 +852,11 @@ fn write_ledger(k: &KernelView, l: &Ledger, mut out: impl Write) -> std::io::Res
             writeln!(
                 out,
                 "{:<cw$}  {:<ww$}  {:>12}  {:>12}  {:>12}  {}",
-                crate::sanitize::terminal(&r.counter),
+                crate::format::counter_name(&r.counter),
                 where_(r.netns, &r.device),
-                r.delta,
-                r.matched,
-                r.counter_only,
+                count(r.delta),
+                count(r.matched),
+                count(r.counter_only),
                 r.role.word()
             )?;
         }
@@ -1320,6 +1321,25 @@ mod tests {
         let text = String::from_utf8(out).expect("utf8");
         assert!(text.contains("MISSED: the kernel skipped 4"), "{text}");
         assert_eq!(json(&missed, 3.0).missed, 4);
+    }
+
+    /// Counts read as the TUI shows them: with thousands separators, in the table, its total
+    /// and its warnings.
+    #[test]
+    fn table_counts_have_thousands_separators() {
+        let mut big = snap();
+        big.drops[0].count = 1_234_567;
+        big.total = 1_234_567 + 10 + 20_000;
+        big.overflow = 20_000;
+        big.health.recursion_misses = 12_345;
+        let mut out = Vec::new();
+        write_table(&big, 3.0, &mut out).expect("write");
+        let text = String::from_utf8(out).expect("utf8");
+        assert!(text.contains(" 1,234,567 "), "{text}");
+        assert!(text.contains("total 1,254,577 drops"), "{text}");
+        assert!(text.contains("OVERFLOW: 20,000 drops"), "{text}");
+        assert!(text.contains("skipped 12,345 probe runs"), "{text}");
+        assert!(!text.contains("1234567"), "{text}");
     }
 
     /// The snapshot of a crafted recording.
