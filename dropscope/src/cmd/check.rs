@@ -135,7 +135,11 @@ pub fn write_check(
             let numbers = [
                 NumberColumn {
                     title: "COUNT",
-                    cells: c.keys.iter().map(|(_, n)| crate::format::count(*n)).collect(),
+                    cells: c
+                        .keys
+                        .iter()
+                        .map(|(_, n)| crate::format::count(*n))
+                        .collect(),
                     min: 12,
                 },
                 NumberColumn {
