@@ -441,6 +441,22 @@ fn pad(out: &mut String, s: &str, width: usize) {
     out.extend(std::iter::repeat_n(' ', width.saturating_sub(w)));
 }
 
+/// A location escaped for the terminal and cut to `chars`, keeping its `+0x` offset: the
+/// function's name is cut, not the call site (two call sites of one function stay apart).
+fn cut_location(location: &str, chars: usize) -> String {
+    let offset = (location.rfind("+0x"))
+        .map(|i| location.split_at(i))
+        .filter(|(_, off)| off.len() <= 20 && off[3..].bytes().all(|b| b.is_ascii_hexdigit()));
+    match offset {
+        Some((function, off)) if location.chars().count() > chars && off.len() + 4 <= chars => {
+            let mut out = sanitize::terminal_cell(function, chars - off.len());
+            out.push_str(off);
+            out
+        }
+        _ => sanitize::terminal_cell(location, chars),
+    }
+}
+
 /// Width of the table when the output is not a terminal.
 pub const PIPE_WIDTH: usize = 100;
 /// The narrowest a location is cut to when the table must fit a width.
@@ -567,7 +583,7 @@ pub fn write_key_table(
     {
         let chars = cols[i].width().saturating_sub(over).max(MIN_LOCATION_CHARS);
         cols[i].cells = (keys.iter())
-            .map(|k| sanitize::terminal_cell(&k.location, chars))
+            .map(|k| cut_location(&k.location, chars))
             .collect();
     }
     let widths: Vec<usize> = cols.iter().map(Column::width).collect();
@@ -1291,6 +1307,36 @@ mod tests {
         }
         assert!(text.contains("\\u{1b}]0;pwned"), "{text}");
         assert_eq!(text.lines().count(), 3, "{text}");
+    }
+
+    /// A location cut to fit a narrow table (as `diff`'s, with its extra columns) keeps its
+    /// offset: the call site, not only the function.
+    #[test]
+    fn a_location_cut_to_fit_keeps_its_offset() {
+        let key = |loc: &str| DropKey {
+            reason: Reason {
+                code: 2,
+                name: "NOT_SPECIFIED".into(),
+            },
+            location: loc.into(),
+            attr: Default::default(),
+        };
+        let a = key("skb_release_head_state_and_something_long+0x1a2");
+        let b = key("skb_release_head_state_and_something_long+0x3f");
+        let numbers: Vec<NumberColumn> = ["BEFORE", "AFTER", "CHANGE", "RATE/s"]
+            .into_iter()
+            .map(|title| NumberColumn {
+                title,
+                cells: vec!["1,000".into(); 2],
+                min: 12,
+            })
+            .collect();
+        let mut out = Vec::new();
+        write_key_table(&[&a, &b], &numbers, 80, &mut out).expect("write");
+        let text = String::from_utf8(out).expect("utf-8");
+        let rows: Vec<&str> = text.lines().skip(1).collect();
+        assert!(rows[0].contains("…+0x1a2 "), "{text}");
+        assert!(rows[1].contains("…+0x3f "), "{text}");
     }
 
     #[test]
