@@ -10,8 +10,11 @@ fn header_and_table_show_exact_counts_at_80x24_and_larger() {
         assert!(out.contains("tp_btf/kfree_skb"), "{out}");
         assert!(out.contains("total 1,234,535"), "{out}");
         assert!(out.contains("poll 250ms"), "{out}");
-        assert!(out.contains("n/a syscalls/s"), "{out}");
-        assert!(out.contains("bpf_stats off"), "{out}");
+        // dropscope's own cost: its CPU; syscalls and BPF run time only when asked for
+        // (--count-syscalls, --bpf-stats), not `n/a` and `off` for a first-time user.
+        assert!(out.contains("self cpu"), "{out}");
+        assert!(!out.contains("n/a") && !out.contains("syscalls/s"), "{out}");
+        assert!(!out.contains("bpf_stats"), "{out}");
         assert!(out.contains("1,234,000"), "{out}");
         assert!(out.contains("__udp4_lib_rcv+0x9b0"), "{out}");
         assert!(out.contains("NETFILTER_DROP"), "{out}");
@@ -19,6 +22,25 @@ fn header_and_table_show_exact_counts_at_80x24_and_larger() {
         assert!(!out.contains("OVERFLOW"), "{out}");
         assert!(!out.contains("REPLAY"), "{out}");
     }
+}
+
+/// With --count-syscalls and --bpf-stats the header shows what they measure.
+#[test]
+fn syscalls_and_bpf_run_time_show_when_asked_for() {
+    let mut s = State::new(info(), None, (100, 24));
+    let t0 = Instant::now();
+    let with = |secs: u64, syscalls: u64, ns: u64, runs: u64| {
+        let mut x = snap(secs, &[(UDP, 10 * secs)], 0);
+        x.health.self_syscalls = Some(syscalls);
+        x.health.bpf_run_ns = Some(ns);
+        x.health.bpf_run_cnt = Some(runs);
+        x
+    };
+    feed(&mut s, with(1, 10, 1_000, 10), t0);
+    feed(&mut s, with(2, 22, 8_200, 110), t0 + Duration::from_secs(1));
+    let out = screen(&s);
+    assert!(out.contains("12.0 syscalls/s"), "{out}");
+    assert!(out.contains("bpf 72 ns/run"), "{out}");
 }
 
 #[test]
