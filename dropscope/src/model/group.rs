@@ -171,9 +171,10 @@ impl Filter {
                 .device
                 .as_ref()
                 .is_none_or(|d| a.device.as_deref() == Some(d.as_str()))
-            && self
-                .protocol
-                .is_none_or(|p| a.protocol.as_deref() == Some(protocol_name(p).as_str()))
+            && self.protocol.is_none_or(|p| {
+                // Its name, or its number where counts were named before it had one.
+                (a.protocol.as_deref()).is_some_and(|n| n == protocol_name(p) || n == p.to_string())
+            })
             && self.port.is_none_or(|p| a.port == Some(p))
             && (self.reasons.is_empty() || self.reasons.iter().any(|r| same_reason(&key.reason, r)))
             && !self
@@ -195,9 +196,11 @@ fn same_reason(reason: &Reason, name: &str) -> bool {
     reason.name.as_ref() == reason_name(name)
 }
 
-/// `udp`, `tcp`, `icmp`, `icmpv6`, `sctp`, or the number.
+/// `udp`, `tcp`, `icmp`, `icmpv6`, `sctp`, `hopopt` (IPv6's hop-by-hop options header, next
+/// header 0, as `/etc/protocols` names it), or the number.
 pub fn protocol_name(p: u8) -> String {
     match p {
+        0 => "hopopt".into(),
         1 => "icmp".into(),
         6 => "tcp".into(),
         17 => "udp".into(),
@@ -210,7 +213,7 @@ pub fn protocol_name(p: u8) -> String {
 /// The protocol a name of [`protocol_name`] stands for (any case), or the number given.
 pub fn protocol_number(name: &str) -> Option<u8> {
     let name = name.to_ascii_lowercase();
-    (0..=u8::MAX).find(|&p| protocol_name(p) == name)
+    (name.parse().ok()).or_else(|| (0..=u8::MAX).find(|&p| protocol_name(p) == name))
 }
 
 /// The dimensions the counts of `s` have (those some key carries); `None` when it has no key

@@ -208,3 +208,24 @@ fn a_programs_samples_keep_its_key_when_regrouped() {
         r.samples
     );
 }
+
+/// IPv6's hop-by-hop options header (next header 0) is named, as /etc/protocols names it, not
+/// shown as protocol `0`; `--protocol 0` still finds it, in counts named either way.
+#[test]
+fn ipv6_hop_by_hop_is_named() {
+    assert_eq!(protocol_name(0), "hopopt");
+    assert_eq!(protocol_number("hopopt"), Some(0));
+    assert_eq!(protocol_number("HOPOPT"), Some(0));
+    assert_eq!(protocol_number("0"), Some(0));
+    let f = Filter {
+        protocol: Some(0),
+        ..Filter::default()
+    };
+    let mut k = snap().drops[0].key.clone();
+    for shown in ["hopopt", "0"] {
+        k.attr.protocol = Some(shown.into());
+        assert!(f.matches(&k), "{shown}");
+    }
+    k.attr.protocol = Some("udp".into());
+    assert!(!f.matches(&k));
+}
