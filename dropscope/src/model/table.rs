@@ -88,7 +88,7 @@ struct Steps([(u64, u64); RECENT_STEPS]);
 impl Steps {
     /// The step of session time `elapsed`.
     fn step(elapsed: Duration) -> u64 {
-        (elapsed.as_secs() / RECENT_STEP.as_secs())
+        elapsed.as_secs() / RECENT_STEP.as_secs()
     }
 
     /// Counts `n` drops in `step`.
