@@ -159,6 +159,13 @@ pub fn truncate(s: &str, width: usize) -> String {
     out
 }
 
+/// A kernel counter's name as shown: a qdisc's handle keeps one colon before the statistic
+/// (`Qdisc:eth0:tbf 8002:drops`, not the key's `tbf 8002::drops`), and terminal controls are
+/// escaped.
+pub fn counter_name(name: &str) -> String {
+    crate::sanitize::terminal(&name.replace("::", ":")).into_owned()
+}
+
 /// `YYYYmmdd-HHMMSSZ` in UTC: the stamp in the names of the files dropscope writes
 /// (recordings, flamegraphs).
 pub fn file_stamp(now: std::time::SystemTime) -> String {

@@ -186,9 +186,11 @@ fn durations_in_messages_are_written_as_people_write_them() {
         .args(["--from", "1h"]));
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
+    // No --to was given: the end is the recording's, and the message says so.
+    assert!(!err.contains("--to"), "{err}");
     let to = err
         .trim_end()
-        .rsplit_once("is after --to ")
+        .rsplit_once("is after the recording's end, ")
         .map(|(_, t)| t)
         .unwrap_or_else(|| panic!("{err}"));
     // The recording's end, e.g. `11.2s`: one number with one unit, not `11s 209ms 123us`.
@@ -200,6 +202,14 @@ fn durations_in_messages_are_written_as_people_write_them() {
         "{err}"
     );
     assert!(err.contains("--from 1h is after"), "{err}");
+    // With a --to, the message names it.
+    let out = run(dropscope()
+        .args(["report", "--input"])
+        .arg(sample())
+        .args(["--from", "5s", "--to", "2s"]));
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("--from 5s is after --to 2s"), "{err}");
 }
 
 #[test]

@@ -48,7 +48,8 @@ fn a_stack_too_deep_is_refused_and_the_deepest_allowed_one_opens() {
     let t = Tmux::start("deepest", &format!("replay {}", deepest.display()));
     t.wait_for("q quit");
     t.keys("Enter");
-    t.wait_for("outermost caller first");
+    // The stack view is open: its heading (drop site first).
+    t.wait_for("drop site first");
     t.keys("q");
     let s = t.wait_for("MODE=");
     assert!(s.contains("EXIT=0"), "{s}");

@@ -49,7 +49,8 @@ pub struct Selection {
     /// Only drops on the interface with this name.
     #[arg(long, value_name = "NAME")]
     pub device: Option<String>,
-    /// Only drops of this L4 protocol: udp, tcp, icmp, icmpv6 or a number.
+    /// Only drops of this L4 protocol: udp, tcp, icmp, icmpv6, sctp, hopopt (IPv6 hop-by-hop)
+    /// or a number.
     #[arg(long, value_parser = parse_protocol, value_name = "PROTO")]
     pub protocol: Option<u8>,
     /// Only drops to this destination port.
@@ -212,16 +213,9 @@ pub fn check_reason(name: &str, seen: &std::collections::BTreeSet<String>) -> an
 }
 
 fn parse_protocol(s: &str) -> Result<u8, String> {
-    match s.to_ascii_lowercase().as_str() {
-        "icmp" => Ok(1),
-        "tcp" => Ok(6),
-        "udp" => Ok(17),
-        "icmpv6" => Ok(58),
-        "sctp" => Ok(132),
-        n => n
-            .parse()
-            .map_err(|_| format!("{s:?}: give udp, tcp, icmp, icmpv6, sctp or a number 0-255")),
-    }
+    group::protocol_number(s).ok_or_else(|| {
+        format!("{s:?}: give udp, tcp, icmp, icmpv6, sctp, hopopt or a number 0-255")
+    })
 }
 
 #[cfg(test)]

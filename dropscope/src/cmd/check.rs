@@ -135,7 +135,11 @@ pub fn write_check(
             let numbers = [
                 NumberColumn {
                     title: "COUNT",
-                    cells: c.keys.iter().map(|(_, n)| n.to_string()).collect(),
+                    cells: c
+                        .keys
+                        .iter()
+                        .map(|(_, n)| crate::format::count(*n))
+                        .collect(),
                     min: 12,
                 },
                 NumberColumn {
@@ -189,7 +193,11 @@ mod tests {
             protocol: None,
             port: None,
         };
-        let keys = [(key("NO_SOCKET"), 300), (key("OTHERHOST\x1b[2J"), 3)];
+        let keys = [
+            (key("NO_SOCKET"), 300),
+            (key("OTHERHOST\x1b[2J"), 3),
+            (key("IP_NOPROTO"), 12_345),
+        ];
         let side = Side {
             counts: keys.iter().cloned().collect(),
             total: 303,
@@ -224,6 +232,11 @@ mod tests {
         );
         assert!(
             lines[1].starts_with("NO_SOCKET") && lines[1].ends_with("300       100"),
+            "{table}"
+        );
+        // Counts with thousands separators, as the TUI and `report` show them.
+        assert!(
+            lines[3].starts_with("IP_NOPROTO") && lines[3].ends_with("12,345     4,115"),
             "{table}"
         );
         assert!(lines[2].contains("OTHERHOST\\u{1b}[2J"), "{table}");

@@ -241,11 +241,12 @@ fn recorded_window_kernel(
     let to = w.to.unwrap_or(rec.duration()).min(rec.duration());
     let from = w.from.unwrap_or_default();
     if from > to {
-        bail!(
-            "--from {} is after --to {}",
-            crate::format::duration(from),
-            crate::format::duration(to)
-        );
+        // The end is --to only where one was given within the recording.
+        let end = match w.to {
+            Some(t) if t <= rec.duration() => format!("--to {}", crate::format::duration(t)),
+            _ => format!("the recording's end, {}", crate::format::duration(to)),
+        };
+        bail!("--from {} is after {end}", crate::format::duration(from));
     }
     let later = rec.snapshot_at(to)?;
     let (filter, by) = sel.recorded(&later)?;

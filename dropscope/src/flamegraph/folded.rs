@@ -28,17 +28,35 @@ const MERGED: &str = "[lighter stacks merged: output limit]";
 /// beyond it are drawn as one `[N stacks elided: graph limit]` frame per reason. With frames of
 /// at most [`MAX_FRAME_CHARS`] characters this bounds an SVG to about 40 MB.
 pub const MAX_RECTANGLES: usize = 20_000;
-/// Most frames in one line of folded input (the reason, then [`MAX_DEPTH`] frames: what
-/// [`folded`] writes, its `[N frames cut]` marker included).
-const MAX_LINE_FRAMES: usize = MAX_DEPTH + 1;
+/// Most frames in one line of folded input (the reason, where it was dropped, then
+/// [`MAX_DEPTH`] frames: what [`folded`] writes, its `[N frames cut]` marker included).
+const MAX_LINE_FRAMES: usize = MAX_DEPTH + 2;
 
-/// The folded path of one stack: reason, then frames, sanitized and bounded.
+/// The frame under the reason naming where the drops were counted: `[netns NAME, device DEV]`
+/// with the parts the key has (its namespace's name, else its inode); `None` for counts
+/// grouped without either.
+fn place_frame(stack: &StackCount) -> Option<String> {
+    let a = &stack.key.attr;
+    let netns = (a.netns_name.as_deref().map(str::to_string))
+        .or_else(|| a.netns.map(|n| n.to_string()))
+        .map(|n| format!("netns {n}"));
+    let device = a.device.as_deref().map(|d| format!("device {d}"));
+    let parts: Vec<String> = netns.into_iter().chain(device).collect();
+    (!parts.is_empty()).then(|| format!("[{}]", parts.join(", ")))
+}
+
+/// The folded path of one stack: reason, where (namespace and device, where the key has
+/// them), then frames, sanitized and bounded.
 fn path_of(stack: &StackCount, path: &mut String) {
     path.clear();
     if stack.key.reason.name.trim().is_empty() {
         path.push_str(&format!("UNKNOWN({})", stack.key.reason.code));
     } else {
         sanitize::folded_frame(path, &stack.key.reason.name, MAX_FRAME_CHARS);
+    }
+    if let Some(place) = place_frame(stack) {
+        path.push(';');
+        sanitize::folded_frame(path, &place, MAX_FRAME_CHARS);
     }
     let frames = &stack.frames;
     if frames.is_empty() {
@@ -64,9 +82,11 @@ fn path_of(stack: &StackCount, path: &mut String) {
     }
 }
 
-/// Collapsed-stack lines `REASON;outer;...;drop_site weight`, one per distinct path.
+/// Collapsed-stack lines `REASON;[netns N, device D];outer;...;drop_site weight`, one per
+/// distinct path.
 ///
-/// The drop reason is the root frame, so a graph splits first by reason. Lines are sorted by
+/// The drop reason is the root frame, so a graph splits first by reason, then by the
+/// namespace and device the key has (two namespaces' drops are two towers, not one). Lines are sorted by
 /// path, identical paths are merged (their weights summed, saturating), stacks of zero weight
 /// are left out, and every frame is sanitized ([`sanitize::folded_frame`]: `;` becomes `:`,
 /// whitespace one space, controls and bidi characters visibly escaped, at most
@@ -351,6 +371,30 @@ mod tests {
             7,
         )]);
         assert_eq!(out, "NO_SOCKET;ip_rcv;udp_rcv;__udp4_lib_rcv 7\n");
+    }
+
+    /// Two namespaces' drops of one reason and path are two towers, each under a frame naming
+    /// its namespace and device; counts without them keep the reason as the only root frame.
+    #[test]
+    fn namespace_and_device_are_a_frame_under_the_reason() {
+        let in_ns = |name: Option<&str>, inode: u64, dev: Option<&str>, w: u64| {
+            let mut s = stack("NO_SOCKET", &["ip_rcv", "__udp4_lib_rcv"], w);
+            s.key.attr.netns = Some(inode);
+            s.key.attr.netns_name = name.map(Arc::from);
+            s.key.attr.device = dev.map(Arc::from);
+            s
+        };
+        let out = folded(&[
+            in_ns(Some("docker:web"), 4026532500, Some("eth0"), 7),
+            in_ns(None, 4026532600, Some("eth0"), 5),
+            in_ns(Some("host"), 4026531840, None, 2),
+        ]);
+        assert_eq!(
+            out,
+            "NO_SOCKET;[netns 4026532600, device eth0];ip_rcv;__udp4_lib_rcv 5\n\
+             NO_SOCKET;[netns docker:web, device eth0];ip_rcv;__udp4_lib_rcv 7\n\
+             NO_SOCKET;[netns host];ip_rcv;__udp4_lib_rcv 2\n"
+        );
     }
 
     #[test]

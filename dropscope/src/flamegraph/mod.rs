@@ -1,7 +1,8 @@
 //! Flamegraphs of sampled drop stacks: folded text, SVG, differential SVG and snapshot files.
 //!
 //! Every graph is rooted at the drop reason, so it splits first by why the kernel dropped, then
-//! by the call path that led there. Stack weights are sampled estimates (the sum of sampling
+//! by where (the namespace and device, where the counts have them), then by the call path that
+//! led there. Stack weights are sampled estimates (the sum of sampling
 //! periods), and every graph says so; the exact per-location counts live elsewhere.
 mod folded;
 mod frames;
@@ -58,7 +59,7 @@ pub fn write_svg(stacks: &[StackCount], meta: &GraphMeta, out: impl Write) -> an
         );
     }
     let subtitle = format!(
-        "Stack counts are sampled estimates; per-location counts are exact. Root frame: drop reason.{}",
+        "Stack counts are sampled estimates; per-location counts are exact. Root frame: drop reason, then namespace and device.{}",
         started(meta.info)
     );
     let mut opts = options(title(meta, ""), subtitle);

@@ -99,9 +99,24 @@ impl Headline {
         format!(
             "{} drops: {x:.1}% with reason and location, {y:.1}% counted by a layer counter \
              only, {} unexplained",
-            self.total, self.unexplained
+            crate::format::count(self.total),
+            crate::format::count(self.unexplained)
         )
     }
+}
+
+/// Drops of one key of the probe's, freed without a reason, that no layer counter explains:
+/// part of the headline's unexplained drops.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unexplained {
+    /// The key's namespace (the initial one where the counts have none).
+    pub netns: u64,
+    /// The key's device, if it has one.
+    pub device: Option<String>,
+    /// Where the kernel freed them.
+    pub location: String,
+    /// How many.
+    pub count: u64,
 }
 
 /// The ledger of one window.
@@ -116,6 +131,10 @@ pub struct Ledger {
     /// How the matching was limited (counts not keyed by device or namespace).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The keys of the headline's unexplained drops, most first (the rest of them were
+    /// counted without a key).
+    #[serde(skip)]
+    pub unexplained: Vec<Unexplained>,
 }
 
 /// One keyed drop count of the probe, as the ledger matches it.
@@ -276,6 +295,20 @@ pub fn ledger(reading: &KernelReading, snap: &Snapshot) -> Ledger {
         .total
         .max(seen.iter().map(|s| s.count).sum())
         .saturating_add(counter_only);
+    let mut unexplained: Vec<Unexplained> = (seen.iter())
+        .filter(|s| s.reason == NOT_SPECIFIED && s.count > s.also)
+        .map(|s| Unexplained {
+            netns: s.netns,
+            device: s.device.map(str::to_string),
+            location: s.location.to_string(),
+            count: s.count - s.also,
+        })
+        .collect();
+    unexplained.sort_by(|a, b| {
+        b.count
+            .cmp(&a.count)
+            .then_with(|| a.location.cmp(&b.location))
+    });
     // The rows listed: those with the most drops only a counter saw, then the most drops.
     let mut counters: Vec<Row> = rows.into_iter().map(|(_, r)| r).collect();
     let listed = counters.len();
@@ -325,6 +358,7 @@ pub fn ledger(reading: &KernelReading, snap: &Snapshot) -> Ledger {
         layers,
         counters,
         notes,
+        unexplained,
     }
 }
 

@@ -95,19 +95,34 @@ pub struct Filter {
     pub exclude_reasons: Vec<String>,
 }
 
-/// A filter or grouping asks for a dimension the counts do not have.
+/// A filter or grouping asks for a dimension the counts do not have. The one wording of it,
+/// for `report` on a recording and for the TUI's filter alike.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "{what} needs drops counted by {dim}, and these were not (counted by {had}): record with \
-     `--by` including {dim}"
-)]
+#[error("{what}: {}", self.why())]
 pub struct MissingDim {
-    /// What asked (`--netns`, `--by device`, ...).
+    /// What asked (`--netns`, `--by device`, `/5555`, ...).
     pub what: String,
     /// The dimension missing.
     pub dim: Dim,
     /// The dimensions the counts have.
-    pub had: String,
+    pub had: Vec<Dim>,
+}
+
+impl MissingDim {
+    /// Which dimension is not counted, and the `--by` that counts it (what was counted, and it).
+    pub fn why(&self) -> String {
+        let names = |dims: &[Dim]| dims.iter().map(|d| d.name()).collect::<Vec<_>>().join(",");
+        let mut by = self.had.clone();
+        by.push(self.dim);
+        by.sort();
+        by.dedup();
+        format!(
+            "{dim} is not counted (these drops are counted by {had}); count it with `--by {by}`",
+            dim = self.dim,
+            had = names(&self.had),
+            by = names(&by),
+        )
+    }
 }
 
 impl Filter {
@@ -156,9 +171,10 @@ impl Filter {
                 .device
                 .as_ref()
                 .is_none_or(|d| a.device.as_deref() == Some(d.as_str()))
-            && self
-                .protocol
-                .is_none_or(|p| a.protocol.as_deref() == Some(protocol_name(p).as_str()))
+            && self.protocol.is_none_or(|p| {
+                // Its name, or its number where counts were named before it had one.
+                (a.protocol.as_deref()).is_some_and(|n| n == protocol_name(p) || n == p.to_string())
+            })
             && self.port.is_none_or(|p| a.port == Some(p))
             && (self.reasons.is_empty() || self.reasons.iter().any(|r| same_reason(&key.reason, r)))
             && !self
@@ -180,9 +196,11 @@ fn same_reason(reason: &Reason, name: &str) -> bool {
     reason.name.as_ref() == reason_name(name)
 }
 
-/// `udp`, `tcp`, `icmp`, `icmpv6`, `sctp`, or the number.
+/// `udp`, `tcp`, `icmp`, `icmpv6`, `sctp`, `hopopt` (IPv6's hop-by-hop options header, next
+/// header 0, as `/etc/protocols` names it), or the number.
 pub fn protocol_name(p: u8) -> String {
     match p {
+        0 => "hopopt".into(),
         1 => "icmp".into(),
         6 => "tcp".into(),
         17 => "udp".into(),
@@ -190,6 +208,12 @@ pub fn protocol_name(p: u8) -> String {
         132 => "sctp".into(),
         n => n.to_string(),
     }
+}
+
+/// The protocol a name of [`protocol_name`] stands for (any case), or the number given.
+pub fn protocol_number(name: &str) -> Option<u8> {
+    let name = name.to_ascii_lowercase();
+    (name.parse().ok()).or_else(|| (0..=u8::MAX).find(|&p| protocol_name(p) == name))
 }
 
 /// The dimensions the counts of `s` have (those some key carries); `None` when it has no key
@@ -209,28 +233,25 @@ pub fn dims_of(s: &Snapshot) -> Option<Vec<Dim>> {
 /// Refuses a filter or grouping on a dimension `s` lacks (a recording made with a coarser
 /// `--by`, or before attribution): it would silently match nothing, or everything.
 pub fn check(s: &Snapshot, filter: &Filter, by: &[Dim]) -> Result<(), MissingDim> {
-    let Some(have) = dims_of(s) else {
-        return Ok(());
-    };
-    let had = || {
-        let names: Vec<&str> = have.iter().map(|d| d.name()).collect();
-        names.join(",")
-    };
-    for (dim, what) in filter.dims() {
-        if !have.contains(&dim) {
-            return Err(MissingDim {
-                what: what.into(),
-                dim,
-                had: had(),
-            });
-        }
+    match dims_of(s) {
+        Some(have) => check_dims(&have, filter, by),
+        None => Ok(()),
     }
-    for &dim in by {
+}
+
+/// [`check`] against the dimensions counts have (`have`).
+pub fn check_dims(have: &[Dim], filter: &Filter, by: &[Dim]) -> Result<(), MissingDim> {
+    let asked = (filter
+        .dims()
+        .into_iter()
+        .map(|(d, what)| (d, what.to_string())))
+    .chain(by.iter().map(|&d| (d, format!("--by {d}"))));
+    for (dim, what) in asked {
         if !have.contains(&dim) {
             return Err(MissingDim {
-                what: format!("--by {dim}"),
+                what,
                 dim,
-                had: had(),
+                had: have.to_vec(),
             });
         }
     }

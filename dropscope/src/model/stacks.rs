@@ -1,5 +1,6 @@
-//! The kernel call stacks of a selection: distinct paths and a tree, each with its share and
-//! estimated count. Stack counts are sampled estimates; only per-key counts are exact.
+//! The kernel call stacks of a selection: distinct paths and a tree (drop site first), each with
+//! its share and estimated count. Stack counts are sampled estimates; only per-key counts are
+//! exact.
 use std::{collections::BTreeMap, collections::HashMap, sync::Arc};
 
 use super::StackCount;
@@ -103,10 +104,21 @@ pub struct TreeLine {
     /// Whether this line starts a run: a root, a branch, or a node lighter than its parent. The
     /// lines after it, up to the next head, carry the same numbers.
     pub head: bool,
+    /// Whether this frame is where a softirq began (see [`softirq_entry`]): the frames between
+    /// it and the drop site ran in the softirq, not in the task it interrupted.
+    pub softirq: bool,
 }
 
-/// The stacks of a selection as a tree: reason at the root, then frames from the outermost
-/// caller down to the drop site.
+/// Whether `frame` (a symbol, with or without its `+0x..` offset) is where the kernel starts
+/// running pending softirqs (`handle_softirqs` since 6.8, `__do_softirq` before).
+pub fn softirq_entry(frame: &str) -> bool {
+    let name = frame.split_once('+').map_or(frame, |(n, _)| n).trim();
+    matches!(name, "handle_softirqs" | "__do_softirq")
+}
+
+/// The stacks of a selection as a tree: reason at the root, then frames from the drop site out
+/// to the outermost caller (innermost first: what a short screen must show first is where the
+/// packet was dropped; stacks branch where different callers reached it).
 #[derive(Clone, Debug, Default)]
 pub struct StackTree {
     root: Node,
@@ -125,7 +137,7 @@ impl StackTree {
             let mut node = root.children.entry(s.key.reason.name.clone()).or_default();
             node.weight = node.weight.saturating_add(s.weight);
             node.samples = node.samples.saturating_add(s.samples);
-            for f in s.frames.iter() {
+            for f in s.frames.iter().rev() {
                 node = node.children.entry(f.clone()).or_default();
                 node.weight = node.weight.saturating_add(s.weight);
                 node.samples = node.samples.saturating_add(s.samples);
@@ -170,6 +182,7 @@ impl StackTree {
                 samples: node.samples,
                 share: percent(node.weight, total),
                 head,
+                softirq: kind == NodeKind::Frame && softirq_entry(label),
             });
             let children = node.sorted_children();
             let branches = children.len() > 1;
@@ -250,36 +263,57 @@ mod tests {
             .iter()
             .map(|l| (l.depth, &*l.label, l.weight, l.head))
             .collect();
+        // The drop site first: the stacks branch at their different drop sites.
         assert_eq!(
             got,
             [
                 (0, "OTHER", 60, true),
-                (1, "x", 60, false),
                 (1, "y", 60, false),
+                (1, "x", 60, false),
                 (0, "NO_SOCKET", 40, true),
-                (1, "entry", 40, false),
-                (1, "ip_rcv", 40, false),
-                (2, "udp_rcv", 30, true),
-                (2, "drop_udp", 30, false),
-                (2, "tcp_rcv", 10, true),
-                (2, "drop_tcp", 10, false),
+                (1, "drop_udp", 30, true),
+                (1, "udp_rcv", 30, false),
+                (1, "ip_rcv", 30, false),
+                (1, "entry", 30, false),
+                (1, "drop_tcp", 10, true),
+                (1, "tcp_rcv", 10, false),
+                (1, "ip_rcv", 10, false),
+                (1, "entry", 10, false),
             ]
         );
         assert_eq!(lines[0].kind, NodeKind::Reason);
         assert_eq!(lines[1].kind, NodeKind::Frame);
         assert!((lines[3].share - 40.0).abs() < 1e-9);
         assert!((lines[8].share - 10.0).abs() < 1e-9);
+        assert!(lines.iter().all(|l| !l.softirq));
     }
 
     #[test]
     fn a_prefix_path_makes_a_head() {
-        let stacks = [sc("R", &["a", "b"], 5, 1), sc("R", &["a", "b", "c"], 3, 1)];
+        let stacks = [sc("R", &["b", "a"], 5, 1), sc("R", &["c", "b", "a"], 3, 1)];
         let lines = StackTree::build(&stacks).lines();
         let heads: Vec<(&str, bool)> = lines.iter().map(|l| (&*l.label, l.head)).collect();
         assert_eq!(
             heads,
             [("R", true), ("a", false), ("b", false), ("c", true)]
         );
+    }
+
+    #[test]
+    fn the_frame_a_softirq_began_at_is_marked() {
+        assert!(softirq_entry("handle_softirqs+0x1a3") && softirq_entry("__do_softirq"));
+        assert!(!softirq_entry("do_softirq") && !softirq_entry("net_rx_action"));
+        let stacks = [sc(
+            "R",
+            &["ksys", "handle_softirqs+0x10", "ip_rcv", "drop"],
+            1,
+            1,
+        )];
+        let marked: Vec<String> = (StackTree::build(&stacks).lines().iter())
+            .filter(|l| l.softirq)
+            .map(|l| l.label.to_string())
+            .collect();
+        assert_eq!(marked, ["handle_softirqs+0x10"]);
     }
 
     #[test]

@@ -14,11 +14,21 @@ use super::{DropCount, DropKey, Health, KernelReading, Snapshot, counter_only, p
 /// How many intervals of history a trend keeps.
 pub const TREND_LEN: usize = 64;
 
+/// How far back the default order looks: drops of the last minute (see [`SortKey::Recent`]).
+pub const RECENT: Duration = Duration::from_secs(60);
+/// The steps [`RECENT`] is counted in: a drop leaves the window 60 to 70 s after it was counted.
+const RECENT_STEP: Duration = Duration::from_secs(10);
+/// Steps a key keeps: those of [`RECENT`], and the current one.
+const RECENT_STEPS: usize = (RECENT.as_secs() / RECENT_STEP.as_secs()) as usize + 1;
+
 /// The column the table is sorted by.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SortKey {
-    /// Drops per second over the last interval, highest first.
+    /// Exact drops within the last minute ([`RECENT`]), highest first: what a person reading
+    /// an incident wants on top, a burst that just ended above a trickle that began since.
     #[default]
+    Recent,
+    /// Drops per second over the last interval, highest first.
     Rate,
     /// Exact cumulative count, highest first.
     Count,
@@ -29,19 +39,26 @@ pub enum SortKey {
 }
 
 impl SortKey {
-    /// The next sort in the cycle rate, count, reason, location.
+    /// The next sort in the cycle last minute, rate, count, reason, location.
     pub fn next(self) -> Self {
         match self {
+            Self::Recent => Self::Rate,
             Self::Rate => Self::Count,
             Self::Count => Self::Reason,
             Self::Reason => Self::Location,
-            Self::Location => Self::Rate,
+            Self::Location => Self::Recent,
         }
+    }
+
+    /// Whether its natural order is highest first (the numbers), not A to Z (the names).
+    pub fn descending(self) -> bool {
+        matches!(self, Self::Recent | Self::Rate | Self::Count)
     }
 
     /// A short name for the header.
     pub fn label(self) -> &'static str {
         match self {
+            Self::Recent => "last 1m",
             Self::Rate => "rate",
             Self::Count => "count",
             Self::Reason => "reason",
@@ -59,6 +76,50 @@ pub struct KeyStats {
     pub rate: Option<f64>,
     /// Drops per second of the last [`TREND_LEN`] intervals, oldest first.
     pub trend: VecDeque<u64>,
+    /// Exact drops per step of [`RECENT_STEP`] over the last minute.
+    recent: Steps,
+}
+
+/// Exact drops per step of [`RECENT_STEP`] of the session time: a ring of the last
+/// [`RECENT_STEPS`], each slot tagged with its step (plus one: 0 is an empty slot).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Steps([(u64, u64); RECENT_STEPS]);
+
+impl Steps {
+    /// The step of session time `elapsed`.
+    fn step(elapsed: Duration) -> u64 {
+        elapsed.as_secs() / RECENT_STEP.as_secs()
+    }
+
+    /// Counts `n` drops in `step`.
+    fn add(&mut self, step: u64, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let slot = &mut self.0[(step % RECENT_STEPS as u64) as usize];
+        if slot.0 != step + 1 {
+            *slot = (step + 1, 0);
+        }
+        slot.1 = slot.1.saturating_add(n);
+    }
+
+    /// The drops counted in the last minute as of `step`: in it and the steps of [`RECENT`]
+    /// before it.
+    fn sum(&self, step: u64) -> u64 {
+        let oldest = (step + 1).saturating_sub(RECENT_STEPS as u64 - 1);
+        (self.0.iter())
+            .filter(|(tag, _)| (oldest..=step + 1).contains(tag) && *tag > 0)
+            .fold(0, |t: u64, (_, n)| t.saturating_add(*n))
+    }
+
+    /// `other`'s drops added, step by step (for keys merged into one row).
+    fn merge(&mut self, other: &Steps) {
+        for &(tag, n) in &other.0 {
+            if tag > 0 {
+                self.add(tag - 1, n);
+            }
+        }
+    }
 }
 
 /// dropscope's own cost over the last interval, from [`Health`] differences.
@@ -105,6 +166,8 @@ pub struct Row<'a> {
     pub count: u64,
     /// Drops per second over the last interval, if known.
     pub rate: Option<f64>,
+    /// Exact drops within the last minute ([`RECENT`]; the default order).
+    pub recent: u64,
     /// Percentage of all drops (cumulative count over the cumulative total, with the program
     /// and counter-only rows' counts added to it where there are any).
     pub share: f64,
@@ -205,18 +268,28 @@ impl Tracker {
         let progs = programs::of_snapshot(&snap);
         let counters = counter_only::of_snapshot(&snap);
         let rows = || snap.drops.iter().chain(&progs).chain(&counters);
+        let step = Steps::step(snap.elapsed);
         match prev {
             Some(prev) if snap.elapsed > prev.elapsed => self.advance(&prev, &snap, rows()),
             Some(_) if !reset => {
                 // Same instant: take the counts, keep the rates.
                 for d in rows() {
-                    stats_of(&mut self.keys, &d.key).count = d.count;
+                    let stats = stats_of(&mut self.keys, &d.key);
+                    stats.recent.add(step, d.count.saturating_sub(stats.count));
+                    stats.count = d.count;
                 }
             }
             _ => {
                 *self = Self::default();
+                // The counts of a session's first minute are recent; those found at a seek
+                // far into a recording are not.
+                let recent = snap.elapsed <= RECENT;
                 for d in rows() {
-                    stats_of(&mut self.keys, &d.key).count = d.count;
+                    let stats = stats_of(&mut self.keys, &d.key);
+                    stats.count = d.count;
+                    if recent {
+                        stats.recent.add(step, d.count);
+                    }
                 }
             }
         }
@@ -294,10 +367,13 @@ impl Tracker {
         let dt = snap.elapsed.saturating_sub(prev.elapsed);
         let secs = dt.as_secs_f64();
         self.interval = Some(dt);
+        let step = Steps::step(snap.elapsed);
         let mut seen = 0usize;
         for d in rows.clone() {
             let stats = stats_of(&mut self.keys, &d.key);
-            let rate = d.count.saturating_sub(stats.count) as f64 / secs;
+            let grown = d.count.saturating_sub(stats.count);
+            stats.recent.add(step, grown);
+            let rate = grown as f64 / secs;
             stats.count = d.count;
             stats.rate = Some(rate);
             push_trend(&mut stats.trend, rate);
@@ -404,6 +480,7 @@ impl Tracker {
             }
         };
         let terms = terms(filter);
+        let step = Steps::step(self.latest.as_ref().map_or(Duration::ZERO, |s| s.elapsed));
         let mut rows: Vec<Row<'_>> = match by {
             None => self
                 .keys
@@ -414,6 +491,7 @@ impl Tracker {
                     key: Cow::Borrowed(key),
                     count: s.count,
                     rate: s.rate,
+                    recent: s.recent.sum(step),
                     share: share(s.count),
                     trend: Cow::Borrowed(&s.trend),
                     ratio: self.ratio(key, self.window_drops(key)),
@@ -434,6 +512,7 @@ impl Tracker {
                         (a, b) => a.or(b),
                     };
                     add_trend(&mut m.trend, &s.trend);
+                    m.recent.merge(&s.recent);
                 }
                 merged
                     .into_iter()
@@ -443,6 +522,7 @@ impl Tracker {
                         key: Cow::Owned(key),
                         count: s.count,
                         rate: s.rate,
+                        recent: s.recent.sum(step),
                         share: share(s.count),
                         trend: Cow::Owned(s.trend),
                     })
@@ -472,6 +552,7 @@ fn by_count(a: &Row<'_>, b: &Row<'_>) -> Ordering {
 
 fn compare(sort: SortKey, a: &Row<'_>, b: &Row<'_>) -> Ordering {
     match sort {
+        SortKey::Recent => b.recent.cmp(&a.recent).then_with(|| by_count(a, b)),
         SortKey::Rate => {
             let (ra, rb) = (a.rate.unwrap_or(0.0), b.rate.unwrap_or(0.0));
             rb.total_cmp(&ra).then_with(|| by_count(a, b))
@@ -515,6 +596,28 @@ fn matches_terms(key: &DropKey, terms: &[String]) -> bool {
     terms
         .iter()
         .all(|t| fields.iter().any(|f| f.contains(t.as_str())))
+}
+
+/// Why the text filter `filter` finds nothing in counts grouped by `have`, when that is why: a
+/// term that can only be a port (a number from 1 to 65535) or a protocol (its name) while
+/// that dimension is not counted. The same wording as `report` refusing `--port` on such
+/// counts (see [`group::check_dims`]).
+pub fn uncounted(filter: &str, have: &[Dim]) -> Option<group::MissingDim> {
+    terms(filter).into_iter().find_map(|term| {
+        let mut f = group::Filter::default();
+        if term.bytes().all(|b| b.is_ascii_digit()) {
+            f.port = term.parse().ok().filter(|&p| p > 0);
+        } else {
+            f.protocol = group::protocol_number(&term);
+        }
+        (f.is_set())
+            .then(|| group::check_dims(have, &f, &[]).err())
+            .flatten()
+            .map(|e| group::MissingDim {
+                what: format!("/{term}"),
+                ..e
+            })
+    })
 }
 
 /// Whether `key` passes the text filter: every whitespace-separated term of `filter` occurs,
@@ -802,13 +905,14 @@ mod tests {
         assert_eq!(
             seen,
             [
+                SortKey::Recent,
                 SortKey::Rate,
                 SortKey::Count,
                 SortKey::Reason,
                 SortKey::Location,
-                SortKey::Rate
             ]
         );
+        assert_eq!(s.next(), SortKey::Recent);
         let mut t = Tracker::new();
         t.push(snap(1, &[("B", "z", 100), ("A", "y", 1), ("C", "x", 10)]));
         t.push(snap(2, &[("B", "z", 101), ("A", "y", 50), ("C", "x", 20)]));
@@ -816,6 +920,39 @@ mod tests {
         assert_eq!(names(&t.rows(SortKey::Count, "")), ["B@z", "A@y", "C@x"]);
         assert_eq!(names(&t.rows(SortKey::Reason, "")), ["A@y", "B@z", "C@x"]);
         assert_eq!(names(&t.rows(SortKey::Location, "")), ["C@x", "A@y", "B@z"]);
+    }
+
+    /// The default order is by drops in the last minute: a burst that just ended stays above
+    /// a newer trickle until it is more than a minute old.
+    #[test]
+    fn recent_holds_a_burst_for_a_minute_then_lets_it_go() {
+        let mut t = Tracker::new();
+        t.push(snap(1, &[]));
+        for secs in 2..=10 {
+            t.push(snap(secs, &[("BURST", "a", 1000)]));
+        }
+        t.push(snap(11, &[("BURST", "a", 1000), ("V6", "b", 2)]));
+        let rows = t.rows(SortKey::default(), "");
+        assert_eq!(names(&rows), ["BURST@a", "V6@b"]);
+        assert_eq!((rows[0].recent, rows[1].recent), (1000, 2));
+        // Under the last interval's rate the trickle would be on top.
+        assert_eq!(names(&t.rows(SortKey::Rate, "")), ["V6@b", "BURST@a"]);
+        // 80 s on, the burst is out of the window, and three more drops of the trickle in.
+        t.push(snap(90, &[("BURST", "a", 1000), ("V6", "b", 5)]));
+        let rows = t.rows(SortKey::default(), "");
+        assert_eq!(names(&rows), ["V6@b", "BURST@a"]);
+        assert_eq!((rows[0].recent, rows[1].recent), (3, 0));
+        // Regrouped, the window's drops are summed.
+        let all = t.grouped_rows(SortKey::Recent, "", Some(&[Dim::Netns]), true);
+        assert_eq!((all.len(), all[0].recent, all[0].count), (1, 3, 1005));
+        // Counts found at a replay's seek far into a recording are not recent drops.
+        let mut t = Tracker::new();
+        t.push(snap(300, &[("OLD", "a", 50)]));
+        assert_eq!(t.rows(SortKey::Recent, "")[0].recent, 0);
+        // At the start of a session they are.
+        let mut t = Tracker::new();
+        t.push(snap(1, &[("NEW", "a", 50)]));
+        assert_eq!(t.rows(SortKey::Recent, "")[0].recent, 50);
     }
 
     #[test]

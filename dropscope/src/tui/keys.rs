@@ -184,7 +184,7 @@ pub const GENERAL: &[Key] = &[
     hint(
         key(
             "s  S",
-            "cycle the sort: rate, count, reason, location; S reverses it",
+            "sort by last 1m, rate, count, reason, location; S reverses",
             &[(C::Char('s'), A::Sort), (C::Char('S'), A::Reverse)],
             Both,
         ),

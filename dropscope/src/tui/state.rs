@@ -389,10 +389,21 @@ impl State {
         rows
     }
 
-    /// Whether the table is in descending order: highest rate or count first (the default for
-    /// those), or names Z to A (reversed).
+    /// Why the text filter finds nothing, when it names a dimension the counts lack (a port
+    /// while ports are not counted): `None` otherwise, or before any drop of a replay (whose
+    /// dimensions are not known yet).
+    pub fn uncounted_filter(&self) -> Option<crate::model::group::MissingDim> {
+        let no_drops = self.shown().latest().is_none_or(|s| s.drops.is_empty());
+        if self.by.is_empty() && no_drops {
+            return None;
+        }
+        crate::model::table::uncounted(&self.filter, &self.finest())
+    }
+
+    /// Whether the table is in descending order: highest number first (the default for the
+    /// last minute's drops, rate and count), or names Z to A (reversed).
     pub fn descending(&self) -> bool {
-        matches!(self.sort, SortKey::Rate | SortKey::Count) != self.reverse
+        self.sort.descending() != self.reverse
     }
 
     /// The interval the rates are over: the time between the last two snapshots shown.

@@ -1,4 +1,5 @@
 //! The headless report: a snapshot (or a window of one) printed as a table or as JSON.
+use crate::format::count;
 use std::{cmp::Reverse, collections::HashMap, io::Write};
 
 use serde::Serialize;
@@ -567,6 +568,22 @@ fn pad(out: &mut String, s: &str, width: usize) {
     out.extend(std::iter::repeat_n(' ', width.saturating_sub(w)));
 }
 
+/// A location escaped for the terminal and cut to `chars`, keeping its `+0x` offset: the
+/// function's name is cut, not the call site (two call sites of one function stay apart).
+fn cut_location(location: &str, chars: usize) -> String {
+    let offset = (location.rfind("+0x"))
+        .map(|i| location.split_at(i))
+        .filter(|(_, off)| off.len() <= 20 && off[3..].bytes().all(|b| b.is_ascii_hexdigit()));
+    match offset {
+        Some((function, off)) if location.chars().count() > chars && off.len() + 4 <= chars => {
+            let mut out = sanitize::terminal_cell(function, chars - off.len());
+            out.push_str(off);
+            out
+        }
+        _ => sanitize::terminal_cell(location, chars),
+    }
+}
+
 /// Width of the table when the output is not a terminal.
 pub const PIPE_WIDTH: usize = 100;
 /// The narrowest a location is cut to when the table must fit a width.
@@ -693,7 +710,7 @@ pub fn write_key_table(
     {
         let chars = cols[i].width().saturating_sub(over).max(MIN_LOCATION_CHARS);
         cols[i].cells = (keys.iter())
-            .map(|k| sanitize::terminal_cell(&k.location, chars))
+            .map(|k| cut_location(&k.location, chars))
             .collect();
     }
     let widths: Vec<usize> = cols.iter().map(Column::width).collect();
@@ -768,7 +785,7 @@ pub fn write_table_fitted(
     let numbers = [
         NumberColumn {
             title: "COUNT",
-            cells: rows.iter().map(|d| d.count.to_string()).collect(),
+            cells: rows.iter().map(|d| count(d.count)).collect(),
             min: 12,
         },
         NumberColumn {
@@ -781,19 +798,19 @@ pub fn write_table_fitted(
     if rows.is_empty() {
         writeln!(out, "(no drops)")?;
     }
-    write!(out, "total {} drops in {seconds:.1}s", s.total)?;
+    write!(out, "total {} drops in {seconds:.1}s", count(s.total))?;
     if s.overflow > 0 {
         write!(
             out,
             "; OVERFLOW: {} drops did not fit in the keyed map (raise --max-keys)",
-            s.overflow
+            count(s.overflow)
         )?;
     }
     if s.health.recursion_misses > 0 {
         write!(
             out,
             "; MISSED: the kernel skipped {} probe runs (drops not counted)",
-            s.health.recursion_misses
+            count(s.health.recursion_misses)
         )?;
     }
     writeln!(out)
@@ -840,7 +857,7 @@ pub fn write_kernel(k: &KernelView, mut out: impl Write) -> std::io::Result<()> 
             "{:<nw$}  {:<cw$}  {:>12}  {reasons}",
             ns(c.netns),
             name(&c.counter),
-            c.delta
+            count(c.delta)
         )?;
     }
     if let (None, Some(f)) = (&k.unseen, &k.filter) {
@@ -855,7 +872,7 @@ pub fn write_kernel(k: &KernelView, mut out: impl Write) -> std::io::Result<()> 
             out,
             "UNSEEN: counted by the kernel, not seen by the probe (not in the counts above): \
              {} drops, each once (a counter within another is not summed)",
-            k.unseen_total().unwrap_or(0)
+            count(k.unseen_total().unwrap_or(0))
         )?;
         for (u, summed) in unseen.iter().zip(k.unseen_summed()) {
             let part = if summed {
@@ -868,7 +885,7 @@ pub fn write_kernel(k: &KernelView, mut out: impl Write) -> std::io::Result<()> 
                 "{:<nw$}  {:<cw$}  {:>12}{part}",
                 ns(u.netns),
                 name(&u.counter),
-                u.count
+                count(u.count)
             )?;
         }
     }
@@ -901,8 +918,8 @@ pub fn write_kernel(k: &KernelView, mut out: impl Write) -> std::io::Result<()> 
                 out,
                 "{:<lw$}  {:>12} drops  {:>14} packets  {pct:>9}",
                 label(r),
-                r.drops,
-                r.packets
+                count(r.drops),
+                count(r.packets)
             )?;
         }
     }
@@ -956,16 +973,16 @@ fn write_ledger(k: &KernelView, l: &Ledger, mut out: impl Write) -> std::io::Res
             "{:<9}  {:<ww$}  {:>12}  {:>12}  {:>12}",
             t.layer.as_str(),
             where_(t.netns, &t.device),
-            t.counted,
-            t.matched,
-            t.counter_only
+            count(t.counted),
+            count(t.matched),
+            count(t.counter_only)
         )?;
     }
     if !l.counters.is_empty() {
         let cw = l
             .counters
             .iter()
-            .map(|r| r.counter.len())
+            .map(|r| crate::format::counter_name(&r.counter).chars().count())
             .max()
             .unwrap_or(7);
         writeln!(out)?;
@@ -978,11 +995,11 @@ fn write_ledger(k: &KernelView, l: &Ledger, mut out: impl Write) -> std::io::Res
             writeln!(
                 out,
                 "{:<cw$}  {:<ww$}  {:>12}  {:>12}  {:>12}  {}",
-                crate::sanitize::terminal(&r.counter),
+                crate::format::counter_name(&r.counter),
                 where_(r.netns, &r.device),
-                r.delta,
-                r.matched,
-                r.counter_only,
+                count(r.delta),
+                count(r.matched),
+                count(r.counter_only),
                 r.role.word()
             )?;
         }
@@ -1474,6 +1491,36 @@ mod tests {
         assert_eq!(text.lines().count(), 3, "{text}");
     }
 
+    /// A location cut to fit a narrow table (as `diff`'s, with its extra columns) keeps its
+    /// offset: the call site, not only the function.
+    #[test]
+    fn a_location_cut_to_fit_keeps_its_offset() {
+        let key = |loc: &str| DropKey {
+            reason: Reason {
+                code: 2,
+                name: "NOT_SPECIFIED".into(),
+            },
+            location: loc.into(),
+            attr: Default::default(),
+        };
+        let a = key("skb_release_head_state_and_something_long+0x1a2");
+        let b = key("skb_release_head_state_and_something_long+0x3f");
+        let numbers: Vec<NumberColumn> = ["BEFORE", "AFTER", "CHANGE", "RATE/s"]
+            .into_iter()
+            .map(|title| NumberColumn {
+                title,
+                cells: vec!["1,000".into(); 2],
+                min: 12,
+            })
+            .collect();
+        let mut out = Vec::new();
+        write_key_table(&[&a, &b], &numbers, 80, &mut out).expect("write");
+        let text = String::from_utf8(out).expect("utf-8");
+        let rows: Vec<&str> = text.lines().skip(1).collect();
+        assert!(rows[0].contains("…+0x1a2 "), "{text}");
+        assert!(rows[1].contains("…+0x3f "), "{text}");
+    }
+
     #[test]
     fn long_names_are_cut_and_never_panic() {
         for len in [65_535, 65_536, 1 << 20] {
@@ -1502,6 +1549,25 @@ mod tests {
         let text = String::from_utf8(out).expect("utf8");
         assert!(text.contains("MISSED: the kernel skipped 4"), "{text}");
         assert_eq!(json(&missed, 3.0).missed, 4);
+    }
+
+    /// Counts read as the TUI shows them: with thousands separators, in the table, its total
+    /// and its warnings.
+    #[test]
+    fn table_counts_have_thousands_separators() {
+        let mut big = snap();
+        big.drops[0].count = 1_234_567;
+        big.total = 1_234_567 + 10 + 20_000;
+        big.overflow = 20_000;
+        big.health.recursion_misses = 12_345;
+        let mut out = Vec::new();
+        write_table(&big, 3.0, &mut out).expect("write");
+        let text = String::from_utf8(out).expect("utf8");
+        assert!(text.contains(" 1,234,567 "), "{text}");
+        assert!(text.contains("total 1,254,577 drops"), "{text}");
+        assert!(text.contains("OVERFLOW: 20,000 drops"), "{text}");
+        assert!(text.contains("skipped 12,345 probe runs"), "{text}");
+        assert!(!text.contains("1234567"), "{text}");
     }
 
     /// The snapshot of a crafted recording.

@@ -128,8 +128,17 @@ fn a_dimension_the_counts_lack_is_refused_not_ignored() {
     let e = check(&s, &port, &[]).expect_err("not counted by port");
     assert_eq!(e.dim, Dim::Port);
     assert!(e.to_string().contains("--port"), "{e}");
+    // It names the dimension and the `--by` that counts it: what was counted, and it.
+    assert_eq!(
+        e.to_string(),
+        "--port: port is not counted (these drops are counted by reason,location); count it \
+         with `--by reason,location,port`"
+    );
     let e = check(&s, &Filter::default(), &[Dim::Netns]).expect_err("not by netns");
-    assert!(e.to_string().contains("--by netns"), "{e}");
+    assert!(
+        e.to_string().contains("`--by reason,location,netns`"),
+        "{e}"
+    );
     assert!(
         check(&snap(), &port, &[]).is_err(),
         "ports were not counted"
@@ -198,4 +207,25 @@ fn a_programs_samples_keep_its_key_when_regrouped() {
         "{:?}",
         r.samples
     );
+}
+
+/// IPv6's hop-by-hop options header (next header 0) is named, as /etc/protocols names it, not
+/// shown as protocol `0`; `--protocol 0` still finds it, in counts named either way.
+#[test]
+fn ipv6_hop_by_hop_is_named() {
+    assert_eq!(protocol_name(0), "hopopt");
+    assert_eq!(protocol_number("hopopt"), Some(0));
+    assert_eq!(protocol_number("HOPOPT"), Some(0));
+    assert_eq!(protocol_number("0"), Some(0));
+    let f = Filter {
+        protocol: Some(0),
+        ..Filter::default()
+    };
+    let mut k = snap().drops[0].key.clone();
+    for shown in ["hopopt", "0"] {
+        k.attr.protocol = Some(shown.into());
+        assert!(f.matches(&k), "{shown}");
+    }
+    k.attr.protocol = Some("udp".into());
+    assert!(!f.matches(&k));
 }

@@ -10,6 +10,11 @@ fn sort_cycles_and_reorders() {
             .map(|r| r.key.location.to_string())
             .collect()
     };
+    // The last minute's drops: every count so far, in a session 2 s old.
+    assert_eq!(s.sort.label(), "last 1m");
+    assert_eq!(order(&s), [UDP.1, NFT.1, TCP.1]);
+    press(&mut s, KeyCode::Char('s'));
+    assert_eq!(s.sort.label(), "rate");
     assert_eq!(order(&s), [UDP.1, NFT.1, TCP.1]);
     press(&mut s, KeyCode::Char('s'));
     assert_eq!(s.sort.label(), "count");
@@ -21,8 +26,8 @@ fn sort_cycles_and_reorders() {
     assert_eq!(s.sort.label(), "location");
     assert_eq!(order(&s), [UDP.1, NFT.1, TCP.1]);
     press(&mut s, KeyCode::Char('s'));
-    assert_eq!(s.sort.label(), "rate");
-    assert!(screen(&s).contains("sort: rate"));
+    assert_eq!(s.sort.label(), "last 1m");
+    assert!(screen(&s).contains("sort: last 1m"));
 }
 
 #[test]
@@ -37,7 +42,7 @@ fn filter_types_applies_and_clears() {
     press(&mut s, KeyCode::Char('s'));
     press(&mut s, KeyCode::Backspace);
     assert_eq!(s.filter, "tcp");
-    assert_eq!(s.sort.label(), "rate");
+    assert_eq!(s.sort, crate::model::table::SortKey::default());
     assert!(screen(&s).contains("/tcp"));
     press(&mut s, KeyCode::Enter);
     assert!(!s.editing);
@@ -60,6 +65,50 @@ fn filter_types_applies_and_clears() {
     assert!(screen(&s).contains("no drops match the filter"));
     press(&mut s, KeyCode::Esc);
     assert!(!s.editing && s.filter.is_empty());
+}
+
+/// A filter on a dimension the counts do not have finds nothing: the table says which one, and
+/// the `--by` that counts it (as `report` does), not only that nothing matched.
+#[test]
+fn a_filter_on_a_dimension_not_counted_says_which_and_how_to_count_it() {
+    let words = |s: &State| screen(s).split_whitespace().collect::<Vec<_>>().join(" ");
+    let type_filter = |s: &mut State, text: &str| {
+        press(s, KeyCode::Char('/'));
+        for c in text.chars() {
+            press(s, KeyCode::Char(c));
+        }
+        press(s, KeyCode::Enter);
+    };
+    // Live, counted by the default `--by`: a port is not counted.
+    let mut s = state((80, 24));
+    s.by = crate::cli::DEFAULT_BY
+        .split(',')
+        .map(|d| <crate::model::group::Dim as clap::ValueEnum>::from_str(d, false).expect("dim"))
+        .collect();
+    type_filter(&mut s, "5555");
+    assert!(s.rows().is_empty());
+    let out = words(&s);
+    assert!(
+        out.contains("no drops match /5555: port is not counted")
+            && out.contains("`--by reason,location,netns,device,protocol,port`"),
+        "{out}"
+    );
+    // A replay counted by reason and location: a protocol is not counted either.
+    let mut s = state((80, 24));
+    type_filter(&mut s, "sctp");
+    let out = words(&s);
+    assert!(
+        out.contains("protocol is not counted") && out.contains("`--by reason,location,protocol`"),
+        "{out}"
+    );
+    // A word that names no dimension matches nothing, as before.
+    let mut s = state((80, 24));
+    type_filter(&mut s, "zz");
+    let out = words(&s);
+    assert!(
+        out.contains("no drops match the filter") && !out.contains("not counted"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -10,8 +10,11 @@ fn header_and_table_show_exact_counts_at_80x24_and_larger() {
         assert!(out.contains("tp_btf/kfree_skb"), "{out}");
         assert!(out.contains("total 1,234,535"), "{out}");
         assert!(out.contains("poll 250ms"), "{out}");
-        assert!(out.contains("n/a syscalls/s"), "{out}");
-        assert!(out.contains("bpf_stats off"), "{out}");
+        // dropscope's own cost: its CPU; syscalls and BPF run time only when asked for
+        // (--count-syscalls, --bpf-stats), not `n/a` and `off` for a first-time user.
+        assert!(out.contains("self cpu"), "{out}");
+        assert!(!out.contains("n/a") && !out.contains("syscalls/s"), "{out}");
+        assert!(!out.contains("bpf_stats"), "{out}");
         assert!(out.contains("1,234,000"), "{out}");
         assert!(out.contains("__udp4_lib_rcv+0x9b0"), "{out}");
         assert!(out.contains("NETFILTER_DROP"), "{out}");
@@ -19,6 +22,25 @@ fn header_and_table_show_exact_counts_at_80x24_and_larger() {
         assert!(!out.contains("OVERFLOW"), "{out}");
         assert!(!out.contains("REPLAY"), "{out}");
     }
+}
+
+/// With --count-syscalls and --bpf-stats the header shows what they measure.
+#[test]
+fn syscalls_and_bpf_run_time_show_when_asked_for() {
+    let mut s = State::new(info(), None, (100, 24));
+    let t0 = Instant::now();
+    let with = |secs: u64, syscalls: u64, ns: u64, runs: u64| {
+        let mut x = snap(secs, &[(UDP, 10 * secs)], 0);
+        x.health.self_syscalls = Some(syscalls);
+        x.health.bpf_run_ns = Some(ns);
+        x.health.bpf_run_cnt = Some(runs);
+        x
+    };
+    feed(&mut s, with(1, 10, 1_000, 10), t0);
+    feed(&mut s, with(2, 22, 8_200, 110), t0 + Duration::from_secs(1));
+    let out = screen(&s);
+    assert!(out.contains("12.0 syscalls/s"), "{out}");
+    assert!(out.contains("bpf 72 ns/run"), "{out}");
 }
 
 #[test]
@@ -171,4 +193,66 @@ fn missed_runs_and_a_total_mismatch_show_only_when_present() {
     let out = screen(&s);
     assert!(out.contains("MISSED 7 drops"), "{out}");
     assert!(out.contains("MISMATCH"), "{out}");
+}
+
+/// At 80x24 a real receive stack (about 30 frames) does not fit: the view starts at the drop
+/// site, then its callers, and marks the frame where the softirq began.
+#[test]
+fn the_stack_view_starts_at_the_drop_site_and_marks_the_softirq() {
+    let mut s = State::new(info(), None, (80, 24));
+    // Outermost first, as the kernel's unwinder gives them (a loopback send: the syscall, the
+    // softirq it ran on the way out, the receive path, the drop site).
+    let outer: Vec<String> = (0..14).map(|i| format!("syscall_path_{i}")).collect();
+    let mut frames: Vec<&str> = outer.iter().map(String::as_str).collect();
+    frames.extend([
+        "do_softirq",
+        "handle_softirqs+0x1a3",
+        "net_rx_action",
+        "__napi_poll",
+        "process_backlog",
+        "__netif_receive_skb_one_core",
+        "ip_rcv",
+        "ip_rcv_finish",
+        "ip_local_deliver",
+        "ip_local_deliver_finish",
+        "ip_protocol_deliver_rcu",
+        "udp_rcv",
+        "__udp4_lib_rcv+0x9b0",
+    ]);
+    let mut snap = snap(1, &[(UDP, 50)], 0);
+    snap.stacks = vec![StackCount {
+        key: key(UDP.0, UDP.1),
+        frames: frames.iter().map(|f| Arc::from(*f)).collect(),
+        weight: 50,
+        samples: 5,
+    }];
+    feed(&mut s, snap, Instant::now());
+    press(&mut s, KeyCode::Enter);
+    let out = screen(&s);
+    let row = |needle: &str| out.lines().position(|l| l.contains(needle));
+    let site = row("__udp4_lib_rcv+0x9b0").unwrap_or_else(|| panic!("no drop site in\n{out}"));
+    let caller = row("udp_rcv ").unwrap_or_else(|| panic!("no caller in\n{out}"));
+    assert!(
+        site < caller,
+        "the drop site first, its callers below:\n{out}"
+    );
+    assert!(out.contains("drop site first"), "{out}");
+    assert!(!out.contains("syscall_path_0"), "{out}");
+    // Scrolling out from the drop site reaches the frame the softirq began at, marked.
+    let mut out = out;
+    for _ in 0..20 {
+        if out.contains("handle_softirqs") {
+            break;
+        }
+        press(&mut s, KeyCode::Down);
+        out = screen(&s);
+    }
+    let line = (out.lines().find(|l| l.contains("handle_softirqs+0x1a3")))
+        .unwrap_or_else(|| panic!("no softirq in\n{out}"));
+    assert!(line.contains("softirq begins"), "{out}");
+    assert!(
+        !out.lines()
+            .any(|l| l.contains("net_rx_action") && l.contains("softirq")),
+        "only where it began: {out}"
+    );
 }

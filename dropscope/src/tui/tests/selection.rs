@@ -62,6 +62,9 @@ fn the_selection_starts_on_the_top_row_and_stays_there_until_moved() {
 #[test]
 fn a_chosen_row_is_followed_by_its_key_as_rows_reorder() {
     let (mut s, t0) = reordering_state();
+    // By rate: the rows below reorder as each interval's drops do.
+    press(&mut s, KeyCode::Char('s'));
+    assert_eq!(s.sort.label(), "rate");
     // Choose the second row (TCP).
     press(&mut s, KeyCode::Down);
     assert_eq!(selected_name(&s), TCP.1);
@@ -125,6 +128,11 @@ fn s_reverses_the_order_and_the_sorted_column_is_marked() {
             .unwrap_or_else(|| panic!("no column header in\n{out}"))
             .to_string()
     };
+    // The default order, the last minute's drops, is no column's: the title names it.
+    let h = heading(&s);
+    assert!(!h.contains('▼') && !h.contains('▲'), "{h}");
+    assert!(screen(&s).contains("sort: last 1m ▼"));
+    press(&mut s, KeyCode::Char('s'));
     let h = heading(&s);
     assert!(h.contains("RATE/S▼") && !h.contains("COUNT▼"), "{h}");
     assert!(screen(&s).contains("sort: rate ▼"));
@@ -232,4 +240,41 @@ fn f_draws_function_names_as_the_flamegraph_command_does() {
     assert_eq!(drawn, cli);
     assert!(drawn.contains("ip_rcv;__udp4_lib_rcv"), "{drawn}");
     assert!(drawn.contains("tcp_v4_rcv [kernel]"), "{drawn}");
+}
+
+/// The first screen after a burst: 1,000 drops of a burst that just ended stay above a 2-drop
+/// trickle that arrived in the last 500 ms, and the title says what the order is by.
+#[test]
+fn a_burst_that_just_ended_stays_above_a_new_trickle() {
+    const V6: (&str, &str) = ("NO_SOCKET", "__udp6_lib_rcv+0x3f2");
+    let mut s = State::new(info(), None, (80, 24));
+    let t0 = Instant::now();
+    let at = |ms: u64| {
+        let mut x = snap(0, &[], 0);
+        x.elapsed = Duration::from_millis(ms);
+        x
+    };
+    let with = |ms: u64, counts: &[((&str, &str), u64)]| {
+        let mut x = snap(0, counts, 0);
+        x.elapsed = Duration::from_millis(ms);
+        x
+    };
+    feed(&mut s, at(500), t0);
+    // The burst: 1,000 drops in half a second, then quiet for 3 s.
+    for ms in (1000..=4000).step_by(500) {
+        feed(&mut s, with(ms, &[(UDP, 1000)]), t0);
+    }
+    // Two IPv6 drops in the last 500 ms.
+    feed(&mut s, with(4500, &[(UDP, 1000), (V6, 2)]), t0);
+    assert_eq!(order(&s), [UDP.1, V6.1], "the burst row on top");
+    assert_eq!(selected_name(&s), UDP.1);
+    let out = screen(&s);
+    let title = out.lines().find(|l| l.contains("drops by")).expect("title");
+    assert!(title.contains("sort: last 1m ▼"), "{out}");
+    let burst = out
+        .lines()
+        .position(|l| l.contains(UDP.1))
+        .expect("burst row");
+    let v6 = out.lines().position(|l| l.contains(V6.1)).expect("v6 row");
+    assert!(burst < v6, "{out}");
 }

@@ -100,32 +100,39 @@ fn counts_spans(state: &State) -> Vec<Span<'static>> {
     spans
 }
 
-/// dropscope's own cost: CPU, syscalls and BPF run time.
+/// dropscope's own cost: its CPU, and where asked for, its syscalls (`--count-syscalls`) and
+/// the probe's run time (`--bpf-stats`); what was not asked for is not shown as `n/a`/`off`.
 fn cost_spans(state: &State) -> Vec<Span<'static>> {
     let t = state.shown();
     let snap = t.latest();
     let cost = t.cost();
-    let bpf = match (cost.bpf_stats, cost.bpf_ns_per_run) {
-        (false, _) => label("bpf_stats off"),
-        (true, Some(ns)) => Span::raw(format!("bpf {ns:.0} ns/run")),
-        (true, None) => Span::raw("bpf - ns/run"),
-    };
-    vec![
+    let mut spans = vec![
         label("self cpu "),
         Span::raw(
             cost.cpu_percent
                 .map_or_else(|| "-".into(), |c| format!("{c:.1}%")),
         ),
-        Span::raw(SEP),
-        Span::raw(match cost.syscalls_per_sec {
-            Some(s) => format!("{s:.1}"),
-            None if snap.is_some_and(|s| s.health.self_syscalls.is_some()) => "-".into(),
-            None => "n/a".into(),
-        }),
-        label(" syscalls/s"),
-        Span::raw(SEP),
-        bpf,
-    ]
+    ];
+    if snap.is_some_and(|s| s.health.self_syscalls.is_some()) {
+        spans.extend([
+            Span::raw(SEP),
+            Span::raw(
+                cost.syscalls_per_sec
+                    .map_or("-".into(), |s| format!("{s:.1}")),
+            ),
+            label(" syscalls/s"),
+        ]);
+    }
+    if cost.bpf_stats {
+        spans.extend([
+            Span::raw(SEP),
+            Span::raw(match cost.bpf_ns_per_run {
+                Some(ns) => format!("bpf {ns:.0} ns/run"),
+                None => "bpf - ns/run".into(),
+            }),
+        ]);
+    }
+    spans
 }
 
 fn mode_spans(state: &State) -> Vec<Span<'static>> {

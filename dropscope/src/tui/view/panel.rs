@@ -1,5 +1,6 @@
 //! The panel under the table: the selected row's entry of the reason guide (`e`), or the
-//! kernel's own drop counters with the drops they counted that the probe did not see (`c`).
+//! kernel's own drop counters with the drops they counted that the probe did not see (`c`), or
+//! the drop ledger (`L`) in headed columns that fit the screen.
 use ratatui::{
     Frame,
     layout::Rect,
@@ -85,7 +86,7 @@ pub fn counter_lines(kernel: Option<&KernelView>, replay: bool) -> Vec<Line<'sta
     }
     // Count, counter and namespace in columns as wide as their widest entry, unseen and
     // counted rows alike.
-    let name = |c: &str| crate::sanitize::terminal(c).into_owned();
+    let name = format::counter_name;
     let cells: Vec<(String, String, String)> = (k.unseen.iter().flatten())
         .map(|u| (format::count(u.count), name(&u.counter), ns(u.netns)))
         .chain((k.counters.iter()).map(|c| (format::count(c.delta), name(&c.counter), ns(c.netns))))
@@ -151,9 +152,81 @@ pub fn counter_lines(kernel: Option<&KernelView>, replay: bool) -> Vec<Line<'sta
     lines
 }
 
-/// The ledger panel's lines: the headline, then each layer per namespace and device (where
-/// only a counter saw drops first), then the layer counters that grew.
-pub fn ledger_lines(kernel: Option<&KernelView>, replay: bool) -> Vec<Line<'static>> {
+/// A column of a ledger table: its heading, and whether its cells are numbers (right-aligned).
+struct Col {
+    head: &'static str,
+    number: bool,
+}
+
+const fn col(head: &'static str, number: bool) -> Col {
+    Col { head, number }
+}
+
+/// A headed table of `rows` in at most `width` columns: each column as wide as its widest
+/// cell, the `flex` column (a name) cut to what is left, and a line cut at `width` (never
+/// wrapped). `style` colours a cell by its column and text.
+fn table(
+    cols: &[Col],
+    rows: &[Vec<String>],
+    flex: usize,
+    width: usize,
+    style: impl Fn(usize, &str) -> Style,
+) -> Vec<Line<'static>> {
+    const GAP: usize = 2;
+    let mut widths: Vec<usize> = (cols.iter().enumerate())
+        .map(|(i, c)| {
+            (rows.iter().map(|r| r[i].chars().count()))
+                .chain([c.head.chars().count()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let others: usize = (widths.iter().enumerate())
+        .filter(|(i, _)| *i != flex)
+        .map(|(_, w)| w + GAP)
+        .sum();
+    widths[flex] = widths[flex].min(width.saturating_sub(others).max(cols[flex].head.len()));
+    let line = |cells: Vec<(String, Style)>| {
+        let mut left = width;
+        let mut spans = Vec::new();
+        for (i, (text, st)) in cells.into_iter().enumerate() {
+            let w = widths[i];
+            let text = format::truncate(&text, w);
+            let mut cell = if cols[i].number {
+                format!("{text:>w$}")
+            } else {
+                format!("{text:<w$}")
+            };
+            if i + 1 < cols.len() {
+                cell.push_str(&" ".repeat(GAP));
+            }
+            if i + 1 == cols.len() {
+                cell.truncate(cell.trim_end().len());
+            }
+            let cell = format::truncate(&cell, left);
+            left = left.saturating_sub(cell.chars().count());
+            spans.push(Span::styled(cell, st));
+        }
+        Line::from(spans)
+    };
+    let head = Style::new().add_modifier(Modifier::BOLD);
+    let mut lines = vec![line(
+        cols.iter().map(|c| (c.head.to_string(), head)).collect(),
+    )];
+    for r in rows {
+        lines.push(line(
+            (r.iter().enumerate())
+                .map(|(i, t)| (t.clone(), style(i, t)))
+                .collect(),
+        ));
+    }
+    lines
+}
+
+/// The ledger panel's lines, none longer than `width`: the headline (every drop once), the
+/// unexplained drops, each layer per namespace and device (where only a counter saw drops
+/// first), then the layer counters that grew, in columns headed as `report` prints them.
+pub fn ledger_lines(kernel: Option<&KernelView>, replay: bool, width: usize) -> Vec<Line<'static>> {
     let dim = Style::new().fg(Color::DarkGray);
     let Some(k) = kernel else {
         return counter_lines(None, replay);
@@ -165,8 +238,8 @@ pub fn ledger_lines(kernel: Option<&KernelView>, replay: bool) -> Vec<Line<'stat
         };
         return vec![Line::styled(why, dim)];
     };
-    let bold = Style::new().add_modifier(Modifier::BOLD);
-    let mut lines = vec![Line::styled(l.headline.sentence(), bold)];
+    let plain = |_: usize, _: &str| Style::new();
+    let red = Style::new().fg(Color::Red).add_modifier(Modifier::BOLD);
     let place = |netns: u64, device: &Option<String>| {
         let n = k.netns_label(netns);
         match device {
@@ -174,6 +247,61 @@ pub fn ledger_lines(kernel: Option<&KernelView>, replay: bool) -> Vec<Line<'stat
             None => format!("netns {n}"),
         }
     };
+    let h = &l.headline;
+    let (x, y) = h.percents();
+    let z = 100.0 - x - y;
+    let mut lines = table(
+        &[
+            col("DROPS", true),
+            col("WITH REASON AND LOCATION", true),
+            col("LAYER COUNTER ONLY", true),
+            col("UNEXPLAINED", true),
+        ],
+        &[vec![
+            format::count(h.total),
+            format!("{} {x:>5.1}%", format::count(h.with_reason)),
+            format!("{} {y:>5.1}%", format::count(h.counter_only)),
+            format!("{} {:>5.1}%", format::count(h.unexplained), z.max(0.0)),
+        ]],
+        0,
+        width,
+        |i, _| match i {
+            3 if h.unexplained > 0 => Style::new().fg(Color::Yellow),
+            _ => Style::new(),
+        },
+    );
+    // The unexplained drops: freed without a reason where no layer counter counted them, and
+    // those counted without a key.
+    if h.unexplained > 0 {
+        let mut rows: Vec<Vec<String>> = (l.unexplained.iter())
+            .map(|u| {
+                vec![
+                    format::count(u.count),
+                    place(u.netns, &u.device),
+                    crate::sanitize::terminal(&u.location).into_owned(),
+                ]
+            })
+            .collect();
+        let keyed: u64 = l.unexplained.iter().map(|u| u.count).sum();
+        if h.unexplained > keyed {
+            rows.push(vec![
+                format::count(h.unexplained - keyed),
+                "-".into(),
+                "counted without a key (see OVERFLOW)".into(),
+            ]);
+        }
+        lines.extend(table(
+            &[
+                col("UNEXPLAINED", true),
+                col("WHERE", false),
+                col("FREED WITHOUT A REASON AT", false),
+            ],
+            &rows,
+            2,
+            width,
+            plain,
+        ));
+    }
     let mut totals: Vec<_> = l.layers.iter().collect();
     totals.sort_by_key(|t| {
         (
@@ -181,61 +309,67 @@ pub fn ledger_lines(kernel: Option<&KernelView>, replay: bool) -> Vec<Line<'stat
             std::cmp::Reverse(t.counted),
         )
     });
-    let places: Vec<String> = totals.iter().map(|t| place(t.netns, &t.device)).collect();
-    let pw = places.iter().map(|p| p.chars().count()).max().unwrap_or(0);
-    for (t, p) in totals.iter().zip(&places) {
-        let only = if t.layer == crate::kcounters::layers::Layer::KfreeSkb {
-            Span::styled(
-                format!(
-                    "{} also counted by a layer counter",
-                    format::count(t.matched)
-                ),
-                dim,
-            )
-        } else if t.counter_only > 0 {
-            Span::styled(
-                format!(
-                    "{} counted by this layer only",
-                    format::count(t.counter_only)
-                ),
-                Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
-            )
-        } else {
-            Span::styled(
-                format!("{} also seen by kfree_skb", format::count(t.matched)),
-                dim,
-            )
-        };
-        lines.push(Line::from(vec![
-            Span::styled(
-                format!("{:<9} ", t.layer.as_str()),
-                Style::new().fg(Color::Cyan),
-            ),
-            Span::raw(format!("{p:<pw$} {:>10} ", format::count(t.counted))),
-            only,
-        ]));
+    let rows: Vec<Vec<String>> = (totals.iter())
+        .map(|t| {
+            vec![
+                t.layer.as_str().to_string(),
+                place(t.netns, &t.device),
+                format::count(t.counted),
+                format::count(t.matched),
+                format::count(t.counter_only),
+            ]
+        })
+        .collect();
+    if !rows.is_empty() {
+        lines.extend(table(
+            &[
+                col("LAYER", false),
+                col("WHERE", false),
+                col("COUNTED", true),
+                col("ALSO_OTHER", true),
+                col("ONLY_HERE", true),
+            ],
+            &rows,
+            1,
+            width,
+            |i, t| match i {
+                0 => Style::new().fg(Color::Cyan),
+                4 if t != "0" => red,
+                _ => Style::new(),
+            },
+        ));
     }
-    for r in &l.counters {
-        lines.push(Line::from(vec![
-            Span::raw(format!(
-                "  {:>10} {} ",
+    let rows: Vec<Vec<String>> = (l.counters.iter())
+        .map(|r| {
+            vec![
+                format::counter_name(&r.counter),
+                k.netns_label(r.netns),
                 format::count(r.delta),
-                crate::sanitize::terminal_cell(&r.counter, 64)
-            )),
-            Span::styled(
-                format!(
-                    "kfree_skb {} only {}  {}",
-                    format::count(r.matched),
-                    format::count(r.counter_only),
-                    r.role.word()
-                ),
-                dim,
-            ),
-        ]));
+                format::count(r.matched),
+                format::count(r.counter_only),
+                r.role.word().to_string(),
+            ]
+        })
+        .collect();
+    if !rows.is_empty() {
+        lines.extend(table(
+            &[
+                col("LAYER COUNTER", false),
+                col("NETNS", false),
+                col("DELTA", true),
+                col("KFREE_SKB", true),
+                col("ONLY_COUNTER", true),
+                col("ROLE", false),
+            ],
+            &rows,
+            0,
+            width,
+            |i, _| if i == 5 { dim } else { Style::new() },
+        ));
     }
     for n in &l.notes {
         lines.push(Line::styled(
-            format!("ledger: {}", crate::sanitize::terminal(n)),
+            format::truncate(&format!("ledger: {}", crate::sanitize::terminal(n)), width),
             dim,
         ));
     }
@@ -278,10 +412,32 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
             " kernel counters since the start (c closes) ",
             counter_lines(state.kernel.as_ref(), state.is_replay()),
         ),
-        Some(Panel::Ledger) => (
-            " drop ledger since the start (L closes) ",
-            ledger_lines(state.kernel.as_ref(), state.is_replay()),
-        ),
+        Some(Panel::Ledger) => {
+            // Lines that fit, none wrapped; where the panel is too short, the last says so.
+            let mut lines =
+                ledger_lines(state.kernel.as_ref(), state.is_replay(), area.width.into());
+            let room = usize::from(area.height.saturating_sub(1));
+            if lines.len() > room && room > 0 {
+                let more = lines.len() - (room - 1);
+                lines.truncate(room - 1);
+                lines.push(Line::styled(
+                    format::truncate(
+                        &format!(
+                            "… {more} more lines: a taller terminal shows them (report \
+                             prints the whole ledger)"
+                        ),
+                        area.width.into(),
+                    ),
+                    Style::new().fg(Color::Yellow),
+                ));
+            }
+            let block = Block::new().borders(Borders::TOP).title(Line::styled(
+                " drop ledger since the start (L closes) ",
+                Style::new().add_modifier(Modifier::BOLD),
+            ));
+            frame.render_widget(Paragraph::new(lines).block(block), area);
+            return;
+        }
     };
     let block = Block::new().borders(Borders::TOP).title(Line::styled(
         title,
@@ -492,27 +648,135 @@ mod tests {
             out.contains("drop ledger since the start (L closes)"),
             "{out}"
         );
+        // The headline in headed columns (it was one sentence that wrapped at 80 columns).
         assert!(
-            out.contains(
-                "16 drops: 43.8% with reason and location, 56.2% counted by a layer counter \
-                 only, 0 unexplained"
-            ),
+            out.contains("DROPS  WITH REASON AND LOCATION  LAYER COUNTER ONLY  UNEXPLAINED"),
+            "{out}"
+        );
+        assert!(
+            out.contains("   16                  7  43.8%            9  56.2%     0   0.0%"),
             "{out}"
         );
         assert!(
             out.lines().any(|l| l.starts_with("nic")
                 && l.contains("tun0 netns 4026532500")
-                && l.contains("9 counted by this layer only")),
+                && l.trim_end().ends_with("0          9")),
             "{out}"
         );
-        assert!(out.contains("Qdisc:tun0:pfifo_fast 0::overlimits"), "{out}");
+        assert!(out.contains("Qdisc:tun0:pfifo_fast 0:overlimits"), "{out}");
         assert!(out.contains("not drops"), "{out}");
         press(&mut s, 'L');
         assert_eq!(s.panel, None);
         // Filtered counts have no ledger, and the panel says why.
         let k = crate::kcounters::view(&reading, &snap, Some("netns x".into()));
-        let lines = super::ledger_lines(Some(&k), false);
+        let lines = super::ledger_lines(Some(&k), false, 80);
         assert!(lines[0].to_string().contains("only drops of netns x"));
+    }
+
+    /// The ledger at 80 columns: headed columns as `report` prints them, counts with
+    /// separators, the unexplained drops listed, a qdisc counter with one colon, no line
+    /// longer than the screen, and a hint where the panel cuts the ledger short.
+    #[test]
+    fn the_ledger_reads_at_80_columns() {
+        let mut s = State::new(SessionInfo::default(), None, (80, 24));
+        let d = |name: &str, loc: &str, count| DropCount {
+            key: DropKey {
+                reason: Reason {
+                    code: 2,
+                    name: name.into(),
+                },
+                location: loc.into(),
+                attr: crate::model::Attribution {
+                    netns: Some(4026532500),
+                    device: Some("eth0".into()),
+                    ..Default::default()
+                },
+            },
+            count,
+        };
+        let snap = Snapshot {
+            elapsed: Duration::from_secs(1),
+            total: 1_262_345,
+            drops: vec![
+                d("NO_SOCKET", "__udp4_lib_rcv+0x9b0", 1_234_000),
+                d("NOT_SPECIFIED", "virtio_transport_recv_pkt+0x414", 28_345),
+            ],
+            ..Default::default()
+        };
+        update(
+            &mut s,
+            Msg::Snapshot(Box::new(snap.clone()), Instant::now()),
+        );
+        press(&mut s, 'L');
+        let mut reading = crate::model::KernelReading {
+            initial_netns: 1,
+            ..Default::default()
+        };
+        let g = reading.netns.entry(4026532500).or_default();
+        g.insert("Qdisc:eth0:tbf 8002::drops".into(), 54_321);
+        g.insert("Link:eth0:rx_missed_errors".into(), 12_000);
+        for i in 0..12 {
+            g.insert(format!("Link:veth{i}:tx_dropped").into(), 1_000 + i);
+        }
+        s.kernel = Some(crate::kcounters::view(&reading, &snap, None));
+        let out = screen(&s);
+        let panel: Vec<&str> = out
+            .lines()
+            .skip_while(|l| !l.contains("drop ledger since the start"))
+            .take_while(|l| !l.starts_with("q quit"))
+            .collect();
+        let text = panel.join("\n");
+        // The headline's counts with separators.
+        let total = (s.kernel.as_ref().and_then(|k| k.ledger.as_ref()))
+            .map(|l| l.headline.total)
+            .expect("a ledger");
+        assert!(total > 1_262_345, "the probe's and the counters' drops");
+        assert!(text.contains(&crate::format::count(total)), "{text}");
+        assert!(!text.contains(&total.to_string()), "{text}");
+        // The layers' columns, headed as in `report`.
+        assert!(
+            panel.iter().any(|l| l.starts_with("LAYER")
+                && l.contains("WHERE")
+                && l.contains("COUNTED")
+                && l.contains("ALSO_OTHER")
+                && l.contains("ONLY_HERE")),
+            "{text}"
+        );
+        assert!(text.contains("54,321"), "{text}");
+        // The unexplained drops: the probe's without a reason no counter explains.
+        assert!(
+            panel
+                .iter()
+                .any(|l| l.contains("28,345") && l.contains("virtio_transport_recv_pkt+0x414")),
+            "{text}"
+        );
+        // The panel is cut short: it says so, and where the rest is.
+        let last = panel
+            .iter()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .expect("a line");
+        assert!(last.contains("more lines"), "{text}");
+        // Every line fits in 80 columns: none needs wrapping.
+        let all = super::ledger_lines(s.kernel.as_ref(), false, 80);
+        assert!(all.len() > panel.len(), "{text}");
+        for l in &all {
+            assert!(l.width() <= 80, "{l}");
+        }
+        // The counters' table, with the qdisc's handle once-coloned.
+        let all: Vec<String> = all.iter().map(|l| l.to_string()).collect();
+        assert!(
+            all.iter().any(|l| l.starts_with("LAYER COUNTER")
+                && l.contains("DELTA")
+                && l.contains("ONLY_COUNTER")),
+            "{all:#?}"
+        );
+        assert!(
+            all.iter()
+                .any(|l| l.contains("Qdisc:eth0:tbf 8002:drops") && l.contains("54,321")),
+            "{all:#?}"
+        );
+        assert!(!all.iter().any(|l| l.contains("8002::")), "{all:#?}");
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! The stack view: the sampled call stacks of one row or of the filtered set, as a tree from
-//! the outermost caller down to the drop site, each path with its share and estimated count.
+//! the drop site out to the outermost caller (what a short screen shows first is where the
+//! packet was dropped), the frame a softirq began at marked, each path with its share and
+//! estimated count.
 use ratatui::{
     Frame,
     layout::{Constraint, Layout, Rect},
@@ -69,7 +71,7 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, view: &StackView) {
     );
     frame.render_widget(
         Paragraph::new(Line::styled(
-            " SHARE   EST.COUNT  outermost caller first, drop site last",
+            " SHARE   EST.COUNT  drop site first, then its callers",
             Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED),
         )),
         head,
@@ -112,11 +114,14 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, view: &StackView) {
                 ),
                 NodeKind::Frame => Span::raw(sanitize::terminal_cell(&l.label, MAX_LABEL_CHARS)),
             };
-            Line::from(vec![
-                Span::styled(numbers, estimate),
-                Span::raw(indent),
-                label,
-            ])
+            let mut spans = vec![Span::styled(numbers, estimate), Span::raw(indent), label];
+            if l.softirq {
+                spans.push(Span::styled(
+                    "  ◀ softirq begins (the frames above ran in it)",
+                    Style::new().fg(Color::Cyan),
+                ));
+            }
+            Line::from(spans)
         })
         .collect();
     frame.render_widget(Paragraph::new(lines), body);

@@ -5,7 +5,7 @@ use ratatui::{
     layout::{Constraint, Rect},
     style::{Color, Modifier, Style},
     text::{Line, Span},
-    widgets::{Block, Borders, Cell, Paragraph, Row, Table},
+    widgets::{Block, Borders, Cell, Paragraph, Row, Table, Wrap},
 };
 
 use crate::{
@@ -127,25 +127,26 @@ fn title(state: &State, shown: usize) -> Line<'static> {
     } else {
         format!(" {shown} of {keys} {noun} ")
     }));
-    if let Some(h) = t.latest().map(|s| &s.health)
-        && h.keys_capacity > 0
-    {
-        spans.push(Span::styled(
-            format!("(map {}/{}) ", h.keys_used, h.keys_capacity),
-            Style::new().fg(Color::DarkGray),
-        ));
-    }
+    // What the order is by comes before what an 80-column title may cut.
+    spans.push(Span::raw(format!(
+        " sort: {} {} ",
+        state.sort.label(),
+        marker(state)
+    )));
     if !state.filter.is_empty() {
         spans.push(Span::styled(
             format!(" filter: {} ", sanitize::terminal(&state.filter)),
             Style::new().fg(Color::Yellow),
         ));
     }
-    spans.push(Span::raw(format!(
-        " sort: {} {} ",
-        state.sort.label(),
-        marker(state)
-    )));
+    if let Some(h) = t.latest().map(|s| &s.health)
+        && h.keys_capacity > 0
+    {
+        spans.push(Span::styled(
+            format!(" (map {}/{}) ", h.keys_used, h.keys_capacity),
+            Style::new().fg(Color::DarkGray),
+        ));
+    }
     // RATE/S and the trend are over the interval between the last two snapshots shown.
     if let Some(w) = state.rate_window() {
         spans.push(Span::raw(format!(
@@ -204,14 +205,21 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
     frame.render_widget(block, area);
     if rows.is_empty() {
         let msg = if state.shown().latest().is_none() {
-            "waiting for the first counts..."
+            "waiting for the first counts...".into()
+        } else if let Some(e) = state.uncounted_filter() {
+            format!(
+                "no drops match {}: {} (Esc clears the filter)",
+                e.what,
+                e.why()
+            )
         } else if !state.filter.is_empty() {
-            "no drops match the filter (Esc clears it)"
+            "no drops match the filter (Esc clears it)".into()
         } else {
-            "no drops counted yet"
+            "no drops counted yet".into()
         };
         frame.render_widget(
-            Paragraph::new(Line::styled(msg, Style::new().fg(Color::DarkGray))),
+            Paragraph::new(Line::styled(msg, Style::new().fg(Color::DarkGray)))
+                .wrap(Wrap { trim: true }),
             inner,
         );
         return;
