@@ -214,6 +214,8 @@ struct Row {
     reason_code: u32,
     location: String,
     netns: Option<u64>,
+    #[serde(default)]
+    netns_cookie: Option<u64>,
     netns_name: Option<String>,
     device: Option<String>,
     protocol: Option<String>,
@@ -260,6 +262,7 @@ impl<'de> Deserialize<'de> for Drops {
                             location: name(r.location),
                             attr: Attribution {
                                 netns: r.netns,
+                                netns_cookie: r.netns_cookie,
                                 netns_name: r.netns_name.map(&mut name),
                                 ifindex: None,
                                 device: r.device.map(&mut name),
