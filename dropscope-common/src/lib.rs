@@ -183,6 +183,10 @@ pub struct Config {
     pub sk_net: u32,
     /// Byte offset of `net.ns.inum`.
     pub net_inum: u32,
+    /// Byte offset of `net.net_cookie` (u64, 5.14+).
+    pub net_cookie: u32,
+    /// Explicit padding; always zero.
+    pub pad: u32,
     /// 1 when `tp_btf/kfree_skb` has the `rx_sk` argument (6.11+).
     pub has_rx_sk: u32,
     /// Classic tracepoint: byte offset of `skbaddr` in the record.
@@ -221,7 +225,7 @@ pub struct Config {
     /// test is one load, and set before the program counts anything.
     pub filter_reason_words: ReasonWords,
 }
-const _: () = assert!(core::mem::size_of::<Config>() == 136 + 8 * REASON_WORDS);
+const _: () = assert!(core::mem::size_of::<Config>() == 144 + 8 * REASON_WORDS);
 
 /// Words of the reason filter's bitmap.
 pub const REASON_WORDS: usize = (filter::REASON_BITS / 64) as usize;
@@ -382,12 +386,16 @@ pub mod programs {
 
 /// What an exact drop count is keyed by: reason, location and the packet's attribution.
 ///
-/// Attribution fields that are not grouped by, or not known, are zero.
+/// Attribution fields that are not grouped by, or not known, are zero. A network namespace is
+/// identified by its cookie, which the kernel never gives to another namespace while it runs;
+/// its inode (given again to a later namespace once it is freed) rides along for display.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DropKey {
     /// Kernel address that freed the skb.
     pub location: u64,
+    /// Cookie of the packet's network namespace, `net->net_cookie` (0: unknown or not grouped).
+    pub netns_cookie: u64,
     /// `enum skb_drop_reason` value.
     pub reason: u32,
     /// Inode of the packet's network namespace (0: unknown or not grouped).
@@ -405,18 +413,22 @@ pub struct DropKey {
     /// Explicit padding; always zero.
     pub pad1: [u8; 6],
 }
-const _: () = assert!(core::mem::size_of::<DropKey>() == 32);
+const _: () = assert!(core::mem::size_of::<DropKey>() == 40);
 const _: () = assert!(core::mem::align_of::<DropKey>() == 8);
 
+/// Words of a [`DropKey`].
+pub const KEY_WORDS: usize = core::mem::size_of::<DropKey>() / 8;
+
 impl DropKey {
-    /// The key as four words, for a compare of four loads instead of one per field (the eBPF
+    /// The key as five words, for a compare of five loads instead of one per field (the eBPF
     /// program's cached-key test). Packed by hand, field by field as `repr(C)` lays them out on a
     /// little-endian machine, so equal keys give equal words and unequal keys unequal ones.
     #[inline(always)]
-    pub fn words(&self) -> [u64; 4] {
+    pub fn words(&self) -> [u64; KEY_WORDS] {
         let pad1 = self.pad1;
         [
             self.location,
+            self.netns_cookie,
             u64::from(self.reason) | u64::from(self.netns) << 32,
             u64::from(self.ifindex)
                 | u64::from(self.l3proto) << 32
@@ -432,19 +444,19 @@ impl DropKey {
         ]
     }
 
-    /// Whether the key stored at `stored` (aligned, as every `DropKey` is) equals `words`: four
+    /// Whether the key stored at `stored` (aligned, as every `DropKey` is) equals `words`: five
     /// loads and one branch. On a little-endian machine the memory of a `DropKey` is exactly its
     /// [`Self::words`].
     ///
     /// # Safety
     /// `stored` must point to a readable `DropKey`.
     #[inline(always)]
-    pub unsafe fn stored_equals(stored: *const DropKey, words: &[u64; 4]) -> bool {
+    pub unsafe fn stored_equals(stored: *const DropKey, words: &[u64; KEY_WORDS]) -> bool {
         let w = stored.cast::<u64>();
-        // SAFETY: the caller gives a readable `DropKey`: 32 bytes aligned to 8, no implicit
-        // padding (every byte is a field), so four u64 reads stay inside it.
-        let (a, b, c, d) = unsafe { (*w, *w.add(1), *w.add(2), *w.add(3)) };
-        (a ^ words[0]) | (b ^ words[1]) | (c ^ words[2]) | (d ^ words[3]) == 0
+        // SAFETY: the caller gives a readable `DropKey`: 40 bytes aligned to 8, no implicit
+        // padding (every byte is a field), so five u64 reads stay inside it.
+        let (a, b, c, d, e) = unsafe { (*w, *w.add(1), *w.add(2), *w.add(3), *w.add(4)) };
+        (a ^ words[0]) | (b ^ words[1]) | (c ^ words[2]) | (d ^ words[3]) | (e ^ words[4]) == 0
     }
 }
 
@@ -525,7 +537,7 @@ pub struct CpuCounters {
     /// 1 when `older` and `older_slot` are valid.
     pub older_valid: u32,
     /// Explicit padding to three cache lines; always zero.
-    pub pad: [u64; 4],
+    pub pad: [u64; 2],
 }
 const _: () = assert!(core::mem::size_of::<CpuCounters>() == 192);
 
@@ -587,15 +599,21 @@ mod tests {
 
     fn drop_key() -> impl Strategy<Value = DropKey> {
         (
-            any::<u64>(),
+            any::<[u64; 2]>(),
             any::<[u32; 3]>(),
             any::<(u16, u8, u8, u16)>(),
             any::<[u8; 6]>(),
         )
             .prop_map(
-                |(location, [reason, netns, ifindex], (l3proto, l4proto, pad0, port), pad1)| {
+                |(
+                    [location, netns_cookie],
+                    [reason, netns, ifindex],
+                    (l3proto, l4proto, pad0, port),
+                    pad1,
+                )| {
                     DropKey {
                         location,
+                        netns_cookie,
                         reason,
                         netns,
                         ifindex,
@@ -613,7 +631,7 @@ mod tests {
         /// The word compare the eBPF program uses agrees with the field compare, in both
         /// directions, and the words are the key's memory on this (little-endian) host.
         #[test]
-        fn stored_key_compare_is_field_equality(a in drop_key(), b in drop_key(), pick in 0usize..9) {
+        fn stored_key_compare_is_field_equality(a in drop_key(), b in drop_key(), pick in 0usize..10) {
             let mut c = a;
             // A key that differs from `a` in one field only (or not at all, when the draw
             // repeats it).
@@ -626,14 +644,15 @@ mod tests {
                 5 => c.l4proto = b.l4proto,
                 6 => c.pad0 = b.pad0,
                 7 => c.port = b.port,
+                8 => c.netns_cookie = b.netns_cookie,
                 _ => c.pad1 = b.pad1,
             }
             // SAFETY: `a` is a live DropKey.
             prop_assert_eq!(unsafe { DropKey::stored_equals(&a, &c.words()) }, a == c);
             // SAFETY: as above.
             prop_assert_eq!(unsafe { DropKey::stored_equals(&a, &b.words()) }, a == b);
-            // SAFETY: DropKey is 32 bytes with no implicit padding.
-            let memory: [u64; 4] = unsafe { core::mem::transmute(a) };
+            // SAFETY: DropKey is 40 bytes with no implicit padding.
+            let memory: [u64; KEY_WORDS] = unsafe { core::mem::transmute(a) };
             prop_assert_eq!(memory, a.words());
         }
     }

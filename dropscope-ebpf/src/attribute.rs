@@ -68,6 +68,8 @@ impl Mem for Probed {
 pub struct Packet {
     /// Network namespace inode (0: unknown).
     pub netns: u32,
+    /// Network namespace cookie (0: unknown): its identity, where an inode may be reused.
+    pub netns_cookie: u64,
     /// Interface index in that namespace (0: none).
     pub ifindex: u32,
     /// `ETH_P_*`, host order (0: unknown).
@@ -111,6 +113,7 @@ pub fn packet<M: Mem>(m: &M, needs: u32, skb: *const u8, rx_sk: *const u8) -> Pa
         } as *const u8;
         if !net.is_null() {
             p.netns = m.u32(net, setting!(net_inum));
+            p.netns_cookie = m.u64(net, setting!(net_cookie));
         }
     }
     if needs & need::HEADERS != 0 {

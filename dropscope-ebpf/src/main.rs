@@ -85,6 +85,8 @@ static CONFIG: Global<Config> = Global::new(Config {
     dev_net: 0,
     sk_net: 0,
     net_inum: 0,
+    net_cookie: 0,
+    pad: 0,
     has_rx_sk: 0,
     tp_skb: 0,
     tp_rx_sk: 0,
@@ -348,10 +350,10 @@ fn count_drop<const BENCH: bool, const NEED: u32, C: StackIdContext, M: Mem>(
         let key = drop_key(needs, location, reason, &p);
         match slot_of(c, &key) {
             Some(found) => {
-                c.older = c.cached;
+                copy_key(&mut c.older, &c.cached);
                 c.older_slot = c.cached_slot;
                 c.older_valid = c.cached_valid;
-                c.cached = key;
+                copy_key(&mut c.cached, &key);
                 c.cached_slot = found.0;
                 c.cached_valid = 1;
                 found
@@ -401,6 +403,21 @@ fn count_drop<const BENCH: bool, const NEED: u32, C: StackIdContext, M: Mem>(
     }
 }
 
+/// `*dst = *src`, word by word: LLVM's BPF back end fails to expand a 40-byte struct copy
+/// (the memcpy it makes of one), so the key's five words are copied as five loads and stores.
+#[inline(always)]
+fn copy_key(dst: &mut DropKey, src: &DropKey) {
+    let (d, s) = (
+        (dst as *mut DropKey).cast::<u64>(),
+        (src as *const DropKey).cast::<u64>(),
+    );
+    for i in 0..dropscope_common::KEY_WORDS {
+        // SAFETY: both are DropKeys (40 bytes aligned to 8, no implicit padding), so each of
+        // the five words read and written lies inside one.
+        unsafe { *d.add(i) = *s.add(i) };
+    }
+}
+
 /// The drop's key: reason, location and what `--by` keeps of the packet.
 #[inline(always)]
 fn drop_key(needs: u32, location: u64, reason: u32, p: &attribute::Packet) -> DropKey {
@@ -411,6 +428,7 @@ fn drop_key(needs: u32, location: u64, reason: u32, p: &attribute::Packet) -> Dr
             location,
             reason,
             netns: p.netns,
+            netns_cookie: p.netns_cookie,
             ifindex: p.ifindex,
             l3proto: p.l3proto,
             l4proto: p.l4proto,
@@ -424,6 +442,11 @@ fn drop_key(needs: u32, location: u64, reason: u32, p: &attribute::Packet) -> Dr
         reason,
         netns: if dims & (group::NETNS | group::DEVICE) != 0 {
             p.netns
+        } else {
+            0
+        },
+        netns_cookie: if dims & (group::NETNS | group::DEVICE) != 0 {
+            p.netns_cookie
         } else {
             0
         },

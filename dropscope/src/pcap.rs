@@ -212,6 +212,7 @@ mod tests {
             location: "__udp4_lib_rcv+0x4bc".into(),
             attr: Attribution {
                 netns: netns.map(|n| n.0),
+                netns_cookie: None,
                 netns_name: netns.map(|n| n.1.into()),
                 ifindex: dev.map(|d| d.0),
                 device: dev.map(|d| d.1.into()),

@@ -22,6 +22,7 @@ fn key(k: Key<'_>, i: usize) -> DropKey {
         location: Arc::from(k.1),
         attr: Attribution {
             netns: Some(4026532100 + i as u64),
+            netns_cookie: None,
             netns_name: Some(Arc::from(k.2)),
             ifindex: Some(1),
             device: Some(Arc::from("lo")),

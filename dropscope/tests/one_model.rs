@@ -30,6 +30,7 @@ fn key(k: &(u64, &str, u32, &str, u32, &str, u64)) -> DropKey {
         location: Arc::from(LOCATION),
         attr: Attribution {
             netns: Some(k.0),
+            netns_cookie: None,
             netns_name: Some(Arc::from(k.1)),
             ifindex: Some(k.2),
             device: Some(Arc::from(k.3)),

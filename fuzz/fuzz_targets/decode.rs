@@ -277,6 +277,7 @@ fn generated(data: &[u8]) -> Option<()> {
                     protocol: (b & 8 != 0).then(|| pick(b >> 3)),
                     port: (b & 16 != 0).then(|| src.u64() as u16),
                     ifindex: (b & 32 != 0).then(|| src.u64() as u32),
+                    netns_cookie: (b & 64 != 0).then(|| src.u64()),
                 }
             },
         })

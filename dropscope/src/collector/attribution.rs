@@ -38,32 +38,63 @@ impl Collector {
         cached.clone()
     }
 
-    /// The name of namespace `inode`: the latest found, or the last one known once it is
-    /// gone (its drops keep the name they had).
-    pub(super) fn netns_name(&mut self, inode: u64) -> Option<Arc<str>> {
+    /// The name of namespace `inode` (the one of `cookie`, where known): the latest found,
+    /// or the last one known once it is gone (its drops keep the name they had). The names are
+    /// found by inode, which the kernel gives again to a later namespace: a name found is
+    /// taken only while the namespace holding the inode is the key's own (same cookie), so a
+    /// namespace that ended never takes the name of the one that got its inode.
+    pub(super) fn netns_name(&mut self, inode: u64, cookie: Option<u64>) -> Option<Arc<str>> {
+        let id = cookie.unwrap_or(inode);
         match self.names.netns(inode) {
-            Some(name) => {
-                if self.known_names.get(&inode) != Some(&name) {
-                    self.known_names.insert(inode, name.clone());
-                }
+            Some(name) if self.known_names.get(&id) == Some(&name) => Some(name),
+            Some(name) if self.holds(inode, cookie) => {
+                self.known_names.insert(id, name.clone());
                 Some(name)
             }
-            None => self.known_names.get(&inode).cloned(),
+            _ => self.known_names.get(&id).cloned(),
         }
+    }
+
+    /// Whether the namespace holding `inode` now is the one of `cookie` (always, where the
+    /// cookie is unknown): read through the names' way into it, once per inode and names'
+    /// generation (a scan may have found another namespace there).
+    fn holds(&mut self, inode: u64, cookie: Option<u64>) -> bool {
+        let Some(cookie) = cookie else {
+            return true;
+        };
+        let generation = self.names.generation();
+        let holder = match self.holders.get(&inode) {
+            Some(&(g, holder)) if g == generation => holder,
+            _ => {
+                let holder = (self.names.enter_path(inode))
+                    .and_then(|p| crate::names::cookie::of_path(&p).ok())
+                    .filter(|&(i, _)| i == inode)
+                    .map(|(_, c)| c);
+                // One entry per inode with drops: bounded like the keys.
+                self.holders.insert(inode, (generation, holder));
+                holder
+            }
+        };
+        holder == Some(cookie)
     }
 
     /// What a kernel key says of its packets, as the model shows it.
     pub(super) fn attribution(&mut self, k: &dropscope_common::DropKey) -> Attribution {
         let ip = matches!(k.l3proto, 0x0800 | 0x86DD);
         let netns = (k.netns != 0).then_some(u64::from(k.netns));
+        let cookie = (netns.is_some() && k.netns_cookie != 0).then_some(k.netns_cookie);
+        // A namespace that ended, its inode given again, has no device names to read.
+        let live = k.ifindex != 0 && netns.is_some_and(|n| self.holds(n, cookie));
         Attribution {
             netns,
-            netns_name: netns.and_then(|n| self.netns_name(n)),
+            netns_cookie: cookie,
+            netns_name: netns.and_then(|n| self.netns_name(n, cookie)),
             ifindex: (k.ifindex != 0).then_some(k.ifindex),
             // An interface whose name cannot be read (gone, or no right to enter its
             // namespace) is shown by index.
             device: (k.ifindex != 0).then(|| {
                 netns
+                    .filter(|_| live)
                     .and_then(|n| self.names.device(n, k.ifindex))
                     .unwrap_or_else(|| Arc::from(format!("if{}", k.ifindex)))
             }),

@@ -75,8 +75,12 @@ pub struct Collector {
     names: Names,
     /// The names' generation the current keys were named in.
     names_generation: u64,
-    /// The last name found of each namespace with drops (at most one per key).
+    /// The last name found of each namespace with drops (at most one per key), by cookie (by
+    /// inode where the cookie is unknown).
     known_names: HashMap<u64, Arc<str>>,
+    /// The cookie of the namespace that holds each inode now, as read in the names'
+    /// generation given (`None`: it could not be read).
+    holders: HashMap<u64, (u64, Option<u64>)>,
     opts: CollectorOptions,
     started: Instant,
     interval: Duration,
@@ -123,6 +127,7 @@ impl Collector {
             names: Names::new(),
             names_generation: 0,
             known_names: HashMap::new(),
+            holders: HashMap::new(),
             opts,
             started,
             counts: CountReader::default(),

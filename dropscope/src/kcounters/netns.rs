@@ -56,6 +56,10 @@ struct Ns {
     path: PathBuf,
     /// Whether it has been read since it was found (its first reading is its baseline).
     read: bool,
+    /// The cookie of the namespace last read under this inode: the kernel gives a freed inode
+    /// to a later namespace, whose first reading is a baseline of its own however soon it
+    /// came.
+    cookie: Option<u64>,
 }
 
 /// One reading of the counters.
@@ -63,8 +67,11 @@ struct Ns {
 pub struct Reading {
     /// Counters per namespace read.
     pub counters: BTreeMap<u64, Counters>,
-    /// Namespaces read for the first time since they were found.
+    /// Namespaces read for the first time since they were found (or since their inode was
+    /// given to another namespace).
     pub first: BTreeSet<u64>,
+    /// The cookie of each namespace read (where it could be read).
+    pub cookies: BTreeMap<u64, u64>,
     /// Namespaces that could not be read, and why.
     pub errors: Vec<String>,
     /// Namespaces left for a later reading by [`MAX_READ_PER_POLL`] or [`READ_BUDGET`].
@@ -88,6 +95,7 @@ impl Reading {
     fn merge(&mut self, part: Reading) {
         self.counters.extend(part.counters);
         self.first.extend(part.first);
+        self.cookies.extend(part.cookies);
         self.errors.extend(part.errors);
         self.deferred = part.deferred;
         self.reached = part.reached;
@@ -233,8 +241,9 @@ impl Namespaces {
         found.remove(&self.initial);
         let mut others = BTreeMap::new();
         for (ino, path) in found {
-            let read = self.others.get(&ino).is_some_and(|n| n.read);
-            others.insert(ino, Ns { path, read });
+            let (read, cookie) =
+                (self.others.get(&ino)).map_or((false, None), |n| (n.read, n.cookie));
+            others.insert(ino, Ns { path, read, cookie });
         }
         self.others = others;
     }
@@ -362,10 +371,12 @@ impl Namespaces {
             if *ino == self.initial {
                 continue;
             }
-            if let Some(ns) = self.others.get_mut(ino)
-                && !std::mem::replace(&mut ns.read, true)
-            {
-                reading.first.insert(*ino);
+            if let Some(ns) = self.others.get_mut(ino) {
+                let cookie = reading.cookies.get(ino).copied();
+                let again = cookie.is_some() && std::mem::replace(&mut ns.cookie, cookie) != cookie;
+                if !std::mem::replace(&mut ns.read, true) || again {
+                    reading.first.insert(*ino);
+                }
             }
         }
         Some(reading)
@@ -546,7 +557,12 @@ impl InitialNs {
                 return;
             }
             match read_in(&file, path, buf) {
-                Ok((c, found)) => r.take(*ino, c, found),
+                Ok((c, found)) => {
+                    if let Ok(cookie) = crate::names::cookie::current() {
+                        r.cookies.insert(*ino, cookie);
+                    }
+                    r.take(*ino, c, found)
+                }
                 Err(e) => r.errors.push(format!("netns {ino}: {e:#}")),
             }
         });
@@ -900,6 +916,52 @@ mod tests {
         std::fs::remove_file(&named).expect("rm");
         ns.refresh(&[a, b]);
         assert!(others(&ns).is_empty());
+    }
+
+    /// A namespace that ended and a later one given its inode between two readings: the
+    /// later one's first reading is a baseline of its own (its cookie is another), never a
+    /// continuation of the ended one's.
+    #[test]
+    fn an_inode_given_to_another_namespace_is_read_first_again() {
+        let f = Fake::new();
+        let a = f.process(10, None);
+        let mut ns = f.namespaces();
+        ns.refresh(&[a]);
+        let mut cookies = [5u64, 5, 9, 9].into_iter();
+        ns.reader = Some(
+            Reader::spawn_with(move |ways, part| {
+                if !part(Reading {
+                    initial_only: true,
+                    ..Reading::default()
+                }) {
+                    return false;
+                }
+                let mut r = Reading {
+                    reached: ways.len(),
+                    ..Reading::default()
+                };
+                let cookie = cookies.next().expect("a cookie");
+                for (ino, _) in ways {
+                    r.counters.insert(*ino, Counters::new());
+                    r.cookies.insert(*ino, cookie);
+                }
+                part(r)
+            })
+            .expect("a reader"),
+        );
+        let mut firsts = Vec::new();
+        for _ in 0..4 {
+            assert!(ns.ask());
+            let mut first = false;
+            while let Some(r) = ns.take(Duration::from_secs(5)) {
+                first |= r.first.contains(&a);
+                if !r.initial_only {
+                    break;
+                }
+            }
+            firsts.push(first);
+        }
+        assert_eq!(firsts, [true, false, true, false]);
     }
 
     #[test]

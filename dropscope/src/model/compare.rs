@@ -94,6 +94,7 @@ impl DiffKey {
             location: self.location.clone(),
             attr: super::Attribution {
                 netns: self.netns.as_ref().map(|_| 0),
+                netns_cookie: None,
                 netns_name: self.netns.clone(),
                 ifindex: None,
                 device: self.device.clone(),

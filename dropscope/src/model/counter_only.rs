@@ -83,6 +83,8 @@ pub fn key(ns: u64, counter: &str, initial: u64, names: &BTreeMap<u64, Arc<str>>
         location: Arc::from(LOCATION),
         attr: Attribution {
             netns: Some(ns),
+            // Kernel readings name a namespace by its inode, as the programs' rows do.
+            netns_cookie: None,
             netns_name: (names.get(&ns).cloned())
                 .or_else(|| (ns == initial).then(|| Arc::from("host"))),
             ifindex: None,

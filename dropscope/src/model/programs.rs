@@ -163,6 +163,7 @@ pub fn counter_key(
         location: Arc::from(format!("prog {prog} ({tc}{hook})")),
         attr: Attribution {
             netns: Some(ns),
+            netns_cookie: None,
             netns_name: (names.and_then(|n| n.get(&ns)).cloned())
                 .or_else(|| (ns == initial).then(|| Arc::from("host"))),
             ifindex: None,

@@ -28,15 +28,23 @@ pub struct DropKey {
 /// Which packets a count is of. A dimension not grouped by, or not known, is `None`.
 ///
 /// Identity is the kernel's: two attributions are equal (and hash and order alike) when their
-/// namespace inode, interface index, protocol and port are. Names (`netns_name`, and `device`
+/// namespace (its cookie, and its inode), interface index, protocol and port are. The kernel
+/// gives a freed namespace inode to a later namespace, never its cookie: two namespaces that
+/// had one inode at different times are two keys (recordings made before cookies were kept
+/// have none, and tell namespaces apart by inode alone). Names (`netns_name`, and `device`
 /// where the index is known) are attributes of that identity, resolved beside it: a process
 /// renaming itself or an interface renamed never makes a new key, row, series or recording key.
 /// Where no index is known (recordings made before it was kept, or an interface grouped without
 /// its namespace), the interface is identified by its name.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Attribution {
-    /// Network namespace inode.
+    /// Network namespace inode (what `ip netns identify`, `/proc/PID/ns/net` and `--netns`
+    /// show), an attribute of the namespace the cookie identifies.
     pub netns: Option<u64>,
+    /// Network namespace cookie (`SO_NETNS_COOKIE`): the namespace's identity, never reused
+    /// while the kernel runs; `None` where it was not read (recordings before version 6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netns_cookie: Option<u64>,
     /// Its human name (container, pod, unit, `ip netns` name), where one was found.
     pub netns_name: Option<Arc<str>>,
     /// Interface index (within that namespace), where known.
@@ -53,6 +61,7 @@ pub struct Attribution {
 /// The fields that say which packets an [`Attribution`] is of (its names excluded).
 type Identity<'a> = (
     Option<u64>,
+    Option<u64>,
     Option<u32>,
     Option<&'a str>,
     Option<&'a str>,
@@ -63,6 +72,7 @@ impl Attribution {
     fn identity(&self) -> Identity<'_> {
         (
             self.netns,
+            self.netns_cookie,
             self.ifindex,
             // The name stands for the interface only where its index is unknown.
             self.ifindex
@@ -219,6 +229,7 @@ mod tests {
     fn attr(name: &str, device: &str, ifindex: Option<u32>) -> Attribution {
         Attribution {
             netns: Some(4026532999),
+            netns_cookie: None,
             netns_name: Some(Arc::from(name)),
             ifindex,
             device: Some(Arc::from(device)),
@@ -246,6 +257,19 @@ mod tests {
                 ..a.clone()
             }
         );
+        // One inode, given to a second namespace after the first ended: two keys.
+        let (first, second) = (
+            Attribution {
+                netns_cookie: Some(4096),
+                ..a.clone()
+            },
+            Attribution {
+                netns_cookie: Some(8192),
+                ..a.clone()
+            },
+        );
+        assert_ne!(first, second);
+        assert_ne!(h.hash_one(&first), h.hash_one(&second));
         assert_ne!(
             a,
             Attribution {

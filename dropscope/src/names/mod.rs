@@ -34,6 +34,7 @@
 //! looked for again for 30 s unless another unknown one triggers a scan.
 
 mod cgroup;
+pub mod cookie;
 mod devices;
 mod meta;
 pub mod spec;

@@ -26,6 +26,7 @@ pub fn fill(btf: &Btf, cfg: &mut Config) -> anyhow::Result<()> {
     cfg.dev_net = offset(btf, "net_device", "nd_net.net")?;
     cfg.sk_net = offset(btf, "sock", "__sk_common.skc_net.net")?;
     cfg.net_inum = offset(btf, "net", "ns.inum")?;
+    cfg.net_cookie = offset(btf, "net", "net_cookie")?;
     cfg.has_rx_sk = u32::from(kfree_skb_has_rx_sk(btf));
     Ok(())
 }
@@ -153,6 +154,9 @@ mod tests {
             "{l:?}"
         );
         assert!(l.dev_ifindex > 0 && l.net_inum > 0, "{l:?}");
+        // The cookie is a u64 of its own, aligned, apart from the inode.
+        assert!(l.net_cookie > 0 && l.net_cookie % 8 == 0, "{l:?}");
+        assert_ne!(l.net_cookie, l.net_inum);
         // The dotted paths add up: nd_net is a struct holding one pointer.
         assert_eq!(
             l.dev_net,

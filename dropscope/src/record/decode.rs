@@ -186,8 +186,12 @@ impl Dictionary {
     /// A key's attribution: a presence mask, then the fields present.
     fn attribution(&self, r: &mut Reader<'_>) -> Result<Attribution, Malformed> {
         let mask = r.uvarint()?;
-        // Version 3 added the interface index (bit 5).
-        let known = if self.version >= 3 { 6 } else { 5 };
+        // Version 3 added the interface index (bit 5), version 6 the namespace cookie (bit 6).
+        let known = match self.version {
+            6.. => 7,
+            3.. => 6,
+            _ => 5,
+        };
         if mask >> known != 0 {
             return Err(Malformed("unknown attribution fields"));
         }
@@ -207,9 +211,11 @@ impl Dictionary {
                 u32::try_from(r.uvarint()?).map_err(|_| Malformed("interface index too large"))
             })
             .transpose()?;
+        let netns_cookie = has(6).then(|| r.uvarint()).transpose()?;
         Ok(Attribution {
             ifindex,
             netns,
+            netns_cookie,
             netns_name,
             device,
             protocol,

@@ -17,7 +17,7 @@ pub const KEYFRAME_EVERY: Duration = Duration::from_secs(30);
 pub const KEYFRAME_MAX_FRAMES: u32 = 256;
 
 /// A key's attribution as written: netns, netns name id, device id, protocol id, port,
-/// interface index.
+/// interface index, netns cookie.
 type AttrRef = (
     Option<u64>,
     Option<u32>,
@@ -25,6 +25,7 @@ type AttrRef = (
     Option<u32>,
     Option<u16>,
     Option<u32>,
+    Option<u64>,
 );
 /// A key's names as written: netns name id and device id.
 type NamesRef = (Option<u32>, Option<u32>);
@@ -191,6 +192,7 @@ impl Encoder {
             a.protocol.as_ref().map(|s| self.string(s)),
             a.port,
             a.ifindex,
+            a.netns_cookie,
         );
         let r = (
             k.reason.code,
@@ -403,7 +405,7 @@ impl Encoder {
             put_str(&mut p, s);
         }
         put_uvarint(&mut p, self.new_keys.len() as u64);
-        for &(code, name, loc, (netns, netns_name, device, protocol, port, ifindex)) in
+        for &(code, name, loc, (netns, netns_name, device, protocol, port, ifindex, cookie)) in
             &self.new_keys
         {
             for v in [code, name, loc] {
@@ -414,7 +416,8 @@ impl Encoder {
                 | u64::from(device.is_some()) << 2
                 | u64::from(protocol.is_some()) << 3
                 | u64::from(port.is_some()) << 4
-                | u64::from(ifindex.is_some()) << 5;
+                | u64::from(ifindex.is_some()) << 5
+                | u64::from(cookie.is_some()) << 6;
             put_uvarint(&mut p, mask);
             let fields = [
                 netns,
@@ -423,6 +426,7 @@ impl Encoder {
                 protocol.map(u64::from),
                 port.map(u64::from),
                 ifindex.map(u64::from),
+                cookie,
             ];
             for v in fields.into_iter().flatten() {
                 put_uvarint(&mut p, v);

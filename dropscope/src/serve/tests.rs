@@ -439,6 +439,7 @@ fn attributed(
             location: "ip_local_deliver_finish+0x81".into(),
             attr: crate::model::Attribution {
                 netns: Some(netns),
+                netns_cookie: None,
                 netns_name: name.map(Into::into),
                 ifindex: Some(ifindex),
                 device: Some(device.into()),

@@ -55,8 +55,8 @@ pub fn groupings(finest: &[Dim]) -> Vec<Vec<Dim>> {
 pub enum Screen {
     /// The table of drops.
     Table,
-    /// The stacks of one row or of the filtered set.
-    Stacks(StackView),
+    /// The stacks of one row or of the filtered set (boxed: a view holds a whole key).
+    Stacks(Box<StackView>),
 }
 
 /// The panel under the table.

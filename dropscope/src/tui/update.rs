@@ -112,7 +112,7 @@ fn refresh(state: &mut State) {
     if let Screen::Stacks(v) = &state.screen {
         let by = state.regrouping();
         let view = StackView::build(v.scope.clone(), state.shown(), by.as_deref(), v.scroll);
-        state.screen = Screen::Stacks(view);
+        state.screen = Screen::Stacks(Box::new(view));
         fix_stack_scroll(state);
     }
 }
@@ -176,7 +176,12 @@ fn step(state: &mut State, delta: isize) {
 
 fn open_stacks(state: &mut State, scope: StackScope) {
     let by = state.regrouping();
-    state.screen = Screen::Stacks(StackView::build(scope, state.shown(), by.as_deref(), 0));
+    state.screen = Screen::Stacks(Box::new(StackView::build(
+        scope,
+        state.shown(),
+        by.as_deref(),
+        0,
+    )));
 }
 
 /// Shows the next coarser grouping (after the coarsest, the counts as counted again). The

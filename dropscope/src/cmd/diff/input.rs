@@ -231,6 +231,8 @@ struct Row {
     reason_code: u32,
     location: String,
     netns: Option<u64>,
+    #[serde(default)]
+    netns_cookie: Option<u64>,
     netns_name: Option<String>,
     device: Option<String>,
     protocol: Option<String>,
@@ -303,6 +305,7 @@ impl<'de> Deserialize<'de> for Drops {
                             location: names.get(&r.location).map_err(over)?,
                             attr: Attribution {
                                 netns: r.netns,
+                                netns_cookie: r.netns_cookie,
                                 netns_name: names.some(r.netns_name).map_err(over)?,
                                 ifindex: None,
                                 device: names.some(r.device).map_err(over)?,

@@ -27,6 +27,10 @@ pub struct JsonDrop<'a> {
     pub location: &'a str,
     /// Network namespace inode (null when not grouped by namespace or unknown).
     pub netns: Option<u64>,
+    /// Network namespace cookie: which namespace had that inode (an inode freed is given to a
+    /// later namespace, a cookie never is). Absent where not known (older recordings).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub netns_cookie: Option<u64>,
     /// Its human name (container, pod, unit, `ip netns` name), or null.
     pub netns_name: Option<&'a str>,
     /// Interface name, or null.
@@ -491,6 +495,7 @@ impl<'a> NameRanks<'a> {
         u32,
         u32,
         Option<u64>,
+        Option<u64>,
         [Option<u32>; 3],
         Option<u16>,
         Option<u32>,
@@ -503,6 +508,7 @@ impl<'a> NameRanks<'a> {
             self.of(&k.reason.name),
             self.of(&k.location),
             a.netns,
+            a.netns_cookie,
             [rank(&a.netns_name), rank(&a.device), rank(&a.protocol)],
             a.port,
             a.ifindex,
@@ -533,6 +539,7 @@ pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
                 reason_code: d.key.reason.code,
                 location: &d.key.location,
                 netns: d.key.attr.netns,
+                netns_cookie: d.key.attr.netns_cookie,
                 netns_name: d.key.attr.netns_name.as_deref(),
                 device: d.key.attr.device.as_deref(),
                 protocol: d.key.attr.protocol.as_deref(),

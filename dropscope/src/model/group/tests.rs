@@ -13,6 +13,7 @@ fn count(reason: &str, netns: u64, device: &str, proto: &str, n: u64) -> DropCou
             location: "f+0x1".into(),
             attr: Attribution {
                 netns: Some(netns),
+                netns_cookie: None,
                 netns_name: Some(format!("ns{netns}").into()),
                 ifindex: Some(if device == "lo" { 1 } else { 7 }),
                 device: Some(device.into()),

@@ -19,6 +19,7 @@ fn attributed(netns: u64, name: Option<&str>, dev: &str, proto: &str) -> DropKey
         attr: Attribution {
             ifindex: None,
             netns: Some(netns),
+            netns_cookie: None,
             netns_name: name.map(Into::into),
             device: Some(dev.into()),
             protocol: Some(proto.into()),

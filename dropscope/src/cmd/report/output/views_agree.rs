@@ -23,6 +23,7 @@ fn key() -> impl Strategy<Value = DropKey> {
             location: Arc::from(["a+0x1", "b+0x2", "c+0x3"][loc]),
             attr: Attribution {
                 netns: Some(4026532000 + ns),
+                netns_cookie: None,
                 netns_name: Some(Arc::from(format!("ns{ns}"))),
                 ifindex: Some(ifindex + 1),
                 device: Some(Arc::from(["lo", "eth0", "veth1"][ifindex as usize])),
