@@ -62,6 +62,7 @@ pub async fn check_cmd(args: CheckArgs) -> anyhow::Result<()> {
         anyhow::bail!("counted for no time: no rate can be computed");
     }
     let mut side = Side::of(&snap, seconds, compare::packets(&snap, &filter));
+    side.sent = compare::sent(&snap, &filter);
     if !filter.is_set() {
         side = side.with_programs(&programs::of_snapshot(&snap), &args.live.select.by);
     }
@@ -203,6 +204,7 @@ mod tests {
             total: 303,
             seconds: 3.0,
             packets: None,
+            sent: None,
             programs: false,
         };
         let clauses = ["NO_SOCKET<1/s", "total<1000/s"].map(|c| budget::parse(c).expect(c));

@@ -3,9 +3,10 @@
 //! `new-reasons`, a baseline's).
 //!
 //! A rate is drops per second over the run's window (`/s`, `/m` or `/h` as written); a ratio is
-//! the drops over the packets the kernel received in the same window, in percent; a window in
-//! which no packet was received has no ratio, and a clause on it neither holds nor breaks
-//! ([`Unanswerable::NoRatio`]). A reason is named as everywhere else (any case, with or without
+//! taken per direction, as everywhere: receive-side drops over the packets the kernel received
+//! in the same window, transmit-side drops (qdiscs, `tx_*`) over the packets its devices sent,
+//! in percent, and the clause judges the larger; a direction without packets has no ratio, and
+//! where neither has one the clause neither holds nor breaks ([`Unanswerable::NoRatio`]). A reason is named as everywhere else (any case, with or without
 //! `SKB_DROP_REASON_`).
 use std::fmt;
 
@@ -309,6 +310,23 @@ pub fn judge(
         .collect()
 }
 
+/// The probe's drops of `side` on the receive side and on the transmit side (see
+/// [`crate::kcounters::layers::direction`]); those without a key (overflow) are on the receive
+/// side, where most drops are.
+fn by_direction(side: &Side) -> (u64, u64) {
+    use super::kernel::Direction;
+    let mut tx = 0u64;
+    for (k, n) in &side.counts {
+        if programs::is_program_reason(&k.reason) {
+            continue;
+        }
+        if crate::kcounters::layers::direction(&k.reason, &k.location) == Direction::Tx {
+            tx = tx.saturating_add(*n);
+        }
+    }
+    (side.total.saturating_sub(tx), tx)
+}
+
 fn judge_one(
     c: &Clause,
     new: &Side,
@@ -346,25 +364,41 @@ fn judge_one(
             (new.rate(sum), top.clone(), rate(new.rate(sum)), top)
         }
         Subject::Ratio => {
-            let packets = new.packets.ok_or_else(|| Unanswerable::NoPackets {
+            let received = new.packets.ok_or_else(|| Unanswerable::NoPackets {
                 clause: c.to_string(),
                 input: input.to_string(),
             })?;
-            if packets == 0 {
+            let (rx, tx) = by_direction(new);
+            let ratio = |drops: u64, packets: u64| {
+                (packets > 0).then(|| (drops as f64 / packets as f64, drops, packets))
+            };
+            let sides = [
+                ("received", ratio(rx, received)),
+                ("sent", ratio(tx, new.sent.unwrap_or(0))),
+            ];
+            let Some((v, _, _)) = (sides.iter())
+                .filter_map(|(_, r)| *r)
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+            else {
                 return Err(Unanswerable::NoRatio {
                     clause: c.to_string(),
                     input: input.to_string(),
                 });
-            }
-            let drops = new.total as f64;
-            let v = drops / packets as f64;
+            };
             let top = largest(&|k| !programs::is_program_reason(&k.reason));
-            let shown = format!(
-                "{} ({} drops / {} packets)",
-                percent(v),
-                crate::format::count(drops as u64),
-                crate::format::count(packets)
-            );
+            let shown = (sides.iter())
+                .filter_map(|(side, r)| match r {
+                    Some((v, d, p)) => Some(format!(
+                        "{} ({} drops / {} packets {side})",
+                        percent(*v),
+                        crate::format::count(*d),
+                        crate::format::count(*p)
+                    )),
+                    None if *side == "sent" && tx == 0 => None,
+                    None => Some(format!("no ratio on the {side} side (no packets {side})")),
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
             (v, top.clone(), shown, top)
         }
         Subject::NewReasons => {
@@ -521,8 +555,36 @@ mod tests {
             counts,
             seconds,
             packets,
+            sent: None,
             programs: false,
         }
+    }
+
+    #[test]
+    fn a_ratio_divides_transmit_side_drops_by_the_packets_sent() {
+        // 406 drops of a shaper on a device that received 1 packet and sent 50,000: 0.8%,
+        // never 40,600%.
+        let mut s = side(&[("QDISC_DROP", "web", 406)], 10.0, Some(1));
+        s.sent = Some(50_000);
+        let ratio = [parse("ratio<1%").expect("ratio")];
+        let v = &judge(&ratio, &s, None, "NEW").expect("judged")[0];
+        assert!(v.ok, "{}", v.message);
+        assert!((v.value - 406.0 / 50_000.0).abs() < 1e-12, "{}", v.value);
+        assert!(
+            v.message.contains("406 drops / 50,000 packets sent"),
+            "{}",
+            v.message
+        );
+        // Receive-side drops still over what was received: the larger of the two is judged.
+        let mut s = side(
+            &[("QDISC_DROP", "web", 406), ("NO_SOCKET", "web", 50)],
+            10.0,
+            Some(1_000),
+        );
+        s.sent = Some(50_000);
+        let v = &judge(&ratio, &s, None, "NEW").expect("judged")[0];
+        assert!(!v.ok, "5% received breaks 1%: {}", v.message);
+        assert!((v.value - 0.05).abs() < 1e-12, "{}", v.value);
     }
 
     #[test]

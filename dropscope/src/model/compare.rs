@@ -115,9 +115,12 @@ pub struct Side {
     pub total: u64,
     /// Seconds the window covers (positive).
     pub seconds: f64,
-    /// Packets the kernel received over the window (the denominator of a drop ratio), where
-    /// read.
+    /// Packets the kernel received over the window (the denominator of a drop ratio of
+    /// receive-side drops), where read.
     pub packets: Option<u64>,
+    /// Packets the devices sent over the window (the denominator of a drop ratio of
+    /// transmit-side drops: qdiscs, `tx_*`), where read ([`sent`]).
+    pub sent: Option<u64>,
     /// Whether the programs' drop verdicts are among `counts` ([`Side::with_programs`]): a
     /// side without them has none to compare, and no verdict of the other side is new.
     pub programs: bool,
@@ -136,6 +139,7 @@ impl Side {
             total: s.total,
             seconds,
             packets,
+            sent: None,
             programs: false,
         }
     }
@@ -168,21 +172,35 @@ impl Side {
 /// namespace, or with a namespace filter, in the namespaces it keeps.
 pub fn packets(s: &Snapshot, filter: &Filter) -> Option<u64> {
     let k = s.kernel.as_ref()?;
-    let Some(ns) = &filter.netns else {
-        return Some(k.packets());
+    Some(sum_kept(s, filter, |ns| k.netns_packets(ns)))
+}
+
+/// Packets the devices sent over `s`'s window (the denominator of transmit-side drops), where
+/// its counters were read, in the namespaces [`packets`] reads.
+pub fn sent(s: &Snapshot, filter: &Filter) -> Option<u64> {
+    let k = s.kernel.as_ref()?;
+    Some(sum_kept(s, filter, |ns| {
+        k.packets_of(ns, None, super::kernel::Direction::Tx)
+    }))
+}
+
+/// `of` summed over the namespaces of `s`'s kernel reading that `filter` keeps.
+fn sum_kept(s: &Snapshot, filter: &Filter, of: impl Fn(u64) -> u64) -> u64 {
+    let Some(k) = &s.kernel else {
+        return 0;
     };
-    let kept: BTreeSet<u64> = (s.drops.iter())
-        .filter(|d| {
-            d.key.attr.netns_name.as_deref() == Some(ns.text.as_str())
-                || (d.key.attr.netns.is_some() && d.key.attr.netns == ns.inode)
-        })
-        .filter_map(|d| d.key.attr.netns)
-        .chain(ns.inode)
-        .collect();
-    Some(
-        kept.iter()
-            .fold(0, |t: u64, &i| t.saturating_add(k.netns_packets(i))),
-    )
+    let kept: BTreeSet<u64> = match &filter.netns {
+        None => k.netns.keys().copied().collect(),
+        Some(ns) => (s.drops.iter())
+            .filter(|d| {
+                d.key.attr.netns_name.as_deref() == Some(ns.text.as_str())
+                    || (d.key.attr.netns.is_some() && d.key.attr.netns == ns.inode)
+            })
+            .filter_map(|d| d.key.attr.netns)
+            .chain(ns.inode)
+            .collect(),
+    };
+    kept.iter().fold(0, |t: u64, &i| t.saturating_add(of(i)))
 }
 
 /// Which way a significant change went.

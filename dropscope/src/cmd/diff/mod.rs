@@ -133,7 +133,8 @@ fn judge(args: &DiffArgs, sides: (Side, Side), new: &str) -> anyhow::Result<Judg
 /// as in `report`).
 fn side(i: &Input, filter: &Filter, by: &[Dim]) -> Side {
     let snap = group::apply(&i.snapshot, filter, by);
-    let side = Side::of(&snap, i.seconds, compare::packets(&i.snapshot, filter));
+    let mut side = Side::of(&snap, i.seconds, compare::packets(&i.snapshot, filter));
+    side.sent = compare::sent(&i.snapshot, filter);
     if filter.is_set() || i.programs_counted.is_err() {
         side
     } else {
