@@ -590,8 +590,26 @@ mod tests {
         );
     }
 
-    /// Flags README shows that belong to other tools (cargo xtask's own).
-    const OTHER_TOOLS: &[&str] = &["--fuzz-seconds", "--no-lint", "--no-vmtest"];
+    /// Flags README and docs/ show that belong to other tools (cargo xtask's own: `test`'s,
+    /// and `bench`'s in docs/benchmark.md).
+    const OTHER_TOOLS: &[&str] = &[
+        "--fuzz-seconds",
+        "--no-lint",
+        "--no-vmtest",
+        "--rounds",
+        "--flood-secs",
+        "--window-secs",
+        "--collector-secs",
+        "--no-build",
+        "--breakdown",
+        "--dump",
+        "--layers",
+        "--syscalls",
+    ];
+
+    /// Flags of a build with the `bench` feature only (as `cargo xtask bench` makes it), hidden
+    /// from `--help`: docs/benchmark.md shows them.
+    const BENCH_BUILD: &[&str] = &["--bench-keys", "--bench-skip"];
 
     /// The code README shows: each line of its fenced blocks and each inline code span (which
     /// may run over a line break).
@@ -681,7 +699,8 @@ mod tests {
                 for f in args.iter().filter_map(|t| flag(t)) {
                     checked += 1;
                     let other_tool = cmd.is_none() && OTHER_TOOLS.contains(&&*f);
-                    if !known.contains(&f) && !other_tool {
+                    let bench_build = BENCH_BUILD.contains(&&*f);
+                    if !known.contains(&f) && !other_tool && !bench_build {
                         wrong.push(format!("{f} (given to {owner}, in `{}`)", code.trim()));
                     }
                 }
@@ -690,13 +709,166 @@ mod tests {
         (checked, wrong)
     }
 
+    /// README.md and every page of docs/, which README links to, with their paths.
+    const DOCS: &[(&str, &str)] = &[
+        ("README.md", include_str!("../../README.md")),
+        ("docs/benchmark.md", include_str!("../../docs/benchmark.md")),
+        (
+            "docs/counting-protocol.md",
+            include_str!("../../docs/counting-protocol.md"),
+        ),
+        (
+            "docs/development.md",
+            include_str!("../../docs/development.md"),
+        ),
+        ("docs/guide.md", include_str!("../../docs/guide.md")),
+        ("docs/kernels.md", include_str!("../../docs/kernels.md")),
+        ("docs/ledger.md", include_str!("../../docs/ledger.md")),
+        (
+            "docs/prometheus.md",
+            include_str!("../../docs/prometheus.md"),
+        ),
+        (
+            "docs/recording-format.md",
+            include_str!("../../docs/recording-format.md"),
+        ),
+    ];
+
+    /// The dropscope command lines README shows (`sudo dropscope report --duration 10s`, each
+    /// side of a pipe), as argument vectors: words split as the shell splits these, single
+    /// quotes removed; comments (`# ...`) left out.
+    fn readme_commands(readme: &str) -> Vec<Vec<String>> {
+        // Only shell blocks (```sh) hold commands; other blocks are screens and files.
+        let mut shell = String::new();
+        let (mut fenced, mut skipped) = (false, false);
+        for line in readme.lines() {
+            if let Some(lang) = line.trim_start().strip_prefix("```") {
+                fenced = !fenced;
+                let skip = skipped || (fenced && lang != "sh");
+                skipped = fenced && lang != "sh";
+                if skip {
+                    continue;
+                }
+            } else if skipped {
+                continue;
+            }
+            shell.push_str(line);
+            shell.push('\n');
+        }
+        let mut commands = Vec::new();
+        for code in readme_code(&shell) {
+            if code.trim_start().starts_with('#') {
+                continue;
+            }
+            for command in code.split(['|', ';']).flat_map(|c| c.split("&&")) {
+                let mut words = Vec::new();
+                let mut quoted = false;
+                for part in command.split('\'') {
+                    if quoted {
+                        words.push(part.to_owned());
+                    } else {
+                        words.extend(part.split_whitespace().map(str::to_owned));
+                    }
+                    quoted = !quoted;
+                }
+                if words.first().is_some_and(|w| w == "cargo") {
+                    continue;
+                }
+                if let Some(i) = words.iter().position(|w| w == "dropscope") {
+                    commands.push(words[i..].to_vec());
+                }
+            }
+        }
+        commands
+    }
+
+    /// Every command README shows is one dropscope accepts as shown: the command, its flags and
+    /// their values (durations, budgets, formats) parse.
     #[test]
-    fn every_flag_the_readme_shows_exists() {
-        let (checked, wrong) = readme_flags(include_str!("../../README.md"));
-        assert!(checked > 50, "only {checked} flags found in README");
+    fn every_command_the_readme_shows_parses() {
+        let commands = readme_commands(DOCS[0].1);
+        assert!(
+            commands.len() >= 10,
+            "only {} commands found in README: {commands:?}",
+            commands.len()
+        );
+        for c in [
+            "report",
+            "explain",
+            "record",
+            "replay",
+            "flamegraph",
+            "diff",
+            "check",
+            "serve",
+        ] {
+            assert!(
+                commands
+                    .iter()
+                    .any(|w| w.get(1).map(String::as_str) == Some(c)),
+                "README shows no `dropscope {c}`"
+            );
+        }
+        let wrong: Vec<String> = commands
+            .iter()
+            .filter_map(|c| {
+                let e = Cli::try_parse_from(c).err()?;
+                Some(format!("`{}`: {}", c.join(" "), e.kind()))
+            })
+            .collect();
         assert!(
             wrong.is_empty(),
-            "README shows flags --help does not list:\n{}",
+            "README shows commands that do not parse:\n{}",
+            wrong.join("\n")
+        );
+        assert_eq!(
+            readme_commands(
+                "```sh\nsudo dropscope check --budget 'NO_SOCKET<1/s' # x\n# dropscope no\n\
+                 cargo run -p dropscope\n```\n```\ndropscope vm 6.18\n```\n`ssh H sudo dropscope record -o - | dropscope replay -`"
+            ),
+            [
+                vec!["dropscope", "check", "--budget", "NO_SOCKET<1/s"],
+                vec!["dropscope", "record", "-o", "-"],
+                vec!["dropscope", "replay", "-"],
+            ]
+        );
+    }
+
+    #[test]
+    fn the_docs_checked_are_every_page_of_docs() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs");
+        let mut pages: Vec<String> = std::fs::read_dir(dir)
+            .expect("docs/")
+            .map(|e| {
+                e.expect("a docs/ entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .filter(|n| n.ends_with(".md"))
+            .map(|n| format!("docs/{n}"))
+            .collect();
+        pages.sort();
+        let checked: Vec<&str> = DOCS.iter().skip(1).map(|(p, _)| *p).collect();
+        assert_eq!(pages, checked, "add the page to DOCS");
+    }
+
+    #[test]
+    fn every_flag_the_readme_shows_exists() {
+        let mut checked = 0;
+        let mut wrong = Vec::new();
+        for (path, text) in DOCS {
+            let (n, w) = readme_flags(text);
+            checked += n;
+            wrong.extend(w.into_iter().map(|w| format!("{path}: {w}")));
+        }
+        assert!(
+            checked > 50,
+            "only {checked} flags found in README and docs/"
+        );
+        assert!(
+            wrong.is_empty(),
+            "README or docs/ show flags --help does not list:\n{}",
             wrong.join("\n")
         );
         let (_, wrong) = readme_flags(

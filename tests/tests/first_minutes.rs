@@ -2,7 +2,7 @@
 //! once more on the binary of the `.deb`, through `DROPSCOPE_BIN`): the live view's first screen
 //! comes at once, shows drops of two namespaces by name, and every key the footer offers does
 //! what it says; `q` leaves a sane terminal and exit status 0; piping into `head -1` and
-//! `explain`'s exit statuses behave as the README says. Needs root and tmux.
+//! `explain`'s exit statuses behave as `man dropscope` (EXIT STATUS) says. Needs root and tmux.
 use std::{
     process::Command,
     time::{Duration, Instant},

@@ -101,6 +101,23 @@ fn date(epoch: i64, format: &str) -> anyhow::Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
+/// The documentation pages the package installs beside README.md: every `docs/*.md`, sorted.
+pub fn doc_pages(root: &Path) -> anyhow::Result<Vec<String>> {
+    let dir = root.join("docs");
+    let mut pages = Vec::new();
+    for entry in fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".md") {
+            pages.push(name);
+        }
+    }
+    pages.sort();
+    if pages.is_empty() {
+        bail!("{} holds no .md page", dir.display());
+    }
+    Ok(pages)
+}
+
 /// `gzip -9n` (maximum compression, no name or time stamp, as Debian policy asks) of `data`.
 fn gzip(data: &[u8], to: &Path) -> anyhow::Result<()> {
     let mut child = Command::new("gzip")
@@ -269,6 +286,13 @@ pub fn build(
         &fs::read(root.join("README.md"))?,
         &doc.join("README.md.gz"),
     )?;
+    // The documentation README.md links to, under docs/ as in the tree.
+    for page in doc_pages(root)? {
+        gzip(
+            &fs::read(root.join("docs").join(&page))?,
+            &doc.join("docs").join(format!("{page}.gz")),
+        )?;
+    }
     write(
         &doc.join("copyright"),
         copyright(&date(epoch, "+%Y")?).as_bytes(),

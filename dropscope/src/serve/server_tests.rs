@@ -468,7 +468,7 @@ fn meta_uid(meta: &std::fs::Metadata) -> u32 {
 }
 
 #[test]
-fn the_help_and_the_readme_state_the_limits() {
+fn the_help_and_the_prometheus_page_state_the_limits() {
     use clap::CommandFactory as _;
     let mut cli = crate::cli::Cli::command();
     let help = cli
@@ -477,7 +477,7 @@ fn the_help_and_the_readme_state_the_limits() {
         .render_long_help()
         .to_string();
     let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
-    let readme = include_str!("../../../README.md")
+    let page = include_str!("../../../docs/prometheus.md")
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ");
@@ -498,7 +498,7 @@ fn the_help_and_the_readme_state_the_limits() {
     ];
     for l in &limits {
         assert!(help.contains(l.as_str()), "help lacks {l:?}:\n{help}");
-        assert!(readme.contains(l.as_str()), "README lacks {l:?}");
+        assert!(page.contains(l.as_str()), "docs/prometheus.md lacks {l:?}");
     }
 }
 

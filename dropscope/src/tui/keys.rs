@@ -443,7 +443,7 @@ mod tests {
 
     use super::*;
 
-    /// The key names of a label, as README writes them (arrows as arrows).
+    /// The key names of a label, as the docs write them (arrows as arrows).
     fn names(label: &str) -> impl Iterator<Item = String> + '_ {
         label.split_whitespace().map(|k| {
             match k {
@@ -457,14 +457,15 @@ mod tests {
         })
     }
 
-    /// The keys of README's key table: the backquoted names in the first column of the rows
-    /// after the `| key | action |` header.
-    fn readme_keys() -> BTreeSet<String> {
-        let readme = include_str!("../../../README.md");
-        let mut lines = readme
+    /// The keys of a document's table whose header starts `header` (`| key |`): the backquoted
+    /// names in the first column of the rows after the header.
+    fn documented_keys(doc: &str, header: &str) -> BTreeSet<String> {
+        let mut lines = doc
             .lines()
-            .skip_while(|l| !l.to_lowercase().starts_with("| key |"));
-        let _header = lines.next().expect("README has a `| key | action |` table");
+            .skip_while(|l| !l.to_lowercase().starts_with(header));
+        let _header = lines
+            .next()
+            .unwrap_or_else(|| panic!("the document has a `{header} ... |` table"));
         lines
             .skip(1)
             .take_while(|l| l.starts_with('|'))
@@ -480,19 +481,33 @@ mod tests {
             .collect()
     }
 
+    /// The user guide's key table (`| key | action |`) is the full one.
     #[test]
-    fn readme_lists_the_same_keys() {
+    fn the_guide_lists_the_same_keys() {
         let table: BTreeSet<String> = all().flat_map(|k| names(k.keys)).collect();
-        let readme = readme_keys();
+        let guide = documented_keys(include_str!("../../../docs/guide.md"), "| key |");
         assert_eq!(
-            table.difference(&readme).collect::<Vec<_>>(),
+            table.difference(&guide).collect::<Vec<_>>(),
             Vec::<&String>::new(),
-            "keys missing from README's key table"
+            "keys missing from docs/guide.md's key table"
         );
+        assert_eq!(
+            guide.difference(&table).collect::<Vec<_>>(),
+            Vec::<&String>::new(),
+            "docs/guide.md lists keys the TUI does not have"
+        );
+    }
+
+    /// README's first-screen table (`| press | to see |`) shows keys the TUI has.
+    #[test]
+    fn the_readme_shows_keys_the_tui_has() {
+        let table: BTreeSet<String> = all().flat_map(|k| names(k.keys)).collect();
+        let readme = documented_keys(include_str!("../../../README.md"), "| press |");
+        assert!(readme.len() >= 5, "{readme:?}");
         assert_eq!(
             readme.difference(&table).collect::<Vec<_>>(),
             Vec::<&String>::new(),
-            "README lists keys the TUI does not have"
+            "README shows keys the TUI does not have"
         );
     }
 
