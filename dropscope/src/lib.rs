@@ -14,6 +14,8 @@
 #![deny(clippy::unwrap_used)]
 
 pub mod cli;
+#[cfg(feature = "live")]
+pub(crate) mod clock;
 pub mod cmd;
 #[cfg(feature = "live")]
 pub mod collector;

@@ -1,6 +1,7 @@
 //! The collector on a thread of its own, feeding a [`Feed`]: the kernel's counters read beside
 //! the maps on their pace, the last snapshot on stop, and the [`Stopper`] that detaches.
 use super::*;
+use crate::clock::unix_ms;
 
 /// The kernel's counters as the collector reads them: before the maps, on their own pace.
 pub struct KernelSource {
