@@ -7,12 +7,12 @@ use anyhow::{Context as _, bail};
 use super::{require_terminal, shown};
 use crate::{
     cli::LiveArgs,
-    collector::{Collector, CollectorOptions, Stopper},
+    collector::{Collector, CollectorOptions},
     model::{SessionInfo, Snapshot},
     outfile,
     probe::{Probe, ProbeOptions},
     signals::Interrupt,
-    source::{Feed, KernelPace},
+    source::{Feed, KernelPace, Stopper},
     tui,
 };
 

@@ -11,7 +11,7 @@ mod feed;
 mod stacks;
 
 pub use counts::{CountMaps, CountRead, CountReader};
-pub use feed::{KernelSource, Stopper, session_info};
+pub use feed::{KernelSource, session_info};
 use std::{
     collections::HashMap,
     os::fd::OwnedFd,
@@ -33,7 +33,7 @@ use crate::{
     },
     names::Names,
     probe::{Probe, Totals},
-    source::{Feed, KernelPace},
+    source::{Feed, KernelPace, Stopper},
     symbolize::Symbolizer,
 };
 
