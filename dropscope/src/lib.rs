@@ -38,6 +38,7 @@ pub mod sanitize;
 pub mod serve;
 pub mod signals;
 pub mod source;
+pub mod suggest;
 #[cfg(feature = "live")]
 pub mod symbolize;
 pub mod tui;
