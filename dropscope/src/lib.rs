@@ -14,6 +14,8 @@
 #![deny(clippy::unwrap_used)]
 
 pub mod cli;
+#[cfg(feature = "live")]
+pub(crate) mod clock;
 pub mod cmd;
 #[cfg(feature = "live")]
 pub mod collector;
@@ -36,6 +38,7 @@ pub mod sanitize;
 pub mod serve;
 pub mod signals;
 pub mod source;
+pub mod suggest;
 #[cfg(feature = "live")]
 pub mod symbolize;
 pub mod tui;

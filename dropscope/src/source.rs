@@ -1,4 +1,5 @@
-//! Where snapshots come from, live collector or recording: consumers cannot tell them apart.
+//! Where snapshots come from, live collector or recording: consumers cannot tell them apart;
+//! and the [`Stopper`] that ends a live one.
 use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
@@ -16,6 +17,55 @@ pub struct Feed {
     pub replay: Option<ReplayHandle>,
     /// How often the kernel's counters are read (live, when a consumer asked for them).
     pub kernel_pace: Option<KernelPace>,
+}
+
+/// Stops a spawned collector: it takes a last snapshot, sends it, and detaches the probe (on its
+/// own thread, which [`Stopper::finish`] and `Drop` wait for, so nothing outlives the process's
+/// orderly exit: programs, a tracefs mount, BPF statistics).
+#[cfg(feature = "live")]
+pub struct Stopper {
+    stop: std::sync::mpsc::Sender<()>,
+    handle: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+}
+
+#[cfg(feature = "live")]
+impl Stopper {
+    /// The handle of a collector on thread `handle`, which stops when `stop` is sent to (or
+    /// dropped).
+    pub(crate) fn new(
+        stop: std::sync::mpsc::Sender<()>,
+        handle: std::thread::JoinHandle<std::io::Result<()>>,
+    ) -> Self {
+        Self {
+            stop,
+            handle: Some(handle),
+        }
+    }
+
+    /// Asks the collector to take a last snapshot and stop; the feed closes after it.
+    pub fn stop(&self) {
+        let _ = self.stop.send(());
+    }
+
+    /// Stops the collector, waits until the probe is detached, and returns what ended it.
+    pub fn finish(mut self) -> anyhow::Result<()> {
+        self.stop();
+        match self.handle.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(Ok(()))) | None => Ok(()),
+            Some(Ok(Err(e))) => Err(anyhow::Error::new(e).context("reading the probe's maps")),
+            Some(Err(_)) => Err(anyhow::anyhow!("the collector thread panicked")),
+        }
+    }
+}
+
+#[cfg(feature = "live")]
+impl Drop for Stopper {
+    fn drop(&mut self) {
+        self.stop();
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
 }
 
 /// How often a live source reads the kernel's counters, changeable while it runs (the TUI reads

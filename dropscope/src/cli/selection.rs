@@ -201,7 +201,7 @@ pub fn check_reason(name: &str, seen: &std::collections::BTreeSet<String>) -> an
     let n = group::reason_name(name);
     let guide = crate::explain::Guide::builtin();
     if !seen.contains(&n) && !guide.reasons().iter().any(|e| e.name == n) {
-        let near = crate::explain::did_you_mean(
+        let near = crate::suggest::did_you_mean(
             name,
             seen.iter()
                 .map(String::as_str)

@@ -66,7 +66,7 @@ pub async fn check_cmd(args: CheckArgs) -> anyhow::Result<()> {
     if !filter.is_set() {
         side = side.with_programs(&programs::of_snapshot(&snap), &args.live.select.by);
     }
-    programs::judgeable(&args.budget, &programs::counted(&snap)).map_err(usage)?;
+    budget::judgeable(&args.budget, &programs::counted(&snap)).map_err(usage)?;
     let verdicts = budget::judge(&args.budget, &side, None, "the live count")
         .map_err(|e| usage(e.to_string()))?;
     let mut keys: Vec<(DiffKey, u64)> = side.counts.iter().map(|(k, &n)| (k.clone(), n)).collect();

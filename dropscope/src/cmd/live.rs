@@ -7,12 +7,12 @@ use anyhow::{Context as _, bail};
 use super::{require_terminal, shown};
 use crate::{
     cli::LiveArgs,
-    collector::{Collector, CollectorOptions, Stopper},
+    collector::{Collector, CollectorOptions},
     model::{SessionInfo, Snapshot},
     outfile,
     probe::{Probe, ProbeOptions},
     signals::Interrupt,
-    source::{Feed, KernelPace},
+    source::{Feed, KernelPace, Stopper},
     tui,
 };
 
@@ -186,7 +186,7 @@ pub async fn record_cmd(
     );
     // At the end of the window the collector takes a last snapshot and closes the feed; the
     // recorder writes until then, so the drops of the last interval are in the file.
-    let recorder = super::headless::record_feed(feed, output, force, std::future::pending());
+    let recorder = crate::record::record_feed(feed, output, force, std::future::pending());
     tokio::pin!(recorder);
     let summary = tokio::select! {
         s = &mut recorder => s,

@@ -1,5 +1,5 @@
 //! The commands: each wires a source (live probe or recording) to a consumer, and the
-//! command-line consumers themselves (report printing, the headless recorder's status).
+//! command-line consumers themselves (report printing).
 //!
 //! Counting live needs the `live` feature (the eBPF object, probe and collector); a build
 //! without it reads recordings and BTF files, and says so when asked to count live.
@@ -8,7 +8,6 @@ mod check;
 mod diff;
 mod flamegraph;
 mod generate;
-pub mod headless;
 #[cfg(feature = "live")]
 pub mod live;
 mod reasons;

@@ -8,7 +8,7 @@ use crate::{
     explain::{self, Guide, Match},
     kcounters,
     probe::reasons::ReasonTable,
-    sanitize,
+    sanitize, suggest,
 };
 
 /// Runs `reasons`, from the running kernel or a BTF file.
@@ -85,7 +85,7 @@ pub fn explain_cmd(name: &str) -> anyhow::Result<()> {
         bail!(
             "no drop reason is named {}{} (`dropscope reasons` lists this kernel's)",
             sanitize::terminal(&e.name),
-            explain::did_you_mean(name, known)
+            suggest::did_you_mean(name, known)
         );
     }
     let counters = kcounters::map::counters_for(&e.name);

@@ -1,6 +1,7 @@
 //! Keys as the model knows them: the kernel's key with its attribution (namespace and its
 //! name, interface, protocol, port) and the packets sampled for it.
 use super::*;
+use crate::clock::{monotonic_ms, unix_ms};
 
 impl Collector {
     /// The model's key for a kernel key: reason and location named, packets attributed.

@@ -1,6 +1,7 @@
 //! The collector on a thread of its own, feeding a [`Feed`]: the kernel's counters read beside
 //! the maps on their pace, the last snapshot on stop, and the [`Stopper`] that detaches.
 use super::*;
+use crate::clock::unix_ms;
 
 /// The kernel's counters as the collector reads them: before the maps, on their own pace.
 pub struct KernelSource {
@@ -195,52 +196,12 @@ impl Collector {
             replay: None,
             kernel_pace,
         };
-        Ok((
-            feed,
-            Stopper {
-                stop: stop_tx,
-                handle: Some(handle),
-            },
-        ))
+        Ok((feed, Stopper::new(stop_tx, handle)))
     }
 }
 
 /// How long the last snapshot waits for names still being looked up.
 pub(super) const FINAL_NAMES_WAIT: Duration = Duration::from_secs(1);
-
-/// Stops a spawned collector: it takes a last snapshot, sends it, and detaches the probe (on its
-/// own thread, which [`Stopper::finish`] and `Drop` wait for, so nothing outlives the process's
-/// orderly exit: programs, a tracefs mount, BPF statistics).
-pub struct Stopper {
-    stop: std::sync::mpsc::Sender<()>,
-    handle: Option<std::thread::JoinHandle<std::io::Result<()>>>,
-}
-
-impl Stopper {
-    /// Asks the collector to take a last snapshot and stop; the feed closes after it.
-    pub fn stop(&self) {
-        let _ = self.stop.send(());
-    }
-
-    /// Stops the collector, waits until the probe is detached, and returns what ended it.
-    pub fn finish(mut self) -> anyhow::Result<()> {
-        self.stop();
-        match self.handle.take().map(std::thread::JoinHandle::join) {
-            Some(Ok(Ok(()))) | None => Ok(()),
-            Some(Ok(Err(e))) => Err(anyhow::Error::new(e).context("reading the probe's maps")),
-            Some(Err(_)) => Err(anyhow::anyhow!("the collector thread panicked")),
-        }
-    }
-}
-
-impl Drop for Stopper {
-    fn drop(&mut self) {
-        self.stop();
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
-}
 
 /// Host, kernel, start time and probe kind of a live session starting now.
 pub fn session_info(probe: &Probe) -> SessionInfo {

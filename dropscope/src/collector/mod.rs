@@ -11,12 +11,12 @@ mod feed;
 mod stacks;
 
 pub use counts::{CountMaps, CountRead, CountReader};
-pub use feed::{KernelSource, Stopper, session_info};
+pub use feed::{KernelSource, session_info};
 use std::{
     collections::HashMap,
     os::fd::OwnedFd,
     sync::Arc,
-    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+    time::{Duration, Instant},
 };
 
 use tokio::sync::mpsc;
@@ -24,6 +24,7 @@ use tokio::sync::mpsc;
 use dropscope_common::{StackKey, StackValue};
 
 use crate::{
+    clock::unix_ms,
     kcounters::{self, KernelCounters},
     model::group::{self, Dim},
     model::{
@@ -32,7 +33,7 @@ use crate::{
     },
     names::Names,
     probe::{Probe, Totals},
-    source::{Feed, KernelPace},
+    source::{Feed, KernelPace, Stopper},
     symbolize::Symbolizer,
 };
 
@@ -294,24 +295,6 @@ impl Collector {
     fn counts_keys(&self) -> u64 {
         self.last_totals.map_or(0, |t| t.new_keys)
     }
-}
-
-/// CLOCK_MONOTONIC in milliseconds: the clock of `bpf_ktime_get_ns`.
-pub(crate) fn monotonic_ms() -> u64 {
-    // SAFETY: clock_gettime writes into the zeroed timespec we pass and nothing else.
-    let ts = unsafe {
-        let mut ts: libc::timespec = std::mem::zeroed();
-        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
-        ts
-    };
-    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
-}
-
-/// The wall clock in milliseconds since the Unix epoch.
-pub(crate) fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 fn self_cpu_us() -> u64 {

@@ -4,6 +4,7 @@ use std::{collections::HashSet, path::Path};
 
 use super::*;
 use crate::probe::reasons::ReasonTable;
+use crate::suggest::{closest, did_you_mean};
 
 #[test]
 fn the_builtin_guide_parses_and_has_no_duplicates() {

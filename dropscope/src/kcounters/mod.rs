@@ -20,6 +20,7 @@ pub mod hooks;
 pub mod layers;
 pub mod ledger;
 pub mod map;
+pub mod netlink;
 pub mod netns;
 pub mod parse;
 pub mod ratio;

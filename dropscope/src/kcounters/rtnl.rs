@@ -10,7 +10,7 @@
 //!
 //! Bounded: a dump is cut after [`MAX_ENTRIES`] entries or [`DUMP_TIME`], and a receive that
 //! waits longer than [`RECV_TIMEOUT`] ends it; each cut is a note, never a hang.
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use netlink_packet_core::{
     NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST, NetlinkHeader, NetlinkMessage, NetlinkPayload,
@@ -22,19 +22,20 @@ use netlink_packet_route::{
 };
 use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
 
-use super::{hooks::Hooked, parse::Counters, rename::Devices};
+use super::{
+    hooks::Hooked,
+    netlink::{DUMP_TIME, RECV_TIMEOUT},
+    parse::Counters,
+    rename::Devices,
+};
 
 /// The most links, or qdiscs, one dump reads in one namespace.
 pub const MAX_ENTRIES: usize = 2048;
-/// The longest one dump may take.
-pub const DUMP_TIME: Duration = Duration::from_secs(2);
 /// The most tc filters dumped in one namespace per reading, over all its devices and sides
 /// (each dump is bounded by [`MAX_ENTRIES`] too): the sides past it are not read, and a note
 /// says how many, so filters made in bulk in one namespace cost its own reading a bounded
 /// time.
 pub const MAX_FILTERS_PER_NAMESPACE: usize = 4096;
-/// The longest one receive waits for the kernel.
-pub const RECV_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// The stats64 fields read, by name: the drop and error counters of the device.
 pub const LINK_STATS: &[&str] = &[

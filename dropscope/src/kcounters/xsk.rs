@@ -15,8 +15,8 @@ use std::{collections::HashMap, time::Instant};
 use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_SOCK_DIAG};
 
 use super::{
+    netlink::{DUMP_TIME, RECV_TIMEOUT},
     parse::Counters,
-    rtnl::{DUMP_TIME, RECV_TIMEOUT},
 };
 
 /// How a note that the sockets could not be read begins.

@@ -483,6 +483,16 @@ pub fn percent(v: f64) -> String {
     }
 }
 
+/// Refuses the first clause of `clauses` on a program's verdicts where they were not
+/// `counted` (see [`programs::counted`]): the clause would hold on nothing.
+pub fn judgeable(clauses: &[Clause], counted: &Result<(), String>) -> Result<(), String> {
+    let Some(c) = (clauses.iter()).find(|c| c.reason().is_some_and(programs::is_program_reason))
+    else {
+        return Ok(());
+    };
+    (counted.as_ref().map(|_| ())).map_err(|why| format!("--budget {c} cannot be judged: {why}"))
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -662,5 +672,41 @@ mod tests {
         assert_eq!(percent(0.025), "2.5%");
         assert_eq!(percent(0.5), "50.0%");
         assert_eq!(percent(0.0), "0.0%");
+    }
+
+    #[test]
+    fn a_clause_on_verdicts_is_refused_where_an_attached_program_was_not_counted() {
+        use crate::model::{
+            KernelReading, Snapshot,
+            programs::{UNCOUNTED, counted},
+        };
+        let clauses = ["NO_SOCKET<1/s", "xdp_drop<5/s"].map(|c| parse(c).expect(c));
+        let judged = |snap: &Snapshot| judgeable(&clauses, &counted(snap));
+        // No reading at all: nothing says the verdicts were counted.
+        let mut snap = Snapshot::default();
+        let e = judged(&snap).expect_err("no reading");
+        assert!(
+            e.starts_with("--budget XDP_DROP<5/s cannot be judged: no reading"),
+            "{e}"
+        );
+        // A reading with every program counted: judged.
+        let mut r = KernelReading::default();
+        (r.netns.entry(7).or_default()).insert(Arc::from("Xdp:vb:xdpdrv:ds_drop#42:drop"), 500);
+        snap.kernel = Some(Arc::new(r.clone()));
+        assert_eq!(judged(&snap), Ok(()));
+        // The collector's notes when the kernel refuses.
+        r.errors = vec![
+            format!("program 42 \"g\" (XDP xdpdrv on vb, netns 7): {UNCOUNTED}: EPERM"),
+            format!("program 43 \"s\" (tc ingress on vb, netns 7): {UNCOUNTED}: EPERM"),
+        ];
+        snap.kernel = Some(Arc::new(r));
+        let e = judged(&snap).expect_err("refused");
+        assert!(
+            e.starts_with("--budget XDP_DROP<5/s cannot be judged: program 42"),
+            "{e}"
+        );
+        assert!(e.ends_with("(and 1 more)"), "{e}");
+        // A budget naming no verdict is judged as ever.
+        assert_eq!(judgeable(&clauses[..1], &counted(&snap)), Ok(()));
     }
 }

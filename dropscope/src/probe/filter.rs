@@ -62,7 +62,7 @@ pub fn encode(
     cfg.need = need_bits(cfg, mode != filter::REASONS_ALL);
     for name in names {
         let value = reasons.value_of(&reason_name(name)).with_context(|| {
-            let near = crate::explain::did_you_mean(name, reasons.iter().map(|(_, n)| n));
+            let near = crate::suggest::did_you_mean(name, reasons.iter().map(|(_, n)| n));
             format!("unknown drop reason {name:?}{near} (`dropscope reasons` lists them)")
         })?;
         let bit = reason_bit(value)

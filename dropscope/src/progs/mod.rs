@@ -355,7 +355,7 @@ impl Programs {
     /// all read, costs no syscall. A place is read twice and kept when both reads agree: a
     /// frame being written is read again at the next poll.
     fn read_frames(&mut self) {
-        let offset = crate::collector::unix_ms() as i128 - crate::collector::monotonic_ms() as i128;
+        let offset = crate::clock::unix_ms() as i128 - crate::clock::monotonic_ms() as i128;
         for id in self.placed.keys() {
             let Some(w) = self.watched.get_mut(id) else {
                 continue;

@@ -6,7 +6,7 @@
 //! - [`Recording`] opens a file, checks every frame's checksum, keeps the valid prefix of a
 //!   damaged file (with a warning naming the byte offset) and seeks from the nearest keyframe.
 //! - [`replay_feed`] plays a recording as a [`Feed`](crate::source::Feed) with timeline controls;
-//!   `crate::cmd::headless::record_feed` is the headless `dropscope record`.
+//!   [`record_feed`] records a feed to a file: the headless `dropscope record`.
 use std::time::Duration;
 
 pub mod budget;
@@ -14,6 +14,7 @@ pub mod crafted;
 mod decode;
 mod encoder;
 mod format;
+mod headless;
 mod health;
 mod index;
 mod kernel;
@@ -41,6 +42,7 @@ mod tests_v2;
 
 pub use encoder::{KEYFRAME_EVERY, KEYFRAME_MAX_FRAMES};
 pub use format::{MAGIC, VERSION};
+pub use headless::{RecordSummary, record_feed};
 pub use index::FrameInfo;
 pub use reader::Recording;
 pub use replay::replay_feed;

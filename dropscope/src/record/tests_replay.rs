@@ -7,11 +7,10 @@ use tokio::{
 };
 
 use super::{
-    Recording, encode, replay_feed,
+    Recording, encode, record_feed, replay_feed,
     tests::{session, story},
 };
 use crate::{
-    cmd::headless::record_feed,
     model::Snapshot,
     source::{Feed, ReplayCommand as Cmd, ReplayStatus},
 };

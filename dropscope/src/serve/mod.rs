@@ -22,7 +22,7 @@ use std::{net::SocketAddr, path::PathBuf, sync::Arc};
 use anyhow::{Context as _, bail};
 use tokio::sync::watch;
 
-use crate::{collector::Stopper, source::Feed};
+use crate::source::{Feed, Stopper};
 
 use self::{
     connections::Limits, exposition::Exposition, http::Published, series::Selection,

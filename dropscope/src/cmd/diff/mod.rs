@@ -37,7 +37,7 @@ pub fn diff_cmd(args: DiffArgs) -> anyhow::Result<()> {
     let (filter, by) = args.select.recorded_all(&[&base.snapshot, &new.snapshot])?;
     check_budget_reasons(&args.budget, &reasons(&[&base, &new]))?;
     refuse_filtered_programs(&args.budget, &filter)?;
-    programs::judgeable(&args.budget, &new.programs_counted)
+    budget::judgeable(&args.budget, &new.programs_counted)
         .map_err(|e| Outcome::Usage(format!("{}: {e}", new.name)))?;
     let sides = (side(&base, &filter, &by), side(&new, &filter, &by));
     // Only the sides are compared from here on: the inputs' keys are not held beside them.

@@ -10,7 +10,7 @@ use std::{
 use anyhow::Context as _;
 use tokio::time::{Instant, MissedTickBehavior, interval};
 
-use crate::record::{RecordError, Recorder};
+use super::{RecordError, Recorder};
 use crate::{model::Snapshot, source::Feed};
 
 /// What a finished headless recording holds.
