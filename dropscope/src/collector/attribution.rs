@@ -67,8 +67,14 @@ impl Collector {
         let holder = match self.holders.get(&inode) {
             Some(&(g, holder)) if g == generation => holder,
             _ => {
-                let holder = (self.names.enter_path(inode))
-                    .and_then(|p| crate::names::cookie::of_path(&p).ok())
+                // No way in known yet: the names do not know the namespace either, so nothing
+                // could be named wrongly; its names are asked for at once (not a round later),
+                // and checked once the way in is known.
+                let Some(path) = self.names.enter_path(inode) else {
+                    return true;
+                };
+                let holder = crate::names::cookie::of_path(&path)
+                    .ok()
                     .filter(|&(i, _)| i == inode)
                     .map(|(_, c)| c);
                 // One entry per inode with drops: bounded like the keys.
