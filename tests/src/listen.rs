@@ -12,8 +12,19 @@ use crate::Netns;
 /// Opens `n` connections to a listener with `backlog` that never accepts, from inside the
 /// namespace (on a thread that enters it), and closes them before any SYN is retransmitted.
 pub fn overflow_accept_queue(ns: &Netns, backlog: i32, n: usize) {
+    overflow_accept_queue_then(ns, backlog, n, |_| ());
+}
+
+/// Like [`overflow_accept_queue`], but the listener stays open (its accept queue full) until
+/// `then`, given its port, has returned; returns what `then` did.
+pub fn overflow_accept_queue_then<R>(
+    ns: &Netns,
+    backlog: i32,
+    n: usize,
+    then: impl FnOnce(u16) -> R,
+) -> R {
     let file = File::open(format!("/run/netns/{}", ns.name)).expect("namespace file");
-    std::thread::scope(|s| {
+    let listener = std::thread::scope(|s| {
         s.spawn(|| {
             // SAFETY: setns(2) on a file we own; only this thread changes namespace.
             let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
@@ -53,7 +64,13 @@ pub fn overflow_accept_queue(ns: &Netns, backlog: i32, n: usize) {
                 // SAFETY: each fd was opened above and is closed once.
                 unsafe { libc::close(fd) };
             }
-            drop(listener);
-        });
+            listener
+        })
+        .join()
+        .expect("the connecting thread")
     });
+    let port = listener.local_addr().expect("addr").port();
+    let out = then(port);
+    drop(listener);
+    out
 }

@@ -6,7 +6,9 @@
 use std::{os::unix::fs::MetadataExt, process::Command, time::Duration};
 
 use dropscope_tests::{
-    Counting, Netns, count, dropscope_bin, listen::overflow_accept_queue, root_test, run,
+    Counting, Netns, count, dropscope_bin,
+    listen::{overflow_accept_queue, overflow_accept_queue_then},
+    root_test, run,
 };
 
 /// The namespace's inode number, as the report names it.
@@ -198,6 +200,54 @@ fn a_full_accept_queue_is_a_counter_only_row_in_json_and_text() {
             .any(|w| w == (reference - seen).to_string()),
         "{line}\n{text}"
     );
+}
+
+/// The row names the listener whose accept queue is full, and this process holding it (the
+/// listener stays open, its queue full, until both reports have ended).
+#[test]
+fn a_full_accept_queue_row_names_its_listener_and_process() {
+    let _serial = root_test();
+    let ns = Netns::new("cl");
+    let ino = inode(&ns);
+    let json = Counting::start(&["report", "--format", "json"]);
+    let text = Counting::start(&["report"]);
+    let (port, report, text) = overflow_accept_queue_then(&ns, 1, 40, |port| {
+        std::thread::sleep(Duration::from_millis(200));
+        let report: serde_json::Value =
+            serde_json::from_str(&json.interrupt()).expect("JSON report");
+        (port, report, text.interrupt())
+    });
+    let pid = std::process::id();
+    let comm = std::fs::read_to_string("/proc/self/comm").expect("comm");
+    let comm = comm.trim_end();
+    let row = (report["counter_only"]
+        .as_array()
+        .expect("counter_only rows")
+        .iter())
+    .find(|r| r["netns"] == ino && r["reason"] == "TcpExt:ListenDrops")
+    .unwrap_or_else(|| panic!("no ListenDrops row: {report:#}"));
+    let listeners = row["listeners"].as_array().expect("listeners");
+    assert_eq!(listeners.len(), 1, "{row:#}");
+    let l = &listeners[0];
+    assert_eq!(l["addr"], format!("127.0.0.1:{port}"), "{row:#}");
+    assert_eq!(
+        (&l["port"], &l["pid"]),
+        (&port.into(), &pid.into()),
+        "{row:#}"
+    );
+    assert_eq!(l["comm"], comm, "{row:#}");
+    assert_eq!(l["backlog"], 1, "{row:#}");
+    assert!(l["accept_queue"].as_u64().expect("queue") > 1, "{row:#}");
+    let detail = format!("listener 127.0.0.1:{port} {comm}[{pid}] accept queue ");
+    assert!(
+        l["detail"].as_str().is_some_and(|d| d.starts_with(&detail)),
+        "{row:#}"
+    );
+    // The text report names it under its table.
+    let line = (text.lines())
+        .find(|l| l.contains("TcpExt:ListenDrops") && l.contains(&detail))
+        .unwrap_or_else(|| panic!("no listener line in {text}"));
+    assert!(line.contains(&ino.to_string()), "{line}");
 }
 
 #[test]

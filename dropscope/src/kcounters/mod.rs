@@ -13,12 +13,15 @@
 //! waited for ([`KernelCounters::poll`]), the initial namespace first, then at most
 //! [`netns::MAX_READ_PER_POLL`] - 1 others within [`netns::READ_BUDGET`] (the rest in turn by
 //! later readings, and a note says how many waited). No
-//! namespace but the initial one is held open between calls, so none is kept alive.
+//! namespace but the initial one is held open between calls, so none is kept alive. Where a
+//! namespace's `TcpExt:ListenDrops` is not zero, its reading also finds the TCP listeners
+//! whose accept queue is full, and who holds them ([`listeners`]).
 pub mod ethtool;
 mod guarded;
 pub mod hooks;
 pub mod layers;
 pub mod ledger;
+pub mod listeners;
 pub mod map;
 pub mod netlink;
 pub mod netns;
@@ -84,6 +87,9 @@ pub struct KernelView {
     /// [`crate::model::counter_only`]): each once, adding up to [`KernelView::unseen_total`];
     /// `None` where unseen is.
     pub counter_only: Option<Vec<crate::model::DropCount>>,
+    /// The TCP listeners whose accept queue was full when the counters were read, per
+    /// namespace (see [`listeners`]): shown on the namespace's `TcpExt:ListenDrops` row.
+    pub listeners: BTreeMap<u64, Vec<crate::model::kernel::Listener>>,
 }
 
 impl KernelView {
@@ -102,6 +108,12 @@ impl KernelView {
     /// computed. Every total of unseen drops shown is this one.
     pub fn unseen_total(&self) -> Option<u64> {
         self.unseen.as_ref().map(|_| unseen::total(&self.alone()))
+    }
+
+    /// The full listeners a counter-only row names (see
+    /// [`crate::model::counter_only::listeners`]); none for any other row.
+    pub fn listeners_of(&self, key: &crate::model::DropKey) -> &[crate::model::kernel::Listener] {
+        crate::model::counter_only::listeners(&self.listeners, key)
     }
 
     /// How a namespace is shown: `init`, its name and inode, or its inode (terminal-safe).
@@ -136,6 +148,9 @@ pub struct KernelCounters {
     /// Growth of counters that were reset since the start (see [`resets`]), per namespace:
     /// added to what they counted since.
     carried: BTreeMap<u64, Counters>,
+    /// The TCP listeners whose accept queue was full, per namespace, as its latest reading
+    /// found them.
+    listeners: BTreeMap<u64, Vec<crate::model::kernel::Listener>>,
 }
 
 impl KernelCounters {
@@ -152,6 +167,7 @@ impl KernelCounters {
             tracked: BTreeSet::new(),
             devices: BTreeMap::new(),
             carried: BTreeMap::new(),
+            listeners: BTreeMap::new(),
         };
         k.poll(&[]);
         Ok(k)
@@ -246,6 +262,15 @@ impl KernelCounters {
             }
             self.hooks = hooks;
         }
+        // Each namespace read now: the full listeners it has now (none, where none is).
+        let mut listeners = reading.listeners;
+        for ns in reading.counters.keys() {
+            match listeners.remove(ns) {
+                Some(l) => self.listeners.insert(*ns, l),
+                None => self.listeners.remove(ns),
+            };
+        }
+        self.listeners.retain(|ns, _| tracked.contains(ns));
         let mut devices = reading.devices;
         // Counters of deleted devices, and counters no longer read of devices still there,
         // each kept within a budget of their own, shared out over the namespaces read (the
@@ -436,6 +461,7 @@ impl KernelCounters {
             netns,
             errors: self.notes.concat(),
             devices,
+            listeners: self.listeners.clone(),
         }
     }
 }
@@ -483,7 +509,7 @@ pub fn view(reading: &KernelReading, snap: &Snapshot, filter: Option<String>) ->
         filter,
         ratios: ratio::ratios(reading, snap),
         ledger,
-
+        listeners: reading.listeners.clone(),
         errors: reading.errors.clone(),
         names: snap
             .drops

@@ -88,6 +88,8 @@ pub struct Reading {
     pub hooks: BTreeMap<u64, Vec<Hooked>>,
     /// The devices of each namespace whose links were read, by interface index.
     pub devices: BTreeMap<u64, Devices>,
+    /// The TCP listeners whose accept queue was full, per namespace read where any was.
+    pub listeners: BTreeMap<u64, Vec<crate::model::kernel::Listener>>,
 }
 
 impl Reading {
@@ -101,6 +103,7 @@ impl Reading {
         self.reached = part.reached;
         self.hooks.extend(part.hooks);
         self.devices.extend(part.devices);
+        self.listeners.extend(part.listeners);
         self.unix_ms = part.unix_ms;
     }
 
@@ -113,6 +116,9 @@ impl Reading {
         }
         if !found.devices.is_empty() {
             self.devices.insert(ns, found.devices);
+        }
+        if !found.listeners.is_empty() {
+            self.listeners.insert(ns, found.listeners);
         }
         (self.errors).extend(found.notes.into_iter().map(|n| format!("netns {ns}: {n}")));
     }
@@ -599,7 +605,8 @@ impl InitialNs {
             self.files = None;
         }
         let mut all = result?;
-        let found = self.rtnl.read(&mut all);
+        let mut found = self.rtnl.read(&mut all);
+        listeners(&all, &mut found);
         all.retain(|name, _| super::is_kept(name));
         Ok((all, found))
     }
@@ -682,6 +689,16 @@ fn enter(ns: &File, path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Adds the full TCP listeners of the calling thread's namespace, whose counters are `all`, to
+/// `found` (see [`super::listeners`]: asked only where `TcpExt:ListenDrops` is not zero). The
+/// processes holding them are looked for in `/proc`: the reading thread changed its network
+/// namespace only, so these are dropscope's pids.
+fn listeners(all: &Counters, found: &mut Found) {
+    let (listeners, notes) = super::listeners::read(all, Path::new("/proc"));
+    found.listeners = listeners;
+    found.notes.extend(notes);
+}
+
 /// Up to `max` inodes of `all`, those after `cursor` first, then from the start: a round robin.
 fn pick<V>(all: &BTreeMap<u64, V>, cursor: u64, max: usize) -> Vec<u64> {
     all.range(cursor.saturating_add(1)..)
@@ -705,7 +722,8 @@ fn read_in(ns: &File, path: &Path, buf: &mut Vec<u8>) -> anyhow::Result<(Counter
     if let Ok(text) = read_once("snmp6", buf) {
         parse::snmp6(text, &mut all, super::is_kept);
     }
-    let found = super::rtnl::Rtnl::default().read(&mut all);
+    let mut found = super::rtnl::Rtnl::default().read(&mut all);
+    listeners(&all, &mut found);
     // Only counters that count drops, and packets (the denominators of ratios), are kept.
     all.retain(|name, _| super::is_kept(name));
     Ok((all, found))

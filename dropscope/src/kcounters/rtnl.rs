@@ -70,6 +70,8 @@ pub struct Found {
     pub devices: Devices,
     /// What could not be read, or was cut.
     pub notes: Vec<String>,
+    /// The TCP listeners whose accept queue is full (see [`super::listeners`]).
+    pub listeners: Vec<crate::model::kernel::Listener>,
 }
 
 /// An rtnetlink socket of one namespace, kept between reads (the initial namespace's) or made

@@ -27,17 +27,17 @@ pub const MAX_SOCKETS: usize = 1024;
 /// `AF_XDP`.
 const AF_XDP: u8 = 44;
 /// `SOCK_DIAG_BY_FAMILY`.
-const SOCK_DIAG_BY_FAMILY: u16 = 20;
-const NLM_F_REQUEST: u16 = 0x1;
-const NLM_F_DUMP: u16 = 0x300;
-const NLMSG_ERROR: u16 = 2;
-const NLMSG_DONE: u16 = 3;
+pub(super) const SOCK_DIAG_BY_FAMILY: u16 = 20;
+pub(super) const NLM_F_REQUEST: u16 = 0x1;
+pub(super) const NLM_F_DUMP: u16 = 0x300;
+pub(super) const NLMSG_ERROR: u16 = 2;
+pub(super) const NLMSG_DONE: u16 = 3;
 const XDP_SHOW_INFO: u32 = 1;
 const XDP_SHOW_STATS: u32 = 1 << 4;
 const XDP_DIAG_INFO: u16 = 1;
 const XDP_DIAG_STATS: u16 = 9;
 /// `struct nlmsghdr`.
-const NLMSG_HDR: usize = 16;
+pub(super) const NLMSG_HDR: usize = 16;
 /// `struct xdp_diag_msg`.
 const XDP_DIAG_MSG: usize = 16;
 
@@ -60,11 +60,11 @@ struct Xsk {
     stats: Option<[u64; 6]>,
 }
 
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
+pub(super) fn u16_at(b: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
 }
 
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+pub(super) fn u32_at(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
 

@@ -10,9 +10,16 @@
 //! [`unseen::summed`] keeps are rows (`ListenOverflows` lies within `ListenDrops`), so the rows
 //! add up to [`unseen::total`]. Its reason code has [`COUNTER_REASON`] set, which no kernel
 //! reason has: a counter-only row is known by its key alone, live, replayed or regrouped.
+//!
+//! A `TcpExt:ListenDrops` row names, beside its key, the TCP listeners of its namespace whose
+//! accept queue was full when the counters were read, and the process holding each where one
+//! was found ([`listeners`]; read by [`crate::kcounters::listeners`]); none where none was full
+//! then, and none in a replay (recordings do not carry them).
 use std::{collections::BTreeMap, sync::Arc};
 
-use super::{Attribution, DropCount, DropKey, KernelReading, Reason, Snapshot, programs};
+use super::{
+    Attribution, DropCount, DropKey, KernelReading, Reason, Snapshot, kernel::Listener, programs,
+};
 use crate::kcounters::{
     layers,
     unseen::{self, Alone},
@@ -34,6 +41,19 @@ pub fn is_counter_only(key: &DropKey) -> bool {
 /// part of the probe's total nor merged with its rows.
 pub fn is_beside(key: &DropKey) -> bool {
     programs::is_program(key) || is_counter_only(key)
+}
+
+/// The counters whose drops a full accept queue explains.
+pub const LISTEN_COUNTERS: &[&str] = &["TcpExt:ListenDrops", "TcpExt:ListenOverflows"];
+
+/// The listeners of `all` (per namespace, those whose accept queue was full when read) that a
+/// counter-only row of a listen counter ([`LISTEN_COUNTERS`]) names: its namespace's; none for
+/// any other row.
+pub fn listeners<'a>(all: &'a BTreeMap<u64, Vec<Listener>>, key: &DropKey) -> &'a [Listener] {
+    if !is_counter_only(key) || !LISTEN_COUNTERS.contains(&&*key.reason.name) {
+        return &[];
+    }
+    (key.attr.netns.and_then(|ns| all.get(&ns))).map_or(&[], Vec::as_slice)
 }
 
 /// The protocol a counter's drops are of, where its group says (`TcpExt:` → `tcp`).

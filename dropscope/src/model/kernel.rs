@@ -80,6 +80,56 @@ pub struct KernelReading {
     /// them ([`KernelReading::since`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub devices: BTreeMap<u64, Devices>,
+    /// Per namespace, the TCP listeners whose accept queue was full when it was read (see
+    /// [`Listener`]); a namespace where none was is left out. Recordings do not carry them
+    /// yet: a replayed reading has none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub listeners: BTreeMap<u64, Vec<Listener>>,
+}
+
+/// A TCP listener whose accept queue was full when the kernel's counters were read (the
+/// kernel's own test: more connections waiting to be accepted than its backlog), so the one
+/// refusing handshakes then (`TcpExt:ListenDrops`); names are escaped where they are read (see
+/// [`crate::sanitize::kernel_name`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Listener {
+    /// Its local address and port: `127.0.0.1:8080`, `[::]:443`.
+    pub addr: String,
+    /// Its local port.
+    pub port: u16,
+    /// Connections waiting to be accepted.
+    pub queue: u32,
+    /// Its backlog (the accept queue's limit).
+    pub backlog: u32,
+    /// The socket's inode number.
+    pub inode: u64,
+    /// The process holding it (the first found with the socket open), where one was found.
+    pub process: Option<Holder>,
+}
+
+/// A process holding a socket open.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Holder {
+    /// Its pid (in dropscope's pid namespace).
+    pub pid: u32,
+    /// Its command name (`comm`), escaped.
+    pub comm: String,
+}
+
+impl Listener {
+    /// `listener 127.0.0.1:8080 nginx[812] accept queue 2/1` (terminal-safe).
+    pub fn describe(&self) -> String {
+        let who = match &self.process {
+            Some(h) => format!("{}[{}]", crate::sanitize::terminal(&h.comm), h.pid),
+            None => format!("socket {} (no process found)", self.inode),
+        };
+        format!(
+            "listener {} {who} accept queue {}/{}",
+            crate::sanitize::terminal(&self.addr),
+            self.queue,
+            self.backlog
+        )
+    }
 }
 
 impl KernelReading {
@@ -181,6 +231,7 @@ impl KernelReading {
             netns,
             errors: self.errors.clone(),
             devices,
+            listeners: self.listeners.clone(),
         }
     }
 }

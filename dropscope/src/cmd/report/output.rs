@@ -197,6 +197,47 @@ pub struct JsonCounterOnlyDrop {
     pub hint: String,
     /// The guide's check commands for it, filled in (as `drops` has them).
     pub check: Vec<String>,
+    /// For `TcpExt:ListenDrops` (and `ListenOverflows`): the TCP listeners of its namespace
+    /// whose accept queue was full when the counters were last read, with the process holding
+    /// each where one was found; empty where none was full then (none is guessed), for other
+    /// counters, and when replaying (recordings do not carry them).
+    pub listeners: Vec<JsonListener>,
+}
+
+/// A TCP listener whose accept queue was full, on a counter-only row.
+#[derive(Debug, Serialize)]
+pub struct JsonListener {
+    /// Local address and port: `127.0.0.1:8080`, `[::]:443`.
+    pub addr: String,
+    /// Local port.
+    pub port: u16,
+    /// Connections waiting to be accepted.
+    pub accept_queue: u32,
+    /// The accept queue's limit (the listener's backlog).
+    pub backlog: u32,
+    /// The socket's inode number.
+    pub inode: u64,
+    /// The pid of the process holding it, where one was found.
+    pub pid: Option<u32>,
+    /// That process's command name (escaped).
+    pub comm: Option<String>,
+    /// All of it in one line: `listener 127.0.0.1:8080 nginx[812] accept queue 2/1`.
+    pub detail: String,
+}
+
+impl From<&crate::model::kernel::Listener> for JsonListener {
+    fn from(l: &crate::model::kernel::Listener) -> Self {
+        JsonListener {
+            addr: crate::sanitize::terminal(&l.addr).into_owned(),
+            port: l.port,
+            accept_queue: l.queue,
+            backlog: l.backlog,
+            inode: l.inode,
+            pid: l.process.as_ref().map(|h| h.pid),
+            comm: (l.process.as_ref()).map(|h| crate::sanitize::terminal(&h.comm).into_owned()),
+            detail: l.describe(),
+        }
+    }
 }
 
 /// The drop ledger in the JSON report.
@@ -314,6 +355,7 @@ impl JsonReport<'_> {
                     count: d.count,
                     hint: Guide::builtin().hint(&d.key.reason.name),
                     check: ways.checks(&d.key),
+                    listeners: k.listeners_of(&d.key).iter().map(Into::into).collect(),
                 })
                 .collect()
         });
@@ -412,7 +454,25 @@ pub fn write_counter_only(
         cells: rows.iter().map(|d| d.count.to_string()).collect(),
         min: 12,
     }];
-    write_key_table(&keys, &numbers, width, &mut out)
+    write_key_table(&keys, &numbers, width, &mut out)?;
+    // The listeners whose accept queue was full, under the table: the row's key stays the
+    // counter's.
+    for d in &rows {
+        for l in k.listeners_of(&d.key) {
+            let ns = d
+                .key
+                .attr
+                .netns
+                .map_or_else(String::new, |n| k.netns_label(n));
+            writeln!(
+                out,
+                "  {} netns {ns}: {}",
+                crate::sanitize::terminal(&d.key.reason.name),
+                l.describe()
+            )?;
+        }
+    }
+    Ok(())
 }
 
 /// Writes the window's program rows (if any) as a table of their own, after the probe's.
@@ -1074,6 +1134,7 @@ mod tests {
         KernelView {
             programs: Some(Vec::new()),
             counter_only: None,
+            listeners: Default::default(),
             initial_netns: 1,
             counters: vec![CounterDelta {
                 netns: 9,
@@ -1292,6 +1353,86 @@ mod tests {
         let filtered = crate::kcounters::view(&reading, &s, Some("reason NO_SOCKET".into()));
         let v = serde_json::to_value(json(&s, 1.0).with_kernel(&filtered)).expect("json");
         assert!(v["counter_only"].is_null(), "{v:#}");
+    }
+
+    #[test]
+    fn a_listen_drops_row_names_the_full_listeners_of_its_namespace() {
+        use crate::model::kernel::{Holder, Listener};
+        let mut reading = crate::model::KernelReading {
+            initial_netns: 1,
+            ..Default::default()
+        };
+        (reading.netns.entry(9).or_default()).insert("TcpExt:ListenDrops".into(), 40);
+        (reading.netns.entry(9).or_default()).insert("Udp:NoPorts".into(), 3);
+        let full = Listener {
+            addr: "127.0.0.1:8080".into(),
+            port: 8080,
+            queue: 2,
+            backlog: 1,
+            inode: 777,
+            process: Some(Holder {
+                pid: 812,
+                comm: "ngi\u{1b}[2Jnx".into(),
+            }),
+        };
+        let orphan = Listener {
+            addr: "[::]:22".into(),
+            port: 22,
+            inode: 778,
+            process: None,
+            ..full.clone()
+        };
+        reading.listeners.insert(9, vec![full, orphan]);
+        // Another namespace's listener is not this row's.
+        let other = reading.listeners[&9][0].clone();
+        reading.listeners.insert(5, vec![other]);
+        let s = Snapshot::default();
+        let k = crate::kcounters::view(&reading, &s, None);
+        let v = serde_json::to_value(json(&s, 1.0).with_kernel(&k)).expect("json");
+        let rows = v["counter_only"].as_array().expect("counter_only rows");
+        let row = (rows.iter())
+            .find(|r| r["reason"] == "TcpExt:ListenDrops")
+            .expect("the row");
+        let l = row["listeners"].as_array().expect("listeners");
+        assert_eq!(l.len(), 2, "{row:#}");
+        assert_eq!(
+            (&l[0]["addr"], &l[0]["port"], &l[0]["pid"], &l[0]["comm"]),
+            (
+                &"127.0.0.1:8080".into(),
+                &8080.into(),
+                &812.into(),
+                &"ngi\\u{1b}[2Jnx".into()
+            ),
+            "{row:#}"
+        );
+        assert_eq!(
+            (&l[0]["accept_queue"], &l[0]["backlog"]),
+            (&2.into(), &1.into())
+        );
+        assert_eq!(
+            l[0]["detail"],
+            "listener 127.0.0.1:8080 ngi\\u{1b}[2Jnx[812] accept queue 2/1"
+        );
+        assert!(l[1]["pid"].is_null() && l[1]["comm"].is_null(), "{row:#}");
+        // Other counters' rows name none.
+        let udp = (rows.iter()).find(|r| r["reason"] == "Udp:NoPorts");
+        assert_eq!(udp.expect("the row")["listeners"], serde_json::json!([]));
+        let mut out = Vec::new();
+        write_counter_only(&k, PIPE_WIDTH, &mut out).expect("write");
+        let text = String::from_utf8(out).expect("utf8");
+        assert!(
+            text.contains(
+                "TcpExt:ListenDrops netns 9: listener 127.0.0.1:8080 ngi\\u{1b}[2Jnx[812] accept \
+                 queue 2/1"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("listener [::]:22 socket 778 (no process found) accept queue 2/1"),
+            "{text}"
+        );
+        assert!(!text.contains('\u{1b}'), "{text}");
+        assert_eq!(text.matches("listener ").count(), 2, "{text}");
     }
 
     #[test]

@@ -35,6 +35,7 @@ fn counter_panel_rows_are_in_columns_whatever_the_name_lengths() {
     let k = KernelView {
         programs: Some(Vec::new()),
         counter_only: None,
+        listeners: Default::default(),
         initial_netns: 1,
         counters: vec![
             delta(1, "TcpExt:ListenDrops", 1500, vec!["TCP_LISTEN_OVERFLOW"]),

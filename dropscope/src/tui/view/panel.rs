@@ -63,6 +63,24 @@ pub fn filled_guide_lines(
     lines
 }
 
+/// The full listeners a counter-only `TcpExt:ListenDrops` row names, one line each (see
+/// [`KernelView::listeners_of`]); none for any other row, or without a reading.
+pub fn listener_lines(
+    kernel: Option<&KernelView>,
+    key: &crate::model::DropKey,
+) -> Vec<Line<'static>> {
+    let listeners = kernel.map_or(&[][..], |k| k.listeners_of(key));
+    listeners
+        .iter()
+        .map(|l| {
+            Line::from(vec![
+                Span::styled("full ", Style::new().fg(Color::Red)),
+                Span::raw(l.describe()),
+            ])
+        })
+        .collect()
+}
+
 /// The counters panel's lines: unseen rows first, labelled, then every counter that grew.
 pub fn counter_lines(kernel: Option<&KernelView>, replay: bool) -> Vec<Line<'static>> {
     let dim = Style::new().fg(Color::DarkGray);
@@ -400,7 +418,12 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
         None => return,
         Some(Panel::Explain) => {
             let lines = match &state.selected {
-                Some(k) => filled_guide_lines(&k.reason.name, Some(&state.check_target(k))),
+                Some(k) => {
+                    let mut lines =
+                        filled_guide_lines(&k.reason.name, Some(&state.check_target(k)));
+                    lines.extend(listener_lines(state.kernel.as_ref(), k));
+                    lines
+                }
                 None => vec![Line::styled(
                     "select a row to explain its reason",
                     Style::new().fg(Color::DarkGray),
@@ -592,6 +615,7 @@ mod tests {
         let k = KernelView {
             programs: Some(Vec::new()),
             counter_only: None,
+            listeners: Default::default(),
             initial_netns: 1,
             counters: vec![CounterDelta {
                 netns: 4026532500,
@@ -783,5 +807,58 @@ mod tests {
     fn replay_says_when_a_recording_holds_no_counters() {
         let lines = super::counter_lines(None, true);
         assert!(lines[0].to_string().contains("holds no kernel counters"));
+    }
+
+    #[test]
+    fn a_listen_drops_row_explained_names_its_full_listener() {
+        use crate::model::{
+            counter_only,
+            kernel::{Holder, Listener},
+        };
+        let mut k = KernelView {
+            initial_netns: 1,
+            ..KernelView::default()
+        };
+        k.listeners.insert(
+            9,
+            vec![Listener {
+                addr: "127.0.0.1:8080".into(),
+                port: 8080,
+                queue: 2,
+                backlog: 1,
+                inode: 5,
+                process: Some(Holder {
+                    pid: 812,
+                    comm: "nginx".into(),
+                }),
+            }],
+        );
+        let row = counter_only::key(9, "TcpExt:ListenDrops", 1, &Default::default());
+        let lines = super::listener_lines(Some(&k), &row);
+        let text: Vec<String> = lines.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            text,
+            ["full listener 127.0.0.1:8080 nginx[812] accept queue 2/1"]
+        );
+        // Another counter's row, another namespace's, or no reading: none.
+        let udp = counter_only::key(9, "Udp:NoPorts", 1, &Default::default());
+        let elsewhere = counter_only::key(4, "TcpExt:ListenDrops", 1, &Default::default());
+        assert!(super::listener_lines(Some(&k), &udp).is_empty());
+        assert!(super::listener_lines(Some(&k), &elsewhere).is_empty());
+        assert!(super::listener_lines(None, &row).is_empty());
+        // The explain panel shows it under the guide.
+        let mut s = state();
+        s.kernel = Some(k);
+        s.selected = Some(row);
+        s.panel = Some(Panel::Explain);
+        let mut t = Terminal::new(TestBackend::new(100, 40)).expect("terminal");
+        t.draw(|f| super::render(f, f.area(), &s)).expect("draw");
+        let screen: String = (t.backend().buffer().content.iter())
+            .map(|c| c.symbol())
+            .collect();
+        assert!(
+            screen.contains("full listener 127.0.0.1:8080 nginx[812] accept queue 2/1"),
+            "{screen}"
+        );
     }
 }
