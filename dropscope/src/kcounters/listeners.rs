@@ -24,12 +24,11 @@ use std::{
 use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_SOCK_DIAG};
 
 use super::{
-    parse::Counters,
-    rtnl::{DUMP_TIME, RECV_TIMEOUT},
-    xsk::{
-        NLM_F_DUMP, NLM_F_REQUEST, NLMSG_DONE, NLMSG_ERROR, NLMSG_HDR, SOCK_DIAG_BY_FAMILY, u16_at,
-        u32_at,
+    netlink::{
+        DUMP_TIME, NLM_F_DUMP, NLM_F_REQUEST, NLMSG_DONE, NLMSG_ERROR, NLMSG_HDR, RECV_TIMEOUT,
+        SOCK_DIAG_BY_FAMILY, u16_at, u32_at,
     },
+    parse::Counters,
 };
 use crate::model::kernel::{Holder, Listener};
 

@@ -15,7 +15,10 @@ use std::{collections::HashMap, time::Instant};
 use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_SOCK_DIAG};
 
 use super::{
-    netlink::{DUMP_TIME, RECV_TIMEOUT},
+    netlink::{
+        DUMP_TIME, NLM_F_DUMP, NLM_F_REQUEST, NLMSG_DONE, NLMSG_ERROR, NLMSG_HDR, RECV_TIMEOUT,
+        SOCK_DIAG_BY_FAMILY, u16_at, u32_at,
+    },
     parse::Counters,
 };
 
@@ -26,18 +29,10 @@ pub const NO_DIAG: &str = "AF_XDP sockets' drops not read";
 pub const MAX_SOCKETS: usize = 1024;
 /// `AF_XDP`.
 const AF_XDP: u8 = 44;
-/// `SOCK_DIAG_BY_FAMILY`.
-pub(super) const SOCK_DIAG_BY_FAMILY: u16 = 20;
-pub(super) const NLM_F_REQUEST: u16 = 0x1;
-pub(super) const NLM_F_DUMP: u16 = 0x300;
-pub(super) const NLMSG_ERROR: u16 = 2;
-pub(super) const NLMSG_DONE: u16 = 3;
 const XDP_SHOW_INFO: u32 = 1;
 const XDP_SHOW_STATS: u32 = 1 << 4;
 const XDP_DIAG_INFO: u16 = 1;
 const XDP_DIAG_STATS: u16 = 9;
-/// `struct nlmsghdr`.
-pub(super) const NLMSG_HDR: usize = 16;
 /// `struct xdp_diag_msg`.
 const XDP_DIAG_MSG: usize = 16;
 
@@ -58,14 +53,6 @@ struct Xsk {
     /// Device index and queue, where the socket is bound.
     bound: Option<(u32, u32)>,
     stats: Option<[u64; 6]>,
-}
-
-pub(super) fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-
-pub(super) fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
 
 fn u64_at(b: &[u8], at: usize) -> Option<u64> {
