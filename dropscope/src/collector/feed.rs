@@ -156,11 +156,16 @@ impl Collector {
         // The baseline is read before this returns (before the caller says it counts): traffic
         // right after that line is in the counters' window.
         let mut kernel = kernel_pace.clone().and_then(KernelSource::start);
+        // Session time starts before the caller can start timing a --duration: the window it
+        // reports is never shorter than the one asked for.
+        let started = Instant::now();
         let handle = std::thread::Builder::new().name("collector".into()).spawn(
             move || -> std::io::Result<()> {
                 // The symbolizer is not `Send`: it is created here, on the collector's thread.
                 let base = opts.interval;
                 let c = &mut Collector::new(probe, opts);
+                c.started = started;
+                c.last_read = (started, 0);
                 c.kernel = kernel.take();
                 c.last.kernel = c.kernel.as_ref().and_then(|k| k.reading.clone());
                 let mut sent = Instant::now();
