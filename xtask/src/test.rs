@@ -92,6 +92,9 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
     // user, the way they run for a developer: what dropscope does for the invoking user (files
     // handed to SUDO_UID) is what the tests see, and a root-only assumption fails here rather
     // than on a newcomer's machine.
+    // Every test binary holds one host-wide lock while it runs: the root tests read and change
+    // host-wide state (programs, counters), so two runs on one machine take turns per binary
+    // instead of failing each other's exact counts.
     let runner = if as_root {
         setup::test_user()?;
         step(&format!(
@@ -99,10 +102,10 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
              user {} through sudo -E)",
             setup::TEST_USER
         ));
-        format!("sudo -E -u {} sudo -E", setup::TEST_USER)
+        format!("{TESTS_LOCK} sudo -E -u {} sudo -E", setup::TEST_USER)
     } else {
         step("tests (built as you; the test binaries run as root through sudo -E)");
-        "sudo -E".to_string()
+        format!("{TESTS_LOCK} sudo -E")
     };
     cargo_with_runner(&test, &runner)?;
     if fuzz_seconds > 0 {
@@ -172,6 +175,10 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
     }
     Ok(())
 }
+
+/// The prefix of every test binary's runner: one lock for all runs on the machine (`flock`, from
+/// util-linux; `/run/lock` is writable by every user).
+const TESTS_LOCK: &str = "flock /run/lock/dropscope-tests.lock";
 
 /// Runs a plain `cargo test` at the root (the unit, widget and golden-file tests of the default
 /// members), as on a machine never set up: with a cargo home of its own that has no `bin/`
