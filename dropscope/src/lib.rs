@@ -25,6 +25,7 @@ pub mod format;
 #[cfg(test)]
 mod heap;
 pub mod kcounters;
+pub mod ledger;
 pub mod model;
 pub mod names;
 pub mod outfile;

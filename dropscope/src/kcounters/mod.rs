@@ -2,7 +2,7 @@
 //! `/proc/net/snmp6`, `/proc/net/netstat`, `/proc/net/softnet_stat` (machine-wide and per CPU),
 //! the per-interface drop columns of `/proc/net/dev`, and through rtnetlink each device's
 //! stats64 drop and error counters and each qdisc's drops ([`rtnl`]), read per network
-//! namespace, as deltas over the same window as the drops; the [`ledger`] reconciles them.
+//! namespace, as deltas over the same window as the drops; the [`crate::ledger`] reconciles them.
 //!
 //! Which namespaces: the initial one, every namespace named under `/run/netns` (`ip netns`),
 //! and every namespace where drops are seen (by the inode on their keys, entered through a
@@ -19,18 +19,11 @@
 pub mod ethtool;
 mod guarded;
 pub mod hooks;
-pub mod layers;
-pub mod ledger;
 pub mod listeners;
-pub mod map;
 pub mod netlink;
 pub mod netns;
 pub mod parse;
-pub mod ratio;
-pub mod rename;
-pub mod resets;
 pub mod rtnl;
-pub mod unseen;
 pub mod xsk;
 
 #[cfg(test)]
@@ -41,19 +34,20 @@ use std::{
     sync::Arc,
 };
 
-pub use self::{
-    hooks::{Hook, Hooked},
-    ledger::Ledger,
-    ratio::Ratio,
-    unseen::{CounterDelta, SeenDrop, Unseen},
-};
+pub use self::hooks::{Hook, Hooked};
 use self::{
     netns::{MAX_READ_PER_POLL, Namespaces, Reading},
     parse::Counters,
 };
-use crate::model::{
-    KernelReading, Snapshot,
-    kernel::{Growth, PACKET_COUNTERS},
+use crate::{
+    ledger::{
+        CounterDelta, Ledger, Ratio, SeenDrop, Unseen, layers, map, ratio, reconcile, rename,
+        resets, unseen,
+    },
+    model::{
+        KernelReading, Snapshot,
+        kernel::{Growth, PACKET_COUNTERS},
+    },
 };
 
 /// Counter deltas and unseen drops over one window: what the report and the TUI show.
@@ -75,7 +69,7 @@ pub struct KernelView {
     pub names: BTreeMap<u64, String>,
     /// Drops per packet handled, per namespace and per device (see [`ratio::ratios`]).
     pub ratios: Vec<Ratio>,
-    /// Every layer's drops reconciled with the probe's (see [`ledger`]); `None` when unseen
+    /// Every layer's drops reconciled with the probe's (see [`reconcile`]); `None` when unseen
     /// is (filtered counts, or counts grouped without the reason).
     pub ledger: Option<Ledger>,
     /// The XDP and tc programs' drop verdicts over the window, as rows beside the probe's (see
@@ -490,7 +484,7 @@ pub fn view(reading: &KernelReading, snap: &Snapshot, filter: Option<String>) ->
     let (unseen, ledger) = match filter {
         None if by_reason => (
             Some(unseen::unseen(&counters, seen_drops(snap), initial)),
-            Some(ledger::ledger(reading, snap)),
+            Some(reconcile::ledger(reading, snap)),
         ),
         _ => (None, None),
     };

@@ -32,7 +32,8 @@ use std::{
 
 use anyhow::Context as _;
 
-use super::{hooks::Hooked, parse, parse::Counters, rename::Devices, rtnl::Found};
+use super::{hooks::Hooked, parse, parse::Counters, rtnl::Found};
+use crate::model::devices::Devices;
 
 /// Where named namespaces are bound (`ip netns add`).
 pub const RUN_NETNS: &str = "/run/netns";

@@ -2,8 +2,9 @@
 //! own counters.
 use std::collections::BTreeMap;
 
-use super::{map, parse::Counters, unseen::*};
+use super::parse::Counters;
 use crate::explain::{Guide, Match};
+use crate::ledger::{map, unseen::*};
 
 fn counters(pairs: &[(&str, u64)]) -> Counters {
     pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()

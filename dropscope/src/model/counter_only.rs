@@ -20,7 +20,7 @@ use std::{collections::BTreeMap, sync::Arc};
 use super::{
     Attribution, DropCount, DropKey, KernelReading, Reason, Snapshot, kernel::Listener, programs,
 };
-use crate::kcounters::{
+use crate::ledger::{
     layers,
     unseen::{self, Alone},
 };

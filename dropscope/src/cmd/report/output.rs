@@ -7,10 +7,10 @@ use unicode_width::UnicodeWidthStr;
 
 use crate::{
     explain::{Guide, fill},
-    kcounters::{
-        CounterDelta, KernelView, Ratio, Unseen,
-        hooks::is_ledger_note,
-        ledger::{Headline, LayerTotal, Ledger, Row},
+    kcounters::{KernelView, hooks::is_ledger_note},
+    ledger::{
+        CounterDelta, Ratio, Unseen,
+        reconcile::{Headline, LayerTotal, Ledger, Row},
     },
     model::{DropCount, DropKey, Sample, Snapshot},
     sanitize,
@@ -125,7 +125,7 @@ pub struct JsonReport<'a> {
     /// is true, added up.
     pub unseen_total: Option<u64>,
     /// Drops per packet the kernel handled, per namespace and device over the same window
-    /// (`null` without the kernel's counters; see `kcounters::ratio`).
+    /// (`null` without the kernel's counters; see `ledger::ratio`).
     pub ratio: Option<Vec<WithName<Ratio>>>,
     /// Every layer's drops reconciled with the probe's (`null` without the kernel's counters,
     /// or where unseen is `null`).

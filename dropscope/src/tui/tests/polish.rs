@@ -5,7 +5,8 @@ use std::path::Path;
 use super::*;
 use crate::{
     flamegraph::GraphMeta,
-    kcounters::{CounterDelta, KernelView, Unseen},
+    kcounters::KernelView,
+    ledger::{CounterDelta, Unseen},
     model::group::Dim,
     tui::effects,
 };

@@ -482,7 +482,8 @@ mod tests {
     use ratatui::{Terminal, backend::TestBackend};
 
     use crate::{
-        kcounters::{CounterDelta, KernelView, Unseen},
+        kcounters::KernelView,
+        ledger::{CounterDelta, Unseen},
         model::{DropCount, DropKey, Reason, SessionInfo, Snapshot},
         tui::{
             state::{Panel, Screen, State},

@@ -5,13 +5,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, btree_map::Entry};
 
 use serde::Serialize;
 
-use crate::model::KernelReading;
-
 use super::{
     layers::{self, Role},
     map::{self, Scope},
-    parse::Counters,
 };
+use crate::{kcounters::parse::Counters, model::KernelReading};
 
 /// How much one kernel counter grew in one namespace over the window.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -10,7 +10,8 @@
 //! window.
 use std::collections::HashSet;
 
-use super::{parse::Counters, rename::GoneBudget};
+use super::rename::GoneBudget;
+use crate::kcounters::parse::Counters;
 use crate::model::devices::{Devices, split};
 
 /// A namespace's baseline and carried growth: whether a counter grew in the window.

@@ -11,7 +11,8 @@
 //! values.
 use std::collections::HashMap;
 
-use super::{parse::Counters, resets::Window};
+use super::resets::Window;
+use crate::kcounters::parse::Counters;
 use crate::model::devices::split;
 pub use crate::model::devices::{Devices, follow};
 

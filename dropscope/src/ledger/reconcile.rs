@@ -166,7 +166,7 @@ pub fn ledger(reading: &KernelReading, snap: &Snapshot) -> Ledger {
     }
     notes.extend(
         (reading.errors.iter())
-            .filter(|e| super::hooks::is_ledger_note(e))
+            .filter(|e| crate::kcounters::hooks::is_ledger_note(e))
             .cloned(),
     );
     let mut seen: Vec<Seen<'_>> = (snap.drops.iter())
@@ -664,7 +664,7 @@ mod tests {
         ]);
         r.errors.push(format!(
             "{}15 \"plain\" (xdp xdpgeneric on va, netns {NS}): verdicts not counted: no BTF",
-            super::super::hooks::PROGRAM_NOTE
+            crate::kcounters::hooks::PROGRAM_NOTE
         ));
         r.errors.push("netns 9: links not read: gone".into());
         let s = snap(vec![
