@@ -239,7 +239,7 @@ fn namespace_names_are_escaped_with_the_terminals_rule() {
         total: 1,
         ..Default::default()
     };
-    let k = super::view(&crate::model::KernelReading::default(), &snap, None);
+    let k = crate::ledger::view(&crate::model::KernelReading::default(), &snap, None);
     assert_eq!(k.names[&NS], "web\\u{34f}");
 }
 

@@ -4,6 +4,7 @@
 //! device is renamed or gone ([`rename`]) or a counter goes back ([`resets`]); the drops only a
 //! counter saw ([`unseen`]), drop ratios ([`ratio`]) and every layer reconciled
 //! ([`reconcile`]). No I/O: the TUI, `report` and the exporter import this, never the readers.
+mod kernel_view;
 pub mod layers;
 pub mod map;
 pub mod ratio;
@@ -13,6 +14,7 @@ pub mod resets;
 pub mod unseen;
 
 pub use self::{
+    kernel_view::{KernelView, view},
     ratio::Ratio,
     reconcile::Ledger,
     unseen::{CounterDelta, SeenDrop, Unseen},

@@ -12,9 +12,9 @@
 use std::collections::HashMap;
 
 use super::resets::Window;
-use crate::kcounters::parse::Counters;
 use crate::model::devices::split;
 pub use crate::model::devices::{Devices, follow};
+use crate::model::kernel::Counters;
 
 /// Adds to `now_counters` (read with the devices `now`) the counters of `latest` (read with
 /// the devices `before`) of each device gone since, and of each kept so before, that grew

@@ -11,8 +11,8 @@
 use std::collections::HashSet;
 
 use super::rename::GoneBudget;
-use crate::kcounters::parse::Counters;
 use crate::model::devices::{Devices, split};
+use crate::model::kernel::Counters;
 
 /// A namespace's baseline and carried growth: whether a counter grew in the window.
 #[derive(Clone, Copy, Debug, Default)]

@@ -7,12 +7,11 @@ use unicode_width::UnicodeWidthStr;
 
 use crate::{
     explain::{Guide, fill},
-    kcounters::{KernelView, hooks::is_ledger_note},
     ledger::{
-        CounterDelta, Ratio, Unseen,
+        CounterDelta, KernelView, Ratio, Unseen,
         reconcile::{Headline, LayerTotal, Ledger, Row},
     },
-    model::{DropCount, DropKey, Sample, Snapshot},
+    model::{DropCount, DropKey, Sample, Snapshot, notes::is_ledger_note},
     sanitize,
 };
 
@@ -1221,7 +1220,7 @@ mod tests {
         let g = reading.netns.entry(1).or_default();
         g.insert("TcpExt:ListenDrops".into(), 144);
         g.insert("TcpExt:ListenOverflows".into(), 144);
-        let k = crate::kcounters::view(&reading, &Snapshot::default(), None);
+        let k = crate::ledger::view(&reading, &Snapshot::default(), None);
         let mut out = Vec::new();
         write_kernel(&k, &mut out).expect("write");
         let text = String::from_utf8(out).expect("utf8");
@@ -1316,7 +1315,7 @@ mod tests {
         s.drops[0].key.attr.netns = Some(9);
         s.drops[0].key.attr.netns_name = Some("app".into());
         s.total = 4;
-        let k = crate::kcounters::view(&reading, &s, None);
+        let k = crate::ledger::view(&reading, &s, None);
         let v = serde_json::to_value(json(&s, 1.0).with_kernel(&k)).expect("json");
         let rows = v["counter_only"].as_array().expect("counter_only rows");
         // ListenOverflows lies within ListenDrops: one row, never two.
@@ -1350,7 +1349,7 @@ mod tests {
         );
         assert!(!text.contains("ListenOverflows"), "{text}");
         // Filtered counts: no unseen, no rows.
-        let filtered = crate::kcounters::view(&reading, &s, Some("reason NO_SOCKET".into()));
+        let filtered = crate::ledger::view(&reading, &s, Some("reason NO_SOCKET".into()));
         let v = serde_json::to_value(json(&s, 1.0).with_kernel(&filtered)).expect("json");
         assert!(v["counter_only"].is_null(), "{v:#}");
     }
@@ -1387,7 +1386,7 @@ mod tests {
         let other = reading.listeners[&9][0].clone();
         reading.listeners.insert(5, vec![other]);
         let s = Snapshot::default();
-        let k = crate::kcounters::view(&reading, &s, None);
+        let k = crate::ledger::view(&reading, &s, None);
         let v = serde_json::to_value(json(&s, 1.0).with_kernel(&k)).expect("json");
         let rows = v["counter_only"].as_array().expect("counter_only rows");
         let row = (rows.iter())
@@ -1459,7 +1458,7 @@ mod tests {
             key: crate::model::programs::counter_key(9, counter, 1, None).expect("a key"),
             packets: vec![crate::model::Sample::from_frame(1, 42, &frame)],
         });
-        let k = crate::kcounters::view(&reading, &s, None);
+        let k = crate::ledger::view(&reading, &s, None);
         let v = serde_json::to_value(json(&s, 1.0).with_kernel(&k)).expect("json");
         let p = &v["programs"];
         assert_eq!(p.as_array().map(Vec::len), Some(2), "{p:#}");
@@ -1508,7 +1507,7 @@ mod tests {
         assert!(at < drop && drop < shot, "{text}");
         assert!(text.contains("web1") && text.contains("500"), "{text}");
         // Filtered counts show none (a filter the programs' counts know nothing of).
-        let filtered = crate::kcounters::view(&reading, &s, Some("reason NO_SOCKET".into()));
+        let filtered = crate::ledger::view(&reading, &s, Some("reason NO_SOCKET".into()));
         let mut out = Vec::new();
         write_programs(&filtered, PIPE_WIDTH, &mut out).expect("write");
         assert!(out.is_empty());
@@ -1529,7 +1528,7 @@ mod tests {
         s.drops[0].key.attr.netns_name = Some("web1".into());
         s.drops[0].key.attr.device = Some("va".into());
         s.total = 40;
-        let k = crate::kcounters::view(&reading, &s, None);
+        let k = crate::ledger::view(&reading, &s, None);
         let v = serde_json::to_value(json(&s, 1.0).with_kernel(&k)).expect("json");
         let l = &v["ledger"];
         assert_eq!(l["headline"]["total"], 50, "{l:#}");
@@ -1566,7 +1565,7 @@ mod tests {
             "{text}"
         );
         // Filtered counts: no ledger, said once in the counters' section.
-        let k = crate::kcounters::view(&reading, &s, Some("netns web1".into()));
+        let k = crate::ledger::view(&reading, &s, Some("netns web1".into()));
         assert!(k.ledger.is_none());
         let v = serde_json::to_value(json(&s, 1.0).with_kernel(&k)).expect("json");
         assert!(v["ledger"].is_null());
@@ -1575,11 +1574,11 @@ mod tests {
         let mut noted = reading.clone();
         let note = format!(
             "{}--from 5s: read first after it",
-            crate::kcounters::hooks::SINCE_START
+            crate::model::notes::SINCE_START
         );
         noted.errors.push(note.clone());
         for (filter, in_ledger) in [(None, true), (Some("netns web1".to_string()), false)] {
-            let k = crate::kcounters::view(&noted, &s, filter);
+            let k = crate::ledger::view(&noted, &s, filter);
             assert_eq!(k.ledger.is_some(), in_ledger);
             assert!(k.programs.is_none(), "no program rows for such a window");
             let mut out = Vec::new();

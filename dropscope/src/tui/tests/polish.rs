@@ -5,8 +5,7 @@ use std::path::Path;
 use super::*;
 use crate::{
     flamegraph::GraphMeta,
-    kcounters::KernelView,
-    ledger::{CounterDelta, Unseen},
+    ledger::{CounterDelta, KernelView, Unseen},
     model::group::Dim,
     tui::effects,
 };
