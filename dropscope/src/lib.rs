@@ -31,8 +31,6 @@ pub mod names;
 pub mod outfile;
 pub mod pcap;
 pub mod probe;
-#[cfg(feature = "live")]
-pub mod progs;
 pub mod record;
 pub mod sanitize;
 #[cfg(feature = "live")]

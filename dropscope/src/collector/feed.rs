@@ -13,7 +13,7 @@ pub struct KernelSource {
     pub(super) reading: Option<Arc<crate::model::KernelReading>>,
     /// The XDP and tc programs' drop verdicts, counted in the kernel (`None`: this kernel
     /// cannot, and the reading's notes say why).
-    pub(super) programs: Result<crate::progs::Programs, String>,
+    pub(super) programs: Result<crate::probe::verdicts::Programs, String>,
     /// When the programs' verdict counts were last brought up to date in the reading.
     pub(super) programs_at: Instant,
     /// Whether the reading asked for looks in every namespace (a search for programs).
@@ -32,7 +32,7 @@ impl KernelSource {
                 counters,
                 pace,
                 read_at: Some(Instant::now()),
-                programs: crate::progs::Programs::start().map_err(|e| format!("{e:#}")),
+                programs: crate::probe::verdicts::Programs::start().map_err(|e| format!("{e:#}")),
                 programs_at: Instant::now(),
                 searching: false,
             }),

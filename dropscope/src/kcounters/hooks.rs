@@ -1,7 +1,7 @@
 //! Where BPF programs are attached: each device's XDP programs (`IFLA_XDP` of the link dump),
 //! tc `bpf` filters (an `RTM_GETTFILTER` dump of each ingress or clsact qdisc's ingress
 //! and egress), tcx links and the programs of each netkit pair (`BPF_PROG_QUERY` on its
-//! primary device), as the namespace's reading finds them. The verdict counters (`progs`) turn
+//! primary device), as the namespace's reading finds them. The verdict counters (`probe::verdicts`) turn
 //! them into the ledger's `Xdp:` and `Tc:` counters.
 use std::collections::HashMap;
 
@@ -146,7 +146,7 @@ impl TcPrograms {
     }
 }
 
-/// This process's: the program watch (`progs`) walks, the tcx reading asks. With no tc
+/// This process's: the program watch (`probe::verdicts`) walks, the tcx reading asks. With no tc
 /// program loaded, no device can have a tcx program, and its two `BPF_PROG_QUERY` calls per
 /// device and reading are spared.
 pub static TC_PROGRAMS: TcPrograms = TcPrograms(std::sync::atomic::AtomicU8::new(0));

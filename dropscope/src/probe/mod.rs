@@ -15,6 +15,8 @@ pub mod reasons;
 #[cfg(feature = "live")]
 pub mod sys;
 pub mod tracefs;
+#[cfg(feature = "live")]
+pub mod verdicts;
 
 #[cfg(feature = "live")]
 mod attach;
