@@ -4,7 +4,7 @@ use std::{fmt::Write as _, sync::OnceLock};
 
 use serde::Deserialize;
 
-use crate::probe::reasons::SUBSYS_SHIFT;
+use dropscope_common::reason::SUBSYS_SHIFT;
 
 pub mod fill;
 

@@ -27,7 +27,7 @@ use crate::ledger::{
 
 /// The bit set in a counter-only row's reason code (kernel reasons are small enum values,
 /// programs' rows have [`programs::PROGRAM_REASON`]).
-pub const COUNTER_REASON: u32 = 0x4000_0000;
+pub const COUNTER_REASON: u32 = dropscope_common::reason::COUNTER;
 
 /// The location of every counter-only row: no kernel function freed these packets as drops.
 pub const LOCATION: &str = "(counter only)";
