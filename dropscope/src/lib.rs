@@ -29,6 +29,7 @@ pub mod ledger;
 pub mod model;
 pub mod names;
 pub mod outfile;
+pub mod output;
 pub mod pcap;
 pub mod probe;
 pub mod record;

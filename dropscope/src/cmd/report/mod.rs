@@ -1,10 +1,8 @@
 //! `dropscope report`: counts, live or from a recording, printed as a table or JSON.
 use std::io::Write;
 
-pub(crate) mod output;
-
-use self::output as report;
 use super::recorded_window_kernel;
+pub(crate) use crate::output as report;
 use crate::{
     cli::{Format, ReportArgs},
     ledger::{self, KernelView},
