@@ -40,7 +40,7 @@ use self::{
     parse::Counters,
 };
 use crate::{
-    ledger::{layers::is_kept, rename, resets},
+    ledger::{layers::is_kept, rename, resets, window},
     model::{KernelReading, Snapshot, kernel::Growth},
 };
 
@@ -231,7 +231,7 @@ impl KernelCounters {
                 (None, None) => None,
             };
             if let (Some(lists), Some(latest)) = (lists, self.latest.get(&ns).filter(|_| !first)) {
-                let window = resets::Window::new(self.baseline.get(&ns), self.carried.get(&ns));
+                let window = window::Window::new(self.baseline.get(&ns), self.carried.get(&ns));
                 let mut share = budget.of(ns);
                 rename::keep_gone(&mut c, latest, window, lists, &mut share);
                 budget.spent(share);
@@ -245,7 +245,7 @@ impl KernelCounters {
             // A counter missing from this reading keeps its growth; one that went back counts
             // on from zero, its growth carried.
             if let Some(previous) = &previous {
-                let window = resets::Window::new(self.baseline.get(&ns), self.carried.get(&ns));
+                let window = window::Window::new(self.baseline.get(&ns), self.carried.get(&ns));
                 let devices = now.as_ref().or(last);
                 let mut share = missing.of(ns);
                 resets::keep_missing(&mut c, previous, window, devices, &mut share);

@@ -12,6 +12,7 @@ pub mod reconcile;
 pub mod rename;
 pub mod resets;
 pub mod unseen;
+pub mod window;
 
 pub use self::{
     kernel_view::{KernelView, view},

@@ -11,7 +11,7 @@
 //! values.
 use std::collections::HashMap;
 
-use super::resets::Window;
+use super::window::Window;
 use crate::model::devices::split;
 pub use crate::model::devices::{Devices, follow};
 use crate::model::kernel::Counters;
