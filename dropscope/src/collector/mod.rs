@@ -8,10 +8,13 @@
 mod attribution;
 mod counts;
 mod feed;
+mod kernel_source;
+mod session;
 mod stacks;
 
 pub use counts::{CountMaps, CountRead, CountReader};
-pub use feed::{KernelSource, session_info};
+pub use kernel_source::KernelSource;
+pub use session::session_info;
 use std::{
     collections::HashMap,
     os::fd::OwnedFd,
@@ -25,12 +28,9 @@ use dropscope_common::{StackKey, StackValue};
 
 use crate::{
     clock::unix_ms,
-    kcounters::{self, KernelCounters},
+    kcounters,
     model::group::{self, Dim},
-    model::{
-        Attribution, DropCount, DropKey, Health, KeySamples, Sample, SessionInfo, Snapshot,
-        StackCount,
-    },
+    model::{Attribution, DropCount, DropKey, Health, KeySamples, Sample, Snapshot, StackCount},
     names::Names,
     probe::{Probe, Totals},
     source::{Feed, KernelPace, Stopper},

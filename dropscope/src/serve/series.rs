@@ -5,7 +5,7 @@ use std::{collections::HashMap, sync::Arc};
 use super::cap::{Cap, Row, Tenant};
 pub use super::cap::{Capped, LabelValues, MAX_LABEL_BYTES, Series, sanitize};
 use crate::{
-    kcounters::layers::{self, Role},
+    ledger::layers::{self, Role},
     model::{DropKey, KernelReading, Snapshot, counter_only, kernel::Direction},
 };
 

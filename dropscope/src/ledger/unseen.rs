@@ -5,13 +5,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, btree_map::Entry};
 
 use serde::Serialize;
 
-use crate::model::KernelReading;
-
 use super::{
     layers::{self, Role},
     map::{self, Scope},
-    parse::Counters,
 };
+use crate::model::{KernelReading, kernel::Counters};
 
 /// How much one kernel counter grew in one namespace over the window.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -247,4 +245,14 @@ pub fn total(rows: &[Alone<'_>]) -> u64 {
     (rows.iter().zip(summed(rows)))
         .filter(|(_, s)| *s)
         .fold(0u64, |t, (r, _)| t.saturating_add(r.count))
+}
+/// The probe's keyed counts as [`SeenDrop`]s, with the namespace of their key when the probe
+/// knows it (a drop without one counts for the initial namespace).
+pub fn seen_drops(snap: &crate::model::Snapshot) -> impl Iterator<Item = SeenDrop<'_>> + Clone {
+    snap.drops.iter().map(|d| SeenDrop {
+        netns: d.key.attr.netns,
+        reason: &d.key.reason.name,
+        location: &d.key.location,
+        count: d.count,
+    })
 }
