@@ -69,6 +69,8 @@ pub struct KernelCounters {
     /// The TCP listeners whose accept queue was full, per namespace, as its latest reading
     /// found them.
     listeners: BTreeMap<u64, Vec<crate::model::kernel::Listener>>,
+    /// The cookie of the namespace each inode's latest reading read (where it was read).
+    cookies: BTreeMap<u64, u64>,
 }
 
 impl KernelCounters {
@@ -86,6 +88,7 @@ impl KernelCounters {
             devices: BTreeMap::new(),
             carried: BTreeMap::new(),
             listeners: BTreeMap::new(),
+            cookies: BTreeMap::new(),
         };
         k.poll(&[]);
         Ok(k)
@@ -160,7 +163,7 @@ impl KernelCounters {
     }
 
     /// Takes in one reading; `tracked`: the namespaces still there.
-    fn fold(&mut self, reading: Reading, tracked: &BTreeSet<u64>) {
+    fn fold(&mut self, mut reading: Reading, tracked: &BTreeSet<u64>) {
         // The initial namespace's part of a reading leaves the others' notes and where they
         // were read whole.
         let part = usize::from(!reading.initial_only);
@@ -189,6 +192,8 @@ impl KernelCounters {
             };
         }
         self.listeners.retain(|ns, _| tracked.contains(ns));
+        self.cookies.extend(std::mem::take(&mut reading.cookies));
+        self.cookies.retain(|ns, _| tracked.contains(ns));
         let mut devices = reading.devices;
         // Counters of deleted devices, and counters no longer read of devices still there,
         // each kept within a budget of their own, shared out over the namespaces read (the
@@ -380,6 +385,7 @@ impl KernelCounters {
             errors: self.notes.concat(),
             devices,
             listeners: self.listeners.clone(),
+            cookies: self.cookies.clone(),
         }
     }
 }

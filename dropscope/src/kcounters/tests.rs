@@ -119,6 +119,7 @@ fn drop(
         reason,
         location,
         count,
+        read: true,
     }
 }
 

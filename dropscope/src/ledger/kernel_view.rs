@@ -92,7 +92,11 @@ pub fn view(reading: &KernelReading, snap: &Snapshot, filter: Option<String>) ->
     let by_reason = snap.drops.iter().all(|d| &*d.key.reason.name != "*");
     let (unseen, ledger) = match filter {
         None if by_reason => (
-            Some(unseen::unseen(&counters, seen_drops(snap), initial)),
+            Some(unseen::unseen(
+                &counters,
+                seen_drops(snap, reading),
+                initial,
+            )),
             Some(reconcile::ledger(reading, snap)),
         ),
         _ => (None, None),

@@ -146,6 +146,10 @@ struct Seen<'a> {
     count: u64,
     /// Drops of this key that some layer counter also counted.
     also: u64,
+    /// Whether its namespace is the one the reading read under its inode (see
+    /// [`KernelReading::reads`]): a drop of a namespace that ended is matched with no
+    /// counter of the namespace given its inode, only with machine-wide ones.
+    read: bool,
 }
 
 /// The reason of a drop the kernel freed without one.
@@ -173,6 +177,7 @@ pub fn ledger(reading: &KernelReading, snap: &Snapshot) -> Ledger {
         .filter(|d| d.count > 0)
         .map(|d| Seen {
             netns: d.key.attr.netns.unwrap_or(initial),
+            read: (d.key.attr.netns).is_none_or(|ns| reading.reads(ns, d.key.attr.netns_cookie)),
             device: d.key.attr.device.as_deref(),
             reason: &d.key.reason.name,
             location: &d.key.location,
@@ -450,7 +455,8 @@ struct Allocator<'a> {
 impl<'a> Allocator<'a> {
     fn new(seen: &[Seen<'a>], by_netns: bool, by_device: bool) -> Self {
         let mut scopes: HashMap<Scope<'a>, Vec<usize>> = HashMap::new();
-        for (i, s) in seen.iter().enumerate() {
+        // A drop of a namespace that ended is in no namespace's scope.
+        for (i, s) in seen.iter().enumerate().filter(|(_, s)| s.read || !by_netns) {
             let ns = by_netns.then_some(s.netns);
             scopes.entry((ns, None)).or_default().push(i);
             if by_device && let Some(dev) = s.device {
@@ -618,6 +624,34 @@ mod tests {
                 unexplained: 0
             }
         );
+    }
+
+    /// A namespace that ended (its drops keyed by its cookie, 5) and the one the kernel gave
+    /// its inode next (cookie 9, as the reading read it): the later one's 10 counter-only
+    /// drops stay its own, never matched with the ended one's 5,000 drops of the same reason,
+    /// which count in the headline as the probe's. Matched by inode alone, the counter's 10
+    /// read as seen by the probe, and its unseen drops vanished.
+    #[test]
+    fn an_ended_namespaces_drops_never_match_the_counters_of_the_one_given_its_inode() {
+        let mut r = reading(&[(NS, "Udp:NoPorts", 10)]);
+        r.cookies.insert(NS, 9);
+        let mut ended = drop(NS, "lo", "NO_SOCKET", "__udp4_lib_rcv+0x1", 5000);
+        ended.key.attr.netns_cookie = Some(5);
+        let s = snap(vec![ended]);
+        let l = ledger(&r, &s);
+        let u = row(&l, "Udp:NoPorts");
+        assert_eq!((u.delta, u.matched, u.counter_only), (10, 0, 10));
+        assert_eq!((l.headline.total, l.headline.with_reason), (5010, 5000));
+        let found = unseen::unseen(&unseen::growth_deltas(&r), unseen::seen_drops(&s, &r), INIT);
+        let counted: u64 = (found.iter())
+            .filter(|u| u.netns == NS && u.counter == "Udp:NoPorts")
+            .map(|u| u.count)
+            .sum();
+        assert_eq!(counted, 10, "{found:?}");
+        // The same cookie: matched as before.
+        r.cookies.insert(NS, 5);
+        let u = row(&ledger(&r, &s), "Udp:NoPorts").clone();
+        assert_eq!((u.matched, u.counter_only), (10, 0));
     }
 
     /// A netkit program's drop is freed once the packet is the peer's (another device, often

@@ -81,7 +81,11 @@ pub fn rows(
     }
     let initial = reading.initial_netns;
     let deltas = unseen::growth_deltas(reading);
-    let found = unseen::unseen(&deltas, crate::ledger::unseen::seen_drops(snap), initial);
+    let found = unseen::unseen(
+        &deltas,
+        crate::ledger::unseen::seen_drops(snap, reading),
+        initial,
+    );
     let alone: Vec<Alone<'_>> = found.iter().map(Into::into).collect();
     (found.iter().zip(unseen::summed(&alone)))
         .filter(|(u, summed)| *summed && u.count > 0)
