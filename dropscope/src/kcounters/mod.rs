@@ -25,6 +25,7 @@ pub mod listeners;
 pub mod map;
 pub mod netlink;
 pub mod netns;
+pub mod nftables;
 pub mod parse;
 pub mod ratio;
 pub mod rename;
@@ -151,6 +152,8 @@ pub struct KernelCounters {
     /// The TCP listeners whose accept queue was full, per namespace, as its latest reading
     /// found them.
     listeners: BTreeMap<u64, Vec<crate::model::kernel::Listener>>,
+    /// Each namespace's drop rules and their counters' growth (see [`nftables`]).
+    rules: crate::culprit::window::RuleWindows,
 }
 
 impl KernelCounters {
@@ -168,6 +171,7 @@ impl KernelCounters {
             devices: BTreeMap::new(),
             carried: BTreeMap::new(),
             listeners: BTreeMap::new(),
+            rules: Default::default(),
         };
         k.poll(&[]);
         Ok(k)
@@ -242,7 +246,9 @@ impl KernelCounters {
     }
 
     /// Takes in one reading; `tracked`: the namespaces still there.
-    fn fold(&mut self, reading: Reading, tracked: &BTreeSet<u64>) {
+    fn fold(&mut self, mut reading: Reading, tracked: &BTreeSet<u64>) {
+        let rulesets = std::mem::take(&mut reading.rulesets);
+        self.rules.fold(rulesets, &reading.first, tracked);
         // The initial namespace's part of a reading leaves the others' notes and where they
         // were read whole.
         let part = usize::from(!reading.initial_only);
@@ -462,6 +468,7 @@ impl KernelCounters {
             errors: self.notes.concat(),
             devices,
             listeners: self.listeners.clone(),
+            rules: self.rules.windows(),
         }
     }
 }

@@ -85,6 +85,10 @@ pub struct KernelReading {
     /// yet: a replayed reading has none.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub listeners: BTreeMap<u64, Vec<Listener>>,
+    /// Per namespace, its nftables drop rules and chains as last read, and each counted
+    /// rule's growth (see [`crate::culprit`]). Recordings do not carry them yet.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rules: BTreeMap<u64, crate::culprit::ruleset::RulesWindow>,
 }
 
 /// A TCP listener whose accept queue was full when the kernel's counters were read (the
@@ -232,6 +236,12 @@ impl KernelReading {
             errors: self.errors.clone(),
             devices,
             listeners: self.listeners.clone(),
+            rules: (self.rules.iter())
+                .map(|(ns, w)| match earlier.rules.get(ns) {
+                    Some(e) => (*ns, w.since(e)),
+                    None => (*ns, w.clone()),
+                })
+                .collect(),
         }
     }
 }

@@ -120,6 +120,7 @@ pub fn write_report(
     match format {
         Format::Table => {
             report::write_table_fitted(snap, seconds, report::table_width(), &mut out)?;
+            crate::culprit::text::write(snap, &mut out)?;
             if let Some(k) = kernel {
                 report::write_programs(k, report::table_width(), &mut out)?;
                 report::write_counter_only(k, report::table_width(), &mut out)?;
