@@ -207,8 +207,9 @@ fn refresh(s: &Socket, seq: &mut u32, r: &mut Ruleset) -> std::io::Result<bool> 
     let mut fresh = Ruleset::default();
     for c in &chains {
         *seq += 1;
-        // Names were escaped when read: a name that needed escaping is read whole again.
-        if sanitize::kernel_name(&c.table) != c.table.as_str() {
+        // Names were escaped when read (every escape starts with `\`, and a `\` is
+        // doubled): a name that may have been changed so is read whole again.
+        if c.table.contains('\\') || c.chain.contains('\\') {
             return Ok(false);
         }
         let table = nul_terminated(&c.table);
@@ -230,9 +231,12 @@ fn refresh(s: &Socket, seq: &mut u32, r: &mut Ruleset) -> std::io::Result<bool> 
         .iter()
         .map(|x| ((&x.id, x.handle), x.packets))
         .collect();
-    for rule in &mut r.rules {
-        if let Some(p) = packets.get(&(&rule.id, rule.handle)) {
-            rule.packets = *p;
+    // Every counted rule must be found again (one deleted and made again under the same
+    // generation cannot be, but a name the filter did not match can): else read it whole.
+    for rule in r.rules.iter_mut().filter(|x| x.packets.is_some()) {
+        match packets.get(&(&rule.id, rule.handle)) {
+            Some(p @ Some(_)) => rule.packets = *p,
+            _ => return Ok(false),
         }
     }
     Ok(true)
@@ -430,4 +434,87 @@ fn comment(u: &[u8]) -> Option<String> {
         at += 2 + len;
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nla(kind: u16, value: &[u8]) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend_from_slice(&((4 + value.len()) as u16).to_ne_bytes());
+        b.extend_from_slice(&kind.to_ne_bytes());
+        b.extend_from_slice(value);
+        b.resize(b.len().next_multiple_of(4), 0);
+        b
+    }
+
+    fn expr(name: &str, data: Vec<u8>) -> Vec<u8> {
+        let mut e = nla(1, format!("{name}\0").as_bytes());
+        e.extend(nla(2 | 0x8000, &data));
+        nla(1 | 0x8000, &e)
+    }
+
+    /// A rule message: `nfgenmsg` then attributes, as the kernel sends it.
+    fn rule_message(table: &str, chain: &str, comment: &[u8], verdict: u32) -> Vec<u8> {
+        let mut p = vec![1, 0, 0, 0];
+        p.extend(nla(1, format!("{table}\0").as_bytes()));
+        p.extend(nla(2, format!("{chain}\0").as_bytes()));
+        p.extend(nla(3, &7u64.to_be_bytes()));
+        let mut exprs = expr(
+            "counter",
+            [nla(1, &9u64.to_be_bytes()), nla(2, &42u64.to_be_bytes())].concat(),
+        );
+        let code = nla(1, &verdict.to_be_bytes());
+        let data = nla(2 | 0x8000, &nla(2 | 0x8000, &code));
+        exprs.extend(expr(
+            "immediate",
+            [nla(1, &0u32.to_be_bytes()), data].concat(),
+        ));
+        p.extend(nla(4 | 0x8000, &exprs));
+        let mut udata = vec![0, comment.len() as u8];
+        udata.extend_from_slice(comment);
+        p.extend(nla(7, &udata));
+        p
+    }
+
+    #[test]
+    fn a_drop_rule_is_read_with_its_counter_and_comment() {
+        let r = rule(&rule_message("t", "input", b"kube\0", 0)).expect("a rule");
+        assert_eq!(
+            (r.handle, r.packets, r.verdict),
+            (7, Some(42), Verdict::Drop)
+        );
+        assert_eq!(r.comment.as_deref(), Some("kube"));
+        assert_eq!(r.exprs, "counter immediate");
+        assert_eq!(r.id.to_string(), "inet t input");
+        // An accept rule is read, but kept as nothing that drops.
+        assert!(
+            rule(&rule_message("t", "input", b"x", 1))
+                .expect("a rule")
+                .exprs
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn hostile_names_are_escaped_and_cut_and_truncated_messages_never_panic() {
+        let long = "\u{1b}[2J".repeat(200);
+        let m = rule_message(&long, "c\u{202e}\\", b"\x07bell", 0);
+        let r = rule(&m).expect("a rule");
+        assert!(r.id.table.chars().count() <= 4 * MAX_TEXT, "{}", r.id.table);
+        assert!(!r.id.table.contains('\u{1b}'));
+        assert!(!r.id.chain.contains('\u{202e}'));
+        assert!(r.id.chain.ends_with("\\\\"), "{}", r.id.chain);
+        assert!(!r.comment.expect("comment").contains('\u{7}'));
+        for cut in 0..m.len() {
+            let _ = rule(&m[..cut]);
+            let _ = chain(&m[..cut]);
+        }
+        // An attribute claiming more bytes than there are ends the read.
+        let mut bad = m.clone();
+        bad[4] = 0xff;
+        bad[5] = 0xff;
+        assert!(rule(&bad).is_none());
+    }
 }

@@ -1,1 +1,179 @@
-//! Tests of the netfilter attribution.
+//! The netfilter attribution on made-up readings: what is exact, what is candidates, what is
+//! unknown, and why.
+use std::sync::Arc;
+
+use super::culprits;
+use crate::{
+    culprit::{
+        Culprit, Who,
+        ruleset::{Chain, ChainId, Grown, Rule, RulesWindow, Verdict},
+    },
+    model::{DropCount, DropKey, KernelReading, Reason, Snapshot},
+};
+
+const NS: u64 = 4026532000;
+
+fn id(chain: &str) -> ChainId {
+    ChainId {
+        family: 1,
+        table: "t".into(),
+        chain: chain.into(),
+    }
+}
+
+fn rule(handle: u64, grew: Option<u64>) -> Grown {
+    Grown {
+        rule: Rule {
+            id: id("input"),
+            handle,
+            position: handle as u32,
+            verdict: Verdict::Drop,
+            packets: grew,
+            comment: None,
+            exprs: "counter immediate".into(),
+        },
+        grew,
+    }
+}
+
+fn window(rules: Vec<Grown>, policy: bool) -> RulesWindow {
+    RulesWindow {
+        generation: 3,
+        chains: vec![Chain {
+            id: id("input"),
+            hook: Some("input".into()),
+            priority: Some(0),
+            policy_drop: policy,
+        }],
+        rules,
+        whole: true,
+        ..RulesWindow::default()
+    }
+}
+
+fn key(location: &str) -> DropKey {
+    let mut k = DropKey {
+        reason: Reason {
+            code: 12,
+            name: Arc::from("NETFILTER_DROP"),
+        },
+        location: Arc::from(location),
+        attr: Default::default(),
+    };
+    k.attr.netns = Some(NS);
+    k
+}
+
+fn snap(rows: &[(&str, u64)], w: Option<RulesWindow>) -> Snapshot {
+    let mut r = KernelReading::default();
+    if let Some(w) = w {
+        r.rules.insert(NS, w);
+    }
+    Snapshot {
+        drops: (rows.iter())
+            .map(|(l, n)| DropCount {
+                key: key(l),
+                count: *n,
+            })
+            .collect(),
+        kernel: Some(Arc::new(r)),
+        ..Snapshot::default()
+    }
+}
+
+fn counted(c: &Culprit) -> Vec<Option<u64>> {
+    (c.who().iter())
+        .map(|w| match w {
+            Who::Rule { counted, .. } => *counted,
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn counters_that_account_for_every_drop_are_exact_with_the_split() {
+    let s = snap(
+        &[("nft_do_chain+0x3e8", 30)],
+        Some(window(
+            vec![rule(2, Some(20)), rule(3, Some(10)), rule(4, Some(0))],
+            true,
+        )),
+    );
+    let c = &culprits(&s)[&key("nft_do_chain+0x3e8")];
+    assert_eq!(c.certainty(), "exact", "{c:?}");
+    assert_eq!(counted(c), [Some(20), Some(10)]);
+}
+
+#[test]
+fn the_rules_site_is_learned_from_the_counters_and_the_other_is_the_policy() {
+    let s = snap(
+        &[("nft_do_chain+0x3e8", 50), ("nft_do_chain+0x5ad", 7)],
+        Some(window(vec![rule(2, Some(50))], true)),
+    );
+    let c = culprits(&s);
+    assert_eq!(c[&key("nft_do_chain+0x3e8")].certainty(), "exact");
+    let p = &c[&key("nft_do_chain+0x5ad")];
+    assert_eq!(p.certainty(), "exact", "{p:?}");
+    assert!(matches!(&p.who()[0], Who::Policy { chain, .. } if chain == "input"));
+}
+
+#[test]
+fn without_counters_nothing_is_exact() {
+    let s = snap(
+        &[("nft_do_chain+0x3e8", 50), ("nft_do_chain+0x5ad", 7)],
+        Some(window(vec![rule(2, None)], true)),
+    );
+    for c in culprits(&s).values() {
+        assert_eq!(c.certainty(), "candidates", "{c:?}");
+        assert_eq!(c.who().len(), 2, "the rule and the policy: {c:?}");
+    }
+}
+
+#[test]
+fn a_ruleset_read_in_part_or_changed_never_gives_an_exact_policy() {
+    for (whole, changed) in [(false, false), (true, true)] {
+        let mut w = window(vec![rule(2, Some(50))], true);
+        w.whole = whole;
+        w.changed = changed;
+        w.notes = vec!["nftables rules: dump cut".into()];
+        let s = snap(
+            &[("nft_do_chain+0x3e8", 50), ("nft_do_chain+0x5ad", 7)],
+            Some(w),
+        );
+        let p = &culprits(&s)[&key("nft_do_chain+0x5ad")];
+        assert_ne!(p.certainty(), "exact", "{p:?}");
+        assert!(p.because().contains("ruleset"), "{p:?}");
+    }
+}
+
+#[test]
+fn a_namespace_not_read_or_with_nothing_that_drops_is_unknown_and_says_why() {
+    let s = snap(&[("nft_do_chain+0x3e8", 5)], None);
+    let c = &culprits(&s)[&key("nft_do_chain+0x3e8")];
+    assert_eq!(c.certainty(), "unknown");
+    assert!(c.because().contains("not read"), "{c:?}");
+    let s = snap(&[("nft_do_chain+0x3e8", 5)], Some(window(vec![], false)));
+    let c = &culprits(&s)[&key("nft_do_chain+0x3e8")];
+    assert_eq!(c.certainty(), "unknown");
+    assert!(c.because().contains("no rule"), "{c:?}");
+}
+
+#[test]
+fn on_kernels_before_6_7_nf_hook_slow_is_exact_only_where_counters_account_for_all() {
+    let w = window(vec![rule(2, Some(9))], true);
+    let s = snap(&[("nf_hook_slow+0x80", 9)], Some(w.clone()));
+    assert_eq!(culprits(&s)[&key("nf_hook_slow+0x80")].certainty(), "exact");
+    let s = snap(&[("nf_hook_slow+0x80", 12)], Some(w));
+    let c = &culprits(&s)[&key("nf_hook_slow+0x80")];
+    assert_eq!(c.certainty(), "candidates");
+    assert!(c.because().contains("before 6.7"), "{c:?}");
+}
+
+#[test]
+fn long_lists_are_cut_with_a_count_of_the_rest() {
+    let rules = (1..=40).map(|h| rule(h, None)).collect();
+    let s = snap(&[("nft_do_chain+0x3e8", 5)], Some(window(rules, false)));
+    let c = &culprits(&s)[&key("nft_do_chain+0x3e8")];
+    assert_eq!(c.who().len(), crate::culprit::MAX_LISTED);
+    assert_eq!(c.who().last(), Some(&Who::More { count: 25 }));
+}

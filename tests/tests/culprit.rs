@@ -1,0 +1,315 @@
+//! Who dropped it: real nftables and iptables rules dropping real traffic in namespaces of the
+//! test's own, named by `report` with the counts the kernel's own tools (`nft -j`,
+//! `iptables-save -c`) show. Needs root, nft and iptables (nft backend).
+mod common;
+
+use dropscope_tests::{Counting, Netns, root_test};
+use serde_json::Value;
+
+/// Loads `ruleset` (nft syntax) into `ns`.
+fn nft(ns: &Netns, ruleset: &str) {
+    let path = std::env::temp_dir().join(format!("ds-culprit-{}.nft", std::process::id()));
+    std::fs::write(&path, ruleset).expect("ruleset file");
+    ns.exec(&["nft", "-f", path.to_str().expect("utf-8")]);
+    let _ = std::fs::remove_file(&path);
+}
+
+/// The packets of the counter of rule `handle` in chain `family table chain` of `ns`, as
+/// `nft -j` shows it.
+fn nft_packets(ns: &Netns, family: &str, table: &str, chain: &str, handle: u64) -> u64 {
+    let out = ns.exec(&["nft", "-j", "list", "chain", family, table, chain]);
+    let v: Value = serde_json::from_slice(&out.stdout).expect("nft -j output");
+    let rules = v["nftables"].as_array().expect("nftables array");
+    let rule = rules
+        .iter()
+        .find(|r| r["rule"]["handle"] == handle)
+        .unwrap_or_else(|| panic!("no rule {handle} in {v}"));
+    let exprs = rule["rule"]["expr"].as_array().expect("expr");
+    exprs
+        .iter()
+        .find_map(|e| e["counter"]["packets"].as_u64())
+        .unwrap_or_else(|| panic!("rule {handle} has no counter: {rule}"))
+}
+
+/// The handle of the rule of chain `family table chain` whose comment is `comment`.
+fn handle_of(ns: &Netns, family: &str, table: &str, chain: &str, comment: &str) -> u64 {
+    let out = ns.exec(&["nft", "-j", "list", "chain", family, table, chain]);
+    let v: Value = serde_json::from_slice(&out.stdout).expect("nft -j output");
+    (v["nftables"].as_array().expect("array").iter())
+        .find(|r| r["rule"]["comment"] == comment)
+        .and_then(|r| r["rule"]["handle"].as_u64())
+        .unwrap_or_else(|| panic!("no rule commented {comment} in {v}"))
+}
+
+/// The NETFILTER_DROP rows of a JSON report.
+fn nf_rows(report: &Value) -> Vec<&Value> {
+    (report["drops"].as_array().expect("drops").iter())
+        .filter(|d| d["reason"] == "NETFILTER_DROP")
+        .collect()
+}
+
+/// The one NETFILTER_DROP row counting `count` drops.
+fn row_of(report: &Value, count: u64) -> &Value {
+    let rows = nf_rows(report);
+    let mut it = rows.iter().filter(|d| d["count"] == count);
+    match (it.next(), it.next()) {
+        (Some(r), None) => r,
+        _ => panic!("no single NETFILTER_DROP row of {count}: {report:#}"),
+    }
+}
+
+/// Runs a JSON report of namespace `ns` while `traffic` runs; returns it.
+fn report_while(ns: &Netns, traffic: impl FnOnce()) -> Value {
+    let c = Counting::start(&["report", "--format", "json", "--netns", &ns.name]);
+    traffic();
+    serde_json::from_str(&c.interrupt()).expect("JSON report")
+}
+
+const RULES_AND_POLICY: &str = "
+table inet dsc {
+  chain input { type filter hook input priority 0; policy accept;
+    udp dport 5001 counter drop comment \"counted\"
+    udp dport 5002 drop comment \"uncounted\"
+  }
+}
+table ip dsp {
+  chain gate { type filter hook input priority 10; policy drop; }
+}
+";
+
+#[test]
+fn a_counted_rule_and_an_uncounted_one_are_candidates_and_the_policy_is_exact() {
+    let _serial = root_test();
+    let ns = Netns::new("culprit-mix");
+    nft(&ns, RULES_AND_POLICY);
+    let report = report_while(&ns, || {
+        ns.traffic(&["udp", "5001", "300"]);
+        ns.traffic(&["udp", "5002", "200"]);
+        ns.traffic(&["udp", "5003", "100"]);
+    });
+    let counted = handle_of(&ns, "inet", "dsc", "input", "counted");
+    assert_eq!(nft_packets(&ns, "inet", "dsc", "input", counted), 300);
+    // The rules' verdict site: 500 drops, 300 of them counted by the counted rule.
+    let rules = &row_of(&report, 500)["culprit"];
+    assert_eq!(rules["certainty"], "candidates", "{report:#}");
+    let who = rules["who"].as_array().expect("who");
+    assert_eq!(who.len(), 2, "{rules:#}");
+    assert_eq!(who[0]["comment"], "counted");
+    assert_eq!(who[0]["handle"], counted);
+    assert_eq!(who[0]["counted"], 300, "{rules:#}");
+    assert_eq!(who[0]["hook"], "input");
+    assert_eq!(who[1]["comment"], "uncounted");
+    assert!(who[1].get("counted").is_none(), "{rules:#}");
+    assert!(
+        rules["why"].as_str().expect("why").contains("other 200"),
+        "{rules:#}"
+    );
+    // The other site of nft_do_chain: the chain's policy, the only drop policy here.
+    let policy = &row_of(&report, 100)["culprit"];
+    assert_eq!(policy["certainty"], "exact", "{report:#}");
+    assert_eq!(policy["who"][0]["kind"], "policy");
+    assert_eq!(policy["who"][0]["table"], "dsp");
+    assert_eq!(policy["who"][0]["chain"], "gate");
+    assert_eq!(policy["who"][0]["family"], "ip");
+}
+
+#[test]
+fn a_policy_alone_is_the_only_candidate_and_says_nothing_counted_it() {
+    let _serial = root_test();
+    let ns = Netns::new("culprit-pol");
+    nft(
+        &ns,
+        "table ip dsp {\n chain gate { type filter hook input priority 10; policy drop; }\n}",
+    );
+    let report = report_while(&ns, || {
+        ns.traffic(&["udp", "5003", "150"]);
+    });
+    let c = &row_of(&report, 150)["culprit"];
+    // Nothing counts a policy's drops and no rule shows which call site is whose: the only
+    // candidate, not a fact.
+    assert_eq!(c["certainty"], "candidates", "{report:#}");
+    assert_eq!(c["who"].as_array().expect("who").len(), 1);
+    assert_eq!(c["who"][0]["kind"], "policy");
+    assert_eq!(c["who"][0]["chain"], "gate");
+}
+
+#[test]
+fn two_counted_rules_split_the_drops_exactly() {
+    let _serial = root_test();
+    let ns = Netns::new("culprit-split");
+    nft(
+        &ns,
+        "table inet dsc { chain input { type filter hook input priority 0;
+           udp dport 5001 counter drop comment \"a\"
+           udp dport 5002 counter reject comment \"b\"\n }\n}",
+    );
+    let report = report_while(&ns, || {
+        ns.traffic(&["udp", "5001", "321"]);
+        ns.traffic(&["udp", "5002", "123"]);
+    });
+    let (a, b) = (
+        handle_of(&ns, "inet", "dsc", "input", "a"),
+        handle_of(&ns, "inet", "dsc", "input", "b"),
+    );
+    let (na, nb) = (
+        nft_packets(&ns, "inet", "dsc", "input", a),
+        nft_packets(&ns, "inet", "dsc", "input", b),
+    );
+    assert_eq!((na, nb), (321, 123));
+    let c = &row_of(&report, na + nb)["culprit"];
+    assert_eq!(c["certainty"], "exact", "{report:#}");
+    let who = c["who"].as_array().expect("who");
+    assert_eq!(who.len(), 2, "{c:#}");
+    assert_eq!(
+        (&who[0]["handle"], &who[0]["counted"]),
+        (&a.into(), &na.into())
+    );
+    assert_eq!(
+        (&who[1]["handle"], &who[1]["counted"]),
+        (&b.into(), &nb.into())
+    );
+    assert_eq!(who[1]["verdict"], "reject");
+}
+
+#[test]
+fn an_iptables_rule_is_named_with_its_comment_and_its_counter() {
+    let _serial = root_test();
+    let ns = Netns::new("culprit-ipt");
+    ns.exec(&[
+        "iptables",
+        "-A",
+        "INPUT",
+        "-p",
+        "udp",
+        "--dport",
+        "6001",
+        "-m",
+        "comment",
+        "--comment",
+        "cali:abc123",
+        "-j",
+        "DROP",
+    ]);
+    let report = report_while(&ns, || {
+        ns.traffic(&["udp", "6001", "77"]);
+    });
+    // iptables-save -c: `[packets:bytes] -A INPUT ...`.
+    let save = ns.exec(&["iptables-save", "-c", "-t", "filter"]);
+    let save = String::from_utf8_lossy(&save.stdout);
+    let line = (save.lines())
+        .find(|l| l.contains("cali:abc123"))
+        .unwrap_or_else(|| panic!("no rule in {save}"));
+    let packets: u64 = line
+        .trim_start_matches('[')
+        .split(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no counter in {line}"));
+    assert_eq!(packets, 77);
+    let c = &row_of(&report, packets)["culprit"];
+    assert_eq!(c["certainty"], "exact", "{report:#}");
+    let who = &c["who"][0];
+    assert_eq!(who["family"], "ip");
+    assert_eq!(who["table"], "filter");
+    assert_eq!(who["chain"], "INPUT");
+    assert_eq!(who["position"], 1);
+    assert_eq!(who["comment"], "cali:abc123");
+    assert_eq!(who["counted"], packets);
+}
+
+#[test]
+fn the_same_rule_in_two_namespaces_is_counted_in_each() {
+    let _serial = root_test();
+    let (a, b) = (Netns::new("culprit-a"), Netns::new("culprit-b"));
+    let rules = "table inet dsc { chain input { type filter hook input priority 0;
+                   udp dport 5001 counter drop comment \"same\"\n }\n}";
+    nft(&a, rules);
+    nft(&b, rules);
+    let c = Counting::start(&["report", "--format", "json"]);
+    a.traffic(&["udp", "5001", "210"]);
+    b.traffic(&["udp", "5001", "90"]);
+    let report: Value = serde_json::from_str(&c.interrupt()).expect("JSON report");
+    for (ns, n) in [(&a, 210u64), (&b, 90)] {
+        let h = handle_of(ns, "inet", "dsc", "input", "same");
+        assert_eq!(nft_packets(ns, "inet", "dsc", "input", h), n);
+        let row = (nf_rows(&report).into_iter())
+            .find(|d| d["netns_name"] == ns.name.as_str())
+            .unwrap_or_else(|| panic!("no row of {}: {report:#}", ns.name));
+        assert_eq!(row["count"], n, "{row:#}");
+        assert_eq!(row["culprit"]["certainty"], "exact", "{row:#}");
+        assert_eq!(row["culprit"]["who"][0]["counted"], n, "{row:#}");
+    }
+}
+
+#[test]
+fn a_rule_added_while_dropscope_runs_is_named_with_its_drops_since() {
+    let _serial = root_test();
+    let ns = Netns::new("culprit-change");
+    nft(
+        &ns,
+        "table inet dsc { chain input { type filter hook input priority 0;
+           udp dport 5001 counter drop comment \"before\"\n }\n}",
+    );
+    // Counted before the window: not the window's.
+    ns.traffic(&["udp", "5001", "40"]);
+    let report = report_while(&ns, || {
+        ns.traffic(&["udp", "5001", "100"]);
+        ns.exec(&[
+            "nft",
+            "add rule inet dsc input udp dport 5002 counter drop comment \"added\"",
+        ]);
+        ns.traffic(&["udp", "5002", "60"]);
+    });
+    let c = &row_of(&report, 160)["culprit"];
+    assert_eq!(c["certainty"], "exact", "{report:#}");
+    let who = c["who"].as_array().expect("who");
+    let counted = |comment: &str| {
+        (who.iter())
+            .find(|w| w["comment"] == comment)
+            .map(|w| w["counted"].clone())
+            .unwrap_or_else(|| panic!("no {comment} in {c:#}"))
+    };
+    assert_eq!(counted("before"), 100);
+    assert_eq!(counted("added"), 60);
+    let before = handle_of(&ns, "inet", "dsc", "input", "before");
+    assert_eq!(nft_packets(&ns, "inet", "dsc", "input", before), 140);
+}
+
+/// A chain name and a comment with terminal escapes, a bell, a bidi override and a
+/// backslash: `nft` reads them from JSON as they are, and the kernel keeps them.
+const HOSTILE: &str = r#"{"nftables":[{"add":{"table":{"family":"inet","name":"dsc"}}},
+{"add":{"chain":{"family":"inet","table":"dsc","name":"in\u001b[31mred\\x","type":"filter",
+"hook":"input","prio":0,"policy":"accept"}}},{"add":{"rule":{"family":"inet","table":"dsc",
+"chain":"in\u001b[31mred\\x","comment":"\u001b]0;owned\u0007\u202ex","expr":[{"match":{
+"op":"==","left":{"payload":{"protocol":"udp","field":"dport"}},"right":5001}},
+{"counter":null},{"drop":null}]}}}]}"#;
+
+#[test]
+fn hostile_names_and_comments_are_escaped_in_text_and_json() {
+    let _serial = root_test();
+    let ns = Netns::new("culprit-hostile");
+    let path = std::env::temp_dir().join(format!("ds-culprit-{}.json", std::process::id()));
+    std::fs::write(&path, HOSTILE).expect("ruleset file");
+    ns.exec(&["nft", "-j", "-f", path.to_str().expect("utf-8")]);
+    let _ = std::fs::remove_file(&path);
+    let c = Counting::start(&["report", "--netns", &ns.name]);
+    ns.traffic(&["udp", "5001", "33"]);
+    let text = c.interrupt();
+    assert!(text.contains("who dropped it:"), "{text}");
+    for bad in ['\u{1b}', '\u{7}', '\u{202e}'] {
+        assert!(!text.contains(bad), "{bad:?} in {text}");
+    }
+    assert!(text.contains("[counted 33]"), "{text}");
+    // The backslash is doubled, so no name passes for another's escape.
+    assert!(text.contains("red\\\\x"), "{text}");
+    let c = Counting::start(&["report", "--format", "json", "--netns", &ns.name]);
+    ns.traffic(&["udp", "5001", "12"]);
+    let raw = c.interrupt();
+    for bad in ['\u{1b}', '\u{7}', '\u{202e}'] {
+        assert!(!raw.contains(bad), "{bad:?} in {raw}");
+    }
+    let report: Value = serde_json::from_str(&raw).expect("JSON report");
+    let c = &row_of(&report, 12)["culprit"];
+    assert_eq!(c["certainty"], "exact", "{report:#}");
+    assert_eq!(c["who"][0]["counted"], 12, "{report:#}");
+}
