@@ -313,3 +313,66 @@ fn hostile_names_and_comments_are_escaped_in_text_and_json() {
     assert_eq!(c["certainty"], "exact", "{report:#}");
     assert_eq!(c["who"][0]["counted"], 12, "{report:#}");
 }
+
+#[test]
+fn a_tc_program_shooting_on_a_veth_is_named_by_its_attach_point() {
+    use dropscope_tests::fixture::{self, Bpffs, Kind, TC_ACT_SHOT};
+    let _serial = root_test();
+    let (a, b) = (Netns::new("culprit-tca"), Netns::new("culprit-tcb"));
+    let (va, vb) = dropscope_tests::veth_pair(&a, &b, "10.86.0");
+    let fs = Bpffs::mount();
+    let shoot = fixture::load(Kind::Tc, "ds_who_shoot", 7103, TC_ACT_SHOT, true).expect("load");
+    let id = fixture::prog_id(&shoot).expect("program id");
+    dropscope_tests::tc_ingress(&b, &vb, &fs.pin(&shoot, "who_shoot"));
+    // A tcx link on va's egress shoots UDP to port 7104.
+    let tcx = fixture::load(Kind::Tc, "ds_who_tcx", 7104, TC_ACT_SHOT, true).expect("load");
+    let tcx_id = fixture::prog_id(&tcx).expect("program id");
+    let _link = fixture::attach_tcx(&tcx, &a.path(), &va, true).expect("tcx link");
+    let c = Counting::start(&[
+        "report",
+        "--format",
+        "json",
+        "--by",
+        "reason,location,netns,device",
+    ]);
+    a.traffic(&["udp-to", "10.86.0.2", "7103", "250"]);
+    a.traffic(&["udp-to", "10.86.0.2", "7104", "150"]);
+    let report: Value = serde_json::from_str(&c.interrupt()).expect("JSON report");
+    let row = |reason: &str, dev: &str| {
+        (report["drops"].as_array().expect("drops").iter())
+            .find(|d| d["reason"] == reason && d["device"] == dev)
+            .unwrap_or_else(|| panic!("no {reason} row on {dev}: {report:#}"))
+            .clone()
+    };
+    for (reason, dev, count, program, attach) in [
+        (
+            "TC_INGRESS",
+            vb.as_str(),
+            250,
+            format!("prog ds_who_shoot#{id}"),
+            format!("{vb} tc ingress (clsact filter)"),
+        ),
+        (
+            "TC_EGRESS",
+            va.as_str(),
+            150,
+            format!("prog ds_who_tcx#{tcx_id}"),
+            format!("{va} tc egress (tcx)"),
+        ),
+    ] {
+        let r = row(reason, dev);
+        assert_eq!(r["count"], count, "{r:#}");
+        let c = &r["culprit"];
+        // Exact where the verdict counter ran (fexit allowed); else the one candidate there.
+        let certainty = match fixture::fentry_allowed(&shoot) {
+            Ok(()) => "exact",
+            Err(_) => "candidates",
+        };
+        assert_eq!(c["certainty"], certainty, "{r:#}");
+        let who = c["who"].as_array().expect("who");
+        assert_eq!(who.len(), 1, "{c:#}");
+        assert_eq!(who[0]["kind"], "program");
+        assert_eq!(who[0]["program"], program.as_str(), "{c:#}");
+        assert_eq!(who[0]["attach"], attach.as_str(), "{c:#}");
+    }
+}

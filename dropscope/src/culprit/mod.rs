@@ -7,9 +7,12 @@
 //! counters ([`crate::kcounters::nftables`]), and the growth of its counted drop rules over
 //! the same window is matched with the probe's `NETFILTER_DROP` counts.
 pub mod netfilter;
+pub mod programs;
 pub mod ruleset;
 pub mod text;
 pub mod window;
+
+use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -299,4 +302,12 @@ pub fn listed(mut who: Vec<Who>) -> Vec<Who> {
         who.push(Who::More { count: more });
     }
     who
+}
+
+/// Who dropped each row of `snap` that can be attributed (netfilter, tc and XDP rows); rows
+/// left out have no culprit to name.
+pub fn culprits(snap: &crate::model::Snapshot) -> HashMap<crate::model::DropKey, Culprit> {
+    let mut all = netfilter::culprits(snap);
+    all.extend(programs::culprits(snap));
+    all
 }

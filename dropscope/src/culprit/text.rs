@@ -2,7 +2,7 @@
 //! first, each line escaped for the terminal.
 use std::io::Write;
 
-use super::{Culprit, netfilter};
+use super::Culprit;
 use crate::{
     model::{DropKey, Snapshot},
     sanitize,
@@ -31,7 +31,7 @@ fn row(k: &DropKey) -> String {
 /// Every attributed row's culprits of `snap` and the snapshot's rows they belong to, largest
 /// first.
 pub fn attributed(snap: &Snapshot) -> Vec<(&DropKey, u64, Culprit)> {
-    let mut c = netfilter::culprits(snap);
+    let mut c = super::culprits(snap);
     let mut rows: Vec<_> = (snap.drops.iter())
         .filter_map(|d| Some((&d.key, d.count, c.remove(&d.key)?)))
         .collect();

@@ -154,6 +154,8 @@ pub struct KernelCounters {
     listeners: BTreeMap<u64, Vec<crate::model::kernel::Listener>>,
     /// Each namespace's drop rules and their counters' growth (see [`nftables`]).
     rules: crate::culprit::window::RuleWindows,
+    /// The names of the programs attached (see [`hooks`]), by id, as first read.
+    prog_names: crate::culprit::programs::Names,
 }
 
 impl KernelCounters {
@@ -172,6 +174,7 @@ impl KernelCounters {
             carried: BTreeMap::new(),
             listeners: BTreeMap::new(),
             rules: Default::default(),
+            prog_names: Default::default(),
         };
         k.poll(&[]);
         Ok(k)
@@ -267,6 +270,7 @@ impl KernelCounters {
                 }
             }
             self.hooks = hooks;
+            self.prog_names.learn(&self.hooks);
         }
         // Each namespace read now: the full listeners it has now (none, where none is).
         let mut listeners = reading.listeners;
@@ -469,6 +473,7 @@ impl KernelCounters {
             devices,
             listeners: self.listeners.clone(),
             rules: self.rules.windows(),
+            attached: self.prog_names.attached(&self.hooks),
         }
     }
 }

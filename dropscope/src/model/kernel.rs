@@ -89,6 +89,10 @@ pub struct KernelReading {
     /// rule's growth (see [`crate::culprit`]). Recordings do not carry them yet.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub rules: BTreeMap<u64, crate::culprit::ruleset::RulesWindow>,
+    /// Per namespace, the BPF programs attached to its devices as last read (see
+    /// [`crate::culprit::programs`]). Recordings do not carry them yet.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attached: BTreeMap<u64, Vec<crate::culprit::programs::Attached>>,
 }
 
 /// A TCP listener whose accept queue was full when the kernel's counters were read (the
@@ -242,6 +246,7 @@ impl KernelReading {
                     None => (*ns, w.clone()),
                 })
                 .collect(),
+            attached: self.attached.clone(),
         }
     }
 }

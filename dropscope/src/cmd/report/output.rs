@@ -591,7 +591,7 @@ fn sorted(s: &Snapshot) -> Vec<&DropCount> {
 pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
     let mut samples = SamplesByKey::new(s);
     let mut ways = Ways::new(s.kernel.as_ref().map(|k| k.initial_netns));
-    let mut culprits = crate::culprit::netfilter::culprits(s);
+    let mut culprits = crate::culprit::culprits(s);
     JsonReport {
         total: s.total,
         overflow: s.overflow,
