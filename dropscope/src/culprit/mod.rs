@@ -10,6 +10,7 @@ pub mod netfilter;
 pub mod programs;
 pub mod ruleset;
 pub mod text;
+pub mod tui;
 pub mod window;
 
 use std::collections::HashMap;
@@ -309,5 +310,16 @@ pub fn listed(mut who: Vec<Who>) -> Vec<Who> {
 pub fn culprits(snap: &crate::model::Snapshot) -> HashMap<crate::model::DropKey, Culprit> {
     let mut all = netfilter::culprits(snap);
     all.extend(programs::culprits(snap));
+    if snap.kernel.as_ref().is_some_and(|k| !k.attributed) {
+        for c in all.values_mut() {
+            *c = Culprit::Unknown {
+                why: RECORDED_BEFORE.into(),
+            };
+        }
+    }
     all
 }
+
+/// Why a recorded row names no culprit: recordings do not carry rulesets and programs.
+pub const RECORDED_BEFORE: &str =
+    "recorded before attribution (a recording does not carry rulesets and attached programs)";

@@ -474,6 +474,7 @@ impl KernelCounters {
             listeners: self.listeners.clone(),
             rules: self.rules.windows(),
             attached: self.prog_names.attached(&self.hooks),
+            attributed: true,
         }
     }
 }

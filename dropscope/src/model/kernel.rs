@@ -93,6 +93,10 @@ pub struct KernelReading {
     /// [`crate::culprit::programs`]). Recordings do not carry them yet.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub attached: BTreeMap<u64, Vec<crate::culprit::programs::Attached>>,
+    /// Whether `rules` and `attached` were read (a live reading); a recorded one has neither
+    /// (see [`crate::culprit`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub attributed: bool,
 }
 
 /// A TCP listener whose accept queue was full when the kernel's counters were read (the
@@ -247,6 +251,7 @@ impl KernelReading {
                 })
                 .collect(),
             attached: self.attached.clone(),
+            attributed: self.attributed && earlier.attributed,
         }
     }
 }
