@@ -215,6 +215,27 @@ fn an_iptables_rule_is_named_with_its_comment_and_its_counter() {
     assert_eq!(who["position"], 1);
     assert_eq!(who["comment"], "cali:abc123");
     assert_eq!(who["counted"], packets);
+    // Only the rows that policy dropped: not the datagrams to a closed port beside them.
+    let c = Counting::start(&[
+        "report",
+        "--format",
+        "json",
+        "--netns",
+        &ns.name,
+        "--culprit",
+        "CALI:ABC",
+    ]);
+    ns.traffic(&["udp", "6001", "40"]);
+    ns.traffic(&["udp", "6002", "25"]);
+    let only: Value = serde_json::from_str(&c.interrupt()).expect("JSON report");
+    let drops = only["drops"].as_array().expect("drops");
+    assert_eq!(drops.len(), 1, "{only:#}");
+    assert_eq!(drops[0]["reason"], "NETFILTER_DROP");
+    assert_eq!(
+        (&drops[0]["count"], &only["total"]),
+        (&40.into(), &40.into()),
+        "{only:#}"
+    );
 }
 
 #[test]

@@ -7,6 +7,7 @@
 //! counters ([`crate::kcounters::nftables`]), and the growth of its counted drop rules over
 //! the same window is matched with the probe's `NETFILTER_DROP` counts.
 pub mod netfilter;
+pub mod only;
 pub mod programs;
 pub mod ruleset;
 pub mod text;

@@ -28,6 +28,10 @@ pub async fn report_cmd(args: ReportArgs) -> anyhow::Result<()> {
         let view = (snap.kernel.as_ref()).map(|r| kcounters::view(r, &snap, filter));
         (snap, secs, view)
     };
+    let snap = match &args.culprit {
+        Some(pattern) => crate::culprit::only::only(snap, pattern),
+        None => snap,
+    };
     print_report(
         &snap,
         seconds,
