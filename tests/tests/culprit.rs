@@ -397,3 +397,85 @@ fn a_tc_program_shooting_on_a_veth_is_named_by_its_attach_point() {
         assert_eq!(who[0]["attach"], attach.as_str(), "{c:#}");
     }
 }
+
+/// A ruleset of `n` accept rules after one counted drop rule (commented `first`).
+fn big_ruleset(n: usize) -> String {
+    let mut s = String::from(
+        "table inet big {\n chain input { type filter hook input priority 0;\n  \
+         udp dport 5001 counter drop comment \"first\"\n",
+    );
+    for i in 0..n {
+        s.push_str(&format!(
+            "  tcp dport {} ip saddr 10.{}.{}.{} counter accept\n",
+            10000 + i % 50000,
+            i / 65536,
+            (i / 256) % 256,
+            i % 256
+        ));
+    }
+    s.push_str(" }\n}\n");
+    s
+}
+
+#[test]
+fn a_ruleset_of_100000_rules_is_read_within_its_bound_and_says_so() {
+    let _serial = root_test();
+    let ns = Netns::new("culprit-big");
+    nft(&ns, &big_ruleset(100_000));
+    let started = std::time::Instant::now();
+    let report = report_while(&ns, || {
+        ns.traffic(&["udp", "5001", "50"]);
+    });
+    let took = started.elapsed();
+    // Two readings (the baseline and the last) of at most 0.5 s of dump each, then some.
+    assert!(took < std::time::Duration::from_secs(40), "took {took:?}");
+    let c = &row_of(&report, 50)["culprit"];
+    // The first rule was read before the cut, and its counter accounts for every drop.
+    assert_eq!(c["certainty"], "exact", "{c:#}");
+    assert_eq!(c["who"][0]["comment"], "first");
+    assert_eq!(c["who"][0]["counted"], 50);
+    let notes = report["kernel_notes"].to_string();
+    assert!(notes.contains("nftables rules: dump cut"), "{notes}");
+}
+
+#[test]
+fn tables_made_and_deleted_while_read_never_stall_the_report() {
+    let _serial = root_test();
+    let ns = Netns::new("culprit-churn");
+    nft(
+        &ns,
+        "table inet dsc {\n chain input { type filter hook input priority 0;
+           udp dport 5001 counter drop comment \"steady\"\n }\n}",
+    );
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churn = {
+        let (stop, name) = (stop.clone(), ns.name.clone());
+        std::thread::spawn(move || {
+            let mut i = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let t = format!("churn{}", i % 8);
+                let _ = std::process::Command::new("ip")
+                    .args(["netns", "exec", &name, "nft", "add", "table", "ip", &t])
+                    .output();
+                let _ = std::process::Command::new("ip")
+                    .args(["netns", "exec", &name, "nft", "delete", "table", "ip", &t])
+                    .output();
+                i += 1;
+            }
+            i
+        })
+    };
+    let started = std::time::Instant::now();
+    let report = report_while(&ns, || {
+        ns.traffic(&["udp", "5001", "70"]);
+        std::thread::sleep(std::time::Duration::from_secs(2));
+    });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let changes = churn.join().expect("churn thread");
+    assert!(changes > 5, "the ruleset changed {changes} times only");
+    assert!(started.elapsed() < std::time::Duration::from_secs(40));
+    let c = &row_of(&report, 70)["culprit"];
+    // The steady rule's counter accounts for every drop, whatever came and went meanwhile.
+    assert_eq!(c["certainty"], "exact", "{c:#}");
+    assert_eq!(c["who"][0]["counted"], 70, "{c:#}");
+}

@@ -87,6 +87,8 @@ struct Scope<'a> {
     whole: bool,
     /// Whether a ruleset of the scope changed in the window.
     changed: bool,
+    /// Whether a counted rule was first read after the window began.
+    late: bool,
     notes: Vec<&'a str>,
 }
 
@@ -99,6 +101,7 @@ impl<'a> Scope<'a> {
             policies: Vec::new(),
             whole: windows.iter().all(|w| w.whole && !w.late),
             changed: windows.iter().any(|w| w.changed),
+            late: windows.iter().any(|w| w.late),
             notes: windows
                 .iter()
                 .flat_map(|w| w.notes.iter().map(String::as_str))
@@ -141,8 +144,9 @@ impl<'a> Scope<'a> {
             (false, None) => " (a rule was first read after the window began)".into(),
         };
         let counted = self.counted;
-        // The counted rules' growth is every netfilter drop of the scope.
-        if self.whole && counted > 0 && counted == all {
+        // The counted rules' growth is every netfilter drop of the scope (whether or not every
+        // rule was read: those read account for all of them).
+        if !self.late && counted > 0 && counted == all {
             return Culprit::Exact {
                 who: listed(self.grew.clone()),
                 how: format!(

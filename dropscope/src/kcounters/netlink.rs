@@ -36,22 +36,21 @@ pub type Message<'a> = (u16, u16, &'a [u8]);
 
 /// Reads the answer to a dump request sent on `s` with `sequence`: every message of that
 /// sequence is handed to `each` (which returns false to stop), until `NLMSG_DONE`, an error
-/// (returned), [`DUMP_TIME`] (`Ok(Some(note))`) or a receive that waits longer than the
-/// socket's timeout (`Ok(Some(note))`). `what` names the dump in notes.
+/// (returned), `limit` (`Ok(Some(note))`; [`DUMP_TIME`] at most) or a receive that waits
+/// longer than the socket's timeout (`Ok(Some(note))`). `what` names the dump in notes.
 pub fn answer(
     s: &netlink_sys::Socket,
     sequence: u32,
     what: &str,
+    limit: Duration,
     mut each: impl FnMut(Message<'_>) -> bool,
 ) -> std::io::Result<Option<String>> {
     let start = std::time::Instant::now();
     let mut recv = vec![0u8; 64 << 10];
     loop {
-        if start.elapsed() > DUMP_TIME {
-            return Ok(Some(format!(
-                "{what}: dump cut after {}s",
-                DUMP_TIME.as_secs()
-            )));
+        let limit = limit.min(DUMP_TIME);
+        if start.elapsed() > limit {
+            return Ok(Some(format!("{what}: dump cut after {limit:?}")));
         }
         let n = match s.recv(&mut &mut recv[..], 0) {
             Ok(n) => n.min(recv.len()),

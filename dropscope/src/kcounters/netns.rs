@@ -573,7 +573,8 @@ impl InitialNs {
                 return;
             }
             match read_in(&file, path, buf).map(|(c, mut found)| {
-                found.ruleset = super::nftables::read(*ino, &mut self.nft);
+                found.ruleset =
+                    super::nftables::read(*ino, &mut self.nft, super::nftables::OTHER_DUMP_TIME);
                 (c, found)
             }) {
                 Ok((c, found)) => {
@@ -620,7 +621,7 @@ impl InitialNs {
         let mut all = result?;
         let mut found = self.rtnl.read(&mut all);
         listeners(&all, &mut found);
-        found.ruleset = super::nftables::read(self.ino, &mut self.nft);
+        found.ruleset = super::nftables::read(self.ino, &mut self.nft, super::netlink::DUMP_TIME);
         all.retain(|name, _| super::is_kept(name));
         Ok((all, found))
     }

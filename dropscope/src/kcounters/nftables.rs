@@ -13,11 +13,11 @@
 //! [`super::netlink::DUMP_TIME`], a receive waits at most [`super::netlink::RECV_TIMEOUT`],
 //! and at most [`MAX_KEPT`] drop rules and chains are kept; each cut is a note (the ruleset is
 //! then not `whole`), never a hang.
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, time::Duration};
 
 use netlink_sys::{Socket, SocketAddr};
 
-use super::netlink::{DUMP_TIME, NLM_F_DUMP, NLM_F_REQUEST, RECV_TIMEOUT, answer};
+use super::netlink::{NLM_F_DUMP, NLM_F_REQUEST, RECV_TIMEOUT, answer};
 use crate::{
     culprit::ruleset::{Chain, ChainId, MAX_TEXT, Rule, Ruleset, Verdict, hook_name},
     sanitize,
@@ -53,8 +53,11 @@ pub type Cache = BTreeMap<u64, Ruleset>;
 /// Reads the ruleset of the calling thread's namespace (`ns`), again only where its generation
 /// changed since `cache` holds it; the result is cached too. `None`: this kernel has no
 /// nf_tables (nothing to read).
-pub fn read(ns: u64, cache: &mut Cache) -> Option<Ruleset> {
-    let r = match read_with(cache.get(&ns)) {
+/// `limit`: how long each dump may take ([`super::netlink::DUMP_TIME`] in the initial namespace,
+/// [`OTHER_DUMP_TIME`] in others, so that rulesets made in bulk in namespaces of their own cost
+/// their readings a bounded time and never crowd out the host's).
+pub fn read(ns: u64, cache: &mut Cache, limit: Duration) -> Option<Ruleset> {
+    let r = match read_with(cache.get(&ns), limit) {
         Ok(r) => r?,
         Err(e) => Ruleset {
             notes: vec![format!("nftables ruleset: {e}")],
@@ -68,10 +71,13 @@ pub fn read(ns: u64, cache: &mut Cache) -> Option<Ruleset> {
     Some(r)
 }
 
+/// How long a dump may take in a namespace other than the initial one.
+pub const OTHER_DUMP_TIME: Duration = Duration::from_millis(500);
+
 /// The most namespaces whose last ruleset is kept between readings.
 const MAX_CACHED: usize = 1024;
 
-fn read_with(last: Option<&Ruleset>) -> std::io::Result<Option<Ruleset>> {
+fn read_with(last: Option<&Ruleset>, limit: Duration) -> std::io::Result<Option<Ruleset>> {
     let s = match Socket::new(NETLINK_NETFILTER) {
         Ok(s) => s,
         Err(e) if e.raw_os_error() == Some(libc::EPROTONOSUPPORT) => return Ok(None),
@@ -79,20 +85,22 @@ fn read_with(last: Option<&Ruleset>) -> std::io::Result<Option<Ruleset>> {
     };
     socket2::SockRef::from(&s).set_read_timeout(Some(RECV_TIMEOUT))?;
     let mut seq = 0;
-    let Some(generation) = generation(&s, &mut seq)? else {
+    let Some(generation) = generation(&s, &mut seq, limit)? else {
         return Ok(None);
     };
     if let Some(last) = last.filter(|l| l.generation == generation && l.whole) {
         let mut r = last.clone();
-        if refresh(&s, &mut seq, &mut r)? && self::generation(&s, &mut seq)? == Some(generation) {
+        if refresh(&s, &mut seq, &mut r, limit)?
+            && self::generation(&s, &mut seq, limit)? == Some(generation)
+        {
             return Ok(Some(r));
         }
     }
-    let mut r = whole(&s, &mut seq, generation)?;
-    let after = self::generation(&s, &mut seq)?;
+    let mut r = whole(&s, &mut seq, generation, limit)?;
+    let after = self::generation(&s, &mut seq, limit)?;
     if after != Some(generation) {
-        r = whole(&s, &mut seq, after.unwrap_or(0))?;
-        if self::generation(&s, &mut seq)? != Some(r.generation) {
+        r = whole(&s, &mut seq, after.unwrap_or(0), limit)?;
+        if self::generation(&s, &mut seq, limit)? != Some(r.generation) {
             r.whole = false;
             r.notes.push(
                 "nftables ruleset: changed while it was read twice; read again next time".into(),
@@ -128,11 +136,11 @@ fn send(s: &Socket, b: &[u8]) -> std::io::Result<()> {
 }
 
 /// The ruleset's generation; `None` where the kernel has no nf_tables.
-fn generation(s: &Socket, seq: &mut u32) -> std::io::Result<Option<u32>> {
+fn generation(s: &Socket, seq: &mut u32, limit: Duration) -> std::io::Result<Option<u32>> {
     *seq += 1;
     send(s, &request(NFT_MSG_GETGEN, NLM_F_ACK, *seq, &[]))?;
     let mut id = None;
-    let got = answer(s, *seq, "nftables generation", |(kind, _, p)| {
+    let got = answer(s, *seq, "nftables generation", limit, |(kind, _, p)| {
         if kind == SUBSYS | NFT_MSG_NEWGEN {
             id = attrs(p.get(4..).unwrap_or_default())
                 .find(|(t, _)| *t == 1)
@@ -149,7 +157,7 @@ fn generation(s: &Socket, seq: &mut u32) -> std::io::Result<Option<u32>> {
 }
 
 /// The whole ruleset: its chains, then its rules.
-fn whole(s: &Socket, seq: &mut u32, generation: u32) -> std::io::Result<Ruleset> {
+fn whole(s: &Socket, seq: &mut u32, generation: u32, limit: Duration) -> std::io::Result<Ruleset> {
     let mut r = Ruleset {
         generation,
         whole: true,
@@ -159,7 +167,7 @@ fn whole(s: &Socket, seq: &mut u32, generation: u32) -> std::io::Result<Ruleset>
     send(s, &request(NFT_MSG_GETCHAIN, NLM_F_DUMP, *seq, &[]))?;
     let (mut seen, mut intr) = (0usize, false);
     let mut all_chains = Vec::new();
-    let note = answer(s, *seq, "nftables chains", |(kind, flags, p)| {
+    let note = answer(s, *seq, "nftables chains", limit, |(kind, flags, p)| {
         intr |= flags & NLM_F_DUMP_INTR != 0;
         if kind == SUBSYS | NFT_MSG_NEWCHAIN
             && let Some(c) = chain(p)
@@ -182,7 +190,7 @@ fn whole(s: &Socket, seq: &mut u32, generation: u32) -> std::io::Result<Ruleset>
     }
     *seq += 1;
     send(s, &request(NFT_MSG_GETRULE, NLM_F_DUMP, *seq, &[]))?;
-    let note = rules(s, *seq, &mut r)?;
+    let note = rules(s, *seq, &mut r, limit)?;
     cut(&mut r, note, false);
     // The chains kept: those whose policy drops, and those holding a drop rule.
     let holding: std::collections::HashSet<&ChainId> = r.rules.iter().map(|x| &x.id).collect();
@@ -195,7 +203,7 @@ fn whole(s: &Socket, seq: &mut u32, generation: u32) -> std::io::Result<Ruleset>
 
 /// Dumps again the rules of the chains holding counted drop rules, for their counters; false
 /// where there are too many such chains or a dump was cut (then the whole ruleset is read).
-fn refresh(s: &Socket, seq: &mut u32, r: &mut Ruleset) -> std::io::Result<bool> {
+fn refresh(s: &Socket, seq: &mut u32, r: &mut Ruleset, limit: Duration) -> std::io::Result<bool> {
     let mut chains: Vec<ChainId> = (r.rules.iter())
         .filter(|x| x.packets.is_some())
         .map(|x| x.id.clone())
@@ -222,7 +230,7 @@ fn refresh(s: &Socket, seq: &mut u32, r: &mut Ruleset) -> std::io::Result<bool> 
         );
         b[16] = c.family;
         send(s, &b)?;
-        if rules(s, *seq, &mut fresh)?.is_some() {
+        if rules(s, *seq, &mut fresh, limit)?.is_some() {
             return Ok(false);
         }
     }
@@ -262,11 +270,16 @@ fn cut(r: &mut Ruleset, note: Option<String>, interrupted: bool) {
 }
 
 /// Reads a rule dump's answer into `r`'s drop rules; a note where it was cut.
-fn rules(s: &Socket, seq: u32, r: &mut Ruleset) -> std::io::Result<Option<String>> {
+fn rules(
+    s: &Socket,
+    seq: u32,
+    r: &mut Ruleset,
+    limit: Duration,
+) -> std::io::Result<Option<String>> {
     let (mut seen, mut intr) = (0usize, false);
     let mut position: (Option<ChainId>, u32) = (None, 0);
     let mut full = false;
-    let note = answer(s, seq, "nftables rules", |(kind, flags, p)| {
+    let note = answer(s, seq, "nftables rules", limit, |(kind, flags, p)| {
         intr |= flags & NLM_F_DUMP_INTR != 0;
         seen += 1;
         if kind == SUBSYS | NFT_MSG_NEWRULE
@@ -289,12 +302,7 @@ fn rules(s: &Socket, seq: u32, r: &mut Ruleset) -> std::io::Result<Option<String
         }
         seen < MAX_MESSAGES
     })?;
-    let mut note = note.map(|n| {
-        format!(
-            "{n} (at most {MAX_MESSAGES} rules in {}s)",
-            DUMP_TIME.as_secs()
-        )
-    });
+    let mut note = note.map(|n| format!("{n} (at most {MAX_MESSAGES} rules in {limit:?})"));
     if full {
         note.get_or_insert_with(|| {
             format!("nftables rules: more than {MAX_KEPT} drop rules, the rest not kept")
