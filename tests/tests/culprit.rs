@@ -396,6 +396,9 @@ fn a_tc_program_shooting_on_a_veth_is_named_by_its_attach_point() {
         assert_eq!(who[0]["program"], program.as_str(), "{c:#}");
         assert_eq!(who[0]["attach"], attach.as_str(), "{c:#}");
     }
+    // Reading who is attached changes nothing: none of dropscope's programs stays loaded.
+    let left = common::dropscope_programs();
+    assert!(left.is_empty(), "left loaded: {left:?}");
 }
 
 /// A ruleset of `n` accept rules after one counted drop rule (commented `first`).

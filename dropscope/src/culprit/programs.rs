@@ -219,9 +219,7 @@ impl Names {
             if self.0.len() >= MAX_NAMES {
                 return;
             }
-            if !self.0.contains_key(&h.prog) {
-                self.0.insert(h.prog, name_of(h.prog));
-            }
+            self.0.entry(h.prog).or_insert_with(|| name_of(h.prog));
         }
     }
 

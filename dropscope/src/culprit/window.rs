@@ -43,12 +43,11 @@ impl RuleWindows {
             let mut late = false;
             for x in &r.rules {
                 let Some(p) = x.packets else { continue };
-                if !base.contains_key(&(x.id.clone(), x.handle)) {
-                    // Made in the window, unless the baseline may have missed it.
-                    let from = if *whole { 0 } else { p };
+                // Made in the window, unless the baseline may have missed it.
+                base.entry((x.id.clone(), x.handle)).or_insert_with(|| {
                     late |= !*whole;
-                    base.insert((x.id.clone(), x.handle), from);
-                }
+                    if *whole { 0 } else { p }
+                });
             }
             // Rules gone are forgotten (their handles are never given again in a table, but
             // a table made again starts over).

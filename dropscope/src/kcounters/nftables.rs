@@ -392,15 +392,13 @@ fn rule(p: &[u8]) -> Option<Rule> {
         let data = attr(e, 2).unwrap_or_default();
         match name.as_str() {
             "counter" => x.packets = attr(data, 2).and_then(be64),
-            "immediate" => {
-                // The verdict register is 0; a verdict's code: NF_DROP is 0.
-                if attr(data, 1).and_then(be32) == Some(0) {
-                    let code = attr(data, 2)
-                        .and_then(|d| attr(d, 2))
-                        .and_then(|v| attr(v, 1))
-                        .and_then(be32);
-                    verdict = code.map(|c| (c == 0).then_some(Verdict::Drop));
-                }
+            // The verdict register is 0; a verdict's code: NF_DROP is 0.
+            "immediate" if attr(data, 1).and_then(be32) == Some(0) => {
+                let code = attr(data, 2)
+                    .and_then(|d| attr(d, 2))
+                    .and_then(|v| attr(v, 1))
+                    .and_then(be32);
+                verdict = code.map(|c| (c == 0).then_some(Verdict::Drop));
             }
             "reject" => verdict = Some(Some(Verdict::Reject)),
             "target" => {
@@ -411,10 +409,10 @@ fn rule(p: &[u8]) -> Option<Rule> {
                     _ => None,
                 });
             }
-            "match" => {
-                if attr(data, 1).map(text).as_deref() == Some("comment") && x.comment.is_none() {
-                    x.comment = attr(data, 3).map(text).filter(|c| !c.is_empty());
-                }
+            "match"
+                if attr(data, 1).map(text).as_deref() == Some("comment") && x.comment.is_none() =>
+            {
+                x.comment = attr(data, 3).map(text).filter(|c| !c.is_empty());
             }
             _ => {}
         }
