@@ -5,8 +5,42 @@ use ratatui::{
     text::{Line, Span},
 };
 
-use super::Culprit;
+use super::{Culprit, Who};
 use crate::sanitize;
+
+/// The most characters of the table's WHO column.
+pub const WHO_WIDTH: usize = 32;
+
+/// A culprit in one table cell: `rule filter INPUT #2`, `policy ip gate` (exact), `maybe: rule
+/// t input #1 +2` (candidates), `?` (unknown), `-` (none).
+pub fn cell(culprit: Option<&Culprit>) -> String {
+    let Some(c) = culprit else {
+        return "-".into();
+    };
+    let short = |w: &Who| match w {
+        Who::Rule {
+            table,
+            chain,
+            position,
+            ..
+        } => format!("rule {table} {chain} #{position}"),
+        Who::Policy { table, chain, .. } => format!("policy {table} {chain}"),
+        Who::Program { program, .. } => program.clone(),
+        Who::Socket { local, .. } => format!("socket {local}"),
+        Who::More { count } => format!("+{count}"),
+    };
+    let who = c.who();
+    let first = who.first().map(short).unwrap_or_default();
+    let more = match who.len() {
+        0 | 1 => String::new(),
+        n => format!(" +{}", n - 1),
+    };
+    match c {
+        Culprit::Exact { .. } => format!("{first}{more}"),
+        Culprit::Candidates { .. } => format!("maybe: {first}{more}"),
+        Culprit::Unknown { .. } => "?".into(),
+    }
+}
 
 /// The lines for `culprit` (none where the row has none).
 pub fn lines(culprit: Option<&Culprit>) -> Vec<Line<'static>> {
@@ -141,6 +175,14 @@ mod tests {
             "{out}"
         );
         assert!(!out.contains('\u{1b}'), "{out}");
+    }
+
+    #[test]
+    fn the_table_has_a_who_column_where_a_row_has_a_culprit() {
+        let out = screen_after_e(snap(true));
+        let head = out.lines().find(|l| l.contains("COUNT")).expect("a header");
+        assert!(head.contains("WHO"), "{out}");
+        assert!(out.contains("rule filter INPUT #2"), "{out}");
     }
 
     #[test]
