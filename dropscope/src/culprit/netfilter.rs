@@ -184,6 +184,18 @@ impl<'a> Scope<'a> {
                     ),
                 };
             }
+            // Every drop rule has a counter: each drop here is one of theirs, those after the
+            // counters were read (drops going on) included.
+            if self.uncounted.is_empty() && caveat.is_empty() {
+                return Culprit::Exact {
+                    who: listed(self.grew.clone()),
+                    how: format!(
+                        "at the rules' verdict site of nft_do_chain, and every drop rule here \
+                         has a counter: these counted {counted} of the {here} drops here by \
+                         the last reading of the counters (the rest came after it)"
+                    ),
+                };
+            }
             return Culprit::Candidates {
                 who: listed(rules()),
                 why: format!(

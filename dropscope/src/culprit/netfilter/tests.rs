@@ -177,3 +177,30 @@ fn long_lists_are_cut_with_a_count_of_the_rest() {
     assert_eq!(c.who().len(), crate::culprit::MAX_LISTED);
     assert_eq!(c.who().last(), Some(&Who::More { count: 25 }));
 }
+
+#[test]
+fn drops_going_on_after_the_reading_still_name_counted_rules_exactly() {
+    // The snapshot counted 8 more at the rules' site than the counters had when read, and 3
+    // more at the policy's.
+    let s = snap(
+        &[("nft_do_chain+0x3e8", 58), ("nft_do_chain+0x5ad", 10)],
+        Some(window(vec![rule(2, Some(30)), rule(3, Some(20))], true)),
+    );
+    let c = culprits(&s);
+    let rules = &c[&key("nft_do_chain+0x3e8")];
+    assert_eq!(rules.certainty(), "exact", "{rules:?}");
+    assert_eq!(counted(rules), [Some(30), Some(20)]);
+    assert!(rules.because().contains("50 of the 58"), "{rules:?}");
+    assert_eq!(c[&key("nft_do_chain+0x5ad")].certainty(), "exact");
+    // With a rule without a counter, the site's drops cannot be split: candidates.
+    let mut w = window(vec![rule(2, Some(30)), rule(3, Some(20))], true);
+    w.rules.push(rule(4, None));
+    let s = snap(
+        &[("nft_do_chain+0x3e8", 58), ("nft_do_chain+0x5ad", 10)],
+        Some(w),
+    );
+    assert_eq!(
+        culprits(&s)[&key("nft_do_chain+0x3e8")].certainty(),
+        "candidates"
+    );
+}
