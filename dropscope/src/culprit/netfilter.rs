@@ -60,9 +60,11 @@ pub fn culprits(snap: &Snapshot) -> HashMap<DropKey, Culprit> {
         for d in rows {
             let c = if windows.is_empty() {
                 Culprit::Unknown {
-                    why: "the ruleset of this namespace was not read (no reading yet, or \
-                          it could not be entered)"
-                        .into(),
+                    why: format!(
+                        "the ruleset of this namespace was not read (no reading yet, it could \
+                         not be entered, or more than {} namespaces have drop rules)",
+                        super::window::MAX_NAMESPACES
+                    ),
                 }
             } else {
                 scope.attribute(&d.key.location, &at, all)

@@ -6,6 +6,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::ruleset::{ChainId, RulesWindow, Ruleset};
 
+/// The most namespaces whose drop rules are kept.
+pub const MAX_NAMESPACES: usize = 256;
+
 /// Packets per rule (chain and handle) at a namespace's baseline.
 type Base = HashMap<(ChainId, u64), u64>;
 
@@ -29,6 +32,12 @@ impl RuleWindows {
         tracked: &BTreeSet<u64>,
     ) {
         for (ns, r) in rulesets {
+            // At most MAX_NAMESPACES rulesets that can drop are kept (the initial namespace's
+            // inode is the lowest: it comes first); the rest are not attributed.
+            let full = self.latest.values().filter(|w| !w.rules.is_empty()).count();
+            if !r.rules.is_empty() && full >= MAX_NAMESPACES && !self.latest.contains_key(&ns) {
+                continue;
+            }
             if first.contains(&ns) {
                 self.base.remove(&ns);
                 self.generation.remove(&ns);
@@ -69,5 +78,49 @@ impl RuleWindows {
     /// Each namespace's window as last read.
     pub fn windows(&self) -> BTreeMap<u64, RulesWindow> {
         self.latest.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use super::{MAX_NAMESPACES, RuleWindows};
+    use crate::culprit::ruleset::{ChainId, Rule, Ruleset, Verdict};
+
+    fn ruleset(packets: u64) -> Ruleset {
+        Ruleset {
+            generation: 1,
+            rules: vec![Rule {
+                id: ChainId::default(),
+                handle: 2,
+                position: 1,
+                verdict: Verdict::Drop,
+                packets: Some(packets),
+                comment: None,
+                exprs: "counter immediate".into(),
+            }],
+            whole: true,
+            ..Ruleset::default()
+        }
+    }
+
+    #[test]
+    fn growth_counts_from_the_first_reading_and_namespaces_made_in_bulk_are_bounded() {
+        let mut w = RuleWindows::default();
+        let all: BTreeSet<u64> = (1..=400).collect();
+        let rulesets = |p| {
+            all.iter()
+                .map(|ns| (*ns, ruleset(p)))
+                .collect::<BTreeMap<_, _>>()
+        };
+        w.fold(rulesets(10), &all, &all);
+        w.fold(rulesets(25), &BTreeSet::new(), &all);
+        let windows = w.windows();
+        assert_eq!(windows.len(), MAX_NAMESPACES);
+        // The lowest inodes (the initial namespace's is) are kept first.
+        assert!(windows.contains_key(&1));
+        assert_eq!(windows[&1].rules[0].grew, Some(15));
+        assert!(!windows.contains_key(&400));
     }
 }

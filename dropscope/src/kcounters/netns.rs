@@ -573,8 +573,7 @@ impl InitialNs {
                 return;
             }
             match read_in(&file, path, buf).map(|(c, mut found)| {
-                found.ruleset =
-                    super::nftables::read(*ino, &mut self.nft, super::nftables::OTHER_DUMP_TIME);
+                found.ruleset = super::nftables::read(*ino, &mut self.nft, super::nftables::OTHER);
                 (c, found)
             }) {
                 Ok((c, found)) => {
@@ -621,7 +620,7 @@ impl InitialNs {
         let mut all = result?;
         let mut found = self.rtnl.read(&mut all);
         listeners(&all, &mut found);
-        found.ruleset = super::nftables::read(self.ino, &mut self.nft, super::netlink::DUMP_TIME);
+        found.ruleset = super::nftables::read(self.ino, &mut self.nft, super::nftables::HOST);
         all.retain(|name, _| super::is_kept(name));
         Ok((all, found))
     }

@@ -53,17 +53,24 @@ pub type Cache = BTreeMap<u64, Ruleset>;
 /// Reads the ruleset of the calling thread's namespace (`ns`), again only where its generation
 /// changed since `cache` holds it; the result is cached too. `None`: this kernel has no
 /// nf_tables (nothing to read).
-/// `limit`: how long each dump may take ([`super::netlink::DUMP_TIME`] in the initial namespace,
-/// [`OTHER_DUMP_TIME`] in others, so that rulesets made in bulk in namespaces of their own cost
-/// their readings a bounded time and never crowd out the host's).
-pub fn read(ns: u64, cache: &mut Cache, limit: Duration) -> Option<Ruleset> {
-    let r = match read_with(cache.get(&ns), limit) {
+/// `bounds`: [`HOST`] in the initial namespace, [`OTHER`] in others.
+pub fn read(ns: u64, cache: &mut Cache, bounds: Bounds) -> Option<Ruleset> {
+    let mut r = match read_with(cache.get(&ns), bounds.time) {
         Ok(r) => r?,
         Err(e) => Ruleset {
             notes: vec![format!("nftables ruleset: {e}")],
             ..Ruleset::default()
         },
     };
+    if r.rules.len() > bounds.kept || r.chains.len() > bounds.kept {
+        r.rules.truncate(bounds.kept);
+        r.chains.truncate(bounds.kept);
+        r.whole = false;
+        r.notes.push(format!(
+            "nftables ruleset: more than {} drop rules or chains, the rest not kept",
+            bounds.kept
+        ));
+    }
     if cache.len() >= MAX_CACHED && !cache.contains_key(&ns) {
         cache.pop_first();
     }
@@ -71,11 +78,31 @@ pub fn read(ns: u64, cache: &mut Cache, limit: Duration) -> Option<Ruleset> {
     Some(r)
 }
 
-/// How long a dump may take in a namespace other than the initial one.
-pub const OTHER_DUMP_TIME: Duration = Duration::from_millis(500);
+/// How much of one namespace's ruleset a reading takes.
+#[derive(Clone, Copy, Debug)]
+pub struct Bounds {
+    /// How long each dump may take.
+    pub time: Duration,
+    /// The most drop rules, and drop chains, kept.
+    pub kept: usize,
+}
+
+/// The initial namespace's bounds.
+pub const HOST: Bounds = Bounds {
+    time: super::netlink::DUMP_TIME,
+    kept: MAX_KEPT,
+};
+
+/// Any other namespace's: what a user makes in bulk in namespaces of their own costs their
+/// readings a bounded time and dropscope a bounded memory (at most [`MAX_CACHED`] of them are
+/// kept), never the host's.
+pub const OTHER: Bounds = Bounds {
+    time: Duration::from_millis(500),
+    kept: 256,
+};
 
 /// The most namespaces whose last ruleset is kept between readings.
-const MAX_CACHED: usize = 1024;
+pub const MAX_CACHED: usize = 256;
 
 fn read_with(last: Option<&Ruleset>, limit: Duration) -> std::io::Result<Option<Ruleset>> {
     let s = match Socket::new(NETLINK_NETFILTER) {
