@@ -482,3 +482,23 @@ fn tables_made_and_deleted_while_read_never_stall_the_report() {
     assert_eq!(c["certainty"], "exact", "{c:#}");
     assert_eq!(c["who"][0]["counted"], 70, "{c:#}");
 }
+
+#[test]
+fn a_verdict_map_is_a_candidate_whose_counter_is_no_drop_count() {
+    let _serial = root_test();
+    let ns = Netns::new("culprit-vmap");
+    nft(
+        &ns,
+        "table inet dsc {\n chain input { type filter hook input priority 0;
+           counter udp dport vmap { 5001 : drop, 5002 : accept } comment \"map\"\n }\n}",
+    );
+    let report = report_while(&ns, || {
+        ns.traffic(&["udp", "5001", "30"]);
+        ns.traffic(&["udp", "5002", "20"]);
+    });
+    let c = &row_of(&report, 30)["culprit"];
+    // Its counter counted the 20 accepted too: never a drop count.
+    assert_eq!(c["certainty"], "candidates", "{c:#}");
+    assert_eq!(c["who"][0]["verdict"], "vmap", "{c:#}");
+    assert!(c["who"][0].get("counted").is_none(), "{c:#}");
+}

@@ -167,7 +167,24 @@ impl Who {
                  chain {family} {table} {chain} '{{ policy accept; }}'`"
             ),
             Who::Program { program, attach } => {
-                format!("look at {program} attached at {attach} (`bpftool prog show`)")
+                let id = program.rsplit_once('#').map_or("", |(_, id)| id);
+                let dev = attach.split(' ').next().unwrap_or("");
+                let list = if attach.contains("clsact") {
+                    let dir = if attach.contains("egress") {
+                        "egress"
+                    } else {
+                        "ingress"
+                    };
+                    format!("`tc filter show dev {dev} {dir}` lists it; ")
+                } else if attach.contains("xdp") {
+                    format!("`ip link show dev {dev}` shows it; ")
+                } else {
+                    String::new()
+                };
+                format!(
+                    "change what {program} returns at {attach}, or detach it: {list}`bpftool \
+                     prog show id {id}` shows it"
+                )
             }
             Who::Socket {
                 local, processes, ..
@@ -207,14 +224,16 @@ impl std::fmt::Display for Who {
                 let v = match verdict {
                     Verdict::Drop => "drop",
                     Verdict::Reject => "reject",
+                    Verdict::Map => "vmap",
                 };
                 write!(f, " handle {handle} #{position} {v}")?;
                 if let Some(c) = comment {
                     write!(f, " \"{c}\"")?;
                 }
-                match counted {
-                    Some(n) => write!(f, " [counted {n}]"),
-                    None => write!(f, " [no counter]"),
+                match (counted, verdict) {
+                    (Some(n), _) => write!(f, " [counted {n}]"),
+                    (None, Verdict::Map) => write!(f, " [drops where its map says drop]"),
+                    (None, _) => write!(f, " [no counter]"),
                 }
             }
             Who::Policy {

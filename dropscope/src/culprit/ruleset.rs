@@ -84,6 +84,10 @@ pub enum Verdict {
     Drop,
     /// `reject` (drops, and answers with an ICMP error or a TCP reset).
     Reject,
+    /// A verdict map (`vmap`): drops where the packet maps to `drop` (its counter, if any,
+    /// counts every packet looked up, so it is never taken as a drop count).
+    #[serde(rename = "vmap")]
+    Map,
 }
 
 /// A rule whose verdict drops.

@@ -428,6 +428,10 @@ fn rule(p: &[u8]) -> Option<Rule> {
                 verdict = code.map(|c| (c == 0).then_some(Verdict::Drop));
             }
             "reject" => verdict = Some(Some(Verdict::Reject)),
+            // A verdict map (`vmap`) looked up into the verdict register: it may drop.
+            "lookup" if attr(data, 3).and_then(be32) == Some(0) => {
+                verdict = Some(Some(Verdict::Map));
+            }
             "target" => {
                 let t = attr(data, 1).map(text).unwrap_or_default();
                 verdict = Some(match t.as_str() {
@@ -449,6 +453,10 @@ fn rule(p: &[u8]) -> Option<Rule> {
     }
     if let Some(Some(v)) = verdict {
         x.verdict = v;
+        // A verdict map's counter counts every packet it looked up, not its drops.
+        if v == Verdict::Map {
+            x.packets = None;
+        }
         x.exprs = kinds.join(" ");
     }
     Some(x)
@@ -528,6 +536,27 @@ mod tests {
                 .exprs
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn a_verdict_map_may_drop_and_its_counter_is_not_a_drop_count() {
+        let mut p = vec![2, 0, 0, 0];
+        p.extend(nla(1, b"t\0"));
+        p.extend(nla(2, b"c\0"));
+        p.extend(nla(3, &3u64.to_be_bytes()));
+        let mut exprs = expr("counter", nla(2, &5u64.to_be_bytes()));
+        exprs.extend(expr(
+            "lookup",
+            [nla(1, b"__map0\0"), nla(3, &0u32.to_be_bytes())].concat(),
+        ));
+        p.extend(nla(4 | 0x8000, &exprs));
+        let r = rule(&p).expect("a rule");
+        assert_eq!((r.verdict, r.packets), (Verdict::Map, None));
+        // A set lookup (no verdict register) does not make a rule drop.
+        let mut p2 = p.clone();
+        let at = p2.len() - 4;
+        p2[at..].copy_from_slice(&1u32.to_be_bytes());
+        assert!(rule(&p2).expect("a rule").exprs.is_empty());
     }
 
     #[test]
