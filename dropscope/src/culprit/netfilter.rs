@@ -67,7 +67,7 @@ pub fn culprits(snap: &Snapshot) -> HashMap<DropKey, Culprit> {
                     ),
                 }
             } else {
-                scope.attribute(&d.key.location, &at, all)
+                scope.attribute(&d.key.location, &at, all, hook_of(snap, &d.key))
             };
             out.insert(d.key.clone(), c);
         }
@@ -129,15 +129,24 @@ impl<'a> Scope<'a> {
         s
     }
 
-    fn policy_who(&self) -> Vec<Who> {
+    /// The chains whose policy drops, on `hook` where it is known.
+    fn policy_who(&self, hook: Option<&str>) -> Vec<Who> {
         (self.policies.iter())
+            .filter(|c| hook.is_none() || c.hook.as_deref() == hook)
             .map(|c| Who::policy(&c.id, c.hook.as_deref()))
             .collect()
     }
 
     /// Who dropped the drops of a row at `location`; `at`: the scope's netfilter drops by
     /// location, `all` their sum.
-    fn attribute(&self, location: &str, at: &BTreeMap<&str, u64>, all: u64) -> Culprit {
+    /// `hook`: the hook the row's stacks show, where they do.
+    fn attribute(
+        &self,
+        location: &str,
+        at: &BTreeMap<&str, u64>,
+        all: u64,
+        hook: Option<&str>,
+    ) -> Culprit {
         let here = at.get(location).copied().unwrap_or(0);
         let caveat = match (self.whole, self.notes.first()) {
             (true, _) if self.changed => " (the ruleset changed in the window)".to_string(),
@@ -210,7 +219,7 @@ impl<'a> Scope<'a> {
         }
         if nft && rules_site.is_some() {
             // The other call site: chain policies.
-            let policies = self.policy_who();
+            let policies = self.policy_who(hook);
             return match policies.len() {
                 1 if caveat.is_empty() => Culprit::Exact {
                     who: policies,
@@ -235,7 +244,25 @@ impl<'a> Scope<'a> {
             };
         }
         let mut who = rules();
-        who.extend(self.policy_who());
+        who.extend(self.policy_who(None));
+        // Where the stacks show the hook, only its base chains and the chains they may jump to
+        // (chains without a hook) are candidates.
+        let mut narrowed = String::new();
+        if let Some(h) = hook {
+            let on: Vec<Who> = (who.iter())
+                .filter(|w| match w {
+                    Who::Rule { hook, .. } | Who::Policy { hook, .. } => {
+                        hook.as_deref().is_none_or(|x| x == h)
+                    }
+                    _ => true,
+                })
+                .cloned()
+                .collect();
+            if !on.is_empty() {
+                who = on;
+                narrowed = format!("; the stacks show the {h} hook: its chains are listed");
+            }
+        }
         if who.is_empty() {
             return Culprit::Unknown {
                 why: format!(
@@ -265,9 +292,42 @@ impl<'a> Scope<'a> {
         };
         Culprit::Candidates {
             who: listed(who),
-            why,
+            why: why + &narrowed,
         }
     }
+}
+
+/// The netfilter hook a row's sampled stacks show (the caller of the hook nearest the drop),
+/// where every stack of the row that shows one shows the same; `None` without stacks.
+pub fn hook_of(snap: &Snapshot, key: &DropKey) -> Option<&'static str> {
+    const CALLERS: &[(&str, &str)] = &[
+        ("ip_local_deliver", "input"),
+        ("ip6_input", "input"),
+        ("arp_rcv", "input"),
+        ("ip_forward", "forward"),
+        ("ip6_forward", "forward"),
+        ("__ip_local_out", "output"),
+        ("__ip6_local_out", "output"),
+        ("arp_xmit", "output"),
+        ("ip_output", "postrouting"),
+        ("ip6_output", "postrouting"),
+        ("ip_rcv", "prerouting"),
+        ("ipv6_rcv", "prerouting"),
+    ];
+    let mut found = None;
+    for s in snap.stacks.iter().filter(|s| &s.key == key) {
+        let hook = s.frames.iter().rev().find_map(|f| {
+            let func = f.split('+').next().unwrap_or(f);
+            CALLERS.iter().find(|(c, _)| *c == func).map(|(_, h)| *h)
+        });
+        match (found, hook) {
+            (_, None) => {}
+            (None, Some(h)) => found = Some(h),
+            (Some(a), Some(b)) if a != b => return None,
+            _ => {}
+        }
+    }
+    found
 }
 
 #[cfg(test)]

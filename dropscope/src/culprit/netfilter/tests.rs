@@ -204,3 +204,34 @@ fn drops_going_on_after_the_reading_still_name_counted_rules_exactly() {
         "candidates"
     );
 }
+
+#[test]
+fn the_hook_the_stacks_show_narrows_the_candidates() {
+    let mut w = window(vec![rule(2, None)], false);
+    w.chains.push(Chain {
+        id: id("fwd"),
+        hook: Some("forward".into()),
+        priority: Some(0),
+        policy_drop: true,
+    });
+    let mut s = snap(&[("nft_do_chain+0x3e8", 5)], Some(w));
+    let frames: Vec<Arc<str>> = ["ip_rcv+0x1", "ip_local_deliver+0x2", "nf_hook_slow+0x3"]
+        .into_iter()
+        .map(Arc::from)
+        .collect();
+    s.stacks.push(crate::model::StackCount {
+        key: key("nft_do_chain+0x3e8"),
+        frames: frames.into(),
+        weight: 5,
+        samples: 1,
+    });
+    assert_eq!(
+        super::hook_of(&s, &key("nft_do_chain+0x3e8")),
+        Some("input")
+    );
+    let c = &culprits(&s)[&key("nft_do_chain+0x3e8")];
+    // The rule of the input chain (its policy accepts), not the forward chain's policy.
+    assert_eq!(c.who().len(), 1, "{c:?}");
+    assert!(matches!(&c.who()[0], Who::Rule { handle: 2, .. }), "{c:?}");
+    assert!(c.because().contains("input hook"), "{c:?}");
+}
