@@ -42,6 +42,12 @@ pub fn cell(culprit: Option<&Culprit>) -> String {
     }
 }
 
+/// A culprit as a metric label value: [`cell`], empty where there is none (the label is then
+/// left out).
+pub fn label(culprit: Option<&Culprit>) -> String {
+    culprit.map(|c| cell(Some(c))).unwrap_or_default()
+}
+
 /// The lines for `culprit` (none where the row has none).
 pub fn lines(culprit: Option<&Culprit>) -> Vec<Line<'static>> {
     let Some(c) = culprit else {
