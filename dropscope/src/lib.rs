@@ -19,6 +19,7 @@ pub(crate) mod clock;
 pub mod cmd;
 #[cfg(feature = "live")]
 pub mod collector;
+pub mod culprit;
 pub mod explain;
 pub mod flamegraph;
 pub mod format;

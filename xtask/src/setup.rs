@@ -178,6 +178,8 @@ pub fn all(for_tests: bool) -> anyhow::Result<()> {
         let mut missing = Vec::new();
         for (cmd, pkg) in [
             ("nft", "nftables"),
+            // Who dropped it: an iptables rule (Debian's nft backend) named by its comment.
+            ("iptables", "iptables"),
             ("tmux", "tmux"),
             ("ip", "iproute2"),
             // Driver statistics, as the ledger's tests compare them (`ethtool -S`).

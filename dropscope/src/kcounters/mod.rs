@@ -22,6 +22,7 @@ pub mod hooks;
 pub mod listeners;
 pub mod netlink;
 pub mod netns;
+pub mod nftables;
 pub mod parse;
 pub mod rtnl;
 pub mod xsk;
@@ -71,6 +72,10 @@ pub struct KernelCounters {
     listeners: BTreeMap<u64, Vec<crate::model::kernel::Listener>>,
     /// The cookie of the namespace each inode's latest reading read (where it was read).
     cookies: BTreeMap<u64, u64>,
+    /// Each namespace's drop rules and their counters' growth (see [`nftables`]).
+    rules: crate::culprit::window::RuleWindows,
+    /// The names of the programs attached (see [`hooks`]), by id, as first read.
+    prog_names: crate::culprit::programs::Names,
 }
 
 impl KernelCounters {
@@ -89,6 +94,8 @@ impl KernelCounters {
             carried: BTreeMap::new(),
             listeners: BTreeMap::new(),
             cookies: BTreeMap::new(),
+            rules: Default::default(),
+            prog_names: Default::default(),
         };
         k.poll(&[]);
         Ok(k)
@@ -164,6 +171,8 @@ impl KernelCounters {
 
     /// Takes in one reading; `tracked`: the namespaces still there.
     fn fold(&mut self, mut reading: Reading, tracked: &BTreeSet<u64>) {
+        let rulesets = std::mem::take(&mut reading.rulesets);
+        self.rules.fold(rulesets, &reading.first, tracked);
         // The initial namespace's part of a reading leaves the others' notes and where they
         // were read whole.
         let part = usize::from(!reading.initial_only);
@@ -182,6 +191,7 @@ impl KernelCounters {
                 }
             }
             self.hooks = hooks;
+            self.prog_names.learn(&self.hooks);
         }
         // Each namespace read now: the full listeners it has now (none, where none is).
         let mut listeners = reading.listeners;
@@ -386,6 +396,9 @@ impl KernelCounters {
             devices,
             listeners: self.listeners.clone(),
             cookies: self.cookies.clone(),
+            rules: self.rules.windows(),
+            attached: self.prog_names.attached(&self.hooks),
+            attributed: true,
         }
     }
 }

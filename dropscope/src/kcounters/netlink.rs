@@ -30,3 +30,73 @@ pub fn u16_at(b: &[u8], at: usize) -> Option<u16> {
 pub fn u32_at(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
+
+/// One netlink message of a dump's answer: its type, its flags and its payload.
+pub type Message<'a> = (u16, u16, &'a [u8]);
+
+/// Reads the answer to a dump request sent on `s` with `sequence`: every message of that
+/// sequence is handed to `each` (which returns false to stop), until `NLMSG_DONE`, an error
+/// (returned), `limit` (`Ok(Some(note))`; [`DUMP_TIME`] at most) or a receive that waits
+/// longer than the socket's timeout (`Ok(Some(note))`). `what` names the dump in notes.
+pub fn answer(
+    s: &netlink_sys::Socket,
+    sequence: u32,
+    what: &str,
+    limit: Duration,
+    mut each: impl FnMut(Message<'_>) -> bool,
+) -> std::io::Result<Option<String>> {
+    let start = std::time::Instant::now();
+    let mut recv = vec![0u8; 64 << 10];
+    loop {
+        let limit = limit.min(DUMP_TIME);
+        if start.elapsed() > limit {
+            return Ok(Some(format!("{what}: dump cut after {limit:?}")));
+        }
+        let n = match s.recv(&mut &mut recv[..], 0) {
+            Ok(n) => n.min(recv.len()),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                return Ok(Some(format!("{what}: the kernel stopped answering")));
+            }
+            Err(e) => return Err(e),
+        };
+        if n == 0 {
+            return Ok(None);
+        }
+        let b = &recv[..n];
+        let mut at = 0;
+        while at + NLMSG_HDR <= b.len() {
+            let (Some(len), Some(kind), Some(flags), Some(seq)) = (
+                u32_at(b, at),
+                u16_at(b, at + 4),
+                u16_at(b, at + 6),
+                u32_at(b, at + 8),
+            ) else {
+                break;
+            };
+            let len = len as usize;
+            if len < NLMSG_HDR || at + len > b.len() {
+                break;
+            }
+            let payload = &b[at + NLMSG_HDR..at + len];
+            if seq == sequence {
+                match kind {
+                    NLMSG_DONE => return Ok(None),
+                    NLMSG_ERROR => {
+                        let errno = u32_at(payload, 0).map_or(0, |e| e as i32);
+                        if errno != 0 {
+                            return Err(std::io::Error::from_raw_os_error(-errno));
+                        }
+                        // An acknowledgement ends a request that is not a dump.
+                        return Ok(None);
+                    }
+                    _ => {
+                        if !each((kind, flags, payload)) {
+                            return Ok(Some(format!("{what}: dump cut")));
+                        }
+                    }
+                }
+            }
+            at += len.next_multiple_of(4);
+        }
+    }
+}

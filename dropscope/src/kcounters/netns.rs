@@ -91,6 +91,8 @@ pub struct Reading {
     pub devices: BTreeMap<u64, Devices>,
     /// The TCP listeners whose accept queue was full, per namespace read where any was.
     pub listeners: BTreeMap<u64, Vec<crate::model::kernel::Listener>>,
+    /// The nftables ruleset of each namespace read (where the kernel has nf_tables).
+    pub rulesets: BTreeMap<u64, crate::culprit::ruleset::Ruleset>,
 }
 
 impl Reading {
@@ -105,6 +107,7 @@ impl Reading {
         self.hooks.extend(part.hooks);
         self.devices.extend(part.devices);
         self.listeners.extend(part.listeners);
+        self.rulesets.extend(part.rulesets);
         self.unix_ms = part.unix_ms;
     }
 
@@ -122,6 +125,10 @@ impl Reading {
             self.listeners.insert(ns, found.listeners);
         }
         (self.errors).extend(found.notes.into_iter().map(|n| format!("netns {ns}: {n}")));
+        if let Some(r) = found.ruleset {
+            (self.errors).extend(r.notes.iter().map(|n| format!("netns {ns}: {n}")));
+            self.rulesets.insert(ns, r);
+        }
     }
 }
 
@@ -420,6 +427,7 @@ impl Reader {
             files: None,
             rtnl: super::rtnl::Rtnl::default(),
             buf: Vec::new(),
+            nft: Default::default(),
         };
         Self::spawn_with(move |ways, part| home.read_all(ways, part))
     }
@@ -534,6 +542,8 @@ struct InitialNs {
     files: Option<ProcFiles>,
     rtnl: super::rtnl::Rtnl,
     buf: Vec<u8>,
+    /// The last ruleset read of each namespace (see [`super::nftables`]).
+    nft: super::nftables::Cache,
 }
 
 impl InitialNs {
@@ -563,7 +573,10 @@ impl InitialNs {
             if i != *ino {
                 return;
             }
-            match read_in(&file, path, buf) {
+            match read_in(&file, path, buf).map(|(c, mut found)| {
+                found.ruleset = super::nftables::read(*ino, &mut self.nft, super::nftables::OTHER);
+                (c, found)
+            }) {
                 Ok((c, found)) => {
                     if let Ok(cookie) = crate::names::cookie::current() {
                         r.cookies.insert(*ino, cookie);
@@ -608,6 +621,7 @@ impl InitialNs {
         let mut all = result?;
         let mut found = self.rtnl.read(&mut all);
         listeners(&all, &mut found);
+        found.ruleset = super::nftables::read(self.ino, &mut self.nft, super::nftables::HOST);
         all.retain(|name, _| is_kept(name));
         Ok((all, found))
     }

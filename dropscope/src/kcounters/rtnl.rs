@@ -72,6 +72,8 @@ pub struct Found {
     pub notes: Vec<String>,
     /// The TCP listeners whose accept queue is full (see [`super::listeners`]).
     pub listeners: Vec<crate::model::kernel::Listener>,
+    /// The namespace's nftables ruleset (see [`super::nftables`]).
+    pub ruleset: Option<crate::culprit::ruleset::Ruleset>,
 }
 
 /// An rtnetlink socket of one namespace, kept between reads (the initial namespace's) or made

@@ -94,6 +94,18 @@ pub struct KernelReading {
     /// Recordings do not carry them: a replayed reading matches by inode.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub cookies: BTreeMap<u64, u64>,
+    /// Per namespace, its nftables drop rules and chains as last read, and each counted
+    /// rule's growth (see [`crate::culprit`]). Recordings do not carry them yet.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rules: BTreeMap<u64, crate::culprit::ruleset::RulesWindow>,
+    /// Per namespace, the BPF programs attached to its devices as last read (see
+    /// [`crate::culprit::programs`]). Recordings do not carry them yet.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attached: BTreeMap<u64, Vec<crate::culprit::programs::Attached>>,
+    /// Whether `rules` and `attached` were read (a live reading); a recorded one has neither
+    /// (see [`crate::culprit`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub attributed: bool,
 }
 
 /// A TCP listener whose accept queue was full when the kernel's counters were read (the
@@ -241,6 +253,14 @@ impl KernelReading {
             errors: self.errors.clone(),
             devices,
             listeners: self.listeners.clone(),
+            rules: (self.rules.iter())
+                .map(|(ns, w)| match earlier.rules.get(ns) {
+                    Some(e) => (*ns, w.since(e)),
+                    None => (*ns, w.clone()),
+                })
+                .collect(),
+            attached: self.attached.clone(),
+            attributed: self.attributed && earlier.attributed,
             cookies: self.cookies.clone(),
         }
     }

@@ -47,6 +47,9 @@ pub struct JsonDrop<'a> {
     /// The guide's check commands for it, filled in with its namespace, device and port
     /// (see `explain::fill`), ready to copy.
     pub check: Vec<String>,
+    /// Who dropped them (see `culprit`): absent where not attributed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub culprit: Option<crate::culprit::Culprit>,
 }
 
 /// A sampled packet in the JSON report.
@@ -421,6 +424,7 @@ impl Ways {
 pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
     let mut samples = SamplesByKey::new(s);
     let mut ways = Ways::new(s.kernel.as_ref().map(|k| k.initial_netns));
+    let mut culprits = crate::culprit::culprits(s);
     JsonReport {
         total: s.total,
         overflow: s.overflow,
@@ -441,6 +445,7 @@ pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
                 samples: samples.take(&d.key),
                 hint: Guide::builtin().hint(&d.key.reason.name),
                 check: ways.checks(&d.key),
+                culprit: culprits.remove(&d.key),
             })
             .collect(),
         seconds,

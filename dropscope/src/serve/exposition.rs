@@ -175,9 +175,12 @@ pub fn render(e: &Exposition, format: Format) -> String {
         "counter",
         "Packets the kernel dropped, exact, by drop reason and kernel location. \
          reason=other sums the label sets beyond --max-series; reason=overflow counts drops \
-         the kernel could not key (its map was full).",
+         the kernel could not key (its map was full). culprit names who dropped them where \
+         known (the rule, chain policy or program; 'maybe: ' before candidates, '?' unknown).",
     );
-    let drop_labels: Vec<&str> = DROP_LABELS.iter().map(|(n, _)| *n).collect();
+    let drop_labels: Vec<&str> = (DROP_LABELS.iter().map(|(n, _)| *n))
+        .chain([super::series::CULPRIT_LABEL])
+        .collect();
     w.capped(
         "dropscope_drops_total",
         &drop_labels,

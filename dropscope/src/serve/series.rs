@@ -23,6 +23,11 @@ pub const DROP_LABELS: &[(&str, LabelOf)] = &[
     ("protocol", |k| k.attr.protocol.as_deref().unwrap_or("")),
 ];
 
+/// The label after [`DROP_LABELS`]: who dropped the series' drops (see [`crate::culprit`]),
+/// empty (left out) where no one is named.
+pub const CULPRIT_LABEL: &str = "culprit";
+const CULPRIT_NONE: &str = "";
+
 /// The labels of `dropscope_packets_total`.
 pub const PACKET_LABELS: &[&str] = &["netns_name", "device", "direction"];
 /// The labels of `dropscope_netns_packets_total`.
@@ -105,6 +110,8 @@ impl Selection {
             self.initial = Some(r.initial_netns);
         }
         let initial = self.initial;
+        // Who dropped each row: one more label of its series, never one more series.
+        let culprits = crate::culprit::culprits(snap);
         let drops = self.drops.select(snap.drops.iter().map(|d| {
             Row {
                 id: d.key.clone(),
@@ -114,9 +121,9 @@ impl Selection {
                     d.key.attr.netns_name.as_deref(),
                     initial,
                 ),
-                labels: DROP_LABELS
-                    .iter()
+                labels: (DROP_LABELS.iter())
                     .map(|(_, v)| Arc::from(v(&d.key)))
+                    .chain([Arc::from(crate::culprit::tui::label(culprits.get(&d.key)))])
                     .collect(),
                 count: d.count,
             }
@@ -142,9 +149,9 @@ impl Selection {
                     Row {
                         id: d.key.clone(),
                         tenant: names.tenant(d.key.attr.netns.unwrap_or(r.initial_netns)),
-                        labels: DROP_LABELS
-                            .iter()
+                        labels: (DROP_LABELS.iter())
                             .map(|(_, v)| Arc::from(v(&d.key)))
+                            .chain([Arc::from(CULPRIT_NONE)])
                             .collect(),
                         count: d.count,
                     }
@@ -278,7 +285,14 @@ mod tests {
         assert_eq!(
             series,
             [(
-                vec!["TcpExt:ListenDrops", "(counter only)", "host", "", "tcp"],
+                vec![
+                    "TcpExt:ListenDrops",
+                    "(counter only)",
+                    "host",
+                    "",
+                    "tcp",
+                    ""
+                ],
                 40
             )]
         );

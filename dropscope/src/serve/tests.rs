@@ -783,3 +783,70 @@ async fn a_name_resolved_while_the_counts_stand_still_is_published() {
     );
     publisher.abort();
 }
+
+/// Who dropped a series is its `culprit` label: one more label, never one more series.
+#[test]
+fn a_series_names_its_culprit_in_a_label() {
+    use crate::culprit::ruleset::{Chain, ChainId, Grown, Rule, RulesWindow, Verdict};
+    let mut key = DropKey {
+        reason: Reason {
+            code: 12,
+            name: "NETFILTER_DROP".into(),
+        },
+        location: "nft_do_chain+0x3e8".into(),
+        attr: Default::default(),
+    };
+    key.attr.netns = Some(HOST);
+    let id = ChainId {
+        family: 2,
+        table: "filter".into(),
+        chain: "IN\"PUT\n".into(),
+    };
+    let mut r = crate::model::KernelReading {
+        initial_netns: HOST,
+        attributed: true,
+        ..Default::default()
+    };
+    r.rules.insert(
+        HOST,
+        RulesWindow {
+            chains: vec![Chain {
+                id: id.clone(),
+                hook: Some("input".into()),
+                priority: None,
+                policy_drop: false,
+            }],
+            rules: vec![Grown {
+                rule: Rule {
+                    id,
+                    handle: 4,
+                    position: 2,
+                    verdict: Verdict::Drop,
+                    packets: Some(9),
+                    comment: None,
+                    exprs: String::new(),
+                },
+                grew: Some(9),
+            }],
+            whole: true,
+            ..Default::default()
+        },
+    );
+    let s = Snapshot {
+        total: 9,
+        drops: vec![DropCount { key, count: 9 }],
+        kernel: Some(Arc::new(r)),
+        ..Default::default()
+    };
+    let body = scrape(&mut Selection::new(10), &s, 10);
+    let series = samples(&body, "dropscope_drops_total");
+    assert_eq!(series.len(), 1, "{body}");
+    // A quote of a chain's name is escaped by the exposition, a line feed made `?`.
+    assert!(
+        series[0].0.contains(r#"culprit="rule filter IN\"PUT? #2""#),
+        "{body}"
+    );
+    // A snapshot of rows without culprits has no culprit label at all.
+    let plain = render(&exposition(1000), Format::Text);
+    assert!(!plain.contains("culprit=\""), "{plain}");
+}

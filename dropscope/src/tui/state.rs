@@ -249,6 +249,9 @@ pub struct State {
     pub ways: std::collections::BTreeMap<u64, crate::explain::fill::Way>,
     /// The command copied last (`y`), printed again on exit.
     pub copied: Option<String>,
+    /// Who dropped each attributed row, as of the latest kernel reading (see
+    /// [`crate::culprit`]).
+    pub culprits: std::collections::HashMap<DropKey, crate::culprit::Culprit>,
 }
 
 impl State {
@@ -282,6 +285,7 @@ impl State {
             grouping: 0,
             ways: Default::default(),
             copied: None,
+            culprits: Default::default(),
         }
     }
 

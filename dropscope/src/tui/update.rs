@@ -90,6 +90,7 @@ pub fn update(state: &mut State, msg: Msg) -> Option<Effect> {
             {
                 state.kernel = Some(crate::ledger::view(r, &snap, state.filters.clone()));
                 state.kernel_reading = Some(r.clone());
+                state.culprits = crate::culprit::culprits(&snap);
             }
             state.tracker.push(*snap);
             state.snapshot_at = Some(at);

@@ -26,6 +26,10 @@ pub async fn report_cmd(args: ReportArgs) -> anyhow::Result<()> {
         let view = (snap.kernel.as_ref()).map(|r| ledger::view(r, &snap, filter));
         (snap, secs, view)
     };
+    let snap = match &args.culprit {
+        Some(pattern) => crate::culprit::only::only(snap, pattern),
+        None => snap,
+    };
     print_report(
         &snap,
         seconds,
@@ -118,6 +122,7 @@ pub fn write_report(
     match format {
         Format::Table => {
             report::write_table_fitted(snap, seconds, report::table_width(), &mut out)?;
+            crate::culprit::text::write(snap, &mut out)?;
             if let Some(k) = kernel {
                 report::write_programs(k, report::table_width(), &mut out)?;
                 report::write_counter_only(k, report::table_width(), &mut out)?;

@@ -260,6 +260,16 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
     // Drops per packet received, where the kernel's counters give the packets.
     let with_ratio = shown.iter().any(|r| r.ratio.is_some());
     let attrs = attr_columns(&rows, &shown);
+    // Who dropped them, where a row shown has a culprit (see `culprit`).
+    let who: Vec<String> = (shown.iter())
+        .map(|r| crate::culprit::tui::cell(state.culprits.get(&r.key)))
+        .collect();
+    let who_width = if who.iter().all(|w| w == "-") {
+        0
+    } else {
+        let widest = who.iter().map(|w| w.chars().count()).max().unwrap_or(3);
+        widest.min(crate::culprit::tui::WHO_WIDTH) as u16
+    };
     let right = |s: String| Cell::from(Line::from(s).right_aligned());
     // A name the grouping merged away is `*` in every row: its column is left out.
     let (dims, _) = state.grouping_dims();
@@ -285,6 +295,10 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
         }
         for (c, _) in &attrs {
             let text = (c.text)(&r.key).unwrap_or_else(|| "-".into());
+            cells.push(Cell::from(sanitize::terminal_cell(&text, MAX_NAME_CHARS)));
+        }
+        if who_width > 0 {
+            let text = crate::culprit::tui::cell(state.culprits.get(&r.key));
             cells.push(Cell::from(sanitize::terminal_cell(&text, MAX_NAME_CHARS)));
         }
         cells.extend([right(count), right(rate), right(format!("{:.1}", r.share))]);
@@ -313,6 +327,9 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
         widths.push(Constraint::Fill(1));
     }
     head.extend(attrs.iter().map(|(c, _)| Cell::from(c.head)));
+    if who_width > 0 {
+        head.push(Cell::from("WHO"));
+    }
     head.extend([right(count_head), right(rate_head), right("SHARE%".into())]);
     if with_ratio {
         head.push(right("RATIO%".into()));
@@ -321,6 +338,9 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
     let head =
         Row::new(head).style(Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED));
     widths.extend(attrs.iter().map(|(_, w)| Constraint::Length(*w)));
+    if who_width > 0 {
+        widths.push(Constraint::Length(who_width.max(3)));
+    }
     widths.extend([
         Constraint::Length(count_width),
         Constraint::Length(rate_width),

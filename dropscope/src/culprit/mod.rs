@@ -1,0 +1,345 @@
+//! Who dropped it: the rule, chain policy, program or socket a user would change, derived
+//! beside a drop's key (like names, never part of it), each attribution saying how sure it is:
+//! [`Culprit::Exact`] (a counter or the kernel said so), [`Culprit::Candidates`] (those that
+//! could have, listed) or [`Culprit::Unknown`] (and why). A guess is never shown as a fact.
+//!
+//! Netfilter ([`netfilter`]): each namespace's nftables ruleset is read beside the kernel's
+//! counters ([`crate::kcounters::nftables`]), and the growth of its counted drop rules over
+//! the same window is matched with the probe's `NETFILTER_DROP` counts.
+pub mod netfilter;
+pub mod only;
+pub mod programs;
+pub mod ruleset;
+pub mod text;
+pub mod tui;
+pub mod window;
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use self::ruleset::{ChainId, Rule, Verdict, family_name};
+
+/// The most culprits listed in one attribution; a note says how many more there were.
+pub const MAX_LISTED: usize = 16;
+
+/// Who dropped the packets of one row, and how sure that is.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "certainty", rename_all = "lowercase")]
+pub enum Culprit {
+    /// A counter or the kernel said so: these dropped them (with their counts where counted).
+    Exact {
+        /// Who.
+        who: Vec<Who>,
+        /// How it is known.
+        how: String,
+    },
+    /// One or more of these dropped them; which cannot be told.
+    Candidates {
+        /// Who could have.
+        who: Vec<Who>,
+        /// Why it cannot be told which.
+        why: String,
+    },
+    /// Who dropped them is not known.
+    Unknown {
+        /// Why not.
+        why: String,
+    },
+}
+
+/// One culprit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Who {
+    /// An nftables (or iptables-nft) rule whose verdict drops.
+    Rule {
+        /// `inet`, `ip`, `ip6`, `arp`, `bridge`, `netdev`.
+        family: String,
+        /// Its table.
+        table: String,
+        /// Its chain.
+        chain: String,
+        /// Its chain's hook, where it is a base chain.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        hook: Option<String>,
+        /// Its handle.
+        handle: u64,
+        /// Its place in its chain, from 1.
+        position: u32,
+        /// `drop` or `reject`.
+        verdict: Verdict,
+        /// Its comment.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        comment: Option<String>,
+        /// Packets its counter counted in the window (absent: the rule has no counter).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        counted: Option<u64>,
+        /// Its expressions' kinds, in order.
+        exprs: String,
+    },
+    /// A base chain whose policy is `drop`.
+    Policy {
+        /// Its family.
+        family: String,
+        /// Its table.
+        table: String,
+        /// The chain.
+        chain: String,
+        /// Its hook.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        hook: Option<String>,
+    },
+    /// A tc or XDP program at its attach point.
+    Program {
+        /// `prog NAME#ID`.
+        program: String,
+        /// Where: device and hook (`veth0 tc ingress`, `veth0 xdp generic`).
+        attach: String,
+    },
+    /// A socket whose receive buffer was full (the processes holding it).
+    Socket {
+        /// Its local address and port.
+        local: String,
+        /// Its protocol.
+        protocol: String,
+        /// The processes holding it (`comm[pid]`).
+        processes: Vec<String>,
+        /// Its receive buffer's limit, in bytes.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rcvbuf: Option<u64>,
+    },
+    /// More culprits than are listed.
+    More {
+        /// How many more.
+        count: usize,
+    },
+}
+
+impl Who {
+    /// A rule as a culprit, with its growth.
+    pub fn rule(r: &Rule, hook: Option<&str>, counted: Option<u64>) -> Who {
+        Who::Rule {
+            family: family_name(r.id.family).into(),
+            table: r.id.table.clone(),
+            chain: r.id.chain.clone(),
+            hook: hook.map(Into::into),
+            handle: r.handle,
+            position: r.position,
+            verdict: r.verdict,
+            comment: r.comment.clone(),
+            counted,
+            exprs: r.exprs.clone(),
+        }
+    }
+
+    /// A chain's drop policy as a culprit.
+    pub fn policy(id: &ChainId, hook: Option<&str>) -> Who {
+        Who::Policy {
+            family: family_name(id.family).into(),
+            table: id.table.clone(),
+            chain: id.chain.clone(),
+            hook: hook.map(Into::into),
+        }
+    }
+
+    /// What to change about it: a sentence with the command that shows or changes it.
+    pub fn change(&self) -> String {
+        match self {
+            Who::Rule {
+                family,
+                table,
+                chain,
+                handle,
+                ..
+            } => format!(
+                "change or delete the rule: `nft -a list chain {family} {table} {chain}` shows \
+                 it as `# handle {handle}`; `nft delete rule {family} {table} {chain} handle \
+                 {handle}` removes it"
+            ),
+            Who::Policy {
+                family,
+                table,
+                chain,
+                ..
+            } => format!(
+                "accept what should pass before the chain ends, or change its policy: `nft \
+                 chain {family} {table} {chain} '{{ policy accept; }}'`"
+            ),
+            Who::Program { program, attach } => {
+                let id = program.rsplit_once('#').map_or("", |(_, id)| id);
+                let dev = attach.split(' ').next().unwrap_or("");
+                let list = if attach.contains("clsact") {
+                    let dir = if attach.contains("egress") {
+                        "egress"
+                    } else {
+                        "ingress"
+                    };
+                    format!("`tc filter show dev {dev} {dir}` lists it; ")
+                } else if attach.contains("xdp") {
+                    format!("`ip link show dev {dev}` shows it; ")
+                } else {
+                    String::new()
+                };
+                format!(
+                    "change what {program} returns at {attach}, or detach it: {list}`bpftool \
+                     prog show id {id}` shows it"
+                )
+            }
+            Who::Socket {
+                local, processes, ..
+            } => format!(
+                "make {} read {local} faster, or raise its receive buffer (SO_RCVBUF, \
+                 net.core.rmem_max)",
+                if processes.is_empty() {
+                    "the process".to_string()
+                } else {
+                    processes.join(", ")
+                }
+            ),
+            Who::More { .. } => String::new(),
+        }
+    }
+}
+
+impl std::fmt::Display for Who {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Who::Rule {
+                family,
+                table,
+                chain,
+                hook,
+                handle,
+                position,
+                verdict,
+                comment,
+                counted,
+                ..
+            } => {
+                write!(f, "rule {family} {table} {chain}")?;
+                if let Some(h) = hook {
+                    write!(f, " ({h})")?;
+                }
+                let v = match verdict {
+                    Verdict::Drop => "drop",
+                    Verdict::Reject => "reject",
+                    Verdict::Map => "vmap",
+                };
+                write!(f, " handle {handle} #{position} {v}")?;
+                if let Some(c) = comment {
+                    write!(f, " \"{c}\"")?;
+                }
+                match (counted, verdict) {
+                    (Some(n), _) => write!(f, " [counted {n}]"),
+                    (None, Verdict::Map) => write!(f, " [drops where its map says drop]"),
+                    (None, _) => write!(f, " [no counter]"),
+                }
+            }
+            Who::Policy {
+                family,
+                table,
+                chain,
+                hook,
+            } => {
+                write!(f, "policy drop of chain {family} {table} {chain}")?;
+                match hook {
+                    Some(h) => write!(f, " ({h})"),
+                    None => Ok(()),
+                }
+            }
+            Who::Program { program, attach } => write!(f, "{program} at {attach}"),
+            Who::Socket {
+                local,
+                protocol,
+                processes,
+                rcvbuf,
+            } => {
+                write!(f, "socket {protocol} {local}")?;
+                if !processes.is_empty() {
+                    write!(f, " of {}", processes.join(", "))?;
+                }
+                match rcvbuf {
+                    Some(b) => write!(f, " (rcvbuf {b})"),
+                    None => Ok(()),
+                }
+            }
+            Who::More { count } => write!(f, "and {count} more"),
+        }
+    }
+}
+
+impl Culprit {
+    /// Its certainty as a word: `exact`, `candidates`, `unknown`.
+    pub fn certainty(&self) -> &'static str {
+        match self {
+            Culprit::Exact { .. } => "exact",
+            Culprit::Candidates { .. } => "candidates",
+            Culprit::Unknown { .. } => "unknown",
+        }
+    }
+
+    /// Who is named (none where unknown).
+    pub fn who(&self) -> &[Who] {
+        match self {
+            Culprit::Exact { who, .. } | Culprit::Candidates { who, .. } => who,
+            Culprit::Unknown { .. } => &[],
+        }
+    }
+
+    /// One line: `exact: rule ...; rule ...`, `candidates: ...`, `unknown: why`.
+    pub fn line(&self) -> String {
+        match self {
+            Culprit::Unknown { why } => format!("unknown: {why}"),
+            c => {
+                let who: Vec<String> = c.who().iter().map(ToString::to_string).collect();
+                format!("{}: {}", c.certainty(), who.join("; "))
+            }
+        }
+    }
+
+    /// Why it is as sure as it is.
+    pub fn because(&self) -> &str {
+        match self {
+            Culprit::Exact { how, .. } => how,
+            Culprit::Candidates { why, .. } | Culprit::Unknown { why } => why,
+        }
+    }
+
+    /// What to change, one line per culprit named.
+    pub fn changes(&self) -> Vec<String> {
+        (self.who().iter())
+            .map(Who::change)
+            .filter(|c| !c.is_empty())
+            .collect()
+    }
+}
+
+/// `who` cut to [`MAX_LISTED`], with a [`Who::More`] saying how many were left out.
+pub fn listed(mut who: Vec<Who>) -> Vec<Who> {
+    if who.len() > MAX_LISTED {
+        let more = who.len() - (MAX_LISTED - 1);
+        who.truncate(MAX_LISTED - 1);
+        who.push(Who::More { count: more });
+    }
+    who
+}
+
+/// Who dropped each row of `snap` that can be attributed (netfilter, tc and XDP rows); rows
+/// left out have no culprit to name.
+pub fn culprits(snap: &crate::model::Snapshot) -> HashMap<crate::model::DropKey, Culprit> {
+    let mut all = netfilter::culprits(snap);
+    all.extend(programs::culprits(snap));
+    if snap.kernel.as_ref().is_some_and(|k| !k.attributed) {
+        for c in all.values_mut() {
+            *c = Culprit::Unknown {
+                why: RECORDED_BEFORE.into(),
+            };
+        }
+    }
+    all
+}
+
+/// Why a recorded row names no culprit: recordings do not carry rulesets and programs.
+pub const RECORDED_BEFORE: &str =
+    "recorded before attribution (a recording does not carry rulesets and attached programs)";

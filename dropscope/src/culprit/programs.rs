@@ -1,0 +1,260 @@
+//! Who dropped a tc or XDP row: the BPF programs attached where the kernel says the drop
+//! happened (the row's namespace, device and direction), named with their ids, and the exact
+//! one where its verdict counter ran (`progs`: fexit on the program, which some hosts refuse).
+//!
+//! - A program's own verdict row (`XDP_DROP`, `XDP_ABORTED`, `TC_SHOT`: its verdict counter)
+//!   is exact: the program at its attach point.
+//! - A `TC_INGRESS`/`TC_EGRESS` (or other `TC_*`) row, and an `XDP` row, is exact where the
+//!   verdict counters of the programs at that device and direction grew by as many as the row
+//!   counts; otherwise the programs there are candidates (a tc filter that is not BPF, such as
+//!   `u32 ... action drop`, drops likewise, and is not listed); with none there, unknown.
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use super::{Culprit, Who, listed};
+use crate::model::{DropKey, KernelReading, Snapshot, programs};
+
+/// A BPF program attached to a device, as a reading found it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attached {
+    /// The device (escaped as counter names are).
+    pub device: String,
+    /// Where on it: `xdpdrv`, `xdpgeneric`, `xdpoffload`, `ingress`, `egress` (clsact),
+    /// `tcx-ingress`, `tcx-egress`, `netkit-primary`, `netkit-peer`.
+    pub hook: String,
+    /// The program's id.
+    pub prog: u32,
+    /// Its name (escaped; empty where it could not be read).
+    pub name: String,
+}
+
+impl Attached {
+    /// `prog NAME#ID`.
+    pub fn program(&self) -> String {
+        let name = if self.name.is_empty() {
+            "?"
+        } else {
+            &self.name
+        };
+        format!("prog {name}#{}", self.prog)
+    }
+
+    /// Where, as a user reads it: `veth0 tc ingress (clsact)`, `veth0 xdp (driver)`.
+    pub fn attach(&self) -> String {
+        let at = match self.hook.as_str() {
+            "xdpdrv" => "xdp (driver)",
+            "xdpgeneric" => "xdp (generic)",
+            "xdpoffload" => "xdp (offload)",
+            "ingress" => "tc ingress (clsact filter)",
+            "egress" => "tc egress (clsact filter)",
+            "tcx-ingress" => "tc ingress (tcx)",
+            "tcx-egress" => "tc egress (tcx)",
+            other => other,
+        };
+        format!("{} {at}", self.device)
+    }
+
+    fn who(&self) -> Who {
+        Who::Program {
+            program: self.program(),
+            attach: self.attach(),
+        }
+    }
+}
+
+/// The hooks where a drop of `reason` happens: tc's ingress or egress, XDP's.
+fn hooks_of(reason: &str) -> Option<&'static [&'static str]> {
+    const INGRESS: &[&str] = &["ingress", "tcx-ingress"];
+    const EGRESS: &[&str] = &["egress", "tcx-egress", "netkit-primary", "netkit-peer"];
+    const TC: &[&str] = &[
+        "ingress",
+        "egress",
+        "tcx-ingress",
+        "tcx-egress",
+        "netkit-primary",
+        "netkit-peer",
+    ];
+    const XDP: &[&str] = &["xdpdrv", "xdpgeneric", "xdpoffload"];
+    match reason {
+        "TC_INGRESS" => Some(INGRESS),
+        "TC_EGRESS" => Some(EGRESS),
+        "XDP" => Some(XDP),
+        r if r.starts_with("TC_") => Some(TC),
+        _ => None,
+    }
+}
+
+/// The verdict counter growth of program `prog` in namespace `ns` (drops, aborts and shots).
+fn verdicts(reading: &KernelReading, ns: u64, prog: u32) -> Option<u64> {
+    let id = prog.to_string();
+    let g = reading.netns.get(&ns)?;
+    let mut found = None;
+    for (name, n) in g {
+        if let Some((_, pid, verdict)) = programs::identity(name)
+            && pid == id
+            && verdict != "pass"
+        {
+            *found.get_or_insert(0u64) += n;
+        }
+    }
+    found
+}
+
+/// Who dropped each tc and XDP row of `snap`.
+pub fn culprits(snap: &Snapshot) -> HashMap<DropKey, Culprit> {
+    let mut out = HashMap::new();
+    let Some(reading) = snap.kernel.as_deref() else {
+        return out;
+    };
+    for d in &snap.drops {
+        let key = &d.key;
+        if programs::is_program(key) {
+            // The program's own verdict counter: `prog NAME#ID (HOOK)` on its device.
+            let (program, hook) = key
+                .location
+                .rsplit_once(" (")
+                .unwrap_or((&key.location, ""));
+            let device = key.attr.device.as_deref().unwrap_or("?");
+            out.insert(
+                key.clone(),
+                Culprit::Exact {
+                    who: vec![Who::Program {
+                        program: program.to_string(),
+                        attach: format!("{device} {}", hook.trim_end_matches(')')),
+                    }],
+                    how: "its own verdict counter counted these".into(),
+                },
+            );
+            continue;
+        }
+        let Some(hooks) = hooks_of(&key.reason.name) else {
+            continue;
+        };
+        let Some(ns) = key.attr.netns else {
+            out.insert(
+                key.clone(),
+                Culprit::Unknown {
+                    why: "not grouped by namespace: group by netns and device to name the \
+                          programs attached there"
+                        .into(),
+                },
+            );
+            continue;
+        };
+        let Some(attached) = reading.attached.get(&ns) else {
+            out.insert(
+                key.clone(),
+                Culprit::Unknown {
+                    why: "the programs attached in this namespace were not read".into(),
+                },
+            );
+            continue;
+        };
+        let here: Vec<&Attached> = (attached.iter())
+            .filter(|a| hooks.contains(&a.hook.as_str()))
+            .filter(|a| key.attr.device.as_deref().is_none_or(|d| d == a.device))
+            .collect();
+        out.insert(key.clone(), attribute(reading, ns, &here, d.count));
+    }
+    out
+}
+
+fn attribute(reading: &KernelReading, ns: u64, here: &[&Attached], count: u64) -> Culprit {
+    if here.is_empty() {
+        return Culprit::Unknown {
+            why: "no BPF program is attached there as read: a tc filter that is not BPF \
+                  (u32, flower, matchall with `action drop`) or a program gone since (`tc \
+                  filter show dev DEV ingress`)"
+                .into(),
+        };
+    }
+    let counted: BTreeMap<u32, u64> = (here.iter())
+        .filter_map(|a| Some((a.prog, verdicts(reading, ns, a.prog)?)))
+        .collect();
+    let sum: u64 = counted.values().sum();
+    if counted.len() == here.len() && sum == count {
+        let grew = (here.iter())
+            .filter(|a| counted.get(&a.prog).is_some_and(|n| *n > 0))
+            .map(|a| a.who())
+            .collect();
+        return Culprit::Exact {
+            who: listed(grew),
+            how: format!(
+                "their verdict counters counted {sum} drops in the window, as many as this row"
+            ),
+        };
+    }
+    let why = if counted.len() < here.len() {
+        "the BPF programs attached there; their verdicts were not counted (the verdict \
+         counter runs as fexit on the program, which this kernel or its configuration \
+         refused, or the program has no BTF), and a tc filter that is not BPF would drop \
+         likewise"
+            .to_string()
+    } else {
+        format!(
+            "the programs attached there; their verdict counters counted {sum} of these \
+             {count} (the rest: a filter that is not BPF, or a program attached or detached in \
+             the window)"
+        )
+    };
+    Culprit::Candidates {
+        who: listed(here.iter().map(|a| a.who()).collect()),
+        why,
+    }
+}
+
+/// The most program names kept.
+const MAX_NAMES: usize = 4096;
+
+/// Program names by id, read once per program (two syscalls) when a reading first finds it
+/// attached.
+#[derive(Debug, Default)]
+pub struct Names(HashMap<u32, String>);
+
+impl Names {
+    /// Reads the names of the programs of `hooks` not known yet.
+    pub fn learn(&mut self, hooks: &BTreeMap<u64, Vec<crate::kcounters::Hooked>>) {
+        for h in hooks.values().flatten() {
+            if self.0.len() >= MAX_NAMES {
+                return;
+            }
+            self.0.entry(h.prog).or_insert_with(|| name_of(h.prog));
+        }
+    }
+
+    /// The programs of `hooks`, named.
+    pub fn attached(
+        &self,
+        hooks: &BTreeMap<u64, Vec<crate::kcounters::Hooked>>,
+    ) -> BTreeMap<u64, Vec<Attached>> {
+        (hooks.iter())
+            .map(|(ns, hs)| {
+                let a = (hs.iter())
+                    .map(|h| Attached {
+                        device: h.device.clone(),
+                        hook: h.hook.as_str().into(),
+                        prog: h.prog,
+                        name: self.0.get(&h.prog).cloned().unwrap_or_default(),
+                    })
+                    .collect();
+                (*ns, a)
+            })
+            .collect()
+    }
+}
+
+/// Program `id`'s name (escaped), or empty where it cannot be read.
+fn name_of(id: u32) -> String {
+    #[cfg(feature = "live")]
+    {
+        use std::os::fd::AsFd as _;
+        let info = crate::probe::verdicts::sys::prog_fd(id)
+            .and_then(|fd| crate::probe::verdicts::sys::prog_info(fd.as_fd()));
+        if let Ok(i) = info {
+            return crate::sanitize::kernel_name(&i.name).into_owned();
+        }
+    }
+    let _ = id;
+    String::new()
+}

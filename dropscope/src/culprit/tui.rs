@@ -1,0 +1,200 @@
+//! The `e` panel's lines on who dropped the selected row: the culprits, how sure, why, and what
+//! to change; every string escaped for the terminal.
+use ratatui::{
+    style::{Color, Modifier, Style},
+    text::{Line, Span},
+};
+
+use super::{Culprit, Who};
+use crate::sanitize;
+
+/// The most characters of the table's WHO column.
+pub const WHO_WIDTH: usize = 32;
+
+/// A culprit in one table cell: `rule filter INPUT #2`, `policy ip gate` (exact), `maybe: rule
+/// t input #1 +2` (candidates), `?` (unknown), `-` (none).
+pub fn cell(culprit: Option<&Culprit>) -> String {
+    let Some(c) = culprit else {
+        return "-".into();
+    };
+    let short = |w: &Who| match w {
+        Who::Rule {
+            table,
+            chain,
+            position,
+            ..
+        } => format!("rule {table} {chain} #{position}"),
+        Who::Policy { table, chain, .. } => format!("policy {table} {chain}"),
+        Who::Program { program, .. } => program.clone(),
+        Who::Socket { local, .. } => format!("socket {local}"),
+        Who::More { count } => format!("+{count}"),
+    };
+    let who = c.who();
+    let first = who.first().map(short).unwrap_or_default();
+    let more = match who.len() {
+        0 | 1 => String::new(),
+        n => format!(" +{}", n - 1),
+    };
+    match c {
+        Culprit::Exact { .. } => format!("{first}{more}"),
+        Culprit::Candidates { .. } => format!("maybe: {first}{more}"),
+        Culprit::Unknown { .. } => "?".into(),
+    }
+}
+
+/// A culprit as a metric label value: [`cell`], empty where there is none (the label is then
+/// left out).
+pub fn label(culprit: Option<&Culprit>) -> String {
+    culprit.map(|c| cell(Some(c))).unwrap_or_default()
+}
+
+/// The lines for `culprit` (none where the row has none).
+pub fn lines(culprit: Option<&Culprit>) -> Vec<Line<'static>> {
+    let Some(c) = culprit else {
+        return Vec::new();
+    };
+    let t = |s: &str| sanitize::terminal(s).into_owned();
+    let color = match c {
+        Culprit::Exact { .. } => Color::Green,
+        Culprit::Candidates { .. } => Color::Yellow,
+        Culprit::Unknown { .. } => Color::DarkGray,
+    };
+    let mut out = vec![Line::from(vec![
+        Span::styled("who: ", Style::new().add_modifier(Modifier::BOLD)),
+        Span::styled(c.certainty(), Style::new().fg(color)),
+    ])];
+    for w in c.who() {
+        out.push(Line::raw(format!("  {}", t(&w.to_string()))));
+    }
+    out.push(Line::styled(
+        format!("  because {}", t(c.because())),
+        Style::new().fg(Color::DarkGray),
+    ));
+    for change in c.changes() {
+        out.push(Line::raw(format!("  to change: {}", t(&change))));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        sync::Arc,
+        time::{Duration, Instant},
+    };
+
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    use ratatui::{Terminal, backend::TestBackend};
+
+    use crate::{
+        culprit::ruleset::{Chain, ChainId, Grown, Rule, RulesWindow, Verdict},
+        model::{DropCount, DropKey, KernelReading, Reason, SessionInfo, Snapshot},
+        tui::{
+            state::State,
+            update::{Msg, update},
+            view,
+        },
+    };
+
+    /// A live snapshot of one NETFILTER_DROP row whose rule counted all of its drops, the rule
+    /// carrying a hostile comment.
+    fn snap(attributed: bool) -> Snapshot {
+        let mut key = DropKey {
+            reason: Reason {
+                code: 12,
+                name: "NETFILTER_DROP".into(),
+            },
+            location: "nft_do_chain+0x3e8".into(),
+            attr: Default::default(),
+        };
+        key.attr.netns = Some(9);
+        let id = ChainId {
+            family: 2,
+            table: "filter".into(),
+            chain: "INPUT".into(),
+        };
+        let mut r = KernelReading {
+            attributed,
+            ..Default::default()
+        };
+        r.rules.insert(
+            9,
+            RulesWindow {
+                chains: vec![Chain {
+                    id: id.clone(),
+                    hook: Some("input".into()),
+                    priority: Some(0),
+                    policy_drop: false,
+                }],
+                rules: vec![Grown {
+                    rule: Rule {
+                        id,
+                        handle: 4,
+                        position: 2,
+                        verdict: Verdict::Drop,
+                        packets: Some(70),
+                        comment: Some("cali:x\u{1b}[2J".into()),
+                        exprs: "match counter immediate".into(),
+                    },
+                    grew: Some(7),
+                }],
+                whole: true,
+                ..Default::default()
+            },
+        );
+        Snapshot {
+            elapsed: Duration::from_secs(1),
+            total: 7,
+            drops: vec![DropCount { key, count: 7 }],
+            kernel: Some(Arc::new(r)),
+            ..Default::default()
+        }
+    }
+
+    fn screen_after_e(snap: Snapshot) -> String {
+        let mut s = State::new(SessionInfo::default(), None, (160, 40));
+        update(&mut s, Msg::Snapshot(Box::new(snap), Instant::now()));
+        update(
+            &mut s,
+            Msg::Key(KeyEvent::new(KeyCode::Char('e'), KeyModifiers::NONE)),
+        );
+        let (w, h) = s.size;
+        let mut t = Terminal::new(TestBackend::new(w, h)).expect("terminal");
+        t.draw(|f| view::render(f, &s)).expect("draw");
+        let buf = t.backend().buffer();
+        (0..h)
+            .map(|y| (0..w).map(|x| buf[(x, y)].symbol()).collect::<String>() + "\n")
+            .collect()
+    }
+
+    #[test]
+    fn e_says_who_dropped_the_row_and_what_to_change() {
+        let out = screen_after_e(snap(true));
+        assert!(out.contains("who: exact"), "{out}");
+        assert!(
+            out.contains("rule ip filter INPUT (input) handle 4 #2 drop"),
+            "{out}"
+        );
+        assert!(out.contains("[counted 7]"), "{out}");
+        assert!(
+            out.contains("nft delete rule ip filter INPUT handle 4"),
+            "{out}"
+        );
+        assert!(!out.contains('\u{1b}'), "{out}");
+    }
+
+    #[test]
+    fn the_table_has_a_who_column_where_a_row_has_a_culprit() {
+        let out = screen_after_e(snap(true));
+        let head = out.lines().find(|l| l.contains("COUNT")).expect("a header");
+        assert!(head.contains("WHO"), "{out}");
+        assert!(out.contains("rule filter INPUT #2"), "{out}");
+    }
+
+    #[test]
+    fn a_recorded_row_says_it_was_recorded_before_attribution() {
+        let out = screen_after_e(snap(false));
+        assert!(out.contains("who: unknown"), "{out}");
+        assert!(out.contains("recorded before attribution"), "{out}");
+    }
+}

@@ -1,0 +1,504 @@
+//! Who dropped it: real nftables and iptables rules dropping real traffic in namespaces of the
+//! test's own, named by `report` with the counts the kernel's own tools (`nft -j`,
+//! `iptables-save -c`) show. Needs root, nft and iptables (nft backend).
+mod common;
+
+use dropscope_tests::{Counting, Netns, root_test};
+use serde_json::Value;
+
+/// Loads `ruleset` (nft syntax) into `ns`.
+fn nft(ns: &Netns, ruleset: &str) {
+    let path = std::env::temp_dir().join(format!("ds-culprit-{}.nft", std::process::id()));
+    std::fs::write(&path, ruleset).expect("ruleset file");
+    ns.exec(&["nft", "-f", path.to_str().expect("utf-8")]);
+    let _ = std::fs::remove_file(&path);
+}
+
+/// The packets of the counter of rule `handle` in chain `family table chain` of `ns`, as
+/// `nft -j` shows it.
+fn nft_packets(ns: &Netns, family: &str, table: &str, chain: &str, handle: u64) -> u64 {
+    let out = ns.exec(&["nft", "-j", "list", "chain", family, table, chain]);
+    let v: Value = serde_json::from_slice(&out.stdout).expect("nft -j output");
+    let rules = v["nftables"].as_array().expect("nftables array");
+    let rule = rules
+        .iter()
+        .find(|r| r["rule"]["handle"] == handle)
+        .unwrap_or_else(|| panic!("no rule {handle} in {v}"));
+    let exprs = rule["rule"]["expr"].as_array().expect("expr");
+    exprs
+        .iter()
+        .find_map(|e| e["counter"]["packets"].as_u64())
+        .unwrap_or_else(|| panic!("rule {handle} has no counter: {rule}"))
+}
+
+/// The handle of the rule of chain `family table chain` whose comment is `comment`.
+fn handle_of(ns: &Netns, family: &str, table: &str, chain: &str, comment: &str) -> u64 {
+    let out = ns.exec(&["nft", "-j", "list", "chain", family, table, chain]);
+    let v: Value = serde_json::from_slice(&out.stdout).expect("nft -j output");
+    (v["nftables"].as_array().expect("array").iter())
+        .find(|r| r["rule"]["comment"] == comment)
+        .and_then(|r| r["rule"]["handle"].as_u64())
+        .unwrap_or_else(|| panic!("no rule commented {comment} in {v}"))
+}
+
+/// The NETFILTER_DROP rows of a JSON report.
+fn nf_rows(report: &Value) -> Vec<&Value> {
+    (report["drops"].as_array().expect("drops").iter())
+        .filter(|d| d["reason"] == "NETFILTER_DROP")
+        .collect()
+}
+
+/// The one NETFILTER_DROP row counting `count` drops.
+fn row_of(report: &Value, count: u64) -> &Value {
+    let rows = nf_rows(report);
+    let mut it = rows.iter().filter(|d| d["count"] == count);
+    match (it.next(), it.next()) {
+        (Some(r), None) => r,
+        _ => panic!("no single NETFILTER_DROP row of {count}: {report:#}"),
+    }
+}
+
+/// Runs a JSON report of namespace `ns` while `traffic` runs; returns it.
+fn report_while(ns: &Netns, traffic: impl FnOnce()) -> Value {
+    let c = Counting::start(&["report", "--format", "json", "--netns", &ns.name]);
+    traffic();
+    serde_json::from_str(&c.interrupt()).expect("JSON report")
+}
+
+const RULES_AND_POLICY: &str = "
+table inet dsc {
+  chain input { type filter hook input priority 0; policy accept;
+    udp dport 5001 counter drop comment \"counted\"
+    udp dport 5002 drop comment \"uncounted\"
+  }
+}
+table ip dsp {
+  chain gate { type filter hook input priority 10; policy drop; }
+}
+";
+
+#[test]
+fn a_counted_rule_and_an_uncounted_one_are_candidates_and_the_policy_is_exact() {
+    let _serial = root_test();
+    let ns = Netns::new("culprit-mix");
+    nft(&ns, RULES_AND_POLICY);
+    let report = report_while(&ns, || {
+        ns.traffic(&["udp", "5001", "300"]);
+        ns.traffic(&["udp", "5002", "200"]);
+        ns.traffic(&["udp", "5003", "100"]);
+    });
+    let counted = handle_of(&ns, "inet", "dsc", "input", "counted");
+    assert_eq!(nft_packets(&ns, "inet", "dsc", "input", counted), 300);
+    // The rules' verdict site: 500 drops, 300 of them counted by the counted rule.
+    let rules = &row_of(&report, 500)["culprit"];
+    assert_eq!(rules["certainty"], "candidates", "{report:#}");
+    let who = rules["who"].as_array().expect("who");
+    assert_eq!(who.len(), 2, "{rules:#}");
+    assert_eq!(who[0]["comment"], "counted");
+    assert_eq!(who[0]["handle"], counted);
+    assert_eq!(who[0]["counted"], 300, "{rules:#}");
+    assert_eq!(who[0]["hook"], "input");
+    assert_eq!(who[1]["comment"], "uncounted");
+    assert!(who[1].get("counted").is_none(), "{rules:#}");
+    assert!(
+        rules["why"].as_str().expect("why").contains("other 200"),
+        "{rules:#}"
+    );
+    // The other site of nft_do_chain: the chain's policy, the only drop policy here.
+    let policy = &row_of(&report, 100)["culprit"];
+    assert_eq!(policy["certainty"], "exact", "{report:#}");
+    assert_eq!(policy["who"][0]["kind"], "policy");
+    assert_eq!(policy["who"][0]["table"], "dsp");
+    assert_eq!(policy["who"][0]["chain"], "gate");
+    assert_eq!(policy["who"][0]["family"], "ip");
+}
+
+#[test]
+fn a_policy_alone_is_the_only_candidate_and_says_nothing_counted_it() {
+    let _serial = root_test();
+    let ns = Netns::new("culprit-pol");
+    nft(
+        &ns,
+        "table ip dsp {\n chain gate { type filter hook input priority 10; policy drop; }\n}",
+    );
+    let report = report_while(&ns, || {
+        ns.traffic(&["udp", "5003", "150"]);
+    });
+    let c = &row_of(&report, 150)["culprit"];
+    // Nothing counts a policy's drops and no rule shows which call site is whose: the only
+    // candidate, not a fact.
+    assert_eq!(c["certainty"], "candidates", "{report:#}");
+    assert_eq!(c["who"].as_array().expect("who").len(), 1);
+    assert_eq!(c["who"][0]["kind"], "policy");
+    assert_eq!(c["who"][0]["chain"], "gate");
+}
+
+#[test]
+fn two_counted_rules_split_the_drops_exactly() {
+    let _serial = root_test();
+    let ns = Netns::new("culprit-split");
+    nft(
+        &ns,
+        "table inet dsc { chain input { type filter hook input priority 0;
+           udp dport 5001 counter drop comment \"a\"
+           udp dport 5002 counter reject comment \"b\"\n }\n}",
+    );
+    let report = report_while(&ns, || {
+        ns.traffic(&["udp", "5001", "321"]);
+        ns.traffic(&["udp", "5002", "123"]);
+    });
+    let (a, b) = (
+        handle_of(&ns, "inet", "dsc", "input", "a"),
+        handle_of(&ns, "inet", "dsc", "input", "b"),
+    );
+    let (na, nb) = (
+        nft_packets(&ns, "inet", "dsc", "input", a),
+        nft_packets(&ns, "inet", "dsc", "input", b),
+    );
+    assert_eq!((na, nb), (321, 123));
+    let c = &row_of(&report, na + nb)["culprit"];
+    assert_eq!(c["certainty"], "exact", "{report:#}");
+    let who = c["who"].as_array().expect("who");
+    assert_eq!(who.len(), 2, "{c:#}");
+    assert_eq!(
+        (&who[0]["handle"], &who[0]["counted"]),
+        (&a.into(), &na.into())
+    );
+    assert_eq!(
+        (&who[1]["handle"], &who[1]["counted"]),
+        (&b.into(), &nb.into())
+    );
+    assert_eq!(who[1]["verdict"], "reject");
+}
+
+#[test]
+fn an_iptables_rule_is_named_with_its_comment_and_its_counter() {
+    let _serial = root_test();
+    let ns = Netns::new("culprit-ipt");
+    ns.exec(&[
+        "iptables",
+        "-A",
+        "INPUT",
+        "-p",
+        "udp",
+        "--dport",
+        "6001",
+        "-m",
+        "comment",
+        "--comment",
+        "cali:abc123",
+        "-j",
+        "DROP",
+    ]);
+    let report = report_while(&ns, || {
+        ns.traffic(&["udp", "6001", "77"]);
+    });
+    // iptables-save -c: `[packets:bytes] -A INPUT ...`.
+    let save = ns.exec(&["iptables-save", "-c", "-t", "filter"]);
+    let save = String::from_utf8_lossy(&save.stdout);
+    let line = (save.lines())
+        .find(|l| l.contains("cali:abc123"))
+        .unwrap_or_else(|| panic!("no rule in {save}"));
+    let packets: u64 = line
+        .trim_start_matches('[')
+        .split(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no counter in {line}"));
+    assert_eq!(packets, 77);
+    let c = &row_of(&report, packets)["culprit"];
+    assert_eq!(c["certainty"], "exact", "{report:#}");
+    let who = &c["who"][0];
+    assert_eq!(who["family"], "ip");
+    assert_eq!(who["table"], "filter");
+    assert_eq!(who["chain"], "INPUT");
+    assert_eq!(who["position"], 1);
+    assert_eq!(who["comment"], "cali:abc123");
+    assert_eq!(who["counted"], packets);
+    // Only the rows that policy dropped: not the datagrams to a closed port beside them.
+    let c = Counting::start(&[
+        "report",
+        "--format",
+        "json",
+        "--netns",
+        &ns.name,
+        "--culprit",
+        "CALI:ABC",
+    ]);
+    ns.traffic(&["udp", "6001", "40"]);
+    ns.traffic(&["udp", "6002", "25"]);
+    let only: Value = serde_json::from_str(&c.interrupt()).expect("JSON report");
+    let drops = only["drops"].as_array().expect("drops");
+    assert_eq!(drops.len(), 1, "{only:#}");
+    assert_eq!(drops[0]["reason"], "NETFILTER_DROP");
+    assert_eq!(
+        (&drops[0]["count"], &only["total"]),
+        (&40.into(), &40.into()),
+        "{only:#}"
+    );
+}
+
+#[test]
+fn the_same_rule_in_two_namespaces_is_counted_in_each() {
+    let _serial = root_test();
+    let (a, b) = (Netns::new("culprit-a"), Netns::new("culprit-b"));
+    let rules = "table inet dsc { chain input { type filter hook input priority 0;
+                   udp dport 5001 counter drop comment \"same\"\n }\n}";
+    nft(&a, rules);
+    nft(&b, rules);
+    let c = Counting::start(&["report", "--format", "json"]);
+    a.traffic(&["udp", "5001", "210"]);
+    b.traffic(&["udp", "5001", "90"]);
+    let report: Value = serde_json::from_str(&c.interrupt()).expect("JSON report");
+    for (ns, n) in [(&a, 210u64), (&b, 90)] {
+        let h = handle_of(ns, "inet", "dsc", "input", "same");
+        assert_eq!(nft_packets(ns, "inet", "dsc", "input", h), n);
+        let row = (nf_rows(&report).into_iter())
+            .find(|d| d["netns_name"] == ns.name.as_str())
+            .unwrap_or_else(|| panic!("no row of {}: {report:#}", ns.name));
+        assert_eq!(row["count"], n, "{row:#}");
+        assert_eq!(row["culprit"]["certainty"], "exact", "{row:#}");
+        assert_eq!(row["culprit"]["who"][0]["counted"], n, "{row:#}");
+    }
+}
+
+#[test]
+fn a_rule_added_while_dropscope_runs_is_named_with_its_drops_since() {
+    let _serial = root_test();
+    let ns = Netns::new("culprit-change");
+    nft(
+        &ns,
+        "table inet dsc { chain input { type filter hook input priority 0;
+           udp dport 5001 counter drop comment \"before\"\n }\n}",
+    );
+    // Counted before the window: not the window's.
+    ns.traffic(&["udp", "5001", "40"]);
+    let report = report_while(&ns, || {
+        ns.traffic(&["udp", "5001", "100"]);
+        ns.exec(&[
+            "nft",
+            "add rule inet dsc input udp dport 5002 counter drop comment \"added\"",
+        ]);
+        ns.traffic(&["udp", "5002", "60"]);
+    });
+    let c = &row_of(&report, 160)["culprit"];
+    assert_eq!(c["certainty"], "exact", "{report:#}");
+    let who = c["who"].as_array().expect("who");
+    let counted = |comment: &str| {
+        (who.iter())
+            .find(|w| w["comment"] == comment)
+            .map(|w| w["counted"].clone())
+            .unwrap_or_else(|| panic!("no {comment} in {c:#}"))
+    };
+    assert_eq!(counted("before"), 100);
+    assert_eq!(counted("added"), 60);
+    let before = handle_of(&ns, "inet", "dsc", "input", "before");
+    assert_eq!(nft_packets(&ns, "inet", "dsc", "input", before), 140);
+}
+
+/// A chain name and a comment with terminal escapes, a bell, a bidi override and a
+/// backslash: `nft` reads them from JSON as they are, and the kernel keeps them.
+const HOSTILE: &str = r#"{"nftables":[{"add":{"table":{"family":"inet","name":"dsc"}}},
+{"add":{"chain":{"family":"inet","table":"dsc","name":"in\u001b[31mred\\x","type":"filter",
+"hook":"input","prio":0,"policy":"accept"}}},{"add":{"rule":{"family":"inet","table":"dsc",
+"chain":"in\u001b[31mred\\x","comment":"\u001b]0;owned\u0007\u202ex","expr":[{"match":{
+"op":"==","left":{"payload":{"protocol":"udp","field":"dport"}},"right":5001}},
+{"counter":null},{"drop":null}]}}}]}"#;
+
+#[test]
+fn hostile_names_and_comments_are_escaped_in_text_and_json() {
+    let _serial = root_test();
+    let ns = Netns::new("culprit-hostile");
+    let path = std::env::temp_dir().join(format!("ds-culprit-{}.json", std::process::id()));
+    std::fs::write(&path, HOSTILE).expect("ruleset file");
+    ns.exec(&["nft", "-j", "-f", path.to_str().expect("utf-8")]);
+    let _ = std::fs::remove_file(&path);
+    let c = Counting::start(&["report", "--netns", &ns.name]);
+    ns.traffic(&["udp", "5001", "33"]);
+    let text = c.interrupt();
+    assert!(text.contains("who dropped it:"), "{text}");
+    for bad in ['\u{1b}', '\u{7}', '\u{202e}'] {
+        assert!(!text.contains(bad), "{bad:?} in {text}");
+    }
+    assert!(text.contains("[counted 33]"), "{text}");
+    // The backslash is doubled, so no name passes for another's escape.
+    assert!(text.contains("red\\\\x"), "{text}");
+    let c = Counting::start(&["report", "--format", "json", "--netns", &ns.name]);
+    ns.traffic(&["udp", "5001", "12"]);
+    let raw = c.interrupt();
+    for bad in ['\u{1b}', '\u{7}', '\u{202e}'] {
+        assert!(!raw.contains(bad), "{bad:?} in {raw}");
+    }
+    let report: Value = serde_json::from_str(&raw).expect("JSON report");
+    let c = &row_of(&report, 12)["culprit"];
+    assert_eq!(c["certainty"], "exact", "{report:#}");
+    assert_eq!(c["who"][0]["counted"], 12, "{report:#}");
+}
+
+#[test]
+fn a_tc_program_shooting_on_a_veth_is_named_by_its_attach_point() {
+    use dropscope_tests::fixture::{self, Bpffs, Kind, TC_ACT_SHOT};
+    let _serial = root_test();
+    let (a, b) = (Netns::new("culprit-tca"), Netns::new("culprit-tcb"));
+    let (va, vb) = dropscope_tests::veth_pair(&a, &b, "10.86.0");
+    let fs = Bpffs::mount();
+    let shoot = fixture::load(Kind::Tc, "ds_who_shoot", 7103, TC_ACT_SHOT, true).expect("load");
+    let id = fixture::prog_id(&shoot).expect("program id");
+    dropscope_tests::tc_ingress(&b, &vb, &fs.pin(&shoot, "who_shoot"));
+    // A tcx link on va's egress shoots UDP to port 7104.
+    let tcx = fixture::load(Kind::Tc, "ds_who_tcx", 7104, TC_ACT_SHOT, true).expect("load");
+    let tcx_id = fixture::prog_id(&tcx).expect("program id");
+    let _link = fixture::attach_tcx(&tcx, &a.path(), &va, true).expect("tcx link");
+    let c = Counting::start(&[
+        "report",
+        "--format",
+        "json",
+        "--by",
+        "reason,location,netns,device",
+    ]);
+    a.traffic(&["udp-to", "10.86.0.2", "7103", "250"]);
+    a.traffic(&["udp-to", "10.86.0.2", "7104", "150"]);
+    let report: Value = serde_json::from_str(&c.interrupt()).expect("JSON report");
+    let row = |reason: &str, dev: &str| {
+        (report["drops"].as_array().expect("drops").iter())
+            .find(|d| d["reason"] == reason && d["device"] == dev)
+            .unwrap_or_else(|| panic!("no {reason} row on {dev}: {report:#}"))
+            .clone()
+    };
+    for (reason, dev, count, program, attach) in [
+        (
+            "TC_INGRESS",
+            vb.as_str(),
+            250,
+            format!("prog ds_who_shoot#{id}"),
+            format!("{vb} tc ingress (clsact filter)"),
+        ),
+        (
+            "TC_EGRESS",
+            va.as_str(),
+            150,
+            format!("prog ds_who_tcx#{tcx_id}"),
+            format!("{va} tc egress (tcx)"),
+        ),
+    ] {
+        let r = row(reason, dev);
+        assert_eq!(r["count"], count, "{r:#}");
+        let c = &r["culprit"];
+        // Exact where the verdict counter ran (fexit allowed); else the one candidate there.
+        let certainty = match fixture::fentry_allowed(&shoot) {
+            Ok(()) => "exact",
+            Err(_) => "candidates",
+        };
+        assert_eq!(c["certainty"], certainty, "{r:#}");
+        let who = c["who"].as_array().expect("who");
+        assert_eq!(who.len(), 1, "{c:#}");
+        assert_eq!(who[0]["kind"], "program");
+        assert_eq!(who[0]["program"], program.as_str(), "{c:#}");
+        assert_eq!(who[0]["attach"], attach.as_str(), "{c:#}");
+    }
+    // Reading who is attached changes nothing: none of dropscope's programs stays loaded.
+    let left = common::dropscope_programs();
+    assert!(left.is_empty(), "left loaded: {left:?}");
+}
+
+/// A ruleset of `n` accept rules after one counted drop rule (commented `first`).
+fn big_ruleset(n: usize) -> String {
+    let mut s = String::from(
+        "table inet big {\n chain input { type filter hook input priority 0;\n  \
+         udp dport 5001 counter drop comment \"first\"\n",
+    );
+    for i in 0..n {
+        s.push_str(&format!(
+            "  tcp dport {} ip saddr 10.{}.{}.{} counter accept\n",
+            10000 + i % 50000,
+            i / 65536,
+            (i / 256) % 256,
+            i % 256
+        ));
+    }
+    s.push_str(" }\n}\n");
+    s
+}
+
+#[test]
+fn a_ruleset_of_100000_rules_is_read_within_its_bound_and_says_so() {
+    let _serial = root_test();
+    let ns = Netns::new("culprit-big");
+    nft(&ns, &big_ruleset(100_000));
+    let started = std::time::Instant::now();
+    let report = report_while(&ns, || {
+        ns.traffic(&["udp", "5001", "50"]);
+    });
+    let took = started.elapsed();
+    // Two readings (the baseline and the last) of at most 0.5 s of dump each, then some.
+    assert!(took < std::time::Duration::from_secs(40), "took {took:?}");
+    let c = &row_of(&report, 50)["culprit"];
+    // The first rule was read before the cut, and its counter accounts for every drop.
+    assert_eq!(c["certainty"], "exact", "{c:#}");
+    assert_eq!(c["who"][0]["comment"], "first");
+    assert_eq!(c["who"][0]["counted"], 50);
+    let notes = report["kernel_notes"].to_string();
+    assert!(notes.contains("nftables rules: dump cut"), "{notes}");
+}
+
+#[test]
+fn tables_made_and_deleted_while_read_never_stall_the_report() {
+    let _serial = root_test();
+    let ns = Netns::new("culprit-churn");
+    nft(
+        &ns,
+        "table inet dsc {\n chain input { type filter hook input priority 0;
+           udp dport 5001 counter drop comment \"steady\"\n }\n}",
+    );
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churn = {
+        let (stop, name) = (stop.clone(), ns.name.clone());
+        std::thread::spawn(move || {
+            let mut i = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let t = format!("churn{}", i % 8);
+                let _ = std::process::Command::new("ip")
+                    .args(["netns", "exec", &name, "nft", "add", "table", "ip", &t])
+                    .output();
+                let _ = std::process::Command::new("ip")
+                    .args(["netns", "exec", &name, "nft", "delete", "table", "ip", &t])
+                    .output();
+                i += 1;
+            }
+            i
+        })
+    };
+    let started = std::time::Instant::now();
+    let report = report_while(&ns, || {
+        ns.traffic(&["udp", "5001", "70"]);
+        std::thread::sleep(std::time::Duration::from_secs(2));
+    });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let changes = churn.join().expect("churn thread");
+    assert!(changes > 5, "the ruleset changed {changes} times only");
+    assert!(started.elapsed() < std::time::Duration::from_secs(40));
+    let c = &row_of(&report, 70)["culprit"];
+    // The steady rule's counter accounts for every drop, whatever came and went meanwhile.
+    assert_eq!(c["certainty"], "exact", "{c:#}");
+    assert_eq!(c["who"][0]["counted"], 70, "{c:#}");
+}
+
+#[test]
+fn a_verdict_map_is_a_candidate_whose_counter_is_no_drop_count() {
+    let _serial = root_test();
+    let ns = Netns::new("culprit-vmap");
+    nft(
+        &ns,
+        "table inet dsc {\n chain input { type filter hook input priority 0;
+           counter udp dport vmap { 5001 : drop, 5002 : accept } comment \"map\"\n }\n}",
+    );
+    let report = report_while(&ns, || {
+        ns.traffic(&["udp", "5001", "30"]);
+        ns.traffic(&["udp", "5002", "20"]);
+    });
+    let c = &row_of(&report, 30)["culprit"];
+    // Its counter counted the 20 accepted too: never a drop count.
+    assert_eq!(c["certainty"], "candidates", "{c:#}");
+    assert_eq!(c["who"][0]["verdict"], "vmap", "{c:#}");
+    assert!(c["who"][0].get("counted").is_none(), "{c:#}");
+}
