@@ -8,12 +8,12 @@ use anyhow::Context;
 use tokio::sync::mpsc;
 
 use super::{
-    format,
     state::RecordingStatus,
     update::{FlameRequest, Msg},
 };
 use crate::{
     flamegraph::GraphMeta,
+    format,
     model::{SessionInfo, Snapshot, StackCount},
     record::Recorder,
     sanitize,

@@ -5,8 +5,6 @@
 //! status and one redraw timer, and never polls. Keys redraw at once; data redraws at most twice
 //! a second, at once when the last redraw is old enough (so the feed's own pace sets the
 //! redraws, without a timer of their own); the header clock ticks only when no snapshot came.
-/// Number and time formatting, shared with the command-line output.
-pub use crate::format;
 pub mod help;
 pub mod keys;
 pub mod state;
