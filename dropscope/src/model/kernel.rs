@@ -18,6 +18,10 @@ use super::{
     verdict_counter,
 };
 
+/// Where named namespaces are bound (`ip netns add`): where the readers look for them, and
+/// where the commands a row suggests enter them.
+pub const RUN_NETNS: &str = "/run/netns";
+
 /// Per-namespace packet counters that are denominators of a namespace's drop ratio.
 pub const PACKET_COUNTERS: &[&str] = &[
     "Ip:InReceives",
