@@ -92,7 +92,9 @@ pub struct Collector {
     last: Snapshot,
     stack_ids: HashMap<u32, Frames>,
     stack_base: HashMap<StackKey, StackValue>,
-    stacks: HashMap<(DropKey, Frames), (u64, u64)>,
+    /// The session's stack weights and samples, by the kernel's key of their drop's row (the
+    /// model's key is made afresh for each snapshot, so a name found later names them too).
+    stacks: HashMap<(stacks::Owner, Frames), (u64, u64)>,
     stack_lost: u64,
     /// Per sampled slot: its packets read so far.
     sample_cache: HashMap<u32, Vec<Sample>>,

@@ -108,7 +108,12 @@ impl Selection {
         let drops = self.drops.select(snap.drops.iter().map(|d| {
             Row {
                 id: d.key.clone(),
-                tenant: Tenant::of(d.key.attr.netns, d.key.attr.netns_name.as_deref(), initial),
+                tenant: Tenant::of_key(
+                    d.key.attr.netns,
+                    d.key.attr.netns_cookie,
+                    d.key.attr.netns_name.as_deref(),
+                    initial,
+                ),
                 labels: DROP_LABELS
                     .iter()
                     .map(|(_, v)| Arc::from(v(&d.key)))
