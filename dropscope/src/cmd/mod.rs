@@ -6,6 +6,7 @@
 #[cfg(feature = "live")]
 mod check;
 mod diff;
+pub mod dispatch;
 mod flamegraph;
 mod generate;
 #[cfg(feature = "live")]
@@ -19,107 +20,10 @@ use std::{io::IsTerminal, path::Path, sync::Arc, time::Duration};
 use anyhow::{Context as _, bail};
 
 use crate::{
-    cli::{Cli, Command, InputWindow},
+    cli::InputWindow,
     model::{KernelReading, SessionInfo, Snapshot, window},
     sanitize,
 };
-
-/// Runs the parsed command line.
-pub async fn run(cli: Cli) -> anyhow::Result<()> {
-    match cli.command {
-        None => live_view(cli).await,
-        Some(Command::Report(args)) => report::report_cmd(args).await,
-        Some(Command::Reasons { format, btf }) => reasons::reasons_cmd(format, btf.as_deref()),
-        Some(Command::Explain { name }) => reasons::explain_cmd(&name),
-        Some(Command::Record {
-            output,
-            duration,
-            force,
-            pcap,
-            count_syscalls,
-            mut live,
-        }) => {
-            live.count_syscalls = count_syscalls;
-            record(live, output, duration, force, pcap).await
-        }
-        Some(Command::Replay {
-            file,
-            output_dir,
-            select,
-        }) => replay::replay_cmd(&file, &output_dir, &select).await,
-        Some(Command::Flamegraph(args)) => flamegraph::flamegraph_cmd(args).await,
-        Some(Command::Diff(args)) => diff::diff_cmd(args),
-        Some(Command::Check(args)) => check(args).await,
-        Some(Command::Serve(args)) => serve(args).await,
-        Some(Command::Generate { what }) => generate::generate(what),
-    }
-}
-
-#[cfg(feature = "live")]
-async fn live_view(cli: Cli) -> anyhow::Result<()> {
-    let live = crate::cli::LiveArgs {
-        count_syscalls: cli.count_syscalls,
-        ..cli.live
-    };
-    live::live_tui(&live, &cli.output_dir).await
-}
-
-#[cfg(not(feature = "live"))]
-async fn live_view(_: Cli) -> anyhow::Result<()> {
-    Err(no_live("the live view"))
-}
-
-#[cfg(feature = "live")]
-async fn record(
-    live: crate::cli::LiveArgs,
-    output: std::path::PathBuf,
-    duration: Option<Duration>,
-    force: bool,
-    pcap: Option<std::path::PathBuf>,
-) -> anyhow::Result<()> {
-    live::record_cmd(&live, &output, duration, force, pcap.as_deref()).await
-}
-
-#[cfg(not(feature = "live"))]
-async fn record(
-    _: crate::cli::LiveArgs,
-    _: std::path::PathBuf,
-    _: Option<Duration>,
-    _: bool,
-    _: Option<std::path::PathBuf>,
-) -> anyhow::Result<()> {
-    Err(no_live("`record`"))
-}
-
-#[cfg(feature = "live")]
-async fn check(args: crate::cli::CheckArgs) -> anyhow::Result<()> {
-    check::check_cmd(args).await
-}
-
-#[cfg(not(feature = "live"))]
-async fn check(_: crate::cli::CheckArgs) -> anyhow::Result<()> {
-    Err(no_live("`check`"))
-}
-
-#[cfg(feature = "live")]
-async fn serve(args: crate::cli::ServeArgs) -> anyhow::Result<()> {
-    let opts = crate::serve::ServeOptions {
-        listen: args.listen,
-        max_series: usize::try_from(args.max_series).unwrap_or(usize::MAX),
-        web_config: args.web_config,
-        limits: crate::serve::connections::Limits::default(),
-        counts_all: args.live.select.describe().is_none(),
-    };
-    crate::serve::run(opts, || {
-        live::start_live(&args.live, Some(crate::serve::KERNEL_READ))
-    })
-    .await
-}
-
-#[cfg(not(feature = "live"))]
-async fn serve(_: crate::cli::ServeArgs) -> anyhow::Result<()> {
-    Err(no_live("`serve`"))
-}
 
 /// The error of a build without the `live` feature asked to count live drops.
 #[cfg_attr(feature = "live", allow(dead_code))]

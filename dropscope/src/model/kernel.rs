@@ -15,8 +15,12 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     devices::{self, Devices},
-    programs,
+    verdict_counter,
 };
+
+/// Where named namespaces are bound (`ip netns add`): where the readers look for them, and
+/// where the commands a row suggests enter them.
+pub const RUN_NETNS: &str = "/run/netns";
 
 /// Per-namespace packet counters that are denominators of a namespace's drop ratio.
 pub const PACKET_COUNTERS: &[&str] = &[
@@ -213,7 +217,7 @@ impl KernelReading {
         // A program's verdicts by program, whatever device and namespace they were shown on
         // (each program is counted once, on one of its places).
         let progs: HashMap<_, u64> = (earlier.netns.values().flat_map(|g| g.iter()))
-            .filter_map(|(name, &v)| Some((programs::identity(name)?, v)))
+            .filter_map(|(name, &v)| Some((verdict_counter::identity(name)?, v)))
             .collect();
         let netns: BTreeMap<u64, Growth> = self
             .netns
@@ -233,7 +237,7 @@ impl KernelReading {
                     .iter()
                     .filter_map(|(name, &v)| {
                         let b = (before.as_ref().and_then(|b| b.get(name)).copied())
-                            .or_else(|| progs.get(&programs::identity(name)?).copied());
+                            .or_else(|| progs.get(&verdict_counter::identity(name)?).copied());
                         let d = v.saturating_sub(b.unwrap_or(0));
                         (d > 0).then(|| (name.clone(), d))
                     })

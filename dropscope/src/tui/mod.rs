@@ -5,8 +5,6 @@
 //! status and one redraw timer, and never polls. Keys redraw at once; data redraws at most twice
 //! a second, at once when the last redraw is old enough (so the feed's own pace sets the
 //! redraws, without a timer of their own); the header clock ticks only when no snapshot came.
-/// Number and time formatting, shared with the command-line output.
-pub use crate::format;
 pub mod help;
 pub mod keys;
 pub mod state;
@@ -289,7 +287,7 @@ impl Session {
         let way = crate::explain::fill::way_in(
             ns,
             k.initial_netns,
-            std::path::Path::new(crate::kcounters::netns::RUN_NETNS),
+            std::path::Path::new(crate::model::kernel::RUN_NETNS),
             std::path::Path::new("/proc"),
         );
         self.state.ways.insert(ns, way);

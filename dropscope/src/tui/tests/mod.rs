@@ -2,6 +2,7 @@
 mod attribution;
 mod hostile;
 mod keys;
+mod panel;
 mod polish;
 mod rendering;
 mod selection;

@@ -4,7 +4,7 @@ use ratatui::{
     text::{Line, Span},
 };
 
-use crate::tui::{format, state::State};
+use crate::{format, tui::state::State};
 
 const SEP: &str = "  ";
 /// Longest host, kernel or probe name shown (they come from the recording).

@@ -1,7 +1,7 @@
 //! The view: a pure function from [`State`] to what is on screen.
 mod header;
 mod packets;
-mod panel;
+pub(super) mod panel;
 mod stacks;
 mod table;
 
