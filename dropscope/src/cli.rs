@@ -175,6 +175,26 @@ pub struct ServeArgs {
     /// and the key file not readable by others (its group may read it).
     #[arg(long, value_name = "FILE")]
     pub web_config: Option<PathBuf>,
+    /// Keep the snapshot stream (counts, names, stacks, samples, kernel counters) in this
+    /// directory, one segment (a recording) per --segment-length, for `dropscope history`,
+    /// `report --input DIR` and `replay DIR` (created 0700 if missing; never a symbolic link;
+    /// one writer at a time). A full or failing disk pauses the history, never the counting
+    /// or /metrics; it resumes by itself.
+    #[arg(long, value_name = "DIR")]
+    pub history: Option<PathBuf>,
+    /// Remove history segments older than this (e.g. 7d, 12h).
+    #[arg(long, value_parser = parse_duration, default_value = "7d", value_name = "D",
+          requires = "history")]
+    pub retain: Duration,
+    /// Remove the oldest history segments while the history takes more than this (e.g. 1GiB,
+    /// 500MiB, 2G).
+    #[arg(long, value_parser = parse_size, default_value = "1GiB", value_name = "SIZE",
+          requires = "history")]
+    pub retain_size: u64,
+    /// How long one history segment covers before the next is started.
+    #[arg(long, value_parser = parse_duration, default_value = "1h", value_name = "D",
+          requires = "history")]
+    pub segment_length: Duration,
     /// Probe and polling options.
     #[command(flatten)]
     pub live: LiveArgs,
@@ -396,6 +416,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             .map_err(|_| format!("{s:?} is not a duration in seconds"));
     }
     humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 2, 10s, 1m30s, 500ms)"))
+}
+
+/// A size in bytes: `1GiB`, `500MiB`, `2G`, `1048576`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    parse_size::parse_size(s.trim()).map_err(|e| format!("{e} (examples: 1GiB, 500MiB, 2G)"))
 }
 
 /// One budget clause (see [`budget::parse`]).

@@ -24,6 +24,7 @@ pub mod flamegraph;
 pub mod format;
 #[cfg(test)]
 mod heap;
+pub mod history;
 pub mod kcounters;
 pub mod model;
 pub mod names;

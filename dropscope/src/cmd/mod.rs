@@ -109,6 +109,14 @@ async fn serve(args: crate::cli::ServeArgs) -> anyhow::Result<()> {
         web_config: args.web_config,
         limits: crate::serve::connections::Limits::default(),
         counts_all: args.live.select.describe().is_none(),
+        history: args.history.map(|dir| crate::history::HistoryOptions {
+            dir,
+            retention: crate::history::Retention {
+                age: args.retain,
+                bytes: args.retain_size,
+            },
+            segment: args.segment_length,
+        }),
     };
     crate::serve::run(opts, || {
         live::start_live(&args.live, Some(crate::serve::KERNEL_READ))
