@@ -4,11 +4,27 @@
 //! - [`dir`]: the directory (0700, never through a symlink, one writer by lock) and segment names.
 //! - [`writer`]: the writer thread, off the poll path; rotation; pause and resume on disk errors.
 //! - [`retention`]: which segments to remove, oldest first.
+//! - [`catalog`]: the segments read back, on the wall clock, with the gaps between them.
+//! - [`range`]: the drops of a wall-clock window, across segments and sessions, gaps kept.
+//! - [`compare`]: the last D against the same D an interval earlier, for `diff --history`.
+//! - [`input`]: a history as `--input` of `report` and `flamegraph`.
+//! - [`replay`]: a window of a history as one recording, for `replay DIR`.
+//! - [`when`]: times on the command line (session, local, RFC 3339) and on screen.
 use std::{path::PathBuf, time::Duration};
 
+pub mod catalog;
+pub mod compare;
 pub mod dir;
+pub mod input;
+pub mod range;
+pub mod replay;
 pub mod retention;
+pub mod synthetic;
+pub mod when;
 pub mod writer;
+
+#[cfg(test)]
+mod tests;
 
 pub use retention::Retention;
 pub use writer::{HistoryWriter, Running, Status, StatusView};

@@ -10,7 +10,7 @@ use std::{
     sync::{
         Arc,
         atomic::{AtomicBool, AtomicU64, Ordering},
-        mpsc::{Receiver, SyncSender, TrySendError, sync_channel},
+        mpsc::{Receiver, SyncSender, sync_channel},
     },
     time::{Duration, Instant},
 };
@@ -149,10 +149,9 @@ impl HistoryWriter {
 
 /// Queues a copy of `s` for the writer without waiting.
 fn offer(tx: &SyncSender<Snapshot>, status: &Status, s: &Snapshot) {
-    match tx.try_send(s.clone()) {
-        Ok(()) => {}
-        Err(TrySendError::Full(_)) => status.skip(),
-        Err(TrySendError::Disconnected(_)) => status.skip(),
+    // Full (the writer is behind) or gone: the snapshot is not written, and counted.
+    if tx.try_send(s.clone()).is_err() {
+        status.skip();
     }
 }
 

@@ -1,0 +1,169 @@
+//! Reading generated histories: spans, gaps, refused segments and exact window counts.
+use std::time::Duration;
+
+use super::{
+    catalog::Catalog,
+    range::{Window, count},
+    synthetic::{session, write_session},
+};
+use crate::{
+    model::{Snapshot, window},
+    record::synthetic::snapshots,
+};
+
+const T0: u64 = 1_790_000_000_000;
+
+/// Two sessions of 10 snapshots at 1/s, 100 s apart, in segments of 4; returns them.
+fn two_sessions(dir: &std::path::Path) -> (Vec<Snapshot>, Vec<Snapshot>) {
+    let a = snapshots(6, 3, 10, 10);
+    let b = snapshots(6, 2, 7, 10);
+    let seq = write_session(dir, 1, &session("a", T0), &a, 4).expect("a");
+    write_session(dir, seq, &session("a", T0 + 100_000), &b, 4).expect("b");
+    (a, b)
+}
+
+#[test]
+fn spans_and_gaps_follow_sessions() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    two_sessions(tmp.path());
+    let cat = Catalog::open(tmp.path()).expect("open");
+    assert_eq!(cat.pieces.len(), 6);
+    let spans = cat.spans();
+    assert_eq!(spans.len(), 2, "{spans:?}");
+    // Each span holds its session's first snapshot, so it starts at the session's start.
+    assert_eq!((spans[0].from_ms, spans[0].to_ms), (T0, T0 + 9_003));
+    assert_eq!(spans[1].from_ms, T0 + 100_000);
+    let w = Window {
+        from_ms: T0,
+        to_ms: T0 + 109_003,
+    };
+    let c = count(&cat, w).expect("count");
+    assert_eq!(c.gaps, vec![(T0 + 9_003, T0 + 100_000)]);
+    assert_eq!(c.covered_ms, 9_003 + 9_003);
+}
+
+#[test]
+fn a_window_across_sessions_counts_exactly() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (a, b) = two_sessions(tmp.path());
+    let cat = Catalog::open(tmp.path()).expect("open");
+    // Everything: both sessions' last cumulative counts.
+    let all = count(
+        &cat,
+        Window {
+            from_ms: 0,
+            to_ms: u64::MAX,
+        },
+    )
+    .expect("count");
+    assert_eq!(all.sessions, 2);
+    assert_eq!(all.snap.total, a[9].total + b[9].total);
+    assert!(all.snap.invariant_holds());
+    // From 3 s into a (its snapshot at 3.003 s is the first after) to 5 s into b.
+    let c = count(
+        &cat,
+        Window {
+            from_ms: T0 + 3_500,
+            to_ms: T0 + 105_500,
+        },
+    )
+    .expect("count");
+    let want_a = window::between(&a[3], &a[9]);
+    let want_b = b[5].clone();
+    assert_eq!(c.snap.total, want_a.total + want_b.total);
+    for d in &c.snap.drops {
+        let of = |s: &Snapshot| {
+            s.drops
+                .iter()
+                .find(|x| x.key == d.key)
+                .map_or(0, |x| x.count)
+        };
+        assert_eq!(d.count, of(&want_a) + of(&want_b), "{:?}", d.key.location);
+    }
+    // A window inside the gap holds no session.
+    let none = count(
+        &cat,
+        Window {
+            from_ms: T0 + 20_000,
+            to_ms: T0 + 90_000,
+        },
+    )
+    .expect("count");
+    assert_eq!(none.sessions, 0);
+    assert_eq!(none.gaps, vec![(T0 + 20_000, T0 + 90_000)]);
+}
+
+#[test]
+fn a_damaged_segment_is_refused_alone_and_a_cut_one_reads() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (a, _) = two_sessions(tmp.path());
+    let listing = super::dir::list(tmp.path()).expect("list");
+    // Segment 2 (a's snapshots 4..8): a flipped byte in the middle.
+    let p2 = &listing.segments[1].path;
+    let mut bytes = std::fs::read(p2).expect("read");
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(p2, &bytes).expect("write");
+    // Segment 3 (a's last two): its tail cut, as by a kill.
+    let p3 = &listing.segments[2].path;
+    let bytes = std::fs::read(p3).expect("read");
+    std::fs::write(p3, &bytes[..bytes.len() - 30]).expect("write");
+    let cat = Catalog::open(tmp.path()).expect("open");
+    // A damaged frame keeps the valid prefix (as for recordings); a file that is not a
+    // recording at all is refused alone.
+    std::fs::write(tmp.path().join(super::dir::segment_name(99, T0)), b"junk").expect("w");
+    let cat2 = Catalog::open(tmp.path()).expect("open");
+    assert_eq!(cat2.refused.len(), cat.refused.len() + 1);
+    assert!(cat2.refused.iter().any(|r| r.why.contains("bad magic")));
+    let cut = cat
+        .pieces
+        .iter()
+        .find(|p| p.file.seq == 3)
+        .expect("cut segment reads");
+    assert!(!cut.finished);
+    assert!(cut.snapshots >= 1);
+    // The whole of session a still counts exactly up to its last readable snapshot.
+    let c = count(
+        &cat2,
+        Window {
+            from_ms: 0,
+            to_ms: T0 + 50_000,
+        },
+    )
+    .expect("count");
+    let last = a[4 + 4 + cut.snapshots - 1].total;
+    assert_eq!(c.snap.total, last);
+}
+
+#[test]
+fn clock_steps_never_reorder_a_session() {
+    // Wall times come from the session's start and its monotonic time: a segment named by a
+    // clock stepped back still sorts, and counts, by its number.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let a = snapshots(4, 2, 5, 8);
+    let info = session("a", T0);
+    let bytes1 = crate::record::encode(&info, &a[..4]).expect("encode");
+    let bytes2 = crate::record::encode(&info, &a[4..]).expect("encode");
+    std::fs::write(tmp.path().join(super::dir::segment_name(1, T0)), bytes1).expect("w");
+    // Named an hour earlier than the first.
+    std::fs::write(
+        tmp.path().join(super::dir::segment_name(2, T0 - 3_600_000)),
+        bytes2,
+    )
+    .expect("w");
+    let cat = Catalog::open(tmp.path()).expect("open");
+    assert_eq!(cat.spans().len(), 1);
+    let c = count(
+        &cat,
+        Window {
+            from_ms: 0,
+            to_ms: u64::MAX,
+        },
+    )
+    .expect("count");
+    assert_eq!(c.snap.total, a[7].total);
+    assert_eq!(
+        cat.pieces[1].from_ms(),
+        T0 + Duration::from_millis(4_003).as_millis() as u64
+    );
+}
