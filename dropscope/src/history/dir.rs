@@ -243,7 +243,9 @@ pub fn list(dir: &Path) -> anyhow::Result<Listing> {
             "{over} segments beyond the limit of {MAX_SEGMENTS} were left out"
         ));
     }
-    out.segments.sort_by_key(|s| s.seq);
+    // Equal numbers (only a crafted directory has them) in a stable order.
+    out.segments
+        .sort_by(|a, b| (a.seq, &a.path).cmp(&(b.seq, &b.path)));
     Ok(out)
 }
 

@@ -226,12 +226,25 @@ impl Segments {
 
     /// Opens the next segment for a session of `info`.
     fn start(&mut self, info: &SessionInfo) -> anyhow::Result<()> {
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        let name = dir::segment_name(seq, dir::now_unix_ms());
+        // After the segments already there (an earlier run's), in order of writing.
+        if let Some(last) = dir::list(&self.dir)?.segments.last() {
+            self.next_seq = self.next_seq.max(last.seq.saturating_add(1));
+        }
+        let (seq, name, file) = loop {
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            let name = dir::segment_name(seq, dir::now_unix_ms());
+            match dir::create_segment(&self.dir, &name) {
+                Ok(file) => break (seq, name, file),
+                // Something took the name meanwhile: the next number.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && seq % 16 != 0 => {}
+                Err(e) => {
+                    let path = self.dir.join(&name);
+                    return Err(anyhow::Error::new(e).context(format!("creating {}", path.display())));
+                }
+            }
+        };
         let path = self.dir.join(&name);
-        let file = dir::create_segment(&self.dir, &name)
-            .map_err(|e| anyhow::Error::new(e).context(format!("creating {}", path.display())))?;
         let started = file
             .try_clone()
             .map_err(anyhow::Error::new)
@@ -377,6 +390,15 @@ mod tests {
             assert_eq!(rec.snapshot_of(0).expect("snapshot").total, snap.total);
             assert_eq!(rec.finished(), seg.seq != 6, "{}", seg.path.display());
         }
+    }
+
+    #[test]
+    fn a_new_run_numbers_its_segments_after_the_last_ones_there() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        std::fs::write(tmp.path().join(dir::segment_name(41, 0)), b"earlier").expect("w");
+        let mut segs = Segments::new(&opts(tmp.path(), Duration::from_secs(3600)), Arc::default());
+        segs.write(&SessionInfo::default(), &synthetic::snapshots(2, 1, 1, 1)[0]);
+        assert_eq!(segs.open.as_ref().map(|o| o.seq), Some(42));
     }
 
     #[test]
