@@ -6,6 +6,9 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 use super::catalog::{Catalog, Piece, Span, wall_ms};
 use crate::model::{DropKey, KeySamples, SessionInfo, Snapshot, StackCount, window};
 
+/// A stack's identity: its key and frames.
+type StackId = (DropKey, Arc<[Arc<str>]>);
+
 /// Sampled packets kept per key when sessions are summed (as the probe keeps).
 const SAMPLES_PER_KEY: usize = 8;
 
@@ -150,7 +153,7 @@ pub fn sum(parts: Vec<Snapshot>) -> Snapshot {
             .into_iter()
             .map(|(key, count)| crate::model::DropCount { key, count })
             .collect();
-        let mut stacks: HashMap<(DropKey, Arc<[Arc<str>]>), (u64, u64)> = out
+        let mut stacks: HashMap<StackId, (u64, u64)> = out
             .stacks
             .drain(..)
             .map(|s| ((s.key, s.frames), (s.weight, s.samples)))

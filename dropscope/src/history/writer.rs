@@ -237,10 +237,14 @@ impl Segments {
             match dir::create_segment(&self.dir, &name) {
                 Ok(file) => break (seq, name, file),
                 // Something took the name meanwhile: the next number.
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && seq % 16 != 0 => {}
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::AlreadyExists && !seq.is_multiple_of(16) => {
+                }
                 Err(e) => {
                     let path = self.dir.join(&name);
-                    return Err(anyhow::Error::new(e).context(format!("creating {}", path.display())));
+                    return Err(
+                        anyhow::Error::new(e).context(format!("creating {}", path.display()))
+                    );
                 }
             }
         };
@@ -397,7 +401,10 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         std::fs::write(tmp.path().join(dir::segment_name(41, 0)), b"earlier").expect("w");
         let mut segs = Segments::new(&opts(tmp.path(), Duration::from_secs(3600)), Arc::default());
-        segs.write(&SessionInfo::default(), &synthetic::snapshots(2, 1, 1, 1)[0]);
+        segs.write(
+            &SessionInfo::default(),
+            &synthetic::snapshots(2, 1, 1, 1)[0],
+        );
         assert_eq!(segs.open.as_ref().map(|o| o.seq), Some(42));
     }
 
