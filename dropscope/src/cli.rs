@@ -212,6 +212,11 @@ pub struct ServeArgs {
     #[arg(long, value_parser = parse_size, default_value = "1GiB", value_name = "SIZE",
           requires = "history")]
     pub retain_size: u64,
+    /// Keep every snapshot of the last D in the history; older segments keep one snapshot a
+    /// minute (totals stay exact; a window's ends fall on the minute).
+    #[arg(long, value_parser = parse_duration, default_value = "1d", value_name = "D",
+          requires = "history")]
+    pub full_resolution: Duration,
     /// How long one history segment covers before the next is started.
     #[arg(long, value_parser = parse_duration, default_value = "1h", value_name = "D",
           requires = "history")]

@@ -43,8 +43,8 @@ pub fn write_listing(cat: &Catalog, dir: &str, out: &mut impl Write) -> anyhow::
     }
     writeln!(
         out,
-        "{:<19}  {:<19}  {:>9}  {:>10}  {:>9}  {:<16}  {:<20}  SEGMENT",
-        "FROM", "TO", "LENGTH", "SIZE", "SNAPSHOTS", "HOST", "KERNEL"
+        "{:<19}  {:<19}  {:>9}  {:>10}  {:>9}  {:<4}  {:<16}  {:<20}  SEGMENT",
+        "FROM", "TO", "LENGTH", "SIZE", "SNAPSHOTS", "RES", "HOST", "KERNEL"
     )?;
     let mut previous: Option<&Span> = None;
     for span in &spans {
@@ -55,14 +55,15 @@ pub fn write_listing(cat: &Catalog, dir: &str, out: &mut impl Write) -> anyhow::
             let name = piece.file.path.file_name().unwrap_or_default();
             writeln!(
                 out,
-                "{:<19}  {:<19}  {:>9}  {:>10}  {:>9}  {:<16}  {:<20}  {}{}",
+                "{:<19}  {:<19}  {:>9}  {:>10}  {:>9}  {:<4}  {:<16}  {:<20}  {}{}",
                 local(piece.from_ms()),
                 local(piece.to_ms()),
                 span_len(piece.from_ms(), piece.to_ms()),
                 format::bytes(piece.file.bytes),
                 piece.snapshots,
-                terminal(&piece.info.host),
-                terminal(&piece.info.kernel),
+                if piece.file.coarse { "1m" } else { "full" },
+                crate::sanitize::terminal_cell(&piece.info.host, 16),
+                crate::sanitize::terminal_cell(&piece.info.kernel, 20),
                 terminal(&name.to_string_lossy()),
                 if piece.finished {
                     ""
@@ -83,12 +84,13 @@ pub fn write_listing(cat: &Catalog, dir: &str, out: &mut impl Write) -> anyhow::
             .sum();
         writeln!(
             out,
-            "covered {} of {} ({} to {}) in {} spans",
+            "covered {} of {} ({} to {}) in {} span{}",
             format::duration(Duration::from_millis(covered)),
             span_len(lo, hi),
             local(lo),
             local(hi),
-            spans.len()
+            spans.len(),
+            if spans.len() == 1 { "" } else { "s" }
         )?;
     }
     for r in &cat.refused {

@@ -129,6 +129,7 @@ async fn serve(args: crate::cli::ServeArgs) -> anyhow::Result<()> {
                 bytes: args.retain_size,
             },
             segment: args.segment_length,
+            full_resolution: args.full_resolution,
         }),
     };
     crate::serve::run(opts, || {

@@ -14,6 +14,8 @@ use anyhow::{Context as _, bail};
 const PREFIX: &str = "seg-";
 /// Suffix of a segment's file name (a segment is a recording).
 const SUFFIX: &str = ".dsrec";
+/// What a coarse segment's name has before [`SUFFIX`]: it keeps one snapshot a minute.
+const COARSE: &str = "-c60";
 /// Name of the writer's lock file in the directory.
 const LOCK: &str = ".lock";
 /// Segments a directory may hold for the readers; further ones are left out with a note, so a
@@ -29,6 +31,8 @@ pub struct SegmentFile {
     pub opened_unix_ms: u64,
     /// Its size in bytes.
     pub bytes: u64,
+    /// Whether it was made coarse (one snapshot a minute; exact totals all the same).
+    pub coarse: bool,
     /// Its path.
     pub path: PathBuf,
 }
@@ -45,9 +49,30 @@ pub fn segment_name(seq: u64, unix_ms: u64) -> String {
     format!("{PREFIX}{seq:08}-{stamp}{SUFFIX}")
 }
 
+/// The name of segment `seq` opened at `unix_ms` once made coarse.
+pub fn coarse_name(seq: u64, unix_ms: u64) -> String {
+    let full = segment_name(seq, unix_ms);
+    format!("{}{COARSE}{SUFFIX}", &full[..full.len() - SUFFIX.len()])
+}
+
+/// The sequence number, opening time and coarseness in a segment's file name, if it is one.
+pub fn parse_segment(name: &str) -> Option<(u64, u64, bool)> {
+    let rest = name.strip_prefix(PREFIX)?.strip_suffix(SUFFIX)?;
+    let (rest, coarse) = match rest.strip_suffix(COARSE) {
+        Some(r) => (r, true),
+        None => (rest, false),
+    };
+    let (seq, opened) = parse_stamp(rest)?;
+    Some((seq, opened, coarse))
+}
+
 /// The sequence number and opening time in a segment's file name, if it is one.
 pub fn parse_name(name: &str) -> Option<(u64, u64)> {
-    let rest = name.strip_prefix(PREFIX)?.strip_suffix(SUFFIX)?;
+    parse_segment(name).map(|(seq, opened, _)| (seq, opened))
+}
+
+/// `SEQ-STAMP` as numbers.
+fn parse_stamp(rest: &str) -> Option<(u64, u64)> {
     let (seq, stamp) = rest.split_once('-')?;
     if seq.len() < 8 || !seq.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -213,7 +238,7 @@ pub fn list(dir: &Path) -> anyhow::Result<Listing> {
     for entry in entries {
         let entry = entry.with_context(|| format!("reading {}", dir.display()))?;
         let name = entry.file_name();
-        let Some((seq, opened)) = name.to_str().and_then(parse_name) else {
+        let Some((seq, opened, coarse)) = name.to_str().and_then(parse_segment) else {
             continue;
         };
         let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
@@ -234,6 +259,7 @@ pub fn list(dir: &Path) -> anyhow::Result<Listing> {
             seq,
             opened_unix_ms: opened,
             bytes: meta.len(),
+            coarse,
             path: entry.path(),
         });
     }
@@ -269,6 +295,10 @@ mod tests {
         let name = segment_name(42, 1_795_900_001_999);
         assert_eq!(name, "seg-00000042-20261128T210641Z.dsrec");
         assert_eq!(parse_name(&name), Some((42, 1_795_900_001_000)));
+        let coarse = coarse_name(42, 1_795_900_001_999);
+        assert_eq!(coarse, "seg-00000042-20261128T210641Z-c60.dsrec");
+        assert_eq!(parse_segment(&coarse), Some((42, 1_795_900_001_000, true)));
+        assert_eq!(parse_segment(&name), Some((42, 1_795_900_001_000, false)));
         for bad in [
             "seg-42-20261128T210641Z.dsrec",
             "seg-00000042-20261128T210641Z.dsrec.part",

@@ -92,6 +92,17 @@ pub fn recorded_window(
             crate::format::duration(Duration::from_millis(b - a))
         );
     }
+    // Snapshots a minute apart (coarse segments) move the counted window off the one asked.
+    if let Some((a, b)) = counted.counted
+        && (a.abs_diff(win.from_ms.max(lo)) > 2_000 || b.abs_diff(win.to_ms.min(hi)) > 2_000)
+    {
+        eprintln!(
+            "dropscope: counted between the snapshots at {} and {} (the last at or before each \
+             end; older segments keep one a minute)",
+            local(a),
+            local(b)
+        );
+    }
     for n in &counted.notes {
         eprintln!("dropscope: note: {n}");
     }

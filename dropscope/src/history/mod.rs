@@ -4,6 +4,7 @@
 //! - [`dir`]: the directory (0700, never through a symlink, one writer by lock) and segment names.
 //! - [`writer`]: the writer thread, off the poll path; rotation; pause and resume on disk errors.
 //! - [`retention`]: which segments to remove, oldest first.
+//! - [`compact`]: coarser frames (one a minute) for segments older than the full-resolution age.
 //! - [`catalog`]: the segments read back, on the wall clock, with the gaps between them.
 //! - [`range`]: the drops of a wall-clock window, across segments and sessions, gaps kept.
 //! - [`compare`]: the last D against the same D an interval earlier, for `diff --history`.
@@ -13,6 +14,7 @@
 use std::{path::PathBuf, time::Duration};
 
 pub mod catalog;
+pub mod compact;
 pub mod compare;
 pub mod dir;
 pub mod input;
@@ -33,6 +35,9 @@ pub use writer::{HistoryWriter, Running, Status, StatusView};
 pub const DEFAULT_RETAIN: Duration = Duration::from_secs(7 * 86_400);
 /// How much disk history takes at most by default: 1 GiB.
 pub const DEFAULT_RETAIN_SIZE: u64 = 1 << 30;
+/// How long snapshots are kept at full resolution by default: a day; older segments keep one
+/// a minute.
+pub const DEFAULT_FULL_RESOLUTION: Duration = Duration::from_secs(86_400);
 /// How long one segment covers by default: an hour.
 pub const DEFAULT_SEGMENT: Duration = Duration::from_secs(3600);
 
@@ -45,4 +50,6 @@ pub struct HistoryOptions {
     pub retention: Retention,
     /// How long one segment covers before the next is opened.
     pub segment: Duration,
+    /// Segments older than this are made coarse (one snapshot a minute).
+    pub full_resolution: Duration,
 }

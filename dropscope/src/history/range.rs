@@ -36,6 +36,9 @@ pub struct Counted {
     pub gaps: Vec<(u64, u64)>,
     /// What else the reader should know (a session whose start is not in the history).
     pub notes: Vec<String>,
+    /// The wall-clock times of the snapshots the counts are between (each end's last snapshot
+    /// at or before it, or a session's start): in a coarse segment they fall on the minute.
+    pub counted: Option<(u64, u64)>,
 }
 
 /// The runs of pieces of one session, in order of writing.
@@ -98,6 +101,16 @@ pub fn count(cat: &Catalog, w: Window) -> anyhow::Result<Counted> {
             ));
             s
         };
+        let from = if earlier.elapsed.is_zero() && earlier.total == 0 {
+            info.started_unix_ms
+        } else {
+            wall_ms(info, earlier.elapsed)
+        };
+        let to = wall_ms(info, later.elapsed);
+        out.counted = Some(match out.counted {
+            Some((a, b)) => (a.min(from), b.max(to)),
+            None => (from, to),
+        });
         parts.push(window::between(&earlier, &later));
         out.info = info.clone();
         out.sessions += 1;

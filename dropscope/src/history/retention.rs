@@ -93,6 +93,7 @@ mod tests {
             seq,
             opened_unix_ms: opened_h * HOUR,
             bytes,
+            coarse: false,
             path: format!("seg-{seq}").into(),
         }
     }

@@ -18,7 +18,7 @@ use std::{
 use tokio::sync::mpsc;
 
 use super::{
-    HistoryOptions,
+    HistoryOptions, compact,
     dir::{self, DirLock},
     retention,
 };
@@ -170,6 +170,7 @@ struct Segments {
     dir: PathBuf,
     keep: retention::Retention,
     length: Duration,
+    full: Duration,
     retry: Duration,
     status: Arc<Status>,
     open: Option<Open>,
@@ -186,6 +187,7 @@ impl Segments {
             dir: opts.dir.clone(),
             keep: opts.retention,
             length: opts.segment,
+            full: opts.full_resolution,
             retry: RETRY,
             status,
             open: None,
@@ -202,6 +204,7 @@ impl Segments {
         if let Err(e) = retention::prune(&self.dir, current, dir::now_unix_ms(), self.keep) {
             tracing::warn!("history retention: {e:#}");
         }
+        self.compact_one(current);
         if let Ok(l) = dir::list(&self.dir) {
             if let Some(last) = l.segments.last() {
                 self.next_seq = self.next_seq.max(last.seq.saturating_add(1));
@@ -215,6 +218,18 @@ impl Segments {
                 .store(l.segments.len() as u64, Ordering::Relaxed);
         }
         self.publish_bytes();
+    }
+
+    /// Makes the oldest segment due coarse (one a pass, so the writer is not long away).
+    fn compact_one(&mut self, current: Option<u64>) {
+        let Ok(l) = dir::list(&self.dir) else { return };
+        let now = dir::now_unix_ms();
+        let Some(i) = compact::next_to_compact(&l.segments, current, now, self.full) else {
+            return;
+        };
+        if let Err(e) = compact::compact(&self.dir, &l.segments[i]) {
+            tracing::warn!("making a history segment coarse: {e:#}");
+        }
     }
 
     fn publish_bytes(&self) {
@@ -367,6 +382,7 @@ mod tests {
             dir: dir.to_path_buf(),
             retention: retention::Retention::default(),
             segment,
+            full_resolution: super::super::DEFAULT_FULL_RESOLUTION,
         }
     }
 
