@@ -188,3 +188,40 @@ fn a_full_disk_pauses_history_while_metrics_go_on() {
         "{report}"
     );
 }
+
+#[test]
+fn replaying_a_history_shows_its_timeline_with_the_gap_in_tmux() {
+    use dropscope::history::synthetic::{session, write_session};
+    let _serial = root_test();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // Two minutes dropping, two not recorded, two more: a strip with a hole in its middle.
+    let t0 = 1_790_000_000_000;
+    let a = dropscope::record::synthetic::snapshots(4, 4, 100, 120);
+    let seq = write_session(tmp.path(), 1, &session("a", t0), &a, 60).expect("a");
+    write_session(tmp.path(), seq, &session("a", t0 + 240_000), &a, 60).expect("b");
+    let t =
+        dropscope_tests::tmux::Tmux::start("histtl", &format!("replay {}", tmp.path().display()));
+    let screen = t.wait_for("REPLAY");
+    let line = screen
+        .lines()
+        .find(|l| l.starts_with("history "))
+        .unwrap_or_else(|| panic!("no timeline:\n{screen}"));
+    let strip = line["history ".len()..]
+        .split(" 2026-")
+        .next()
+        .expect("a strip");
+    let cells: Vec<char> = strip.chars().collect();
+    let bars = |c: &[char]| c.iter().filter(|c| "▁▂▃▄▅▆▇█|".contains(**c)).count();
+    let third = cells.len() / 3;
+    // Both sessions drop; the middle third (the gap) is blank.
+    assert!(bars(&cells[..third]) * 10 >= third * 8, "{line}");
+    assert!(bars(&cells[2 * third + 2..]) > 0, "{line}");
+    let middle = &cells[third + 2..2 * third - 2];
+    assert!(
+        middle.iter().all(|&c| c == ' ' || c == '|'),
+        "the gap: {line}"
+    );
+    t.keys("q");
+    let s = t.wait_for("EXIT=");
+    assert!(s.contains("EXIT=0"), "{s}");
+}

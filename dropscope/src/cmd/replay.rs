@@ -14,9 +14,9 @@ pub async fn replay_cmd(
 ) -> anyhow::Result<()> {
     let file = window.input.as_deref().unwrap_or(Path::new("-"));
     if file.is_dir() {
-        let rec = crate::history::replay::open(file, window)?;
+        let (rec, timeline) = crate::history::replay::open(file, window)?;
         require_terminal("replay")?;
-        return replay_recording(rec, dir, select).await;
+        return replay_recording(rec, dir, select, Some(timeline)).await;
     }
     if window.from.is_some() || window.to.is_some() || window.since.is_some() {
         anyhow::bail!(
@@ -39,7 +39,7 @@ pub async fn replay_cmd(
     if !record::is_stdio(file) {
         require_terminal("replay")?;
     }
-    replay_recording(rec, dir, select).await
+    replay_recording(rec, dir, select, None).await
 }
 
 /// Replays `rec` in the TUI, grouped and filtered by `select`.
@@ -47,6 +47,7 @@ async fn replay_recording(
     rec: record::Recording,
     dir: &Path,
     select: &crate::cli::Selection,
+    timeline: Option<crate::history::timeline::Timeline>,
 ) -> anyhow::Result<()> {
     // What the recording holds so far decides which filters and groupings it can take.
     let (filter, by) = select.recorded(&rec.snapshot_at(rec.duration()).unwrap_or_default())?;
@@ -60,6 +61,7 @@ async fn replay_recording(
         } else {
             select.by.clone()
         },
+        timeline,
     };
     tui::run(feed, opts).await
 }

@@ -10,6 +10,7 @@
 //! - [`compare`]: the last D against the same D an interval earlier, for `diff --history`.
 //! - [`input`]: a history as `--input` of `report` and `flamegraph`.
 //! - [`replay`]: a window of a history as one recording, for `replay DIR`.
+//! - [`timeline`]: drops per second over the whole history, gaps kept, for the TUI strip.
 //! - [`when`]: times on the command line (session, local, RFC 3339) and on screen.
 use std::{path::PathBuf, time::Duration};
 
@@ -22,6 +23,7 @@ pub mod range;
 pub mod replay;
 pub mod retention;
 pub mod synthetic;
+pub mod timeline;
 pub mod when;
 pub mod writer;
 

@@ -8,6 +8,7 @@ use anyhow::{Context as _, bail};
 use super::{
     catalog::{Catalog, wall_ms},
     input::window_of,
+    timeline::Timeline,
     when::local,
 };
 use crate::{
@@ -18,7 +19,7 @@ use crate::{
 
 /// The window `w` of the history in `dir` (by default its last hour), clipped to the span that
 /// holds its end, as a recording; what lies outside that span is said on stderr.
-pub fn open(dir: &Path, w: &InputWindow) -> anyhow::Result<Recording> {
+pub fn open(dir: &Path, w: &InputWindow) -> anyhow::Result<(Recording, Timeline)> {
     let cat = Catalog::open(dir)?;
     let shown = terminal(&dir.to_string_lossy()).into_owned();
     for r in &cat.refused {
@@ -87,6 +88,8 @@ pub fn open(dir: &Path, w: &InputWindow) -> anyhow::Result<Recording> {
         bail!("the history {shown} holds no snapshot in that window");
     }
     rec.finish()?;
+    let mut timeline = super::timeline::build(&cat, super::timeline::BUCKETS)?;
+    timeline.replay_started_ms = info.started_unix_ms;
     // The recording keeps its own descriptor; the name goes with `tmp`.
-    Ok(Recording::open(tmp.path())?)
+    Ok((Recording::open(tmp.path())?, timeline))
 }

@@ -5,6 +5,7 @@ mod keys;
 mod polish;
 mod rendering;
 mod selection;
+mod timeline;
 
 use std::{
     sync::Arc,
