@@ -8,7 +8,7 @@ mod check;
 mod diff;
 mod flamegraph;
 mod generate;
-mod history;
+pub(crate) mod history;
 #[cfg(feature = "live")]
 pub mod live;
 mod reasons;

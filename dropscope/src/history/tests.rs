@@ -167,3 +167,55 @@ fn clock_steps_never_reorder_a_session() {
         T0 + Duration::from_millis(4_003).as_millis() as u64
     );
 }
+
+/// A crafted history: segments of sessions started anywhere on the clock (up to its end),
+/// snapshots far into their session, garbage files with segment names, duplicate numbers; the
+/// names say nothing true of the content.
+fn crafted(dir: &std::path::Path, starts: &[u64], offsets: &[u64], junk: &[Vec<u8>]) {
+    let mut seq = 1;
+    for (i, (&start, &off)) in starts.iter().zip(offsets).enumerate() {
+        let mut snaps = snapshots(3, 2, 5, 4);
+        for s in &mut snaps {
+            s.elapsed += Duration::from_millis(off);
+        }
+        let info = session(&format!("h{i}\u{1b}[2J"), start);
+        for chunk in snaps.chunks(2) {
+            let bytes = crate::record::encode(&info, chunk).expect("encode");
+            std::fs::write(dir.join(super::dir::segment_name(seq, T0)), bytes).expect("write");
+            seq += 1;
+        }
+    }
+    for (i, bytes) in junk.iter().enumerate() {
+        // One shares the number of a real segment (left out), the others come after.
+        let seq = if i == 0 { 1 } else { 100 + i as u64 };
+        let name = super::dir::segment_name(seq, T0 + 1000 * (i as u64 + 1));
+        std::fs::write(dir.join(name), bytes).expect("junk");
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn a_crafted_history_is_read_without_a_panic(
+        starts in proptest::collection::vec(proptest::prelude::any::<u64>(), 1..4),
+        offsets in proptest::collection::vec(0u64..u64::MAX / 4_000_000, 4),
+        junk in proptest::collection::vec(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64), 0..3),
+        from in proptest::prelude::any::<u64>(),
+        len in proptest::prelude::any::<u64>(),
+    ) {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        crafted(tmp.path(), &starts, &offsets, &junk);
+        let cat = Catalog::open(tmp.path()).expect("open");
+        let w = Window { from_ms: from, to_ms: from.saturating_add(len) };
+        let c = count(&cat, w).expect("count");
+        proptest::prop_assert!(c.snap.invariant_holds());
+        let t = super::timeline::build(&cat, 50).expect("timeline");
+        let strip = t.strip(40, Some(from));
+        proptest::prop_assert!(strip.chars().count() == 40 || t.buckets.is_empty());
+        let mut out = Vec::new();
+        crate::cmd::history::write_listing(&cat, "dir", &mut out).expect("listing");
+        let text = String::from_utf8(out).expect("utf-8");
+        proptest::prop_assert!(!text.contains('\u{1b}'), "{}", text);
+    }
+}

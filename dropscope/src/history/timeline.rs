@@ -40,7 +40,7 @@ pub fn build(cat: &Catalog, n: usize) -> anyhow::Result<Timeline> {
     };
     let n = n.max(1);
     let width = (to_ms - from_ms).div_ceil(n as u64).max(1);
-    let boundary = |i: u64| from_ms + i * width;
+    let boundary = |i: u64| from_ms.saturating_add(i.saturating_mul(width));
     let mut samples = Vec::new();
     let mut session = 0;
     for (i, p) in cat.pieces.iter().enumerate() {
@@ -58,7 +58,11 @@ pub fn build(cat: &Catalog, n: usize) -> anyhow::Result<Timeline> {
         let (a, b) = (p.from_ms(), p.to_ms());
         let mut at = vec![a, b];
         let first = (a.saturating_sub(from_ms)).div_ceil(width);
-        at.extend((first..).map(boundary).take_while(|&t| t <= b));
+        at.extend(
+            (first..=first.saturating_add(n as u64))
+                .map(boundary)
+                .take_while(|&t| t <= b),
+        );
         for t in at {
             let since = std::time::Duration::from_millis(t.saturating_sub(p.info.started_unix_ms))
                 + std::time::Duration::from_nanos(999_999);
@@ -81,7 +85,7 @@ pub fn build(cat: &Catalog, n: usize) -> anyhow::Result<Timeline> {
         let i = usize::try_from((a.at_ms.max(from_ms) - from_ms) / width).unwrap_or(0);
         let i = i.min(n - 1);
         drops[i] = drops[i].saturating_add(b.total.saturating_sub(a.total));
-        covered[i] += b.at_ms - a.at_ms;
+        covered[i] = covered[i].saturating_add(b.at_ms - a.at_ms);
     }
     let buckets = (0..n)
         .map(|i| (covered[i] > 0).then(|| drops[i] as f64 * 1000.0 / covered[i] as f64))
