@@ -57,7 +57,7 @@ fn history_lists_segments_and_the_gap_and_report_counts_across_it() {
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(json["total"].as_u64(), Some(a + b));
     let err = text(&out.stderr);
-    assert!(err.contains("covered in 2 sessions"), "{err}");
+    assert!(err.contains("counted in 2 sessions"), "{err}");
     assert!(
         err.contains("gap 2026-09-21 14:14:19 to 2026-09-21 14:18:20"),
         "{err}"

@@ -116,7 +116,7 @@ fn a_history_survives_kill_9_and_report_since_spans_both_runs_with_the_gap() {
         .output()
         .expect("report");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("covered in 2 sessions"), "{err}");
+    assert!(err.contains("counted in 2 sessions"), "{err}");
     // Exactly one gap between the runs (the window's start, before the first run, is one too).
     let gaps: Vec<&str> = err
         .lines()

@@ -18,7 +18,7 @@ pub struct Side {
     pub name: String,
     /// Its drops over the window (exact, summed across sessions).
     pub snap: Snapshot,
-    /// Seconds of the window that snapshots cover (gaps left out of rates).
+    /// Seconds the counts cover (time dropscope did not run left out of rates).
     pub seconds: f64,
 }
 
@@ -71,13 +71,10 @@ pub fn sides(
         if c.sessions == 0 || c.covered_ms == 0 {
             bail!("{name}: not recorded (dropscope not running, or history paused)");
         }
-        for (a, b) in &c.gaps {
+        for &(a, b, counted) in &c.gaps {
             eprintln!(
-                "dropscope: {name}: gap {} to {}: not recorded; its rates are over the {} \
-                 covered",
-                local(*a),
-                local(*b),
-                crate::format::duration(Duration::from_millis(c.covered_ms))
+                "dropscope: {name}: {}",
+                super::input::gap_note(a, b, counted)
             );
         }
         for n in &c.notes {

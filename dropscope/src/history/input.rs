@@ -34,6 +34,27 @@ pub fn window_of(w: &InputWindow, lo: u64, hi: u64, now_ms: u64) -> anyhow::Resu
     Ok(Window { from_ms, to_ms })
 }
 
+/// What a gap of a window is: a pause of the history within a session (its drops counted, not
+/// placed in time), or time dropscope did not count.
+pub fn gap_note(a: u64, b: u64, counted: bool) -> String {
+    let len = crate::format::duration(Duration::from_millis(b.saturating_sub(a)));
+    if counted {
+        format!(
+            "gap {} to {} ({len}): history paused; its drops are in the counts (the session \
+             counted on), not placed in time",
+            local(a),
+            local(b)
+        )
+    } else {
+        format!(
+            "gap {} to {} ({len}): not recorded (dropscope not running); rates are over the \
+             time counted",
+            local(a),
+            local(b)
+        )
+    }
+}
+
 /// `report`'s and `flamegraph`'s window of the history in `dir`.
 pub fn recorded_window(
     dir: &Path,
@@ -71,7 +92,7 @@ pub fn recorded_window(
     }
     let covered = Duration::from_millis(counted.covered_ms);
     eprintln!(
-        "dropscope: history {shown}, {} to {} (local time): {} covered in {} session{}",
+        "dropscope: history {shown}, {} to {} (local time): {} counted in {} session{}",
         local(win.from_ms),
         local(win.to_ms),
         crate::format::duration(covered),
@@ -79,18 +100,12 @@ pub fn recorded_window(
         if counted.sessions == 1 { "" } else { "s" }
     );
     let last = counted.gaps.len().saturating_sub(1);
-    for (i, (a, b)) in counted.gaps.iter().enumerate() {
+    for (i, &(a, b, counted)) in counted.gaps.iter().enumerate() {
         // The writer of a running history is a poll behind now: no gap.
-        if i == last && *b == win.to_ms && b - a < SEAM.as_millis() as u64 && b > &hi {
+        if i == last && b == win.to_ms && b - a < SEAM.as_millis() as u64 && b > hi {
             continue;
         }
-        eprintln!(
-            "dropscope: gap {} to {} ({}): not recorded (dropscope not running, or history \
-             paused); rates are over the covered time",
-            local(*a),
-            local(*b),
-            crate::format::duration(Duration::from_millis(b - a))
-        );
+        eprintln!("dropscope: {}", gap_note(a, b, counted));
     }
     // Snapshots a minute apart (coarse segments) move the counted window off the one asked.
     if let Some((a, b)) = counted.counted

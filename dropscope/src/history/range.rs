@@ -28,12 +28,16 @@ pub struct Counted {
     pub snap: Snapshot,
     /// The session of the last snapshot counted.
     pub info: SessionInfo,
-    /// Time within the window that snapshots cover, ms.
+    /// Time the counts cover, ms: the sum over sessions of the time between the two snapshots
+    /// (or session start) they are counted between. A pause of the history within a session
+    /// is in it (its drops are in the counts); time dropscope did not run is not.
     pub covered_ms: u64,
     /// Sessions counted.
     pub sessions: usize,
-    /// Parts of the window no snapshot covers (ms since the epoch): not recorded.
-    pub gaps: Vec<(u64, u64)>,
+    /// Parts of the window no snapshot covers (ms since the epoch), and whether they lie within
+    /// a session counted (a pause of the history: its drops are in the counts, not placed in
+    /// time) or not (dropscope not running: not counted).
+    pub gaps: Vec<(u64, u64, bool)>,
     /// What else the reader should know (a session whose start is not in the history).
     pub notes: Vec<String>,
     /// The wall-clock times of the snapshots the counts are between (each end's last snapshot
@@ -76,6 +80,7 @@ fn first(pieces: &[Piece]) -> anyhow::Result<Snapshot> {
 pub fn count(cat: &Catalog, w: Window) -> anyhow::Result<Counted> {
     let mut out = Counted::default();
     let mut parts = Vec::new();
+    let mut intervals = Vec::new();
     for run in sessions(cat) {
         let pieces = &cat.pieces[run];
         let (start, end) = (pieces[0].from_ms(), pieces[pieces.len() - 1].to_ms());
@@ -107,6 +112,8 @@ pub fn count(cat: &Catalog, w: Window) -> anyhow::Result<Counted> {
             wall_ms(info, earlier.elapsed)
         };
         let to = wall_ms(info, later.elapsed);
+        out.covered_ms = out.covered_ms.saturating_add(to.saturating_sub(from));
+        intervals.push((from, to));
         out.counted = Some(match out.counted {
             Some((a, b)) => (a.min(from), b.max(to)),
             None => (from, to),
@@ -116,9 +123,11 @@ pub fn count(cat: &Catalog, w: Window) -> anyhow::Result<Counted> {
         out.sessions += 1;
     }
     out.snap = sum(parts);
-    let (covered, gaps) = coverage(&cat.spans(), w);
-    out.covered_ms = covered;
-    out.gaps = gaps;
+    let (_, gaps) = coverage(&cat.spans(), w);
+    out.gaps = gaps
+        .into_iter()
+        .map(|(a, b)| (a, b, intervals.iter().any(|&(f, t)| f <= a && b <= t)))
+        .collect();
     Ok(out)
 }
 

@@ -38,7 +38,7 @@ fn spans_and_gaps_follow_sessions() {
         to_ms: T0 + 109_003,
     };
     let c = count(&cat, w).expect("count");
-    assert_eq!(c.gaps, vec![(T0 + 9_003, T0 + 100_000)]);
+    assert_eq!(c.gaps, vec![(T0 + 9_003, T0 + 100_000, false)]);
     assert_eq!(c.covered_ms, 9_003 + 9_003);
 }
 
@@ -90,7 +90,7 @@ fn a_window_across_sessions_counts_exactly() {
     )
     .expect("count");
     assert_eq!(none.sessions, 0);
-    assert_eq!(none.gaps, vec![(T0 + 20_000, T0 + 90_000)]);
+    assert_eq!(none.gaps, vec![(T0 + 20_000, T0 + 90_000, false)]);
 }
 
 #[test]
@@ -218,4 +218,35 @@ proptest::proptest! {
         let text = String::from_utf8(out).expect("utf-8");
         proptest::prop_assert!(!text.contains('\u{1b}'), "{}", text);
     }
+}
+
+#[test]
+fn a_pause_within_a_session_is_a_gap_whose_drops_are_counted_and_timed() {
+    // One session: 10 s recorded, 60 s paused (a full disk), 10 s recorded again.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let all = snapshots(4, 2, 10, 80);
+    let kept: Vec<Snapshot> = all[..10].iter().chain(&all[70..]).cloned().collect();
+    write_session(tmp.path(), 1, &session("a", T0), &kept, 10).expect("write");
+    let cat = Catalog::open(tmp.path()).expect("open");
+    assert_eq!(cat.spans().len(), 2);
+    let c = count(
+        &cat,
+        Window {
+            from_ms: 0,
+            to_ms: u64::MAX,
+        },
+    )
+    .expect("count");
+    // Every drop of the pause is in the total, and its time in the rate's denominator.
+    assert_eq!(c.snap.total, all[79].total);
+    assert_eq!(c.covered_ms, 79_003);
+    // The pause is a counted gap; the (unbounded) window before and after the session is not.
+    let (counted, not): (Vec<(u64, u64, bool)>, Vec<_>) = c.gaps.iter().partition(|g| g.2);
+    assert_eq!(
+        counted,
+        vec![(T0 + 9_003, T0 + 70_003, true)],
+        "{:?}",
+        c.gaps
+    );
+    assert_eq!(not.len(), 2, "{:?}", c.gaps);
 }
