@@ -44,3 +44,45 @@ fn a_history_replay_shows_its_strip_with_the_gap_and_the_position() {
     assert!(strip.contains(&'|'), "the position: {line}");
     assert!(line.contains("1970-01-01"), "{line}");
 }
+
+#[test]
+fn t_jumps_to_a_typed_session_or_wall_clock_time() {
+    let mut s = state((100, 20));
+    // Live, `t` does nothing.
+    assert_eq!(press(&mut s, KeyCode::Char('t')), None);
+    assert!(s.goto.is_none());
+    s.replay = Some(ReplayStatus {
+        position: Duration::from_secs(10),
+        duration: Duration::from_secs(100),
+        speed: 1.0,
+        ..Default::default()
+    });
+    let mut jump = |typed: &str| {
+        assert_eq!(press(&mut s, KeyCode::Char('t')), None);
+        for c in typed.chars() {
+            assert_eq!(press(&mut s, KeyCode::Char(c)), None);
+        }
+        assert!(screen(&s).contains(&format!("go to {typed}_")));
+        press(&mut s, KeyCode::Enter)
+    };
+    // The session started at the epoch (see `info`): 00:00:30 UTC is 30 s in.
+    assert_eq!(
+        jump("1970-01-01T00:00:30Z"),
+        Some(Effect::Replay(ReplayCommand::SeekBy(20.0)))
+    );
+    assert_eq!(
+        jump("90s"),
+        Some(Effect::Replay(ReplayCommand::SeekBy(80.0)))
+    );
+    assert_eq!(jump("soon"), None);
+    assert!(
+        s.status
+            .as_deref()
+            .is_some_and(|m| m.contains("neither a duration"))
+    );
+    // Esc gives up; the keys typed meanwhile did nothing else.
+    press(&mut s, KeyCode::Char('t'));
+    press(&mut s, KeyCode::Char('q'));
+    assert_eq!(press(&mut s, KeyCode::Esc), None);
+    assert!(s.goto.is_none());
+}
