@@ -95,7 +95,7 @@ fn a_history_survives_kill_9_and_report_since_spans_both_runs_with_the_gap() {
     );
     assert_eq!(mode & 0o777, 0o700);
     let list = listing(&dir);
-    assert!(list.contains("(cut: kill or crash)"), "{list}");
+    assert!(list.contains("(cut: kill, crash or full disk)"), "{list}");
     assert!(list.contains("gap: not recorded"), "{list}");
     assert!(list.contains("in 2 spans"), "{list}");
 

@@ -46,6 +46,7 @@ pub fn write_listing(cat: &Catalog, dir: &str, out: &mut impl Write) -> anyhow::
         "{:<19}  {:<19}  {:>9}  {:>10}  {:>9}  {:<4}  {:<16}  {:<20}  SEGMENT",
         "FROM", "TO", "LENGTH", "SIZE", "SNAPSHOTS", "RES", "HOST", "KERNEL"
     )?;
+    let last_seq = cat.pieces.last().map(|p| p.file.seq);
     let mut previous: Option<&Span> = None;
     for span in &spans {
         if let Some(p) = previous {
@@ -65,10 +66,11 @@ pub fn write_listing(cat: &Catalog, dir: &str, out: &mut impl Write) -> anyhow::
                 crate::sanitize::terminal_cell(&piece.info.host, 16),
                 crate::sanitize::terminal_cell(&piece.info.kernel, 20),
                 terminal(&name.to_string_lossy()),
-                if piece.finished {
-                    ""
-                } else {
-                    " (cut: kill or crash)"
+                match (piece.finished, Some(piece.file.seq) == last_seq) {
+                    (true, _) => "",
+                    // The newest may be the one a running writer has open.
+                    (false, true) => " (unfinished: being written, or cut)",
+                    (false, false) => " (cut: kill, crash or full disk)",
                 },
             )?;
         }
