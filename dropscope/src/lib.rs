@@ -28,6 +28,7 @@ pub mod flamegraph;
 pub mod format;
 #[cfg(test)]
 mod heap;
+pub mod history;
 pub mod kcounters;
 pub mod ledger;
 pub mod model;

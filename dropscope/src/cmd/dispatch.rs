@@ -6,8 +6,8 @@ use std::time::Duration;
 use super::no_live;
 #[cfg(feature = "live")]
 use super::{check, live};
-use super::{diff, flamegraph, generate, reasons, replay, report};
-use crate::cli::{Cli, Command};
+use super::{diff, flamegraph, generate, history, reasons, replay, report};
+use crate::cli::{Cli, Command, InputWindow};
 
 /// Runs the parsed command line.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -29,13 +29,25 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Some(Command::Replay {
             file,
+            from,
+            to,
+            since,
             output_dir,
             select,
-        }) => replay::replay_cmd(&file, &output_dir, &select).await,
+        }) => {
+            let window = InputWindow {
+                input: Some(file),
+                from,
+                to,
+                since,
+            };
+            replay::replay_cmd(&window, &output_dir, &select).await
+        }
         Some(Command::Flamegraph(args)) => flamegraph::flamegraph_cmd(args).await,
         Some(Command::Diff(args)) => diff::diff_cmd(args),
         Some(Command::Check(args)) => check(args).await,
         Some(Command::Serve(args)) => serve(args).await,
+        Some(Command::History { dir }) => history::history_cmd(&dir),
         Some(Command::Generate { what }) => generate::generate(what),
     }
 }
@@ -94,6 +106,15 @@ async fn serve(args: crate::cli::ServeArgs) -> anyhow::Result<()> {
         web_config: args.web_config,
         limits: crate::serve::connections::Limits::default(),
         counts_all: args.live.select.describe().is_none(),
+        history: args.history.map(|dir| crate::history::HistoryOptions {
+            dir,
+            retention: crate::history::Retention {
+                age: args.retain,
+                bytes: args.retain_size,
+            },
+            segment: args.segment_length,
+            full_resolution: args.full_resolution,
+        }),
     };
     crate::serve::run(opts, || {
         live::start_live(&args.live, Some(crate::serve::KERNEL_READ))

@@ -9,6 +9,7 @@ mod diff;
 pub mod dispatch;
 mod flamegraph;
 mod generate;
+pub(crate) mod history;
 #[cfg(feature = "live")]
 pub mod live;
 mod reasons;
@@ -116,10 +117,10 @@ fn recorded_window(
 }
 
 /// The kernel's counters over a recorded window, and the probe's counts to match them with.
-type RecordedKernel = (Arc<KernelReading>, Snapshot);
+pub(crate) type RecordedKernel = (Arc<KernelReading>, Snapshot);
 
 /// A recorded window: the session, its counts, its span, and the kernel's counters over it.
-type RecordedWindow = (
+pub(crate) type RecordedWindow = (
     SessionInfo,
     Snapshot,
     (Duration, Duration),
@@ -136,16 +137,28 @@ fn recorded_window_kernel(
     sel: &crate::cli::Selection,
 ) -> anyhow::Result<RecordedWindow> {
     let path = w.input.as_deref().context("no --input")?;
+    if path.is_dir() {
+        return crate::history::input::recorded_window(path, w, sel);
+    }
     let rec =
         crate::record::open_input(path).with_context(|| format!("opening {}", shown(path)))?;
     for warning in rec.warnings() {
         eprintln!("dropscope: warning: {}: {warning}", shown(path));
     }
-    let to = w.to.unwrap_or(rec.duration()).min(rec.duration());
-    let from = w.from.unwrap_or_default();
+    // Wall-clock times are placed on the session's clock.
+    let started = rec.info().started_unix_ms;
+    let (w_from, w_to) = (
+        w.from.map(|t| t.session(started)),
+        w.to.map(|t| t.session(started)),
+    );
+    let to = w_to.unwrap_or(rec.duration()).min(rec.duration());
+    let from = match w.since {
+        Some(d) => to.saturating_sub(d),
+        None => w_from.unwrap_or_default(),
+    };
     if from > to {
         // The end is --to only where one was given within the recording.
-        let end = match w.to {
+        let end = match w_to {
             Some(t) if t <= rec.duration() => format!("--to {}", crate::format::duration(t)),
             _ => format!("the recording's end, {}", crate::format::duration(to)),
         };

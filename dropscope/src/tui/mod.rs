@@ -56,6 +56,8 @@ pub struct TuiOptions {
     pub filter: Option<String>,
     /// The grouping the counts come in (`--by`); empty: as found in the data (replay).
     pub by: Vec<crate::model::group::Dim>,
+    /// Replaying a history: drops per second over its whole range, shown as a strip.
+    pub timeline: Option<crate::history::timeline::Timeline>,
 }
 
 /// Least time between two redraws caused by data (snapshots, replay position).
@@ -411,6 +413,7 @@ pub async fn run(feed: Feed, opts: TuiOptions) -> anyhow::Result<()> {
     let mut state = State::new(info.clone(), initial, (w, h));
     state.filters = opts.filter.clone();
     state.by = opts.by.clone();
+    state.timeline = opts.timeline.clone();
     let (mut events, events_task) = forward_events();
     let mut signals = Signals::new()?;
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Msg>();

@@ -6,6 +6,7 @@ mod panel;
 mod polish;
 mod rendering;
 mod selection;
+mod timeline;
 
 use std::{
     sync::Arc,

@@ -102,6 +102,17 @@ fn footer(state: &State) -> Line<'static> {
             ),
         ]);
     }
+    if let Some(typed) = &state.goto {
+        return Line::from(vec![
+            Span::styled("go to ", key),
+            Span::raw(crate::sanitize::terminal(typed).into_owned()),
+            Span::styled("_", Style::new().add_modifier(Modifier::SLOW_BLINK)),
+            Span::styled(
+                "   Enter jumps (90s, 03:12, 2026-11-27 03:12), Esc gives up",
+                Style::new().fg(Color::DarkGray),
+            ),
+        ]);
+    }
     if let Some(msg) = &state.status {
         return Line::styled(
             crate::sanitize::terminal(msg).into_owned(),
