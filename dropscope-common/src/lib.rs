@@ -128,14 +128,28 @@ pub mod filter {
     pub const REASON_BITS: u32 = 4096;
 }
 
+/// How a drop reason's code is laid out: the kernel's `enum skb_drop_reason` value, with a
+/// subsystem's reasons carrying the subsystem id in the high 16 bits; the two highest bits,
+/// which no kernel reason has, mark the rows set beside the probe's. One definition for the
+/// program and userspace.
+pub mod reason {
+    /// Subsystem reasons carry their subsystem id from this bit up.
+    pub const SUBSYS_SHIFT: u32 = 16;
+    /// The bit set in a program verdict row's reason code.
+    pub const PROGRAM: u32 = 0x8000_0000;
+    /// The bit set in a counter-only row's reason code.
+    pub const COUNTER: u32 = 0x4000_0000;
+}
+
 /// The bit of a drop reason in the reason filter's bitmap: `(subsystem << 8) | reason` for
 /// reasons below 256 of subsystems below 16 (every kernel's so far); `None` for any other
 /// value, which the filter can neither list nor alias onto another reason's bit. One
 /// definition for the program and userspace.
 #[inline(always)]
 pub const fn reason_bit(value: u32) -> Option<u32> {
-    if value & 0xff00 == 0 && (value >> 16) < 16 {
-        Some((value >> 16) << 8 | (value & 0xff))
+    let subsystem = value >> reason::SUBSYS_SHIFT;
+    if value & 0xff00 == 0 && subsystem < 16 {
+        Some(subsystem << 8 | (value & 0xff))
     } else {
         None
     }

@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use dropscope::{
-    kcounters,
+    ledger,
     model::SessionInfo,
     record::{encode, synthetic},
 };
@@ -31,7 +31,7 @@ fn main() -> anyhow::Result<()> {
     let snap = &snaps[0];
     let reading = snap.kernel.as_ref().expect("a reading");
     let t0 = Instant::now();
-    let view = kcounters::view(reading, snap, None);
+    let view = ledger::view(reading, snap, None);
     let took = t0.elapsed();
     let ledger = view.ledger.as_ref().expect("a ledger");
     println!(

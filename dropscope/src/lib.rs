@@ -26,13 +26,13 @@ pub mod format;
 #[cfg(test)]
 mod heap;
 pub mod kcounters;
+pub mod ledger;
 pub mod model;
 pub mod names;
 pub mod outfile;
+pub mod output;
 pub mod pcap;
 pub mod probe;
-#[cfg(feature = "live")]
-pub mod progs;
 pub mod record;
 pub mod sanitize;
 #[cfg(feature = "live")]

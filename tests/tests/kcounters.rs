@@ -1,6 +1,7 @@
 //! The kernel's drop counters are read in short-lived namespaces while they live, and dropscope
 //! keeps none of them alive: 50 namespaces, each with a process that makes drops and exits, and
-//! afterwards no descriptor of any of them in dropscope's `/proc/PID/fd`. Needs root.
+//! afterwards no descriptor of any of them in dropscope's `/proc/PID/fd`; what a reading
+//! dumps and how long it reads stay bounded whatever the namespaces hold. Needs root.
 use std::{
     collections::BTreeSet,
     os::unix::fs::MetadataExt as _,
@@ -261,4 +262,138 @@ fn driver_statistics_that_grew_since_counted_are_never_written_past_the_buffer()
     assert_eq!(ask(None).map(|s| s.len()), Ok(many));
     drop(tx);
     reader.join().expect("the reading thread");
+}
+
+/// `count` u32 filters on one side of `dev`'s clsact qdisc in `ns` (made by the test), in one
+/// `tc -batch`: what an unprivileged user can make in bulk inside a namespace of its own.
+fn tc_filters(ns: &dropscope_tests::Netns, dev: &str, side: &str, count: u32) {
+    use std::io::Write as _;
+    let mut batch = tempfile::NamedTempFile::new().expect("batch file");
+    for i in 1..=count {
+        writeln!(
+            batch,
+            "filter add dev {dev} {side} prio {i} protocol ip u32 match ip dst 10.{}.{}.{}/32",
+            i >> 16,
+            (i >> 8) & 0xff,
+            i & 0xff
+        )
+        .expect("batch line");
+    }
+    ns.exec(&["tc", "qdisc", "replace", "dev", dev, "clsact"]);
+    let path = batch.path().to_str().expect("utf-8 path");
+    ns.exec(&["tc", "-batch", path]);
+}
+
+/// The probe's NO_SOCKET drops at `__udp4_lib_rcv` in namespace `netns`, and that namespace's
+/// `Udp:NoPorts` growth, in one report.
+fn noports(report: &serde_json::Value, netns: u64) -> (u64, u64) {
+    let seen = (report["drops"].as_array().expect("drops").iter())
+        .filter(|d| d["netns"].as_u64() == Some(netns) && d["reason"] == "NO_SOCKET")
+        .filter(|d| (d["location"].as_str()).is_some_and(|l| l.starts_with("__udp4_lib_rcv")))
+        .map(|d| d["count"].as_u64().expect("count"))
+        .sum();
+    let counted = (report["kernel_counters"].as_array().into_iter().flatten())
+        .filter(|c| c["netns"].as_u64() == Some(netns) && c["counter"] == "Udp:NoPorts")
+        .map(|c| c["delta"].as_u64().expect("delta"))
+        .sum();
+    (seen, counted)
+}
+
+/// A namespace whose tc filters outnumber what a reading dumps (4,096 a namespace) is read up
+/// to that bound: the qdisc sides beyond it are not dumped, and a note says so.
+#[test]
+fn tc_filters_beyond_the_bound_of_a_namespace_are_not_dumped_and_noted() {
+    let _serial = root_test();
+    let ns = dropscope_tests::Netns::new("kc-filters");
+    let inode = std::fs::metadata(ns.path()).expect("namespace").ino();
+    ns.exec(&[
+        "ip", "link", "add", "fa", "type", "veth", "peer", "name", "fb",
+    ]);
+    // Three ingress sides of 2,047 filters each: the sides after the second are past the bound.
+    for dev in ["lo", "fa", "fb"] {
+        tc_filters(&ns, dev, "ingress", 2047);
+    }
+    let c = Counting::start(&["report", "--duration", "2", "--format", "json"]);
+    let report: serde_json::Value =
+        serde_json::from_str(&c.wait_within(Duration::from_secs(30))).expect("a JSON report");
+    let notes: Vec<&str> = (report["kernel_notes"]
+        .as_array()
+        .expect("kernel notes")
+        .iter())
+    .filter_map(|n| n.as_str())
+    .filter(|n| n.starts_with(&format!("netns {inode}:")))
+    .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("qdisc sides not read") && n.contains("at most 4096 a namespace")),
+        "no note of the sides left out in {notes:?}"
+    );
+}
+
+/// 100 namespaces of 2,047 tc filters each (their reading takes several times the reading's
+/// 1 s budget here) never make the host's own counters stale: the initial namespace is read
+/// first and handed over on its own, so every periodic report after the one in which the
+/// probe first counts the host's drops has the host's `Udp:NoPorts` growth too, while the other
+/// namespaces are read in turn (noted).
+#[test]
+fn the_hosts_counters_stay_fresh_while_many_namespaces_wait_their_turn() {
+    const NAMESPACES: usize = 100;
+    const SENT: u64 = 300;
+    let _serial = root_test();
+    let crowd: Vec<_> = (0..NAMESPACES)
+        .map(|i| {
+            let ns = dropscope_tests::Netns::new(&format!("kc-crowd{i}"));
+            tc_filters(&ns, "lo", "ingress", 2047);
+            ns
+        })
+        .collect();
+    let host = std::fs::metadata("/proc/self/ns/net")
+        .expect("our namespace")
+        .ino();
+    let mut counting = Counting::start(&[
+        "report",
+        "--every",
+        "1",
+        "--duration",
+        "10",
+        "--format",
+        "json",
+        "--by",
+        "reason,location,netns",
+    ]);
+    counting.read_stdout();
+    std::thread::sleep(Duration::from_secs(3));
+    // UDP to a closed port on the host's own loopback: Udp:NoPorts of the initial namespace.
+    let traffic = traffic_bin();
+    let out = Command::new(&traffic)
+        .args(["udp", "9", &SENT.to_string()])
+        .output()
+        .expect("traffic generator");
+    assert!(out.status.success(), "traffic: {out:?}");
+    let out = counting.wait_within(Duration::from_secs(60));
+    drop(crowd);
+    let reports: Vec<serde_json::Value> = (out.lines().filter(|l| l.starts_with('{')))
+        .map(|l| serde_json::from_str(l).expect("a JSON report"))
+        .collect();
+    let after: Vec<(u64, u64)> = (reports.iter().map(|r| noports(r, host)))
+        .skip_while(|&(seen, _)| seen < SENT)
+        .collect();
+    assert!(after.len() >= 3, "too few reports after the drops: {out}");
+    // The reading under way when the drops came may end before them: the first report may lag.
+    for (i, &(seen, counted)) in after.iter().enumerate().skip(1) {
+        assert!(
+            counted >= SENT,
+            "report {i} after the drops: the probe saw {seen}, the host's Udp:NoPorts grew {counted}"
+        );
+    }
+    let deferred = reports.iter().any(|r| {
+        (r["kernel_notes"].as_array().into_iter().flatten())
+            .filter_map(|n| n.as_str())
+            .any(|n| n.contains("namespaces not read this time"))
+    });
+    assert!(
+        deferred,
+        "the crowd never outlasted a reading's budget, so this proves nothing: {out}"
+    );
 }

@@ -589,7 +589,7 @@ fn counted_or_noted(
 #[test]
 fn a_program_load_moves_the_load_watch() {
     let _serial = root_test();
-    let mut watch = dropscope::progs::loads::LoadWatch::open().expect("side-band events");
+    let mut watch = dropscope::probe::verdicts::loads::LoadWatch::open().expect("side-band events");
     // What happened before (or while) it opened is not this test's.
     let _ = watch.changed();
     let before = fixture::programs_named("ds_fx_seen").expect("programs");
@@ -614,7 +614,7 @@ fn a_program_load_moves_the_load_watch() {
 /// long it took. With `missed`, every load record is lost before each look (another test's
 /// programs, freed after a grace period, would otherwise be events that find it sooner).
 fn found_within(
-    programs: &mut dropscope::progs::Programs,
+    programs: &mut dropscope::probe::verdicts::Programs,
     id: u32,
     limit: Duration,
     missed: bool,
@@ -638,7 +638,7 @@ fn found_within(
 
 #[test]
 fn a_program_whose_load_event_is_missed_is_found_by_the_next_look() {
-    use dropscope::progs::{DISCOVER_ANYWAY, Programs};
+    use dropscope::probe::verdicts::{DISCOVER_ANYWAY, Programs};
     let _serial = root_test();
     let mut programs = Programs::start().expect("the program watch");
     let prog = fixture::load(Kind::Xdp, "ds_fx_missed", 1, XDP_DROP, true).expect("load");
@@ -662,7 +662,7 @@ fn a_program_whose_load_event_is_missed_is_found_by_the_next_look() {
 #[test]
 fn a_program_given_an_id_below_the_highest_seen_is_found_at_its_load() {
     let _serial = root_test();
-    let mut programs = dropscope::progs::Programs::start().expect("the program watch");
+    let mut programs = dropscope::probe::verdicts::Programs::start().expect("the program watch");
     // As after the kernel's ids wrapped (at i32::MAX): new programs get ids below it.
     programs.assume_highest_id(i32::MAX as u32 - 1);
     let prog = fixture::load(Kind::Xdp, "ds_fx_wrapped", 1, XDP_DROP, true).expect("load");

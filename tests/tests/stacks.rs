@@ -105,3 +105,50 @@ fn the_svg_is_well_formed_and_holds_the_frames() {
     }
     assert!(elements > 10, "an SVG of {elements} elements");
 }
+
+/// A recording's stacks carry their rows' names as its counts do: `flamegraph --input FILE
+/// --netns NAME` finds the stacks of drops in namespace NAME, and their frame names the
+/// namespace and device. (A stack is first seen before names are found, beside the counting;
+/// it used to keep the key as first seen, unnamed, so it vanished under `--netns`.)
+#[test]
+fn recorded_stacks_are_found_by_their_namespaces_name() {
+    let _serial = root_test();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rec = dir.path().join("ns.dsrec");
+    let ns = Netns::new("stacks-rec");
+    let c = Counting::start(&[
+        "record",
+        "--netns",
+        &ns.name,
+        "-o",
+        rec.to_str().expect("utf-8"),
+    ]);
+    ns.traffic(&["udp", "9", "500"]);
+    // A few polls, so that the names are found while it records.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    c.interrupt();
+    let out = dropscope_tests::run(
+        std::process::Command::new(dropscope_tests::dropscope_bin()).args([
+            "flamegraph",
+            "--input",
+            rec.to_str().expect("utf-8"),
+            "--netns",
+            &ns.name,
+            "--format",
+            "folded",
+            "-o",
+            "-",
+        ]),
+    );
+    let stacks = parse_folded(&String::from_utf8_lossy(&out.stdout));
+    let frame = format!("[netns {}, device lo]", ns.name);
+    let ours: u64 = (stacks.iter())
+        .filter(|(f, _)| f[0] == "NO_SOCKET" && f.get(1) == Some(&frame))
+        .map(|(_, w)| w)
+        .sum();
+    // Each sample weighs its period: within 10% of the exact count.
+    assert!(
+        (450..=550).contains(&ours),
+        "stacks of {frame} weigh {ours} for 500 drops: {stacks:?}"
+    );
+}

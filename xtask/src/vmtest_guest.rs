@@ -507,7 +507,7 @@ impl Suite<'_> {
         // The XDP program is loaded and attached while they run: each finds it and attaches a
         // verdict counter to it before its traffic. Each finds it at its next poll after the
         // load (half a second) and, should the load's event be missed, at its next look anyway
-        // (`progs::DISCOVER_ANYWAY`, 5 s): waited for up to PICK_UP_LIMIT, which allows an
+        // (`probe::verdicts::DISCOVER_ANYWAY`, 5 s): waited for up to PICK_UP_LIMIT, which allows an
         // emulated guest on a busy machine 20 times that bound, so only a program never found
         // exceeds it; how long it took is said.
         let counters = fixture::programs_named(VERDICT_COUNTER).context("listing programs")?;

@@ -12,7 +12,6 @@ use super::{
         refuse_filtered_programs,
     },
     live,
-    report::output::{NumberColumn, write_key_table},
 };
 use crate::{
     cli::{CheckArgs, JudgeFormat},
@@ -23,6 +22,7 @@ use crate::{
         group::Dim,
         programs::{self, is_program_reason},
     },
+    output::{NumberColumn, write_key_table},
     probe::reasons::ReasonTable,
 };
 
@@ -84,12 +84,7 @@ pub async fn check_cmd(args: CheckArgs) -> anyhow::Result<()> {
         ok: verdicts.iter().all(|v| v.ok),
     };
     let mut out = std::io::stdout().lock();
-    write_check(
-        &result,
-        args.format,
-        super::report::output::table_width(),
-        &mut out,
-    )?;
+    write_check(&result, args.format, crate::output::table_width(), &mut out)?;
     out.flush()?;
     let broken = broken_lines(&verdicts);
     if broken.is_empty() {

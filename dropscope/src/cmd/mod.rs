@@ -265,7 +265,7 @@ fn recorded_window_kernel(
                 r.errors.push(format!(
                     "{}--from {}: the recording read them first after it (the window shows \
                      no program rows)",
-                    crate::kcounters::hooks::SINCE_START,
+                    crate::model::notes::SINCE_START,
                     crate::format::duration(from)
                 ));
                 Some((Arc::new(r), later.clone()))
@@ -357,7 +357,7 @@ mod tests {
                 super::recorded_window_kernel(&r.window, &r.live.select).expect("window");
             kernel.map(|(r, seen)| {
                 // Its program rows are not the window's: none are shown.
-                let view = crate::kcounters::view(&r, &seen, None);
+                let view = crate::ledger::view(&r, &seen, None);
                 assert_eq!(view.programs.is_none(), !r.errors.is_empty());
                 r.errors.clone()
             })
@@ -365,11 +365,11 @@ mod tests {
         let notes = window("5", "15").expect("the reading at 10 s");
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert!(
-            notes[0].starts_with(crate::kcounters::hooks::SINCE_START)
+            notes[0].starts_with(crate::model::notes::SINCE_START)
                 && notes[0].contains("not from --from 5s"),
             "{notes:?}"
         );
-        assert!(crate::kcounters::hooks::is_ledger_note(&notes[0]));
+        assert!(crate::model::notes::is_ledger_note(&notes[0]));
         // From a reading on, the window's counters are its own: no note.
         assert_eq!(window("12", "15"), Some(Vec::new()));
     }

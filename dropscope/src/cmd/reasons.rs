@@ -6,7 +6,7 @@ use anyhow::bail;
 use crate::{
     cli::Format,
     explain::{self, Guide, Match},
-    kcounters,
+    ledger,
     probe::reasons::ReasonTable,
     sanitize, suggest,
 };
@@ -65,7 +65,7 @@ pub fn explain_cmd(name: &str) -> anyhow::Result<()> {
         return Ok(());
     }
     // A kernel counter of the ledger (`TcpExt:ListenDrops`), as the `c` panel prints it.
-    if let Some(m) = kcounters::map::lookup(name) {
+    if let Some(m) = ledger::map::lookup(name) {
         let mut out = std::io::stdout().lock();
         let text = explain::render_kernel_counter(&sanitize::terminal(name), m);
         write!(out, "{text}")?;
@@ -88,7 +88,7 @@ pub fn explain_cmd(name: &str) -> anyhow::Result<()> {
             suggest::did_you_mean(name, known)
         );
     }
-    let counters = kcounters::map::counters_for(&e.name);
+    let counters = ledger::map::counters_for(&e.name);
     let mut out = std::io::stdout().lock();
     write!(out, "{}", explain::render(&e, &counters))?;
     if in_kernel == Some(false) {

@@ -1,48 +1,6 @@
 //! The collector on a thread of its own, feeding a [`Feed`]: the kernel's counters read beside
 //! the maps on their pace, the last snapshot on stop, and the [`Stopper`] that detaches.
-use super::*;
-use crate::clock::unix_ms;
-
-/// The kernel's counters as the collector reads them: before the maps, on their own pace.
-pub struct KernelSource {
-    pub(super) counters: KernelCounters,
-    pub(super) pace: KernelPace,
-    /// When they were last read (`None`: read with the next poll).
-    pub(super) read_at: Option<Instant>,
-    /// The latest reading, carried by every snapshot taken after it.
-    pub(super) reading: Option<Arc<crate::model::KernelReading>>,
-    /// The XDP and tc programs' drop verdicts, counted in the kernel (`None`: this kernel
-    /// cannot, and the reading's notes say why).
-    pub(super) programs: Result<crate::progs::Programs, String>,
-    /// When the programs' verdict counts were last brought up to date in the reading.
-    pub(super) programs_at: Instant,
-    /// Whether the reading asked for looks in every namespace (a search for programs).
-    pub(super) searching: bool,
-}
-
-impl KernelSource {
-    /// Reads the counters' baseline now; `None` (with a warning) if they cannot be read.
-    /// Called once the probe counts, so drops between the two are counted by the probe only
-    /// and none can read as unseen.
-    pub(super) fn start(pace: KernelPace) -> Option<Self> {
-        match KernelCounters::start() {
-            Ok(counters) => Some(Self {
-                // The baseline is the first reading (nothing grew yet): every snapshot has one.
-                reading: Some(Arc::new(counters.reading())),
-                counters,
-                pace,
-                read_at: Some(Instant::now()),
-                programs: crate::progs::Programs::start().map_err(|e| format!("{e:#}")),
-                programs_at: Instant::now(),
-                searching: false,
-            }),
-            Err(e) => {
-                tracing::warn!("not reading the kernel's drop counters: {e:#}");
-                None
-            }
-        }
-    }
-}
+use super::{kernel_source::KernelSource, session::session_info, *};
 
 impl Collector {
     /// Asks for a reading of the kernel's counters when their pace says so, and takes in one
@@ -207,29 +165,3 @@ impl Collector {
 
 /// How long the last snapshot waits for names still being looked up.
 pub(super) const FINAL_NAMES_WAIT: Duration = Duration::from_secs(1);
-
-/// Host, kernel, start time and probe kind of a live session starting now.
-pub fn session_info(probe: &Probe) -> SessionInfo {
-    SessionInfo {
-        host: uname_field(|u| &u.nodename),
-        kernel: uname_field(|u| &u.release),
-        started_unix_ms: unix_ms(),
-        probe: probe.kind().to_string(),
-    }
-}
-
-pub(super) fn uname_field(f: impl Fn(&libc::utsname) -> &[libc::c_char; 65]) -> String {
-    // SAFETY: uname fills the zeroed struct; its fields are NUL-terminated C strings.
-    let u = unsafe {
-        let mut u: libc::utsname = std::mem::zeroed();
-        libc::uname(&mut u);
-        u
-    };
-    let bytes: Vec<u8> = f(&u)
-        .iter()
-        .take_while(|c| **c != 0)
-        // c_char is i8 on x86_64 and u8 on aarch64: its byte either way.
-        .map(|c| c.to_ne_bytes()[0])
-        .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
-}

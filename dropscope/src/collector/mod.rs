@@ -8,10 +8,13 @@
 mod attribution;
 mod counts;
 mod feed;
+mod kernel_source;
+mod session;
 mod stacks;
 
 pub use counts::{CountMaps, CountRead, CountReader};
-pub use feed::{KernelSource, session_info};
+pub use kernel_source::KernelSource;
+pub use session::session_info;
 use std::{
     collections::HashMap,
     os::fd::OwnedFd,
@@ -25,12 +28,9 @@ use dropscope_common::{StackKey, StackValue};
 
 use crate::{
     clock::unix_ms,
-    kcounters::{self, KernelCounters},
+    kcounters,
     model::group::{self, Dim},
-    model::{
-        Attribution, DropCount, DropKey, Health, KeySamples, Sample, SessionInfo, Snapshot,
-        StackCount,
-    },
+    model::{Attribution, DropCount, DropKey, Health, KeySamples, Sample, Snapshot, StackCount},
     names::Names,
     probe::{Probe, Totals},
     source::{Feed, KernelPace, Stopper},
@@ -92,7 +92,9 @@ pub struct Collector {
     last: Snapshot,
     stack_ids: HashMap<u32, Frames>,
     stack_base: HashMap<StackKey, StackValue>,
-    stacks: HashMap<(DropKey, Frames), (u64, u64)>,
+    /// The session's stack weights and samples, by the kernel's key of their drop's row (the
+    /// model's key is made afresh for each snapshot, so a name found later names them too).
+    stacks: HashMap<(stacks::Owner, Frames), (u64, u64)>,
     stack_lost: u64,
     /// Per sampled slot: its packets read so far.
     sample_cache: HashMap<u32, Vec<Sample>>,

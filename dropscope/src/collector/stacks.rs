@@ -4,6 +4,14 @@ use std::collections::HashMap;
 
 use super::*;
 
+/// Whose drops a stack was sampled from: the kernel's key of its row, or for a drop that got
+/// no key slot, its reason and location only.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Owner {
+    Key(dropscope_common::DropKey),
+    Unslotted { reason: u32, location: u64 },
+}
+
 impl Collector {
     /// Folds the kernel's cumulative stack weights into the session's, by difference with what
     /// was read last time. The kernel maps are only emptied when they near capacity.
@@ -35,16 +43,14 @@ impl Collector {
             };
             // The stack belongs to its drop's row (a drop that got no slot: to its reason and
             // location only).
-            let key = match slots.get(&k.slot) {
-                Some(kernel) => self.model_key(kernel),
-                None => DropKey {
-                    reason: self.probe.reasons().reason(k.reason),
-                    location: self.symbolizer.name(k.location),
-                    attr: Attribution::default(),
+            let owner = match slots.get(&k.slot) {
+                Some(kernel) => Owner::Key(*kernel),
+                None => Owner::Unslotted {
+                    reason: k.reason,
+                    location: k.location,
                 },
             };
-            let key = group::coarser(&key, &self.opts.by);
-            let e = self.stacks.entry((key, frames)).or_default();
+            let e = self.stacks.entry((owner, frames)).or_default();
             e.0 += v.weight;
             e.1 += v.samples;
         }
@@ -55,14 +61,34 @@ impl Collector {
                 self.probe.forget_stack(id);
             }
         }
-        let mut stacks: Vec<StackCount> = self
-            .stacks
-            .iter()
+        // The model's keys as of now: a namespace or device named since a stack was first
+        // seen names its stacks too, as it names its counts.
+        let owned: Vec<_> = (self.stacks.iter())
+            .map(|((owner, frames), &v)| (*owner, frames.clone(), v))
+            .collect();
+        let mut merged: HashMap<(DropKey, Frames), (u64, u64)> = HashMap::new();
+        for (owner, frames, (weight, samples)) in owned {
+            let key = match owner {
+                Owner::Key(kernel) => self.model_key(&kernel),
+                Owner::Unslotted { reason, location } => DropKey {
+                    reason: self.probe.reasons().reason(reason),
+                    location: self.symbolizer.name(location),
+                    attr: Attribution::default(),
+                },
+            };
+            let e = merged
+                .entry((group::coarser(&key, &self.opts.by), frames))
+                .or_default();
+            e.0 += weight;
+            e.1 += samples;
+        }
+        let mut stacks: Vec<StackCount> = merged
+            .into_iter()
             .map(|((key, frames), (weight, samples))| StackCount {
-                key: key.clone(),
-                frames: frames.clone(),
-                weight: *weight,
-                samples: *samples,
+                key,
+                frames,
+                weight,
+                samples,
             })
             .collect();
         calibrate(&mut stacks, exact);

@@ -249,8 +249,8 @@ fn name_of(id: u32) -> String {
     #[cfg(feature = "live")]
     {
         use std::os::fd::AsFd as _;
-        let info =
-            crate::progs::sys::prog_fd(id).and_then(|fd| crate::progs::sys::prog_info(fd.as_fd()));
+        let info = crate::probe::verdicts::sys::prog_fd(id)
+            .and_then(|fd| crate::probe::verdicts::sys::prog_info(fd.as_fd()));
         if let Ok(i) = info {
             return crate::sanitize::kernel_name(&i.name).into_owned();
         }

@@ -4,7 +4,7 @@ use std::{fmt::Write as _, sync::OnceLock};
 
 use serde::Deserialize;
 
-use crate::probe::reasons::SUBSYS_SHIFT;
+use dropscope_common::reason::SUBSYS_SHIFT;
 
 pub mod fill;
 
@@ -118,7 +118,7 @@ impl Guide {
     /// The entry of a layer counter: by its name in a reading (`Link:eth0:rx_dropped`,
     /// `Qdisc:eth0:tbf 1::drops`) or its pattern (`Link:*:rx_dropped`).
     pub fn counter(&self, name: &str) -> Option<&Entry> {
-        let key = crate::kcounters::layers::classify(name).map_or(name, |c| c.guide);
+        let key = crate::ledger::layers::classify(name).map_or(name, |c| c.guide);
         self.counters.iter().find(|e| e.name == key)
     }
 
@@ -126,7 +126,7 @@ impl Guide {
     /// case), or about a kernel counter (`TcpExt:ListenDrops`, a counter-only row's reason):
     /// where the kernel counts it, with the checks of the drop reasons of the same packets.
     pub fn explain(&self, name: &str) -> Explanation<'_> {
-        if let Some(m) = crate::kcounters::map::lookup(name.trim()) {
+        if let Some(m) = crate::ledger::map::lookup(name.trim()) {
             return self.explain_counter(name.trim(), m);
         }
         let name = normalize(name);
@@ -174,12 +174,8 @@ impl Guide {
         }
     }
 
-    /// A kernel counter of [`crate::kcounters::map`] explained as a row's reason.
-    fn explain_counter(
-        &self,
-        name: &str,
-        m: &crate::kcounters::map::CounterMap,
-    ) -> Explanation<'_> {
+    /// A kernel counter of [`crate::ledger::map`] explained as a row's reason.
+    fn explain_counter(&self, name: &str, m: &crate::ledger::map::CounterMap) -> Explanation<'_> {
         let mut text = format!("A kernel counter, counted in {}. ", m.source);
         text.push_str(if m.reasons.is_empty() {
             "The kernel frees these packets without calling them drops (consume_skb), so the \
@@ -297,11 +293,11 @@ pub fn render_counter(name: &str, e: &Entry) -> String {
 /// as the `c` panel and the ledger print them) as text, for `dropscope explain COUNTER`: where
 /// the kernel counts it, and the drop reasons of the same packets with what each means (or
 /// that the kernel frees them without a drop reason, so only the counter sees them).
-pub fn render_kernel_counter(name: &str, m: &crate::kcounters::map::CounterMap) -> String {
+pub fn render_kernel_counter(name: &str, m: &crate::ledger::map::CounterMap) -> String {
     let guide = Guide::builtin();
     let scope = match m.scope {
-        crate::kcounters::map::Scope::Netns => "per network namespace",
-        crate::kcounters::map::Scope::Global => "for the whole machine",
+        crate::ledger::map::Scope::Netns => "per network namespace",
+        crate::ledger::map::Scope::Global => "for the whole machine",
     };
     let mut out = format!(
         "{name}: a kernel counter ({scope})
@@ -336,7 +332,7 @@ pub fn render_kernel_counter(name: &str, m: &crate::kcounters::map::CounterMap) 
 
 /// The reason of a map entry (`NO_SOCKET@__udp4_lib_rcv` → `NO_SOCKET`).
 fn reason_name_of(spec: &str) -> &str {
-    crate::kcounters::map::reason_name(spec)
+    crate::ledger::map::reason_name(spec)
 }
 
 /// Wraps a paragraph at `width` columns (words longer than that stay whole).

@@ -134,7 +134,7 @@ fn unknown_names_get_the_closest_known_ones() {
 #[test]
 fn every_layer_counter_has_an_entry_with_the_command_that_shows_it() {
     let g = Guide::builtin();
-    for key in crate::kcounters::layers::guide_keys() {
+    for key in crate::ledger::layers::guide_keys() {
         let e = g
             .counter(key)
             .unwrap_or_else(|| panic!("no guide entry for {key}"));
@@ -147,7 +147,7 @@ fn every_layer_counter_has_an_entry_with_the_command_that_shows_it() {
     }
     assert_eq!(
         g.counters().len(),
-        crate::kcounters::layers::guide_keys().count()
+        crate::ledger::layers::guide_keys().count()
     );
     let e = g
         .counter("Qdisc:eth0:fq_codel 0: parent :1:drops")
@@ -172,9 +172,9 @@ fn every_layer_counter_has_an_entry_with_the_command_that_shows_it() {
 
 #[test]
 fn every_kernel_counter_the_ledger_prints_is_explained() {
-    for m in crate::kcounters::map::COUNTERS {
+    for m in crate::ledger::map::COUNTERS {
         let name = m.counter.replace('*', "eth0");
-        let found = crate::kcounters::map::lookup(&name)
+        let found = crate::ledger::map::lookup(&name)
             .unwrap_or_else(|| panic!("{name} is printed but not found"));
         let text = render_kernel_counter(&name, found);
         assert!(
@@ -186,7 +186,7 @@ fn every_kernel_counter_the_ledger_prints_is_explained() {
             "{text}"
         );
         for r in m.reasons {
-            let reason = crate::kcounters::map::reason_name(r);
+            let reason = crate::ledger::map::reason_name(r);
             assert!(
                 text.contains(&format!("\n{reason}: ")),
                 "{reason} not explained: {text}"

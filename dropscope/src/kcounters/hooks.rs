@@ -1,7 +1,7 @@
 //! Where BPF programs are attached: each device's XDP programs (`IFLA_XDP` of the link dump),
 //! tc `bpf` filters (an `RTM_GETTFILTER` dump of each ingress or clsact qdisc's ingress
 //! and egress), tcx links and the programs of each netkit pair (`BPF_PROG_QUERY` on its
-//! primary device), as the namespace's reading finds them. The verdict counters (`progs`) turn
+//! primary device), as the namespace's reading finds them. The verdict counters (`probe::verdicts`) turn
 //! them into the ledger's `Xdp:` and `Tc:` counters.
 use std::collections::HashMap;
 
@@ -10,28 +10,6 @@ use netlink_packet_route::{
     link::{InfoData, InfoNetkit, LinkAttribute, LinkInfo, LinkLayerType, LinkXdp},
     tc::{TcAttribute, TcFilterBpfOption, TcHandle, TcMessage, TcOption},
 };
-
-/// How a reading's note about an attached program starts (the ledger lists these notes;
-/// they are not errors of the reading).
-pub const PROGRAM_NOTE: &str = "program ";
-
-/// Whether a note of a reading is about an attached program (see [`PROGRAM_NOTE`]).
-pub fn is_program_note(note: &str) -> bool {
-    note.starts_with(PROGRAM_NOTE)
-}
-
-/// Whether a note of a reading belongs in the ledger's notes: one about an attached program,
-/// or about a layer that could not be read ([`super::xsk::NO_DIAG`]).
-pub fn is_ledger_note(note: &str) -> bool {
-    is_program_note(note)
-        || note.contains(super::xsk::NO_DIAG)
-        || note.contains(crate::model::programs::UNCOUNTED)
-        || note.starts_with(SINCE_START)
-}
-
-/// How a recorded window's note begins when the recording read the kernel's counters first
-/// after the window's start: they span more than its drops (and no program rows are shown).
-pub const SINCE_START: &str = "the kernel's counters are from the session's start, not from ";
 
 /// A hook a program is attached to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -168,7 +146,7 @@ impl TcPrograms {
     }
 }
 
-/// This process's: the program watch (`progs`) walks, the tcx reading asks. With no tc
+/// This process's: the program watch (`probe::verdicts`) walks, the tcx reading asks. With no tc
 /// program loaded, no device can have a tcx program, and its two `BPF_PROG_QUERY` calls per
 /// device and reading are spared.
 pub static TC_PROGRAMS: TcPrograms = TcPrograms(std::sync::atomic::AtomicU8::new(0));

@@ -2,7 +2,7 @@
 //! `/proc/net/snmp6`, `/proc/net/netstat`, `/proc/net/softnet_stat` (machine-wide and per CPU),
 //! the per-interface drop columns of `/proc/net/dev`, and through rtnetlink each device's
 //! stats64 drop and error counters and each qdisc's drops ([`rtnl`]), read per network
-//! namespace, as deltas over the same window as the drops; the [`ledger`] reconciles them.
+//! namespace, as deltas over the same window as the drops; the [`crate::ledger`] reconciles them.
 //!
 //! Which namespaces: the initial one, every namespace named under `/run/netns` (`ip netns`),
 //! and every namespace where drops are seen (by the inode on their keys, entered through a
@@ -19,19 +19,12 @@
 pub mod ethtool;
 mod guarded;
 pub mod hooks;
-pub mod layers;
-pub mod ledger;
 pub mod listeners;
-pub mod map;
 pub mod netlink;
 pub mod netns;
 pub mod nftables;
 pub mod parse;
-pub mod ratio;
-pub mod rename;
-pub mod resets;
 pub mod rtnl;
-pub mod unseen;
 pub mod xsk;
 
 #[cfg(test)]
@@ -42,90 +35,15 @@ use std::{
     sync::Arc,
 };
 
-pub use self::{
-    hooks::{Hook, Hooked},
-    ledger::Ledger,
-    ratio::Ratio,
-    unseen::{CounterDelta, SeenDrop, Unseen},
-};
+pub use self::hooks::{Hook, Hooked};
 use self::{
     netns::{MAX_READ_PER_POLL, Namespaces, Reading},
     parse::Counters,
 };
-use crate::model::{
-    KernelReading, Snapshot,
-    kernel::{Growth, PACKET_COUNTERS},
+use crate::{
+    ledger::{layers::is_kept, rename, resets, window},
+    model::{KernelReading, Snapshot, kernel::Growth},
 };
-
-/// Counter deltas and unseen drops over one window: what the report and the TUI show.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct KernelView {
-    /// The initial namespace's inode number.
-    pub initial_netns: u64,
-    /// Counters that grew, per namespace.
-    pub counters: Vec<CounterDelta>,
-    /// Drops counted by the kernel but not seen by the probe; `None` while drops are filtered
-    /// (the probe then does not count every drop, so nothing can be called unseen).
-    pub unseen: Option<Vec<Unseen>>,
-    /// The drop filters in force, described, when there are any.
-    pub filter: Option<String>,
-    /// Namespaces that could not be read (and how many waited for a later poll).
-    pub errors: Vec<String>,
-    /// Human names of namespaces (from the drops' keys; escaped as kernel names are, see
-    /// [`crate::sanitize::kernel_name`]).
-    pub names: BTreeMap<u64, String>,
-    /// Drops per packet handled, per namespace and per device (see [`ratio::ratios`]).
-    pub ratios: Vec<Ratio>,
-    /// Every layer's drops reconciled with the probe's (see [`ledger`]); `None` when unseen
-    /// is (filtered counts, or counts grouped without the reason).
-    pub ledger: Option<Ledger>,
-    /// The XDP and tc programs' drop verdicts over the window, as rows beside the probe's (see
-    /// [`crate::model::programs`]); `None` while drops are filtered (a filter their counts know
-    /// nothing of) or where the counters span more than the window (see
-    /// [`hooks::SINCE_START`]).
-    pub programs: Option<Vec<crate::model::DropCount>>,
-    /// The drops only a kernel counter saw, as rows beside the probe's (see
-    /// [`crate::model::counter_only`]): each once, adding up to [`KernelView::unseen_total`];
-    /// `None` where unseen is.
-    pub counter_only: Option<Vec<crate::model::DropCount>>,
-    /// The TCP listeners whose accept queue was full when the counters were read, per
-    /// namespace (see [`listeners`]): shown on the namespace's `TcpExt:ListenDrops` row.
-    pub listeners: BTreeMap<u64, Vec<crate::model::kernel::Listener>>,
-}
-
-impl KernelView {
-    /// The unseen drops as [`unseen::total`] takes them, in their order.
-    fn alone(&self) -> Vec<unseen::Alone<'_>> {
-        (self.unseen.iter().flatten()).map(Into::into).collect()
-    }
-
-    /// Which unseen rows a total sums (see [`unseen::summed`]), in their order: the others'
-    /// drops are counted by another counter too.
-    pub fn unseen_summed(&self) -> Vec<bool> {
-        unseen::summed(&self.alone())
-    }
-
-    /// The unseen drops, each once (see [`unseen::total`]); `None` where unseen is not
-    /// computed. Every total of unseen drops shown is this one.
-    pub fn unseen_total(&self) -> Option<u64> {
-        self.unseen.as_ref().map(|_| unseen::total(&self.alone()))
-    }
-
-    /// The full listeners a counter-only row names (see
-    /// [`crate::model::counter_only::listeners`]); none for any other row.
-    pub fn listeners_of(&self, key: &crate::model::DropKey) -> &[crate::model::kernel::Listener] {
-        crate::model::counter_only::listeners(&self.listeners, key)
-    }
-
-    /// How a namespace is shown: `init`, its name and inode, or its inode (terminal-safe).
-    pub fn netns_label(&self, netns: u64) -> String {
-        match self.names.get(&netns) {
-            _ if netns == self.initial_netns => format!("{netns} (init)"),
-            Some(n) => format!("{netns} ({})", crate::sanitize::terminal(n)),
-            None => netns.to_string(),
-        }
-    }
-}
 
 /// Reads the kernel's counters at the start of a window and on every poll.
 #[derive(Debug)]
@@ -156,6 +74,8 @@ pub struct KernelCounters {
     rules: crate::culprit::window::RuleWindows,
     /// The names of the programs attached (see [`hooks`]), by id, as first read.
     prog_names: crate::culprit::programs::Names,
+    /// The cookie of the namespace each inode's latest reading read (where it was read).
+    cookies: BTreeMap<u64, u64>,
 }
 
 impl KernelCounters {
@@ -175,6 +95,7 @@ impl KernelCounters {
             listeners: BTreeMap::new(),
             rules: Default::default(),
             prog_names: Default::default(),
+            cookies: BTreeMap::new(),
         };
         k.poll(&[]);
         Ok(k)
@@ -281,6 +202,8 @@ impl KernelCounters {
             };
         }
         self.listeners.retain(|ns, _| tracked.contains(ns));
+        self.cookies.extend(std::mem::take(&mut reading.cookies));
+        self.cookies.retain(|ns, _| tracked.contains(ns));
         let mut devices = reading.devices;
         // Counters of deleted devices, and counters no longer read of devices still there,
         // each kept within a budget of their own, shared out over the namespaces read (the
@@ -323,7 +246,7 @@ impl KernelCounters {
                 (None, None) => None,
             };
             if let (Some(lists), Some(latest)) = (lists, self.latest.get(&ns).filter(|_| !first)) {
-                let window = resets::Window::new(self.baseline.get(&ns), self.carried.get(&ns));
+                let window = window::Window::new(self.baseline.get(&ns), self.carried.get(&ns));
                 let mut share = budget.of(ns);
                 rename::keep_gone(&mut c, latest, window, lists, &mut share);
                 budget.spent(share);
@@ -337,7 +260,7 @@ impl KernelCounters {
             // A counter missing from this reading keeps its growth; one that went back counts
             // on from zero, its growth carried.
             if let Some(previous) = &previous {
-                let window = resets::Window::new(self.baseline.get(&ns), self.carried.get(&ns));
+                let window = window::Window::new(self.baseline.get(&ns), self.carried.get(&ns));
                 let devices = now.as_ref().or(last);
                 let mut share = missing.of(ns);
                 resets::keep_missing(&mut c, previous, window, devices, &mut share);
@@ -475,74 +398,13 @@ impl KernelCounters {
             rules: self.rules.windows(),
             attached: self.prog_names.attached(&self.hooks),
             attributed: true,
+            cookies: self.cookies.clone(),
         }
     }
 }
 
 /// The machine's backlog drops (`CPU_BACKLOG`), summed over CPUs.
 const SOFTNET_DROPPED: &str = "Softnet:Dropped";
-
-/// Whether a counter travels in a reading: a drop counter, a layer counter or a packet counter.
-pub(crate) fn is_kept(name: &str) -> bool {
-    map::lookup(name).is_some()
-        || layers::is_layer_counter(name)
-        || PACKET_COUNTERS.contains(&name)
-        || crate::model::kernel::device_packets(name).is_some()
-}
-
-/// The deltas and unseen drops of a reading (growth over a window) given the probe's counts
-/// over the same window or a longer one that holds it (`snap`: every drop a counter counted in
-/// the window, the probe had counted too, so only what the probe never sees is unseen).
-/// Counts grouped without the reason cannot be matched with counters, nor can filtered ones
-/// (`filter`: the probe then does not count every drop): unseen is then not computed
-/// (`None`), never guessed.
-pub fn view(reading: &KernelReading, snap: &Snapshot, filter: Option<String>) -> KernelView {
-    let counters = unseen::growth_deltas(reading);
-    let initial = reading.initial_netns;
-    let by_reason = snap.drops.iter().all(|d| &*d.key.reason.name != "*");
-    let (unseen, ledger) = match filter {
-        None if by_reason => (
-            Some(unseen::unseen(&counters, seen_drops(snap), initial)),
-            Some(ledger::ledger(reading, snap)),
-        ),
-        _ => (None, None),
-    };
-    let spans_more = (reading.errors.iter()).any(|e| e.starts_with(hooks::SINCE_START));
-    let names = crate::model::programs::netns_names(snap);
-    let programs =
-        (filter.is_none() && !spans_more).then(|| crate::model::programs::rows(reading, &names));
-    let counter_only =
-        (unseen.is_some()).then(|| crate::model::counter_only::rows(reading, snap, &names));
-    KernelView {
-        programs,
-        counter_only,
-        initial_netns: initial,
-        counters,
-        unseen,
-        filter,
-        ratios: ratio::ratios(reading, snap),
-        ledger,
-        listeners: reading.listeners.clone(),
-        errors: reading.errors.clone(),
-        names: snap
-            .drops
-            .iter()
-            .filter_map(|d| Some((d.key.attr.netns?, d.key.attr.netns_name.as_deref()?)))
-            .map(|(i, n)| (i, crate::sanitize::kernel_name(n).into_owned()))
-            .collect(),
-    }
-}
-
-/// The probe's keyed counts as [`SeenDrop`]s, with the namespace of their key when the probe
-/// knows it (a drop without one counts for the initial namespace).
-pub fn seen_drops(snap: &Snapshot) -> impl Iterator<Item = SeenDrop<'_>> + Clone {
-    snap.drops.iter().map(|d| SeenDrop {
-        netns: d.key.attr.netns,
-        reason: &d.key.reason.name,
-        location: &d.key.location,
-        count: d.count,
-    })
-}
 
 /// The namespaces where drops were seen (inode numbers), to read their counters too.
 pub fn drop_netns(snap: &Snapshot) -> Vec<u64> {

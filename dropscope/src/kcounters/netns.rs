@@ -32,7 +32,8 @@ use std::{
 
 use anyhow::Context as _;
 
-use super::{hooks::Hooked, parse, parse::Counters, rename::Devices, rtnl::Found};
+use super::{hooks::Hooked, parse, parse::Counters, rtnl::Found};
+use crate::{ledger::layers::is_kept, model::devices::Devices};
 
 /// Where named namespaces are bound (`ip netns add`).
 pub const RUN_NETNS: &str = "/run/netns";
@@ -621,7 +622,7 @@ impl InitialNs {
         let mut found = self.rtnl.read(&mut all);
         listeners(&all, &mut found);
         found.ruleset = super::nftables::read(self.ino, &mut self.nft, super::nftables::HOST);
-        all.retain(|name, _| super::is_kept(name));
+        all.retain(|name, _| is_kept(name));
         Ok((all, found))
     }
 
@@ -629,15 +630,11 @@ impl InitialNs {
         let f = self.files.as_ref().context("no files")?;
         let buf = &mut self.buf;
         let mut all = Counters::new();
-        parse::snmp(reread(&f.snmp, buf, "snmp")?, &mut all, super::is_kept);
-        parse::snmp(
-            reread(&f.netstat, buf, "netstat")?,
-            &mut all,
-            super::is_kept,
-        );
+        parse::snmp(reread(&f.snmp, buf, "snmp")?, &mut all, is_kept);
+        parse::snmp(reread(&f.netstat, buf, "netstat")?, &mut all, is_kept);
         parse::dev(reread(&f.dev, buf, "dev")?, &mut all);
         if let Some(snmp6) = &f.snmp6 {
-            parse::snmp6(reread(snmp6, buf, "snmp6")?, &mut all, super::is_kept);
+            parse::snmp6(reread(snmp6, buf, "snmp6")?, &mut all, is_kept);
         }
         parse::softnet(reread(&f.softnet, buf, "softnet_stat")?, &mut all);
         Ok(all)
@@ -729,17 +726,17 @@ fn pick<V>(all: &BTreeMap<u64, V>, cursor: u64, max: usize) -> Vec<u64> {
 fn read_in(ns: &File, path: &Path, buf: &mut Vec<u8>) -> anyhow::Result<(Counters, Found)> {
     enter(ns, path)?;
     let mut all = Counters::new();
-    parse::snmp(read_once("snmp", buf)?, &mut all, super::is_kept);
-    parse::snmp(read_once("netstat", buf)?, &mut all, super::is_kept);
+    parse::snmp(read_once("snmp", buf)?, &mut all, is_kept);
+    parse::snmp(read_once("netstat", buf)?, &mut all, is_kept);
     parse::dev(read_once("dev", buf)?, &mut all);
     // Without IPv6 (ipv6.disable=1) there is no snmp6.
     if let Ok(text) = read_once("snmp6", buf) {
-        parse::snmp6(text, &mut all, super::is_kept);
+        parse::snmp6(text, &mut all, is_kept);
     }
     let mut found = super::rtnl::Rtnl::default().read(&mut all);
     listeners(&all, &mut found);
     // Only counters that count drops, and packets (the denominators of ratios), are kept.
-    all.retain(|name, _| super::is_kept(name));
+    all.retain(|name, _| is_kept(name));
     Ok((all, found))
 }
 

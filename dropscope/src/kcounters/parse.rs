@@ -1,10 +1,8 @@
 //! Parsers of the kernel's counter files: `/proc/net/snmp` and `/proc/net/netstat` (pairs of
 //! header and value lines), `/proc/net/snmp6` (a name and a value per line),
 //! `/proc/net/softnet_stat` (hex columns per CPU) and `/proc/net/dev`.
-use std::collections::BTreeMap;
 
-/// Counters by `Group:Name` (`nstat` names them `GroupName`).
-pub type Counters = BTreeMap<String, u64>;
+pub use crate::model::kernel::Counters;
 
 /// Adds the counters of an SNMP-style file that `keep` wants: `Group: Name1 Name2` followed
 /// by `Group: v1 v2`. Malformed lines are skipped (the file is the kernel's; nothing here can

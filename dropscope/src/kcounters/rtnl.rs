@@ -26,8 +26,8 @@ use super::{
     hooks::Hooked,
     netlink::{DUMP_TIME, RECV_TIMEOUT},
     parse::Counters,
-    rename::Devices,
 };
+use crate::model::devices::Devices;
 
 /// The most links, or qdiscs, one dump reads in one namespace.
 pub const MAX_ENTRIES: usize = 2048;

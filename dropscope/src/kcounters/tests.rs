@@ -2,8 +2,9 @@
 //! own counters.
 use std::collections::BTreeMap;
 
-use super::{map, parse::Counters, unseen::*};
+use super::parse::Counters;
 use crate::explain::{Guide, Match};
+use crate::ledger::{map, unseen::*};
 
 fn counters(pairs: &[(&str, u64)]) -> Counters {
     pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect()
@@ -118,6 +119,7 @@ fn drop(
         reason,
         location,
         count,
+        read: true,
     }
 }
 
@@ -238,7 +240,7 @@ fn namespace_names_are_escaped_with_the_terminals_rule() {
         total: 1,
         ..Default::default()
     };
-    let k = super::view(&crate::model::KernelReading::default(), &snap, None);
+    let k = crate::ledger::view(&crate::model::KernelReading::default(), &snap, None);
     assert_eq!(k.names[&NS], "web\\u{34f}");
 }
 

@@ -21,9 +21,7 @@ use super::{
     },
     parse::Counters,
 };
-
-/// How a note that the sockets could not be read begins.
-pub const NO_DIAG: &str = "AF_XDP sockets' drops not read";
+use crate::model::notes::NO_DIAG;
 
 /// The most sockets read in one namespace.
 pub const MAX_SOCKETS: usize = 1024;

@@ -311,7 +311,7 @@ pub fn judge(
 }
 
 /// The probe's drops of `side` on the receive side and on the transmit side (see
-/// [`crate::kcounters::layers::direction`]); those without a key (overflow) are on the receive
+/// [`crate::ledger::layers::direction`]); those without a key (overflow) are on the receive
 /// side, where most drops are.
 fn by_direction(side: &Side) -> (u64, u64) {
     use super::kernel::Direction;
@@ -320,7 +320,7 @@ fn by_direction(side: &Side) -> (u64, u64) {
         if programs::is_program_reason(&k.reason) {
             continue;
         }
-        if crate::kcounters::layers::direction(&k.reason, &k.location) == Direction::Tx {
+        if crate::ledger::layers::direction(&k.reason, &k.location) == Direction::Tx {
             tx = tx.saturating_add(*n);
         }
     }

@@ -57,6 +57,9 @@ impl Direction {
     }
 }
 
+/// Counters by `Group:Name` (`nstat` names them `GroupName`), as a reading reads them.
+pub type Counters = BTreeMap<String, u64>;
+
 /// Counter growth per counter name in one namespace.
 pub type Growth = BTreeMap<Arc<str>, u64>;
 
@@ -97,6 +100,12 @@ pub struct KernelReading {
     /// (see [`crate::culprit`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub attributed: bool,
+    /// Per namespace inode, the cookie of the namespace read under it (where it was read):
+    /// the kernel gives a freed inode to a later namespace, so a drop whose key has another
+    /// cookie is of a namespace that ended, and is never matched with these counters.
+    /// Recordings do not carry them: a replayed reading matches by inode.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cookies: BTreeMap<u64, u64>,
 }
 
 /// A TCP listener whose accept queue was full when the kernel's counters were read (the
@@ -252,6 +261,17 @@ impl KernelReading {
                 .collect(),
             attached: self.attached.clone(),
             attributed: self.attributed && earlier.attributed,
+            cookies: self.cookies.clone(),
+        }
+    }
+
+    /// Whether a drop of namespace `inode` (with `cookie`, where its key has one) is of the
+    /// namespace this reading read under that inode: yes unless both cookies are known and
+    /// differ (the drop's namespace ended and its inode went to another).
+    pub fn reads(&self, inode: u64, cookie: Option<u64>) -> bool {
+        match (self.cookies.get(&inode), cookie) {
+            (Some(read), Some(drop)) => *read == drop,
+            _ => true,
         }
     }
 }

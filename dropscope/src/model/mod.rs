@@ -6,6 +6,7 @@ pub mod counter_only;
 pub mod devices;
 pub mod group;
 pub mod kernel;
+pub mod notes;
 pub mod packet;
 pub mod poisson;
 pub mod programs;

@@ -13,7 +13,7 @@ use std::{collections::BTreeMap, sync::Arc};
 use super::{Attribution, DropCount, DropKey, KernelReading, Reason, Snapshot};
 
 /// The bit set in a program row's reason code (kernel reasons are small enum values).
-pub const PROGRAM_REASON: u32 = 0x8000_0000;
+pub const PROGRAM_REASON: u32 = dropscope_common::reason::PROGRAM;
 
 /// The verdicts counted, by their name in a counter: reason name and code.
 const VERDICTS: &[(&str, &str, u32, &str)] = &[

@@ -176,7 +176,7 @@ pub struct Row<'a> {
     /// Drops per packet its namespace (or device) received, or sent for transmit-side drops,
     /// over the window between the last two readings of the kernel's counters (see
     /// [`Tracker::ratio_window`]); `None` where the row's key has no namespace, or there is no
-    /// ratio (see [`crate::kcounters::ratio::of`]).
+    /// ratio (see [`crate::ledger::ratio::of`]).
     pub ratio: Option<f64>,
 }
 
@@ -193,10 +193,10 @@ struct RatioWindow {
 
 /// The packets a key's drops are a part of in `r`: those its namespace (or device, where the
 /// key has one) received, or for transmit-side drops sent (see
-/// [`crate::kcounters::layers::direction`]).
+/// [`crate::ledger::layers::direction`]).
 fn packets_of(r: &KernelReading, key: &DropKey) -> Option<u64> {
     let netns = key.attr.netns?;
-    let direction = crate::kcounters::layers::direction(&key.reason.name, &key.location);
+    let direction = crate::ledger::layers::direction(&key.reason.name, &key.location);
     let device = key.attr.device.as_deref().filter(|d| *d != "*");
     Some(r.packets_of(netns, device, direction))
 }
@@ -355,7 +355,7 @@ impl Tracker {
         }
         let w = self.ratio.as_ref()?;
         let packets = packets_of(&w.packets, key)?;
-        crate::kcounters::ratio::of(drops, packets)
+        crate::ledger::ratio::of(drops, packets)
     }
 
     fn advance<'s>(

@@ -11,7 +11,7 @@ use std::{
     sync::Arc,
 };
 
-use super::bound;
+use super::cut::bound;
 
 /// Interface index to name, inside the network namespace at `path` (a `/proc/PID/ns/net` or a
 /// `/run/netns` file), which must still be namespace `inode` (a pid may have been reused).

@@ -35,6 +35,7 @@
 
 mod cgroup;
 pub mod cookie;
+mod cut;
 mod devices;
 mod meta;
 pub mod spec;
@@ -49,10 +50,9 @@ use std::{
 };
 
 use cgroup::Owner;
+pub use cut::MAX_NAME;
+use cut::bound;
 pub use meta::Roots;
-
-/// The longest name returned, in characters.
-pub const MAX_NAME: usize = 64;
 
 /// How long one scan may spend reading engine metadata; after it, containers are named by id.
 pub const SCAN_DEADLINE: Duration = Duration::from_secs(2);
@@ -614,14 +614,6 @@ fn ns_inode(link: &Path) -> Option<u64> {
         .strip_suffix(']')?
         .parse()
         .ok()
-}
-
-/// A name cut to [`MAX_NAME`] characters.
-fn bound(name: &str) -> Arc<str> {
-    match name.char_indices().nth(MAX_NAME) {
-        Some((end, _)) => Arc::from(&name[..end]),
-        None => Arc::from(name),
-    }
 }
 
 #[cfg(test)]

@@ -12,8 +12,11 @@ use dropscope_common::{
 };
 
 use super::{
-    ProbeChoice, ProbeError, ProbeKind, ProbeOptions, Totals, btf, errors, kfunc, layout, reasons,
-    reasons::ReasonTable,
+    btf,
+    errors::{self, ProbeError},
+    kfunc, layout,
+    options::{ProbeChoice, ProbeKind, ProbeOptions, Totals},
+    reasons::{self, ReasonTable},
     sys::{self, MmapArray, ProgStats},
     tracefs::{self, TracefsMount},
 };

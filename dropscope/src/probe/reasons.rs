@@ -3,6 +3,7 @@ use std::{collections::BTreeMap, path::Path, sync::Arc};
 
 use anyhow::{Context as _, bail};
 use btf_rs::{Btf, Type};
+use dropscope_common::reason::SUBSYS_SHIFT;
 
 use crate::model::Reason;
 
@@ -24,8 +25,6 @@ pub struct ReasonTable {
 }
 
 const PREFIX: &str = "SKB_DROP_REASON_";
-/// Subsystem reasons carry their subsystem id in the high 16 bits.
-pub const SUBSYS_SHIFT: u32 = 16;
 
 impl ReasonTable {
     /// Reads the table of the running kernel: BTF, else the tracepoint format file.

@@ -18,7 +18,9 @@ use crate::model::{
 pub(super) struct Dictionary {
     pub(super) strings: Vec<Arc<str>>,
     pub(super) keys: Vec<DropKey>,
-    pub(super) stacks: Vec<(DropKey, Arc<[Arc<str>]>)>,
+    /// Each stack's key id (a key's names may be written again after its stack was defined:
+    /// the stack takes the key's names as of the frame read) and frames.
+    pub(super) stacks: Vec<(usize, Arc<[Arc<str>]>)>,
     /// Sampled packets by key id, in the order they were defined (version 2 on).
     pub(super) samples: Vec<(u32, Sample)>,
     /// Sampled packets defined so far per key id.
@@ -95,8 +97,7 @@ impl Dictionary {
         for _ in 0..n {
             let key = usize::try_from(r.uvarint()?)
                 .ok()
-                .and_then(|k| self.keys.get(k))
-                .cloned()
+                .filter(|&k| k < self.keys.len())
                 .ok_or(Malformed("stack of an undefined key"))?;
             let len = r.count(1)?;
             spent.stack(len)?;
@@ -344,7 +345,7 @@ impl State {
         let stacks = (self.stacks.iter().zip(&dict.stacks))
             .filter_map(|(c, (key, frames))| {
                 c.map(|(weight, samples)| StackCount {
-                    key: key.clone(),
+                    key: dict.keys[*key].clone(),
                     frames: frames.clone(),
                     weight,
                     samples,

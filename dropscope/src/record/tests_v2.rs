@@ -296,6 +296,55 @@ fn a_renamed_namespace_defines_no_new_key() {
     );
 }
 
+/// A stack first seen before its key was named (names are found beside the counting) takes
+/// the key's names as of the frame read, as the key's counts do: `flamegraph --input --netns
+/// NAME` finds it, and its frame names the namespace. Before, a stack kept the names its key
+/// had when the stack was defined, so a recorded stack vanished under `--netns`.
+#[test]
+fn a_stack_takes_its_keys_names_written_after_it() {
+    let named = |i: u64| {
+        let mut k = attributed(Some(9), Some("if1"), None);
+        k.attr.ifindex = Some(1);
+        if i > 0 {
+            k.attr.netns_name = Some(Arc::from("victim"));
+            k.attr.device = Some(Arc::from("lo"));
+        } else {
+            k.attr.netns_name = None;
+        }
+        k
+    };
+    let snaps: Vec<Snapshot> = (0..3u64)
+        .map(|i| {
+            let mut s = snap(
+                i,
+                vec![DropCount {
+                    key: named(i),
+                    count: 10 * (i + 1),
+                }],
+                Vec::new(),
+            );
+            s.stacks = vec![crate::model::StackCount {
+                // The collector's stack keeps the key as it was first seen.
+                key: named(0),
+                frames: ["udp_rcv", "kfree_skb"]
+                    .iter()
+                    .map(|&f| Arc::from(f))
+                    .collect(),
+                weight: 10 * (i + 1),
+                samples: i + 1,
+            }];
+            s
+        })
+        .collect();
+    let rec = Recording::from_bytes(&encode(&session(), &snaps).expect("encode")).expect("open");
+    let back = decode_all(&rec);
+    let stack = &back[2].stacks[0];
+    assert_eq!(stack.key.attr.netns_name.as_deref(), Some("victim"));
+    assert_eq!(stack.key.attr.device.as_deref(), Some("lo"));
+    let seek = rec.snapshot_at(back[2].elapsed).expect("seek");
+    assert_eq!(seek.stacks, back[2].stacks, "a seek reads the same names");
+}
+
 /// A crafted dictionary that renames a key more often than a writer ever does is refused, as
 /// is a rename of a key never defined.
 #[test]

@@ -285,6 +285,9 @@ pub async fn require(State(users): State<Arc<Users>>, request: Request, next: Ne
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(credentials);
+    if let Some(c) = &conn {
+        c.activity.set_verifying(true);
+    }
     let verdict = users
         .verdict(
             peer,
@@ -292,6 +295,7 @@ pub async fn require(State(users): State<Arc<Users>>, request: Request, next: Ne
         )
         .await;
     if let Some(c) = &conn {
+        c.activity.set_verifying(false);
         c.activity.set_auth_failed(verdict != Verdict::Allowed);
     }
     match verdict {

@@ -38,12 +38,25 @@ impl Tenant {
     /// The tenant of namespace `netns`, named `name` (as the names resolver gives it), where
     /// the initial namespace is `initial` (if known).
     pub fn of(netns: Option<u64>, name: Option<&str>, initial: Option<u64>) -> Self {
+        Self::of_key(netns, None, name, initial)
+    }
+
+    /// [`Tenant::of`] for a drop's key, which also knows its namespace's cookie: a namespace
+    /// is then its own tenant by its cookie, so one that ended never spends the share of a
+    /// later namespace given its inode (the kernel gives freed inodes again).
+    pub fn of_key(
+        netns: Option<u64>,
+        cookie: Option<u64>,
+        name: Option<&str>,
+        initial: Option<u64>,
+    ) -> Self {
+        let id = |ns: u64| cookie.unwrap_or(ns);
         match (netns, name) {
             (None, _) => Tenant::Host,
             (Some(ns), _) if Some(ns) == initial => Tenant::Host,
             (Some(_), Some("host")) => Tenant::Host,
-            (Some(ns), Some(n)) if crate::names::given_by_root(n) => Tenant::Named(ns),
-            (Some(ns), _) => Tenant::Unnamed(ns),
+            (Some(ns), Some(n)) if crate::names::given_by_root(n) => Tenant::Named(id(ns)),
+            (Some(ns), _) => Tenant::Unnamed(id(ns)),
         }
     }
 }

@@ -86,6 +86,9 @@ pub struct Activity {
     last_ms: AtomicU64,
     /// Whether the connection's last request failed basic auth.
     auth_failed: AtomicBool,
+    /// Whether its request's password is being verified: the connection waits on the server,
+    /// not idles, however long bcrypt takes on a busy machine.
+    verifying: AtomicBool,
     shed: Notify,
 }
 
@@ -95,6 +98,7 @@ impl Activity {
             epoch,
             last_ms: AtomicU64::new(0),
             auth_failed: AtomicBool::new(false),
+            verifying: AtomicBool::new(false),
             shed: Notify::new(),
         };
         a.touch();
@@ -114,6 +118,15 @@ impl Activity {
 
     fn auth_failed(&self) -> bool {
         self.auth_failed.load(Ordering::Relaxed)
+    }
+
+    /// Notes whether the connection's request is being verified now.
+    pub fn set_verifying(&self, verifying: bool) {
+        self.verifying.store(verifying, Ordering::Relaxed);
+    }
+
+    fn verifying(&self) -> bool {
+        self.verifying.load(Ordering::Relaxed)
     }
 
     fn last(&self) -> u64 {
@@ -241,11 +254,19 @@ impl Registry {
     }
 }
 
-/// Of `candidates`, the one to shed: one whose last request failed auth, else the least recently
-/// active.
+/// Of `candidates`, the one to shed: one whose last request failed auth, else one not waiting
+/// for its password's verification (a login waits on the server, however long bcrypt takes:
+/// newer connections of a flood never push it out), else the least recently active.
 fn first_to_shed<'a>(candidates: impl Iterator<Item = (&'a u64, &'a Entry)>) -> Option<u64> {
     candidates
-        .min_by_key(|(id, e)| (!e.activity.auth_failed(), e.activity.last(), **id))
+        .min_by_key(|(id, e)| {
+            (
+                !e.activity.auth_failed(),
+                e.activity.verifying(),
+                e.activity.last(),
+                **id,
+            )
+        })
         .map(|(id, _)| *id)
 }
 

@@ -5,7 +5,7 @@ use std::{collections::HashMap, sync::Arc};
 use super::cap::{Cap, Row, Tenant};
 pub use super::cap::{Capped, LabelValues, MAX_LABEL_BYTES, Series, sanitize};
 use crate::{
-    kcounters::layers::{self, Role},
+    ledger::layers::{self, Role},
     model::{DropKey, KernelReading, Snapshot, counter_only, kernel::Direction},
 };
 
@@ -115,7 +115,12 @@ impl Selection {
         let drops = self.drops.select(snap.drops.iter().map(|d| {
             Row {
                 id: d.key.clone(),
-                tenant: Tenant::of(d.key.attr.netns, d.key.attr.netns_name.as_deref(), initial),
+                tenant: Tenant::of_key(
+                    d.key.attr.netns,
+                    d.key.attr.netns_cookie,
+                    d.key.attr.netns_name.as_deref(),
+                    initial,
+                ),
                 labels: (DROP_LABELS.iter())
                     .map(|(_, v)| Arc::from(v(&d.key)))
                     .chain([Arc::from(crate::culprit::tui::label(culprits.get(&d.key)))])

@@ -502,6 +502,32 @@ fn the_help_and_the_prometheus_page_state_the_limits() {
     }
 }
 
+/// A login whose password is being verified (bcrypt, slow on a busy machine) is not pushed out
+/// by a flood's newer connections from the same peer: at the per-peer cap, a connection not
+/// waiting on the server goes first, though the login was idle longer. (Shedding the least
+/// recently active alone, a local flood shed the login it was verifying: an empty answer.)
+#[test]
+fn at_the_per_peer_cap_a_login_being_verified_is_shed_last() {
+    let limits = Limits {
+        max_connections: 8,
+        per_peer: 2,
+        ..Limits::default()
+    };
+    let registry = Registry::new(limits);
+    let local: IpAddr = "127.0.0.1".parse().expect("ip");
+    let (login, _) = registry.admit(local);
+    login.activity().set_verifying(true);
+    std::thread::sleep(Duration::from_millis(5));
+    let (flood, _) = registry.admit(local);
+    let (_next, shed) = registry.admit(local);
+    assert!(shed);
+    assert!(
+        login.activity().shed().now_or_never().is_none(),
+        "the login being verified stays"
+    );
+    assert!(flood.activity().shed().now_or_never().is_some());
+}
+
 #[test]
 fn at_a_cap_a_connection_that_failed_auth_is_shed_first() {
     let limits = Limits {

@@ -557,6 +557,56 @@ fn unprivileged_namespaces_cannot_take_the_series_of_the_host_or_named_namespace
     );
 }
 
+/// A namespace that ended, having filled its share of series, and a later one given its inode
+/// (the kernel gives freed inodes again; a cookie never): the later one has a share of its
+/// own, so its first drops are a series, never `other`. Keyed by inode, the two were one
+/// tenant and the later one's drops went to `other`.
+#[test]
+fn a_namespace_given_an_ended_ones_inode_has_a_share_of_its_own() {
+    let max = 200;
+    let inode = 4026532100;
+    let with_cookie = |mut d: DropCount, cookie: u64| {
+        d.key.attr.netns_cookie = Some(cookie);
+        d
+    };
+    let mut drops: Vec<DropCount> = (0..=255u8)
+        .map(|p| {
+            let d = attributed(
+                "IP_NOPROTO",
+                inode,
+                Some("sh[1000]"),
+                (2, "d0"),
+                &p.to_string(),
+                1,
+            );
+            with_cookie(d, 41)
+        })
+        .collect();
+    let mut selection = Selection::new(max);
+    scrape(
+        &mut selection,
+        &attributed_snapshot(drops.clone(), &[]),
+        max,
+    );
+    drops.push(with_cookie(
+        attributed("NO_SOCKET", inode, Some("sh[2000]"), (1, "lo"), "udp", 10),
+        77,
+    ));
+    let snap = attributed_snapshot(drops, &[]);
+    let body = scrape(&mut selection, &snap, max);
+    let d = samples(&body, "dropscope_drops_total");
+    assert!(
+        d.iter().any(|(l, v)| l.starts_with(r#"reason="NO_SOCKET""#)
+            && l.contains(r#"netns_name="sh[2000]""#)
+            && *v == 10.0),
+        "the later namespace's drops went to other: {d:?}"
+    );
+    assert_eq!(
+        family_sum(&body, "dropscope_drops_total"),
+        snap.total as f64
+    );
+}
+
 /// A reading of `n` unprivileged namespaces with three devices each, and a named namespace's
 /// device that a drop names.
 fn crowded_reading(n: u64, victim: u64) -> Vec<(u64, String, u64)> {

@@ -2,7 +2,7 @@
 use std::time::{Duration, Instant};
 
 use crate::{
-    kcounters::KernelView,
+    ledger::KernelView,
     model::group::{self as select, Dim},
     model::{
         DropKey, Sample, SessionInfo, StackCount, packet,

@@ -88,7 +88,7 @@ pub fn update(state: &mut State, msg: Msg) -> Option<Effect> {
                     .as_ref()
                     .is_none_or(|o| !Arc::ptr_eq(o, r))
             {
-                state.kernel = Some(crate::kcounters::view(r, &snap, state.filters.clone()));
+                state.kernel = Some(crate::ledger::view(r, &snap, state.filters.clone()));
                 state.kernel_reading = Some(r.clone());
                 state.culprits = crate::culprit::culprits(&snap);
             }

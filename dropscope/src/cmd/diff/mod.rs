@@ -64,7 +64,7 @@ pub fn diff_cmd(args: DiffArgs) -> anyhow::Result<()> {
     output::write_diff(
         &judged.output(&base, &new, &args),
         args.format,
-        crate::cmd::report::output::table_width(),
+        crate::output::table_width(),
         &mut out,
     )?;
     out.flush()?;

@@ -12,12 +12,12 @@ use serde::Serialize;
 
 use crate::{
     cli::JudgeFormat,
-    cmd::report::output::{NumberColumn, write_key_table},
     model::{
         DropKey,
         budget::Verdict,
         compare::{Change, Rates, Row},
     },
+    output::{NumberColumn, write_key_table},
     sanitize,
 };
 

@@ -1,13 +1,11 @@
 //! `dropscope report`: counts, live or from a recording, printed as a table or JSON.
 use std::io::Write;
 
-pub(crate) mod output;
-
-use self::output as report;
 use super::recorded_window_kernel;
+pub(crate) use crate::output as report;
 use crate::{
     cli::{Format, ReportArgs},
-    kcounters::{self, KernelView},
+    ledger::{self, KernelView},
     model::Snapshot,
     sanitize,
 };
@@ -21,11 +19,11 @@ pub async fn report_cmd(args: ReportArgs) -> anyhow::Result<()> {
     let (snap, seconds, kernel) = if args.window.input.is_some() {
         let (_, snap, (from, to), kernel) =
             recorded_window_kernel(&args.window, &args.live.select)?;
-        let view = kernel.map(|(reading, seen)| kcounters::view(&reading, &seen, filter));
+        let view = kernel.map(|(reading, seen)| ledger::view(&reading, &seen, filter));
         (snap, (to - from).as_secs_f64(), view)
     } else {
         let (snap, secs) = live_counts(&args).await?;
-        let view = (snap.kernel.as_ref()).map(|r| kcounters::view(r, &snap, filter));
+        let view = (snap.kernel.as_ref()).map(|r| ledger::view(r, &snap, filter));
         (snap, secs, view)
     };
     let snap = match &args.culprit {
@@ -70,7 +68,7 @@ async fn live_counts(args: &ReportArgs) -> anyhow::Result<(Snapshot, f64)> {
         let Some(at) = next.filter(|at| s.elapsed >= *at) else {
             return Ok(());
         };
-        let kernel = (s.kernel.as_ref()).map(|r| kcounters::view(r, s, filter.clone()));
+        let kernel = (s.kernel.as_ref()).map(|r| ledger::view(r, s, filter.clone()));
         print_report(s, s.elapsed.as_secs_f64(), format, true, kernel.as_ref())?;
         // The next report is due one period after this one (never in a burst).
         next = every.map(|d| (at + d).max(s.elapsed));

@@ -5,7 +5,7 @@ use std::path::Path;
 use super::*;
 use crate::{
     flamegraph::GraphMeta,
-    kcounters::{CounterDelta, KernelView, Unseen},
+    ledger::{CounterDelta, KernelView, Unseen},
     model::group::Dim,
     tui::effects,
 };

@@ -11,7 +11,7 @@ use ratatui::{
 
 use crate::{
     explain::{Guide, Match},
-    kcounters::KernelView,
+    ledger::KernelView,
     tui::{
         format,
         state::{Panel, State},
@@ -483,7 +483,7 @@ mod tests {
     use ratatui::{Terminal, backend::TestBackend};
 
     use crate::{
-        kcounters::{CounterDelta, KernelView, Unseen},
+        ledger::{CounterDelta, KernelView, Unseen},
         model::{DropCount, DropKey, Reason, SessionInfo, Snapshot},
         tui::{
             state::{Panel, Screen, State},
@@ -667,7 +667,7 @@ mod tests {
         g.insert("Link:tun0:tx_dropped".into(), 9);
         g.insert("Qdisc:tun0:pfifo_fast 0::overlimits".into(), 3);
         let snap = s.tracker.latest().expect("a snapshot").clone();
-        s.kernel = Some(crate::kcounters::view(&reading, &snap, None));
+        s.kernel = Some(crate::ledger::view(&reading, &snap, None));
         let out = screen(&s);
         assert!(
             out.contains("drop ledger since the start (L closes)"),
@@ -693,7 +693,7 @@ mod tests {
         press(&mut s, 'L');
         assert_eq!(s.panel, None);
         // Filtered counts have no ledger, and the panel says why.
-        let k = crate::kcounters::view(&reading, &snap, Some("netns x".into()));
+        let k = crate::ledger::view(&reading, &snap, Some("netns x".into()));
         let lines = super::ledger_lines(Some(&k), false, 80);
         assert!(lines[0].to_string().contains("only drops of netns x"));
     }
@@ -743,7 +743,7 @@ mod tests {
         for i in 0..12 {
             g.insert(format!("Link:veth{i}:tx_dropped").into(), 1_000 + i);
         }
-        s.kernel = Some(crate::kcounters::view(&reading, &snap, None));
+        s.kernel = Some(crate::ledger::view(&reading, &snap, None));
         let out = screen(&s);
         let panel: Vec<&str> = out
             .lines()

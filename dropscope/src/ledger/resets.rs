@@ -10,28 +10,9 @@
 //! window.
 use std::collections::HashSet;
 
-use super::{parse::Counters, rename::GoneBudget};
+use super::{rename::GoneBudget, window::Window};
 use crate::model::devices::{Devices, split};
-
-/// A namespace's baseline and carried growth: whether a counter grew in the window.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Window<'a> {
-    baseline: Option<&'a Counters>,
-    carried: Option<&'a Counters>,
-}
-
-impl<'a> Window<'a> {
-    /// The window of a namespace's `baseline` and `carried` growth.
-    pub fn new(baseline: Option<&'a Counters>, carried: Option<&'a Counters>) -> Self {
-        Self { baseline, carried }
-    }
-
-    /// Whether `name`, read as `v`, grew in the window.
-    pub fn grew(&self, name: &str, v: u64) -> bool {
-        self.baseline.and_then(|b| b.get(name)) != Some(&v)
-            || self.carried.is_some_and(|c| c.contains_key(name))
-    }
-}
+use crate::model::kernel::Counters;
 
 /// Adds to `now_counters` each counter of `previous` (the latest reading, its names as they
 /// are now) that this reading lacks and that grew in the `window`, unless its device is gone

@@ -29,7 +29,8 @@ use aya::maps::{Array, IterableMap as _, MapData, PerCpuArray};
 use aya_obj::generated::bpf_prog_type;
 
 use crate::{
-    kcounters::{Hooked, hooks::PROGRAM_NOTE},
+    kcounters::Hooked,
+    model::notes::PROGRAM_NOTE,
     model::programs::UNCOUNTED,
     model::{DropKey, KernelReading, KeySamples, Sample},
 };

@@ -74,6 +74,10 @@ pub fn ratios(reading: &KernelReading, snap: &Snapshot) -> Vec<Ratio> {
     let mut dev_drops: BTreeMap<(u64, &str, Direction), u64> = BTreeMap::new();
     for d in &snap.drops {
         let Some(ns) = d.key.attr.netns else { continue };
+        // A namespace that ended is not over the packets of the one given its inode.
+        if !reading.reads(ns, d.key.attr.netns_cookie) {
+            continue;
+        }
         let direction = way(d);
         *ns_drops.entry((ns, direction)).or_default() += d.count;
         if let Some(dev) = d.key.attr.device.as_deref() {

@@ -1,19 +1,17 @@
-//! The headless report: a snapshot (or a window of one) printed as a table or as JSON.
-use crate::format::count;
-use std::{cmp::Reverse, collections::HashMap, io::Write};
+//! The report's JSON schema and how a snapshot fills it (with the tests of the report's
+//! writers, text and JSON alike).
+use std::collections::HashMap;
 
 use serde::Serialize;
-use unicode_width::UnicodeWidthStr;
 
+use super::rows::{largest_first, program_rows, sorted};
 use crate::{
     explain::{Guide, fill},
-    kcounters::{
+    ledger::{
         CounterDelta, KernelView, Ratio, Unseen,
-        hooks::is_ledger_note,
-        ledger::{Headline, LayerTotal, Ledger, Row},
+        reconcile::{Headline, LayerTotal, Row},
     },
-    model::{DropCount, DropKey, Sample, Snapshot},
-    sanitize,
+    model::{DropKey, Sample, Snapshot},
 };
 
 /// One row of the JSON report.
@@ -128,7 +126,7 @@ pub struct JsonReport<'a> {
     /// is true, added up.
     pub unseen_total: Option<u64>,
     /// Drops per packet the kernel handled, per namespace and device over the same window
-    /// (`null` without the kernel's counters; see `kcounters::ratio`).
+    /// (`null` without the kernel's counters; see `ledger::ratio`).
     pub ratio: Option<Vec<WithName<Ratio>>>,
     /// Every layer's drops reconciled with the probe's (`null` without the kernel's counters,
     /// or where unseen is `null`).
@@ -422,171 +420,6 @@ impl Ways {
     }
 }
 
-/// The window's program rows, largest first.
-fn program_rows(k: &KernelView) -> Vec<&DropCount> {
-    largest_first(k.programs.iter().flatten())
-}
-
-/// Rows beside the probe's that counted, largest first.
-fn largest_first<'a>(rows: impl IntoIterator<Item = &'a DropCount>) -> Vec<&'a DropCount> {
-    let mut rows: Vec<&DropCount> = rows.into_iter().filter(|d| d.count > 0).collect();
-    rows.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
-    rows
-}
-
-/// Writes the window's counter-only rows (if any) as a table of their own, after the probe's
-/// and the programs'.
-pub fn write_counter_only(
-    k: &KernelView,
-    width: usize,
-    mut out: impl Write,
-) -> std::io::Result<()> {
-    let rows = largest_first(k.counter_only.iter().flatten());
-    if rows.is_empty() {
-        return Ok(());
-    }
-    writeln!(out)?;
-    writeln!(
-        out,
-        "Drops only a kernel counter saw (counter only: never in the total above, nor a drop \
-         of its rows; each once):"
-    )?;
-    let keys: Vec<&DropKey> = rows.iter().map(|d| &d.key).collect();
-    let numbers = [NumberColumn {
-        title: "COUNT",
-        cells: rows.iter().map(|d| d.count.to_string()).collect(),
-        min: 12,
-    }];
-    write_key_table(&keys, &numbers, width, &mut out)?;
-    // The listeners whose accept queue was full, under the table: the row's key stays the
-    // counter's.
-    for d in &rows {
-        for l in k.listeners_of(&d.key) {
-            let ns = d
-                .key
-                .attr
-                .netns
-                .map_or_else(String::new, |n| k.netns_label(n));
-            writeln!(
-                out,
-                "  {} netns {ns}: {}",
-                crate::sanitize::terminal(&d.key.reason.name),
-                l.describe()
-            )?;
-        }
-    }
-    Ok(())
-}
-
-/// Writes the window's program rows (if any) as a table of their own, after the probe's.
-pub fn write_programs(k: &KernelView, width: usize, mut out: impl Write) -> std::io::Result<()> {
-    let rows = program_rows(k);
-    if rows.is_empty() {
-        return Ok(());
-    }
-    writeln!(out)?;
-    writeln!(
-        out,
-        "XDP and tc programs' drop verdicts (counted per program; a packet also freed through \
-         kfree_skb is in the table above too, and once in the ledger):"
-    )?;
-    let keys: Vec<&DropKey> = rows.iter().map(|d| &d.key).collect();
-    let numbers = [NumberColumn {
-        title: "COUNT",
-        cells: rows.iter().map(|d| d.count.to_string()).collect(),
-        min: 12,
-    }];
-    write_key_table(&keys, &numbers, width, &mut out)
-}
-
-/// Every distinct name of the rows, ranked in order: rows are then sorted by numbers, so that
-/// sorting costs the same whatever the names' lengths (a recording may share one long name
-/// among many keys: comparing it at every step made sorting take minutes). Names are found by
-/// address (a recording's keys share their names), so neither ranking nor looking up reads a
-/// name more than once; copies of one name at other addresses get the same rank.
-struct NameRanks<'a>(
-    HashMap<(usize, usize), u32>,
-    std::marker::PhantomData<&'a str>,
-);
-
-/// Where a name is: its address and length.
-fn at(name: &str) -> (usize, usize) {
-    (name.as_ptr() as usize, name.len())
-}
-
-impl<'a> NameRanks<'a> {
-    fn new(rows: &[&'a DropCount]) -> Self {
-        let mut names: Vec<&str> = rows
-            .iter()
-            .flat_map(|d| {
-                let (k, a) = (&d.key, &d.key.attr);
-                [&a.netns_name, &a.device, &a.protocol]
-                    .into_iter()
-                    .flatten()
-                    .chain([&k.reason.name, &k.location])
-                    .map(|n| &**n)
-            })
-            .map(|n| (at(n), n))
-            .collect::<HashMap<_, _>>()
-            .into_values()
-            .collect();
-        names.sort_unstable();
-        let mut ranks = HashMap::with_capacity(names.len());
-        let mut rank = 0u32;
-        for (i, name) in names.iter().enumerate() {
-            if i > 0 && names[i - 1] != *name {
-                rank += 1;
-            }
-            ranks.insert(at(name), rank);
-        }
-        NameRanks(ranks, std::marker::PhantomData)
-    }
-
-    fn of(&self, name: &str) -> u32 {
-        self.0.get(&at(name)).copied().unwrap_or(u32::MAX)
-    }
-
-    /// The sort key of a row: count (largest first), then the key's fields in the order of
-    /// [`DropKey`]'s own ordering, names by rank.
-    #[allow(clippy::type_complexity)]
-    fn key(
-        &self,
-        d: &DropCount,
-    ) -> (
-        Reverse<u64>,
-        u32,
-        u32,
-        u32,
-        Option<u64>,
-        Option<u64>,
-        [Option<u32>; 3],
-        Option<u16>,
-        Option<u32>,
-    ) {
-        let (k, a) = (&d.key, &d.key.attr);
-        let rank = |n: &Option<std::sync::Arc<str>>| n.as_deref().map(|n| self.of(n));
-        (
-            Reverse(d.count),
-            k.reason.code,
-            self.of(&k.reason.name),
-            self.of(&k.location),
-            a.netns,
-            a.netns_cookie,
-            [rank(&a.netns_name), rank(&a.device), rank(&a.protocol)],
-            a.port,
-            a.ifindex,
-        )
-    }
-}
-
-/// Rows sorted by count (largest first), then reason and location: a stable order.
-fn sorted(s: &Snapshot) -> Vec<&DropCount> {
-    let mut rows: Vec<_> = s.drops.iter().filter(|d| d.count > 0).collect();
-    let ranks = NameRanks::new(&rows);
-    rows.sort_by_cached_key(|d| ranks.key(d));
-    rows
-}
-
 /// Builds the JSON report of a snapshot covering `seconds`.
 pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
     let mut samples = SamplesByKey::new(s);
@@ -628,469 +461,16 @@ pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
     }
 }
 
-/// Longest reason name shown in full in the table (longer ones are cut with `…`).
-pub const MAX_REASON_CHARS: usize = 48;
-/// Longest location shown in full in the table.
-pub const MAX_LOCATION_CHARS: usize = 96;
-
-/// Appends `s` and spaces up to `width` display columns.
-fn pad(out: &mut String, s: &str, width: usize) {
-    out.push_str(s);
-    let w = UnicodeWidthStr::width(s);
-    out.extend(std::iter::repeat_n(' ', width.saturating_sub(w)));
-}
-
-/// A location escaped for the terminal and cut to `chars`, keeping its `+0x` offset: the
-/// function's name is cut, not the call site (two call sites of one function stay apart).
-fn cut_location(location: &str, chars: usize) -> String {
-    let offset = (location.rfind("+0x"))
-        .map(|i| location.split_at(i))
-        .filter(|(_, off)| off.len() <= 20 && off[3..].bytes().all(|b| b.is_ascii_hexdigit()));
-    match offset {
-        Some((function, off)) if location.chars().count() > chars && off.len() + 4 <= chars => {
-            let mut out = sanitize::terminal_cell(function, chars - off.len());
-            out.push_str(off);
-            out
-        }
-        _ => sanitize::terminal_cell(location, chars),
-    }
-}
-
-/// Width of the table when the output is not a terminal.
-pub const PIPE_WIDTH: usize = 100;
-/// The narrowest a location is cut to when the table must fit a width.
-const MIN_LOCATION_CHARS: usize = 24;
-
-/// The width the table is fitted to: the terminal's, or [`PIPE_WIDTH`] when stdout is not one.
-pub fn table_width() -> usize {
-    use std::io::IsTerminal as _;
-    if std::io::stdout().is_terminal() {
-        crossterm::terminal::size().map_or(PIPE_WIDTH, |(w, _)| usize::from(w).max(40))
-    } else {
-        PIPE_WIDTH
-    }
-}
-
-/// A column of the table: its title and each row's cell.
-struct Column {
-    title: &'static str,
-    cells: Vec<String>,
-    right: bool,
-}
-
-impl Column {
-    fn width(&self) -> usize {
-        (self
-            .cells
-            .iter()
-            .map(|c| UnicodeWidthStr::width(c.as_str())))
-        .chain([self.title.len()])
-        .max()
-        .unwrap_or(0)
-    }
-}
-
-/// The columns of the dimensions the keys have: the reason and location where they were not
-/// merged away, the namespace (its name, else its inode), the interface, protocol and port.
-fn key_columns(rows: &[&DropKey], loc_chars: usize) -> Vec<Column> {
-    let has = |f: &dyn Fn(&DropKey) -> bool| rows.iter().any(|k| f(k));
-    let column = |title, f: &dyn Fn(&DropKey) -> String| Column {
-        title,
-        cells: rows.iter().map(|k| f(k)).collect(),
-        right: false,
-    };
-    let mut cols = Vec::new();
-    if rows.is_empty() || has(&|k| &*k.reason.name != "*") {
-        cols.push(column("REASON", &|k| {
-            sanitize::terminal_cell(&k.reason.name, MAX_REASON_CHARS)
-        }));
-    }
-    if rows.is_empty() || has(&|k| &*k.location != "*") {
-        cols.push(column("LOCATION", &|k| {
-            sanitize::terminal_cell(&k.location, loc_chars)
-        }));
-    }
-    if has(&|k| k.attr.netns.is_some()) {
-        cols.push(column("NETNS", &|k| {
-            let a = &k.attr;
-            match (&a.netns_name, a.netns) {
-                (Some(n), _) => sanitize::terminal_cell(n, MAX_NAME_CHARS),
-                (None, Some(i)) => i.to_string(),
-                (None, None) => "-".into(),
-            }
-        }));
-    }
-    if has(&|k| k.attr.device.is_some()) {
-        cols.push(column("DEVICE", &|k| {
-            k.attr
-                .device
-                .as_deref()
-                .map_or("-".into(), |n| sanitize::terminal_cell(n, MAX_NAME_CHARS))
-        }));
-    }
-    if has(&|k| k.attr.protocol.is_some()) {
-        cols.push(column("PROTO", &|k| {
-            k.attr
-                .protocol
-                .as_deref()
-                .map_or("-".into(), |n| sanitize::terminal_cell(n, MAX_NAME_CHARS))
-        }));
-    }
-    if has(&|k| k.attr.port.is_some()) {
-        let mut c = column("PORT", &|k| {
-            k.attr.port.map_or("-".into(), |p| p.to_string())
-        });
-        c.right = true;
-        cols.push(c);
-    }
-    cols
-}
-
-/// A column of numbers after the key columns: right-aligned, at least `min` wide.
-pub struct NumberColumn {
-    /// Its title.
-    pub title: &'static str,
-    /// Each row's cell.
-    pub cells: Vec<String>,
-    /// Its narrowest width.
-    pub min: usize,
-}
-
-/// Writes a header and one line per key: a column for each dimension the keys have (so no
-/// two rows look the same), then `numbers`, fitted to `width` display columns by cutting
-/// locations first. Names are escaped for the terminal and cut (see [`write_table`]).
-pub fn write_key_table(
-    keys: &[&DropKey],
-    numbers: &[NumberColumn],
-    width: usize,
-    out: &mut impl Write,
-) -> std::io::Result<()> {
-    let mut cols = key_columns(keys, MAX_LOCATION_CHARS);
-    let number_widths: Vec<usize> = (numbers.iter())
-        .map(|n| {
-            (n.cells.iter().map(|c| UnicodeWidthStr::width(c.as_str())))
-                .chain([n.title.len(), n.min])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let fixed: usize = number_widths.iter().map(|w| w + 2).sum();
-    let total = |cols: &[Column]| cols.iter().map(|c| c.width() + 2).sum::<usize>() + fixed;
-    let over = total(&cols).saturating_sub(width);
-    if over > 0
-        && let Some(i) = cols.iter().position(|c| c.title == "LOCATION")
-    {
-        let chars = cols[i].width().saturating_sub(over).max(MIN_LOCATION_CHARS);
-        cols[i].cells = (keys.iter())
-            .map(|k| cut_location(&k.location, chars))
-            .collect();
-    }
-    let widths: Vec<usize> = cols.iter().map(Column::width).collect();
-    let mut line = String::new();
-    let right = |line: &mut String, text: &str, w: usize| {
-        line.extend(std::iter::repeat_n(
-            ' ',
-            w.saturating_sub(UnicodeWidthStr::width(text)),
-        ));
-        line.push_str(text);
-    };
-    let mut write_row = |cell: &dyn Fn(&Column) -> &str,
-                         number: &dyn Fn(&NumberColumn) -> &str|
-     -> std::io::Result<()> {
-        line.clear();
-        for (c, &w) in cols.iter().zip(&widths) {
-            let text = cell(c);
-            if c.right {
-                right(&mut line, text, w);
-            } else {
-                pad(&mut line, text, w);
-            }
-            line.push_str("  ");
-        }
-        for (i, (n, &w)) in numbers.iter().zip(&number_widths).enumerate() {
-            if i > 0 {
-                line.push_str("  ");
-            }
-            right(&mut line, number(n), w);
-        }
-        writeln!(out, "{}", line.trim_end())
-    };
-    write_row(&|c| c.title, &|n| n.title)?;
-    for i in 0..keys.len() {
-        write_row(&|c| c.cells[i].as_str(), &|n| {
-            n.cells.get(i).map_or("", String::as_str)
-        })?;
-    }
-    Ok(())
-}
-
-/// Longest namespace, interface or protocol name shown in full in the table.
-pub const MAX_NAME_CHARS: usize = 40;
-
-/// Writes the report as aligned columns, one for each dimension the counts have (so no two rows
-/// look the same), fitted to `width` columns by cutting locations first.
-///
-/// Names are escaped for the terminal (no control or bidi character reaches it) and cut to
-/// [`MAX_REASON_CHARS`] / [`MAX_LOCATION_CHARS`] / [`MAX_NAME_CHARS`] with `…`, so no
-/// recording can break the table.
-#[cfg(test)]
-pub fn write_table(s: &Snapshot, seconds: f64, out: impl Write) -> std::io::Result<()> {
-    write_table_fitted(s, seconds, PIPE_WIDTH, out)
-}
-
-/// [`write_table`], fitted to `width` display columns.
-pub fn write_table_fitted(
-    s: &Snapshot,
-    seconds: f64,
-    width: usize,
-    mut out: impl Write,
-) -> std::io::Result<()> {
-    let rows = sorted(s);
-    let keys: Vec<&DropKey> = rows.iter().map(|d| &d.key).collect();
-    let share = |d: &DropCount| {
-        if s.total > 0 {
-            100.0 * d.count as f64 / s.total as f64
-        } else {
-            0.0
-        }
-    };
-    let numbers = [
-        NumberColumn {
-            title: "COUNT",
-            cells: rows.iter().map(|d| count(d.count)).collect(),
-            min: 12,
-        },
-        NumberColumn {
-            title: "SHARE",
-            cells: rows.iter().map(|d| format!("{:.1}%", share(d))).collect(),
-            min: 6,
-        },
-    ];
-    write_key_table(&keys, &numbers, width, &mut out)?;
-    if rows.is_empty() {
-        writeln!(out, "(no drops)")?;
-    }
-    write!(out, "total {} drops in {seconds:.1}s", count(s.total))?;
-    if s.overflow > 0 {
-        write!(
-            out,
-            "; OVERFLOW: {} drops did not fit in the keyed map (raise --max-keys)",
-            count(s.overflow)
-        )?;
-    }
-    if s.health.recursion_misses > 0 {
-        write!(
-            out,
-            "; MISSED: the kernel skipped {} probe runs (drops not counted)",
-            count(s.health.recursion_misses)
-        )?;
-    }
-    writeln!(out)
-}
-
-/// Writes the kernel counters and unseen drops of the window, after the table. Every name is
-/// terminal-safe, whatever made the view.
-pub fn write_kernel(k: &KernelView, mut out: impl Write) -> std::io::Result<()> {
-    let ns = |n: u64| k.netns_label(n);
-    let name = |c: &str| sanitize::terminal(c).into_owned();
-    writeln!(out)?;
-    writeln!(out, "KERNEL COUNTERS (growth over the same window)")?;
-    if k.counters.is_empty() {
-        writeln!(out, "(no drop counter grew)")?;
-    }
-    let cw = (k.counters.iter().map(|c| &c.counter))
-        .chain(k.unseen.iter().flatten().map(|u| &u.counter))
-        .map(|c| name(c).len())
-        .max()
-        .unwrap_or(7)
-        .max(7);
-    let nw = k
-        .counters
-        .iter()
-        .map(|c| ns(c.netns).len())
-        .max()
-        .unwrap_or(5)
-        .max(5);
-    if !k.counters.is_empty() {
-        writeln!(
-            out,
-            "{:<nw$}  {:<cw$}  {:>12}  REASONS",
-            "NETNS", "COUNTER", "DELTA"
-        )?;
-    }
-    for c in &k.counters {
-        let reasons = if c.reasons.is_empty() {
-            "(none: freed without a drop reason)".to_string()
-        } else {
-            c.reasons.join(" ")
-        };
-        writeln!(
-            out,
-            "{:<nw$}  {:<cw$}  {:>12}  {reasons}",
-            ns(c.netns),
-            name(&c.counter),
-            count(c.delta)
-        )?;
-    }
-    if let (None, Some(f)) = (&k.unseen, &k.filter) {
-        writeln!(
-            out,
-            "(unseen drops not computed: only drops of {f} are counted)"
-        )?;
-    }
-    if let Some(unseen) = k.unseen.as_ref().filter(|u| !u.is_empty()) {
-        writeln!(out)?;
-        writeln!(
-            out,
-            "UNSEEN: counted by the kernel, not seen by the probe (not in the counts above): \
-             {} drops, each once (a counter within another is not summed)",
-            count(k.unseen_total().unwrap_or(0))
-        )?;
-        for (u, summed) in unseen.iter().zip(k.unseen_summed()) {
-            let part = if summed {
-                ""
-            } else {
-                "  part of another counter (not summed)"
-            };
-            writeln!(
-                out,
-                "{:<nw$}  {:<cw$}  {:>12}{part}",
-                ns(u.netns),
-                name(&u.counter),
-                count(u.count)
-            )?;
-        }
-    }
-    let ratios: Vec<_> = (k.ratios.iter()).filter(|r| r.drops > 0).collect();
-    if !ratios.is_empty() {
-        writeln!(out)?;
-        writeln!(
-            out,
-            "DROP RATIO: rx: receive-side drops / packets received (IP layer per namespace, per \
-             device); tx: transmit-side drops / packets sent (per device, a namespace's devices)"
-        )?;
-        let label = |r: &Ratio| {
-            let n = if r.netns == 0 {
-                "all namespaces".to_string()
-            } else {
-                ns(r.netns)
-            };
-            let way = r.direction.as_str();
-            match &r.device {
-                Some(d) => format!("{n} {} {way}", crate::sanitize::terminal(d)),
-                None => format!("{n} {way}"),
-            }
-        };
-        let lw = ratios.iter().map(|r| label(r).len()).max().unwrap_or(0);
-        for r in ratios {
-            let pct = r
-                .ratio
-                .map_or("no ratio".to_string(), |x| format!("{:.3}%", x * 100.0));
-            writeln!(
-                out,
-                "{:<lw$}  {:>12} drops  {:>14} packets  {pct:>9}",
-                label(r),
-                count(r.drops),
-                count(r.packets)
-            )?;
-        }
-    }
-    match &k.ledger {
-        Some(l) => write_ledger(k, l, &mut out)?,
-        None if k.filter.is_some() => {}
-        None => writeln!(
-            out,
-            "\n(no drop ledger: the counts are grouped without the reason)"
-        )?,
-    }
-    // The ledger's notes are in the ledger; without one, they are said here.
-    for e in (k.errors.iter()).filter(|e| k.ledger.is_none() || !is_ledger_note(e)) {
-        let e = sanitize::terminal(e);
-        if is_ledger_note(&e) {
-            writeln!(out, "({e})")?;
-        } else {
-            writeln!(out, "(kernel counters not read: {e})")?;
-        }
-    }
-    Ok(())
-}
-
-/// Writes the ledger: its headline, each layer per namespace and device, and the layer
-/// counters that grew.
-fn write_ledger(k: &KernelView, l: &Ledger, mut out: impl Write) -> std::io::Result<()> {
-    writeln!(out)?;
-    writeln!(out, "DROP LEDGER: {}", l.headline.sentence())?;
-    let where_ = |netns: u64, device: &Option<String>| {
-        let n = k.netns_label(netns);
-        match device {
-            Some(d) => format!("{n} {}", crate::sanitize::terminal(d)),
-            None => n,
-        }
-    };
-    let ww = (l.layers.iter().map(|t| where_(t.netns, &t.device).len()))
-        .chain(l.counters.iter().map(|r| where_(r.netns, &r.device).len()))
-        .max()
-        .unwrap_or(5)
-        .max(5);
-    if !l.layers.is_empty() {
-        writeln!(
-            out,
-            "{:<9}  {:<ww$}  {:>12}  {:>12}  {:>12}",
-            "LAYER", "WHERE", "COUNTED", "ALSO_OTHER", "ONLY_HERE"
-        )?;
-    }
-    for t in &l.layers {
-        writeln!(
-            out,
-            "{:<9}  {:<ww$}  {:>12}  {:>12}  {:>12}",
-            t.layer.as_str(),
-            where_(t.netns, &t.device),
-            count(t.counted),
-            count(t.matched),
-            count(t.counter_only)
-        )?;
-    }
-    if !l.counters.is_empty() {
-        let cw = l
-            .counters
-            .iter()
-            .map(|r| crate::format::counter_name(&r.counter).chars().count())
-            .max()
-            .unwrap_or(7);
-        writeln!(out)?;
-        writeln!(
-            out,
-            "{:<cw$}  {:<ww$}  {:>12}  {:>12}  {:>12}  ROLE",
-            "LAYER COUNTER", "WHERE", "DELTA", "KFREE_SKB", "ONLY_COUNTER"
-        )?;
-        for r in &l.counters {
-            writeln!(
-                out,
-                "{:<cw$}  {:<ww$}  {:>12}  {:>12}  {:>12}  {}",
-                crate::format::counter_name(&r.counter),
-                where_(r.netns, &r.device),
-                count(r.delta),
-                count(r.matched),
-                count(r.counter_only),
-                r.role.word()
-            )?;
-        }
-    }
-    for n in &l.notes {
-        writeln!(out, "(ledger: {})", sanitize::terminal(n))?;
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod views_agree;
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
     use super::*;
     use crate::model::{DropCount, DropKey, Reason};
+    use crate::{
+        output::{kernel_text::*, rows::*, table::*},
+        sanitize,
+    };
 
     fn snap() -> Snapshot {
         let d = |code, name: &str, loc: &str, count| DropCount {
@@ -1226,7 +606,7 @@ mod tests {
         let g = reading.netns.entry(1).or_default();
         g.insert("TcpExt:ListenDrops".into(), 144);
         g.insert("TcpExt:ListenOverflows".into(), 144);
-        let k = crate::kcounters::view(&reading, &Snapshot::default(), None);
+        let k = crate::ledger::view(&reading, &Snapshot::default(), None);
         let mut out = Vec::new();
         write_kernel(&k, &mut out).expect("write");
         let text = String::from_utf8(out).expect("utf8");
@@ -1321,7 +701,7 @@ mod tests {
         s.drops[0].key.attr.netns = Some(9);
         s.drops[0].key.attr.netns_name = Some("app".into());
         s.total = 4;
-        let k = crate::kcounters::view(&reading, &s, None);
+        let k = crate::ledger::view(&reading, &s, None);
         let v = serde_json::to_value(json(&s, 1.0).with_kernel(&k)).expect("json");
         let rows = v["counter_only"].as_array().expect("counter_only rows");
         // ListenOverflows lies within ListenDrops: one row, never two.
@@ -1355,7 +735,7 @@ mod tests {
         );
         assert!(!text.contains("ListenOverflows"), "{text}");
         // Filtered counts: no unseen, no rows.
-        let filtered = crate::kcounters::view(&reading, &s, Some("reason NO_SOCKET".into()));
+        let filtered = crate::ledger::view(&reading, &s, Some("reason NO_SOCKET".into()));
         let v = serde_json::to_value(json(&s, 1.0).with_kernel(&filtered)).expect("json");
         assert!(v["counter_only"].is_null(), "{v:#}");
     }
@@ -1392,7 +772,7 @@ mod tests {
         let other = reading.listeners[&9][0].clone();
         reading.listeners.insert(5, vec![other]);
         let s = Snapshot::default();
-        let k = crate::kcounters::view(&reading, &s, None);
+        let k = crate::ledger::view(&reading, &s, None);
         let v = serde_json::to_value(json(&s, 1.0).with_kernel(&k)).expect("json");
         let rows = v["counter_only"].as_array().expect("counter_only rows");
         let row = (rows.iter())
@@ -1464,7 +844,7 @@ mod tests {
             key: crate::model::programs::counter_key(9, counter, 1, None).expect("a key"),
             packets: vec![crate::model::Sample::from_frame(1, 42, &frame)],
         });
-        let k = crate::kcounters::view(&reading, &s, None);
+        let k = crate::ledger::view(&reading, &s, None);
         let v = serde_json::to_value(json(&s, 1.0).with_kernel(&k)).expect("json");
         let p = &v["programs"];
         assert_eq!(p.as_array().map(Vec::len), Some(2), "{p:#}");
@@ -1513,7 +893,7 @@ mod tests {
         assert!(at < drop && drop < shot, "{text}");
         assert!(text.contains("web1") && text.contains("500"), "{text}");
         // Filtered counts show none (a filter the programs' counts know nothing of).
-        let filtered = crate::kcounters::view(&reading, &s, Some("reason NO_SOCKET".into()));
+        let filtered = crate::ledger::view(&reading, &s, Some("reason NO_SOCKET".into()));
         let mut out = Vec::new();
         write_programs(&filtered, PIPE_WIDTH, &mut out).expect("write");
         assert!(out.is_empty());
@@ -1534,7 +914,7 @@ mod tests {
         s.drops[0].key.attr.netns_name = Some("web1".into());
         s.drops[0].key.attr.device = Some("va".into());
         s.total = 40;
-        let k = crate::kcounters::view(&reading, &s, None);
+        let k = crate::ledger::view(&reading, &s, None);
         let v = serde_json::to_value(json(&s, 1.0).with_kernel(&k)).expect("json");
         let l = &v["ledger"];
         assert_eq!(l["headline"]["total"], 50, "{l:#}");
@@ -1571,7 +951,7 @@ mod tests {
             "{text}"
         );
         // Filtered counts: no ledger, said once in the counters' section.
-        let k = crate::kcounters::view(&reading, &s, Some("netns web1".into()));
+        let k = crate::ledger::view(&reading, &s, Some("netns web1".into()));
         assert!(k.ledger.is_none());
         let v = serde_json::to_value(json(&s, 1.0).with_kernel(&k)).expect("json");
         assert!(v["ledger"].is_null());
@@ -1580,11 +960,11 @@ mod tests {
         let mut noted = reading.clone();
         let note = format!(
             "{}--from 5s: read first after it",
-            crate::kcounters::hooks::SINCE_START
+            crate::model::notes::SINCE_START
         );
         noted.errors.push(note.clone());
         for (filter, in_ledger) in [(None, true), (Some("netns web1".to_string()), false)] {
-            let k = crate::kcounters::view(&noted, &s, filter);
+            let k = crate::ledger::view(&noted, &s, filter);
             assert_eq!(k.ledger.is_some(), in_ledger);
             assert!(k.programs.is_none(), "no program rows for such a window");
             let mut out = Vec::new();

@@ -5,13 +5,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, btree_map::Entry};
 
 use serde::Serialize;
 
-use crate::model::KernelReading;
-
 use super::{
     layers::{self, Role},
     map::{self, Scope},
-    parse::Counters,
 };
+use crate::model::{KernelReading, kernel::Counters};
 
 /// How much one kernel counter grew in one namespace over the window.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -49,6 +47,10 @@ pub struct SeenDrop<'a> {
     pub location: &'a str,
     /// Exact count over the window.
     pub count: u64,
+    /// Whether its namespace is the one the reading read under its inode (not one that
+    /// ended, its inode given to another): only then is it matched with that namespace's
+    /// counters; machine-wide counters match it either way.
+    pub read: bool,
 }
 
 /// The growth of every mapped counter between two readings, per namespace; only counters that
@@ -123,12 +125,14 @@ pub fn unseen<'a>(
     for s in drops {
         let ns = s.netns.unwrap_or(initial);
         let function = s.location.split(['+', ' ']).next().unwrap_or_default();
-        for key in [
+        let keys = [
             (Some(ns), s.reason, Some(function)),
             (Some(ns), s.reason, None),
             (None, s.reason, Some(function)),
             (None, s.reason, None),
-        ] {
+        ];
+        // A drop of a namespace that ended counts for machine-wide counters only.
+        for key in keys.into_iter().skip(if s.read { 0 } else { 2 }) {
             let sum = sums.entry(key).or_default();
             *sum = sum.saturating_add(s.count);
         }
@@ -247,4 +251,19 @@ pub fn total(rows: &[Alone<'_>]) -> u64 {
     (rows.iter().zip(summed(rows)))
         .filter(|(_, s)| *s)
         .fold(0u64, |t, (r, _)| t.saturating_add(r.count))
+}
+/// The probe's keyed counts as [`SeenDrop`]s, with the namespace of their key when the probe
+/// knows it (a drop without one counts for the initial namespace), and whether `reading`
+/// read that namespace (see [`KernelReading::reads`]).
+pub fn seen_drops<'a>(
+    snap: &'a crate::model::Snapshot,
+    reading: &'a KernelReading,
+) -> impl Iterator<Item = SeenDrop<'a>> + Clone {
+    snap.drops.iter().map(|d| SeenDrop {
+        read: (d.key.attr.netns).is_none_or(|ns| reading.reads(ns, d.key.attr.netns_cookie)),
+        netns: d.key.attr.netns,
+        reason: &d.key.reason.name,
+        location: &d.key.location,
+        count: d.count,
+    })
 }

@@ -515,6 +515,14 @@ pub fn guide_keys() -> impl Iterator<Item = &'static str> {
     .chain(LINK.iter().map(|s| link_guide(s.stat)))
 }
 
+/// Whether a counter travels in a reading: a drop counter, a layer counter or a packet counter.
+pub fn is_kept(name: &str) -> bool {
+    map::lookup(name).is_some()
+        || is_layer_counter(name)
+        || crate::model::kernel::PACKET_COUNTERS.contains(&name)
+        || crate::model::kernel::device_packets(name).is_some()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -537,9 +545,7 @@ mod tests {
         assert!(classify("Xsk:vb:q0:sk1:tx_ring_empty").is_none());
         // Kept by a reading (which keeps layer counters only).
         assert!(is_layer_counter("Xsk:vb:q0:sk1234:rx_dropped"));
-        assert!(crate::kcounters::is_kept(
-            "Xsk:vb:q0:sk1234:fill_ring_empty"
-        ));
+        assert!(is_kept("Xsk:vb:q0:sk1234:fill_ring_empty"));
         let c = classify("Link:veth0:rx_dropped").expect("link");
         assert_eq!(
             (c.layer, c.device, c.role),

@@ -11,9 +11,10 @@
 //! values.
 use std::collections::HashMap;
 
-use super::{parse::Counters, resets::Window};
+use super::window::Window;
 use crate::model::devices::split;
 pub use crate::model::devices::{Devices, follow};
+use crate::model::kernel::Counters;
 
 /// Adds to `now_counters` (read with the devices `now`) the counters of `latest` (read with
 /// the devices `before`) of each device gone since, and of each kept so before, that grew
