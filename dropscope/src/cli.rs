@@ -85,10 +85,24 @@ pub enum Command {
         #[command(flatten)]
         live: LiveArgs,
     },
-    /// Replay a recording in the live view's TUI (no root needed).
+    /// Replay a recording, or a window of a history directory, in the live view's TUI (no root
+    /// needed).
     Replay {
-        /// The recording; `-` reads one from standard input and follows it as it grows.
+        /// The recording; `-` reads one from standard input and follows it as it grows; a
+        /// history directory (`serve --history DIR`) replays its last hour, or the window of
+        /// --since/--from/--to (within one stretch without a gap).
+        #[arg(value_name = "FILE|DIR")]
         file: PathBuf,
+        /// Of a history: the window's start, a wall-clock time (03:10, 2026-11-27 03:10,
+        /// 2026-11-27T03:10:00Z).
+        #[arg(long, value_parser = crate::history::when::parse_time, value_name = "T")]
+        from: Option<crate::history::when::TimeArg>,
+        /// Of a history: the window's end (default: the history's end).
+        #[arg(long, value_parser = crate::history::when::parse_time, value_name = "T")]
+        to: Option<crate::history::when::TimeArg>,
+        /// Of a history: the last D before now (e.g. 30m).
+        #[arg(long, value_parser = parse_duration, value_name = "D", conflicts_with = "from")]
+        since: Option<Duration>,
         /// Directory where `f` writes flamegraph SVGs.
         #[arg(long, default_value = ".", value_name = "DIR")]
         output_dir: PathBuf,
@@ -128,6 +142,13 @@ pub enum Command {
     /// failures are answered 429 with Retry-After. A wrong password sent again is refused
     /// without bcrypt, and at a cap a connection whose last request failed auth is shed first.
     Serve(ServeArgs),
+    /// List what a history directory (`serve --history DIR`) covers: each segment's time range,
+    /// size, snapshots, machine and kernel, the gaps between (dropscope not running, or history
+    /// paused), and segments refused as damaged (no root needed).
+    History {
+        /// The history directory.
+        dir: PathBuf,
+    },
     /// Write the man pages or a shell completion script, for packagers (`cargo xtask dist`
     /// installs them with the `.deb`).
     #[command(hide = true)]
@@ -175,6 +196,31 @@ pub struct ServeArgs {
     /// and the key file not readable by others (its group may read it).
     #[arg(long, value_name = "FILE")]
     pub web_config: Option<PathBuf>,
+    /// Keep the snapshot stream (counts, names, stacks, samples, kernel counters) in this
+    /// directory, one segment (a recording) per --segment-length, for `dropscope history`,
+    /// `report --input DIR` and `replay DIR` (created 0700 if missing; never a symbolic link;
+    /// one writer at a time). A full or failing disk pauses the history, never the counting
+    /// or /metrics; it resumes by itself.
+    #[arg(long, value_name = "DIR")]
+    pub history: Option<PathBuf>,
+    /// Remove history segments older than this (e.g. 7d, 12h).
+    #[arg(long, value_parser = parse_duration, default_value = "7d", value_name = "D",
+          requires = "history")]
+    pub retain: Duration,
+    /// Remove the oldest history segments while the history takes more than this (e.g. 1GiB,
+    /// 500MiB, 2G).
+    #[arg(long, value_parser = parse_size, default_value = "1GiB", value_name = "SIZE",
+          requires = "history")]
+    pub retain_size: u64,
+    /// Keep every snapshot of the last D in the history; older segments keep one snapshot a
+    /// minute (totals stay exact; a window's ends fall on the minute).
+    #[arg(long, value_parser = parse_duration, default_value = "1d", value_name = "D",
+          requires = "history")]
+    pub full_resolution: Duration,
+    /// How long one history segment covers before the next is started.
+    #[arg(long, value_parser = parse_duration, default_value = "1h", value_name = "D",
+          requires = "history")]
+    pub segment_length: Duration,
     /// Probe and polling options.
     #[command(flatten)]
     pub live: LiveArgs,
@@ -185,11 +231,27 @@ pub struct ServeArgs {
 pub struct DiffArgs {
     /// The baseline: a recording, or the output of `report --format json` (its last object
     /// for JSON Lines); `-` reads it from standard input.
-    #[arg(value_name = "BASE")]
-    pub base: PathBuf,
+    #[arg(value_name = "BASE", required_unless_present = "history")]
+    pub base: Option<PathBuf>,
     /// The run to judge, of either kind; `-` reads it from standard input (one side only).
-    #[arg(value_name = "NEW")]
-    pub new: PathBuf,
+    #[arg(value_name = "NEW", required_unless_present = "history")]
+    pub new: Option<PathBuf>,
+    /// Compare two windows of this history directory (`serve --history DIR`) instead: NEW is
+    /// the --last D before the history's end (or --at), BASE the same window --vs earlier.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["base", "new"],
+          requires_all = ["last", "vs"])]
+    pub history: Option<PathBuf>,
+    /// With --history: the length of both windows (e.g. 10m).
+    #[arg(long, value_parser = parse_duration, value_name = "D", requires = "history")]
+    pub last: Option<Duration>,
+    /// With --history: how much earlier BASE is than NEW (e.g. 1h, 1d).
+    #[arg(long, value_parser = parse_duration, value_name = "D", requires = "history")]
+    pub vs: Option<Duration>,
+    /// With --history: NEW ends here instead of at the history's end (a wall-clock time:
+    /// 03:10, 2026-11-27 03:10, 2026-11-27T03:10:00Z).
+    #[arg(long, value_parser = crate::history::when::parse_time, value_name = "T",
+          requires = "history")]
+    pub at: Option<crate::history::when::TimeArg>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = JudgeFormat::Table)]
     pub format: JudgeFormat,
@@ -301,17 +363,26 @@ pub struct FlamegraphArgs {
 /// Read a recording instead of the live kernel, optionally one window of it.
 #[derive(Debug, Args)]
 pub struct InputWindow {
-    /// Read this recording instead of counting live (no root needed); `-` reads one from
-    /// standard input until it ends.
-    #[arg(long, value_name = "FILE")]
+    /// Read this recording, or this history directory (`serve --history DIR`), instead of
+    /// counting live (no root needed); `-` reads a recording from standard input until it ends.
+    #[arg(long, value_name = "FILE|DIR")]
     pub input: Option<PathBuf>,
-    /// Start of the window, in session time as replay shows it (e.g. 30s); without it, counts
-    /// are cumulative from the session's start.
-    #[arg(long, value_parser = parse_duration, value_name = "T", requires = "input")]
-    pub from: Option<Duration>,
-    /// End of the window, in session time (default: the recording's end).
-    #[arg(long, value_parser = parse_duration, value_name = "T", requires = "input")]
-    pub to: Option<Duration>,
+    /// Start of the window: session time as replay shows it (e.g. 30s), or a wall-clock time:
+    /// local (03:10, the last one before now; 2026-11-27 03:10) or RFC 3339
+    /// (2026-11-27T03:10:00Z). Without it, counts are cumulative from the session's start (a
+    /// history: from its first snapshot).
+    #[arg(long, value_parser = crate::history::when::parse_time, value_name = "T",
+          requires = "input")]
+    pub from: Option<crate::history::when::TimeArg>,
+    /// End of the window, as --from (default: the recording's or history's end).
+    #[arg(long, value_parser = crate::history::when::parse_time, value_name = "T",
+          requires = "input")]
+    pub to: Option<crate::history::when::TimeArg>,
+    /// The window is the last D (e.g. 30m, 2h) before now (a history) or before the
+    /// recording's end.
+    #[arg(long, value_parser = parse_duration, value_name = "D", requires = "input",
+          conflicts_with = "from")]
+    pub since: Option<Duration>,
 }
 
 /// Probe and polling options.
@@ -401,6 +472,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             .map_err(|_| format!("{s:?} is not a duration in seconds"));
     }
     humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 2, 10s, 1m30s, 500ms)"))
+}
+
+/// A size in bytes: `1GiB`, `500MiB`, `2G`, `1048576`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    parse_size::parse_size(s.trim()).map_err(|e| format!("{e} (examples: 1GiB, 500MiB, 2G)"))
 }
 
 /// One budget clause (see [`budget::parse`]).
@@ -563,7 +639,7 @@ mod tests {
         let clauses: Vec<String> = d.budget.iter().map(ToString::to_string).collect();
         assert_eq!(clauses, ["total<5/s", "NO_SOCKET<1/s", "new-reasons=0"]);
         assert_eq!((d.alpha, d.format), (0.01, JudgeFormat::Junit));
-        assert_eq!(d.new, PathBuf::from("-"));
+        assert_eq!(d.new, Some(PathBuf::from("-")));
         assert!(!d.fail_on_regression);
         for alpha in ["0", "1", "-0.1", "x"] {
             let args = ["dropscope", "diff", "a", "b", "--alpha", alpha];
@@ -727,6 +803,7 @@ mod tests {
             include_str!("../../docs/development.md"),
         ),
         ("docs/guide.md", include_str!("../../docs/guide.md")),
+        ("docs/history.md", include_str!("../../docs/history.md")),
         ("docs/kernels.md", include_str!("../../docs/kernels.md")),
         ("docs/ledger.md", include_str!("../../docs/ledger.md")),
         (

@@ -5,7 +5,10 @@
 //! carries snapshots, live or from a [`record`]ing, to the consumers: the [`tui`], the
 //! [`cmd`]s (report, flamegraph, the headless recorder) and the metrics exporter (`serve`).
 //! [`model::group`] groups and filters snapshots (`probe::filter` encodes the same for the kernel); [`names`] names namespaces and interfaces;
-//! [`format`] is the number and time formatting the TUI and the commands share.
+//! [`format`] is the number and time formatting the TUI and the commands share. Beside the
+//! probe, [`kcounters`] reads the kernel's own counters (and `probe::verdicts` the programs'
+//! verdicts); the pure [`ledger`] sets them beside the probe's drops, and [`output`] writes
+//! the report's table, JSON and ledger text.
 //!
 //! The `live` feature (on by default) brings what counts live: the eBPF object, the probe's
 //! loader, the collector, the symbolizer and `serve`. Without it, the crate builds with stable
@@ -25,6 +28,7 @@ pub mod flamegraph;
 pub mod format;
 #[cfg(test)]
 mod heap;
+pub mod history;
 pub mod kcounters;
 pub mod ledger;
 pub mod model;

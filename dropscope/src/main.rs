@@ -44,7 +44,7 @@ fn main() -> ExitCode {
     // A panic in it has unwound the task (restoring the terminal, detaching the probe) and is
     // raised again here, so the process ends as a panic does.
     let res = rt.block_on(async {
-        match tokio::spawn(dropscope::cmd::run(cli)).await {
+        match tokio::spawn(dropscope::cmd::dispatch::run(cli)).await {
             Ok(res) => res,
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
             Err(e) => Err(anyhow::anyhow!("the command's task ended: {e}")),

@@ -112,7 +112,7 @@ fn run_all(args: BenchArgs) -> anyhow::Result<()> {
     interrupt::install()?;
     let started = Instant::now();
     let root = crate::root();
-    let mut build_errors = [None, None];
+    let mut build_errors = [None, None, None];
     if !args.no_build {
         crate::setup::all(false)?;
         crate::setup::bench_tools()?;
@@ -236,7 +236,7 @@ fn run_all(args: BenchArgs) -> anyhow::Result<()> {
     let tui = measure_tui(&dropscope, &target, method, window)?;
     let serve = measure_serve(&root, &target_dir, &dropscope, &target, method, window)?;
     eprintln!("bench: flamegraph render time, recording size and seek time (examples)");
-    let [flame_error, record_error] = &build_errors;
+    let [flame_error, record_error, history_error] = &build_errors;
     let flame = examples::flame(&root, &target_dir, flame_error.as_ref());
     let record_figures = examples::record(&root, &target_dir, record_error.as_ref());
     eprintln!("bench: recording at a steady flood");
@@ -261,6 +261,11 @@ fn run_all(args: BenchArgs) -> anyhow::Result<()> {
     };
     print!("{}", report::render(&results));
     print_serve(&serve, &results.tui);
+    eprintln!("bench: history sizes and a generated week (example)");
+    print!(
+        "{}",
+        examples::history(&root, &target_dir, history_error.as_ref())
+    );
     Ok(())
 }
 

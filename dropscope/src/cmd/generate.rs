@@ -49,7 +49,7 @@ the kernel's BTF: drop reason names and the typed hook
 .SH SEE ALSO
 \fBdropscope-report\fR(1), \fBdropscope-explain\fR(1), \fBdropscope-record\fR(1),
 \fBdropscope-replay\fR(1), \fBdropscope-flamegraph\fR(1), \fBdropscope-diff\fR(1),
-\fBdropscope-check\fR(1), \fBdropscope-serve\fR(1),
+\fBdropscope-check\fR(1), \fBdropscope-serve\fR(1), \fBdropscope-history\fR(1),
 \fBnstat\fR(8), \fBss\fR(8)
 "#;
 
@@ -181,7 +181,8 @@ mod tests {
                 "flamegraph",
                 "diff",
                 "check",
-                "serve"
+                "serve",
+                "history"
             ]
         );
         assert_eq!(

@@ -56,6 +56,7 @@ pub async fn live_tui(live: &LiveArgs, dir: &Path) -> anyhow::Result<()> {
         record_dir: dir.to_path_buf(),
         filter: live.select.describe(),
         by: live.select.by.clone(),
+        timeline: None,
     };
     // The TUI ends on `q`, a signal, or the feed closing; then the probe is detached, and a
     // collector failure, if that is what closed the feed, is reported.

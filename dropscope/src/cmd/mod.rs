@@ -6,8 +6,10 @@
 #[cfg(feature = "live")]
 mod check;
 mod diff;
+pub mod dispatch;
 mod flamegraph;
 mod generate;
+pub(crate) mod history;
 #[cfg(feature = "live")]
 pub mod live;
 mod reasons;
@@ -19,107 +21,10 @@ use std::{io::IsTerminal, path::Path, sync::Arc, time::Duration};
 use anyhow::{Context as _, bail};
 
 use crate::{
-    cli::{Cli, Command, InputWindow},
+    cli::InputWindow,
     model::{KernelReading, SessionInfo, Snapshot, window},
     sanitize,
 };
-
-/// Runs the parsed command line.
-pub async fn run(cli: Cli) -> anyhow::Result<()> {
-    match cli.command {
-        None => live_view(cli).await,
-        Some(Command::Report(args)) => report::report_cmd(args).await,
-        Some(Command::Reasons { format, btf }) => reasons::reasons_cmd(format, btf.as_deref()),
-        Some(Command::Explain { name }) => reasons::explain_cmd(&name),
-        Some(Command::Record {
-            output,
-            duration,
-            force,
-            pcap,
-            count_syscalls,
-            mut live,
-        }) => {
-            live.count_syscalls = count_syscalls;
-            record(live, output, duration, force, pcap).await
-        }
-        Some(Command::Replay {
-            file,
-            output_dir,
-            select,
-        }) => replay::replay_cmd(&file, &output_dir, &select).await,
-        Some(Command::Flamegraph(args)) => flamegraph::flamegraph_cmd(args).await,
-        Some(Command::Diff(args)) => diff::diff_cmd(args),
-        Some(Command::Check(args)) => check(args).await,
-        Some(Command::Serve(args)) => serve(args).await,
-        Some(Command::Generate { what }) => generate::generate(what),
-    }
-}
-
-#[cfg(feature = "live")]
-async fn live_view(cli: Cli) -> anyhow::Result<()> {
-    let live = crate::cli::LiveArgs {
-        count_syscalls: cli.count_syscalls,
-        ..cli.live
-    };
-    live::live_tui(&live, &cli.output_dir).await
-}
-
-#[cfg(not(feature = "live"))]
-async fn live_view(_: Cli) -> anyhow::Result<()> {
-    Err(no_live("the live view"))
-}
-
-#[cfg(feature = "live")]
-async fn record(
-    live: crate::cli::LiveArgs,
-    output: std::path::PathBuf,
-    duration: Option<Duration>,
-    force: bool,
-    pcap: Option<std::path::PathBuf>,
-) -> anyhow::Result<()> {
-    live::record_cmd(&live, &output, duration, force, pcap.as_deref()).await
-}
-
-#[cfg(not(feature = "live"))]
-async fn record(
-    _: crate::cli::LiveArgs,
-    _: std::path::PathBuf,
-    _: Option<Duration>,
-    _: bool,
-    _: Option<std::path::PathBuf>,
-) -> anyhow::Result<()> {
-    Err(no_live("`record`"))
-}
-
-#[cfg(feature = "live")]
-async fn check(args: crate::cli::CheckArgs) -> anyhow::Result<()> {
-    check::check_cmd(args).await
-}
-
-#[cfg(not(feature = "live"))]
-async fn check(_: crate::cli::CheckArgs) -> anyhow::Result<()> {
-    Err(no_live("`check`"))
-}
-
-#[cfg(feature = "live")]
-async fn serve(args: crate::cli::ServeArgs) -> anyhow::Result<()> {
-    let opts = crate::serve::ServeOptions {
-        listen: args.listen,
-        max_series: usize::try_from(args.max_series).unwrap_or(usize::MAX),
-        web_config: args.web_config,
-        limits: crate::serve::connections::Limits::default(),
-        counts_all: args.live.select.describe().is_none(),
-    };
-    crate::serve::run(opts, || {
-        live::start_live(&args.live, Some(crate::serve::KERNEL_READ))
-    })
-    .await
-}
-
-#[cfg(not(feature = "live"))]
-async fn serve(_: crate::cli::ServeArgs) -> anyhow::Result<()> {
-    Err(no_live("`serve`"))
-}
 
 /// The error of a build without the `live` feature asked to count live drops.
 #[cfg_attr(feature = "live", allow(dead_code))]
@@ -212,10 +117,10 @@ fn recorded_window(
 }
 
 /// The kernel's counters over a recorded window, and the probe's counts to match them with.
-type RecordedKernel = (Arc<KernelReading>, Snapshot);
+pub(crate) type RecordedKernel = (Arc<KernelReading>, Snapshot);
 
 /// A recorded window: the session, its counts, its span, and the kernel's counters over it.
-type RecordedWindow = (
+pub(crate) type RecordedWindow = (
     SessionInfo,
     Snapshot,
     (Duration, Duration),
@@ -232,16 +137,28 @@ fn recorded_window_kernel(
     sel: &crate::cli::Selection,
 ) -> anyhow::Result<RecordedWindow> {
     let path = w.input.as_deref().context("no --input")?;
+    if path.is_dir() {
+        return crate::history::input::recorded_window(path, w, sel);
+    }
     let rec =
         crate::record::open_input(path).with_context(|| format!("opening {}", shown(path)))?;
     for warning in rec.warnings() {
         eprintln!("dropscope: warning: {}: {warning}", shown(path));
     }
-    let to = w.to.unwrap_or(rec.duration()).min(rec.duration());
-    let from = w.from.unwrap_or_default();
+    // Wall-clock times are placed on the session's clock.
+    let started = rec.info().started_unix_ms;
+    let (w_from, w_to) = (
+        w.from.map(|t| t.session(started)),
+        w.to.map(|t| t.session(started)),
+    );
+    let to = w_to.unwrap_or(rec.duration()).min(rec.duration());
+    let from = match w.since {
+        Some(d) => to.saturating_sub(d),
+        None => w_from.unwrap_or_default(),
+    };
     if from > to {
         // The end is --to only where one was given within the recording.
-        let end = match w.to {
+        let end = match w_to {
             Some(t) if t <= rec.duration() => format!("--to {}", crate::format::duration(t)),
             _ => format!("the recording's end, {}", crate::format::duration(to)),
         };

@@ -8,10 +8,22 @@ use crate::{record, tui};
 
 /// Runs `replay`.
 pub async fn replay_cmd(
-    file: &Path,
+    window: &crate::cli::InputWindow,
     dir: &Path,
     select: &crate::cli::Selection,
 ) -> anyhow::Result<()> {
+    let file = window.input.as_deref().unwrap_or(Path::new("-"));
+    if file.is_dir() {
+        let (rec, timeline) = crate::history::replay::open(file, window)?;
+        require_terminal("replay")?;
+        return replay_recording(rec, dir, select, Some(timeline)).await;
+    }
+    if window.from.is_some() || window.to.is_some() || window.since.is_some() {
+        anyhow::bail!(
+            "--from, --to and --since pick a window of a history directory; a recording \
+             replays whole (seek in it with the arrow keys)"
+        );
+    }
     if record::is_stdio(file) {
         // The recording comes through stdin; keys are read from the terminal itself.
         if !std::io::stdout().is_terminal() || std::fs::File::open("/dev/tty").is_err() {
@@ -27,6 +39,16 @@ pub async fn replay_cmd(
     if !record::is_stdio(file) {
         require_terminal("replay")?;
     }
+    replay_recording(rec, dir, select, None).await
+}
+
+/// Replays `rec` in the TUI, grouped and filtered by `select`.
+async fn replay_recording(
+    rec: record::Recording,
+    dir: &Path,
+    select: &crate::cli::Selection,
+    timeline: Option<crate::history::timeline::Timeline>,
+) -> anyhow::Result<()> {
     // What the recording holds so far decides which filters and groupings it can take.
     let (filter, by) = select.recorded(&rec.snapshot_at(rec.duration()).unwrap_or_default())?;
     let feed = record::replay_feed(rec).map(move |s| crate::model::group::apply(&s, &filter, &by));
@@ -39,6 +61,7 @@ pub async fn replay_cmd(
         } else {
             select.by.clone()
         },
+        timeline,
     };
     tui::run(feed, opts).await
 }

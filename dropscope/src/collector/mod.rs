@@ -10,6 +10,7 @@ mod counts;
 mod feed;
 mod kernel_source;
 mod session;
+mod stack_owner;
 mod stacks;
 
 pub use counts::{CountMaps, CountRead, CountReader};
@@ -94,7 +95,7 @@ pub struct Collector {
     stack_base: HashMap<StackKey, StackValue>,
     /// The session's stack weights and samples, by the kernel's key of their drop's row (the
     /// model's key is made afresh for each snapshot, so a name found later names them too).
-    stacks: HashMap<(stacks::Owner, Frames), (u64, u64)>,
+    stacks: HashMap<(stack_owner::Owner, Frames), (u64, u64)>,
     stack_lost: u64,
     /// Per sampled slot: its packets read so far.
     sample_cache: HashMap<u32, Vec<Sample>>,

@@ -2,15 +2,7 @@
 //! sampling period to the drop rate, and scaling each row's weights to its exact count.
 use std::collections::HashMap;
 
-use super::*;
-
-/// Whose drops a stack was sampled from: the kernel's key of its row, or for a drop that got
-/// no key slot, its reason and location only.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub(super) enum Owner {
-    Key(dropscope_common::DropKey),
-    Unslotted { reason: u32, location: u64 },
-}
+use super::{stack_owner::Owner, *};
 
 impl Collector {
     /// Folds the kernel's cumulative stack weights into the session's, by difference with what

@@ -91,7 +91,7 @@ fn verdicts(reading: &KernelReading, ns: u64, prog: u32) -> Option<u64> {
     let g = reading.netns.get(&ns)?;
     let mut found = None;
     for (name, n) in g {
-        if let Some((_, pid, verdict)) = programs::identity(name)
+        if let Some((_, pid, verdict)) = crate::model::verdict_counter::identity(name)
             && pid == id
             && verdict != "pass"
         {

@@ -77,7 +77,7 @@ mod tests {
 
     #[test]
     fn call_sites_of_one_function_fold_into_one_line() {
-        let stacks = crate::flamegraph::synthetic_stacks(40);
+        let stacks = super::super::synthetic::synthetic_stacks(40);
         let names = without_offsets(&stacks);
         let folded = crate::flamegraph::folded(&names);
         assert!(!folded.contains("+0x"), "{folded}");

@@ -6,7 +6,7 @@
 //! periods), and every graph says so; the exact per-location counts live elsewhere.
 mod folded;
 mod frames;
-mod snapshot;
+pub mod snapshot;
 mod synthetic;
 
 use std::{
@@ -20,7 +20,6 @@ use inferno::flamegraph::{self as inferno_fg, Palette, color::BasicPalette};
 pub use self::{
     folded::{MAX_FOLDED_BYTES, MAX_RECTANGLES, folded, read_folded},
     frames::{function_name, without_offsets},
-    snapshot::snapshot_svg,
     synthetic::synthetic_stacks,
 };
 use crate::{
@@ -164,7 +163,7 @@ fn started(info: &SessionInfo) -> String {
     if info.started_unix_ms == 0 {
         return String::new();
     }
-    match snapshot::local_datetime(info.started_unix_ms / 1000) {
+    match local_datetime(info.started_unix_ms / 1000) {
         Some(when) => format!(" Session start: {when}."),
         None => String::new(),
     }
@@ -188,6 +187,36 @@ fn offset(d: Duration) -> String {
         out.push_str(&format!(".{:03}", d.subsec_millis()));
     }
     out
+}
+
+/// `YYYY-mm-dd HH:MM:SS +hhmm` in local time, for seconds since the Unix epoch.
+fn local_datetime(unix_secs: u64) -> Option<String> {
+    let tm = local_tm(unix_secs)?;
+    let off = tm.tm_gmtoff / 60;
+    let sign = if off < 0 { '-' } else { '+' };
+    Some(format!(
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02} {sign}{:02}{:02}",
+        i64::from(tm.tm_year) + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec,
+        off.abs() / 60,
+        off.abs() % 60
+    ))
+}
+
+/// Broken-down local time for seconds since the Unix epoch.
+fn local_tm(unix_secs: u64) -> Option<libc::tm> {
+    // time_t by inference: musl's libc crate deprecates naming it (it is to become 64-bit).
+    let t = unix_secs.try_into().ok()?;
+    let mut tm = std::mem::MaybeUninit::<libc::tm>::uninit();
+    // SAFETY: both pointers are valid for the call; localtime_r is the reentrant variant and
+    // writes only to `tm`, which it fully initializes when it returns non-null.
+    let ok = unsafe { !libc::localtime_r(&t, tm.as_mut_ptr()).is_null() };
+    // SAFETY: localtime_r returned non-null, so it filled in `tm`.
+    ok.then(|| unsafe { tm.assume_init() })
 }
 
 #[cfg(test)]

@@ -65,33 +65,3 @@ pub(super) fn write_new_file(
         e => anyhow::Error::new(e),
     })
 }
-
-/// `YYYY-mm-dd HH:MM:SS +hhmm` in local time, for seconds since the Unix epoch.
-pub(super) fn local_datetime(unix_secs: u64) -> Option<String> {
-    let tm = local_tm(unix_secs)?;
-    let off = tm.tm_gmtoff / 60;
-    let sign = if off < 0 { '-' } else { '+' };
-    Some(format!(
-        "{:04}-{:02}-{:02} {:02}:{:02}:{:02} {sign}{:02}{:02}",
-        i64::from(tm.tm_year) + 1900,
-        tm.tm_mon + 1,
-        tm.tm_mday,
-        tm.tm_hour,
-        tm.tm_min,
-        tm.tm_sec,
-        off.abs() / 60,
-        off.abs() % 60
-    ))
-}
-
-/// Broken-down local time for seconds since the Unix epoch.
-fn local_tm(unix_secs: u64) -> Option<libc::tm> {
-    // time_t by inference: musl's libc crate deprecates naming it (it is to become 64-bit).
-    let t = unix_secs.try_into().ok()?;
-    let mut tm = std::mem::MaybeUninit::<libc::tm>::uninit();
-    // SAFETY: both pointers are valid for the call; localtime_r is the reentrant variant and
-    // writes only to `tm`, which it fully initializes when it returns non-null.
-    let ok = unsafe { !libc::localtime_r(&t, tm.as_mut_ptr()).is_null() };
-    // SAFETY: localtime_r returned non-null, so it filled in `tm`.
-    ok.then(|| unsafe { tm.assume_init() })
-}

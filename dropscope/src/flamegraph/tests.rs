@@ -3,7 +3,7 @@ use std::{sync::Arc, time::Duration};
 
 use quick_xml::{XmlVersion, events::Event};
 
-use super::*;
+use super::{snapshot::snapshot_svg, *};
 use crate::model::snapshot::{DropKey, Reason};
 
 fn stack(reason: &str, frames: &[&str], weight: u64) -> StackCount {

@@ -70,12 +70,12 @@ pub struct KernelCounters {
     /// The TCP listeners whose accept queue was full, per namespace, as its latest reading
     /// found them.
     listeners: BTreeMap<u64, Vec<crate::model::kernel::Listener>>,
+    /// The cookie of the namespace each inode's latest reading read (where it was read).
+    cookies: BTreeMap<u64, u64>,
     /// Each namespace's drop rules and their counters' growth (see [`nftables`]).
     rules: crate::culprit::window::RuleWindows,
     /// The names of the programs attached (see [`hooks`]), by id, as first read.
     prog_names: crate::culprit::programs::Names,
-    /// The cookie of the namespace each inode's latest reading read (where it was read).
-    cookies: BTreeMap<u64, u64>,
 }
 
 impl KernelCounters {
@@ -93,9 +93,9 @@ impl KernelCounters {
             devices: BTreeMap::new(),
             carried: BTreeMap::new(),
             listeners: BTreeMap::new(),
+            cookies: BTreeMap::new(),
             rules: Default::default(),
             prog_names: Default::default(),
-            cookies: BTreeMap::new(),
         };
         k.poll(&[]);
         Ok(k)
@@ -395,10 +395,10 @@ impl KernelCounters {
             errors: self.notes.concat(),
             devices,
             listeners: self.listeners.clone(),
+            cookies: self.cookies.clone(),
             rules: self.rules.windows(),
             attached: self.prog_names.attached(&self.hooks),
             attributed: true,
-            cookies: self.cookies.clone(),
         }
     }
 }

@@ -33,10 +33,10 @@ use std::{
 use anyhow::Context as _;
 
 use super::{hooks::Hooked, parse, parse::Counters, rtnl::Found};
-use crate::{ledger::layers::is_kept, model::devices::Devices};
-
-/// Where named namespaces are bound (`ip netns add`).
-pub const RUN_NETNS: &str = "/run/netns";
+use crate::{
+    ledger::layers::is_kept,
+    model::{devices::Devices, kernel::RUN_NETNS},
+};
 
 /// The most namespaces read in one poll, the initial one included.
 pub const MAX_READ_PER_POLL: usize = 256;

@@ -15,8 +15,12 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     devices::{self, Devices},
-    programs,
+    verdict_counter,
 };
+
+/// Where named namespaces are bound (`ip netns add`): where the readers look for them, and
+/// where the commands a row suggests enter them.
+pub const RUN_NETNS: &str = "/run/netns";
 
 /// Per-namespace packet counters that are denominators of a namespace's drop ratio.
 pub const PACKET_COUNTERS: &[&str] = &[
@@ -88,6 +92,12 @@ pub struct KernelReading {
     /// yet: a replayed reading has none.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub listeners: BTreeMap<u64, Vec<Listener>>,
+    /// Per namespace inode, the cookie of the namespace read under it (where it was read):
+    /// the kernel gives a freed inode to a later namespace, so a drop whose key has another
+    /// cookie is of a namespace that ended, and is never matched with these counters.
+    /// Recordings do not carry them: a replayed reading matches by inode.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cookies: BTreeMap<u64, u64>,
     /// Per namespace, its nftables drop rules and chains as last read, and each counted
     /// rule's growth (see [`crate::culprit`]). Recordings do not carry them yet.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -100,12 +110,6 @@ pub struct KernelReading {
     /// (see [`crate::culprit`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub attributed: bool,
-    /// Per namespace inode, the cookie of the namespace read under it (where it was read):
-    /// the kernel gives a freed inode to a later namespace, so a drop whose key has another
-    /// cookie is of a namespace that ended, and is never matched with these counters.
-    /// Recordings do not carry them: a replayed reading matches by inode.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub cookies: BTreeMap<u64, u64>,
 }
 
 /// A TCP listener whose accept queue was full when the kernel's counters were read (the
@@ -213,7 +217,7 @@ impl KernelReading {
         // A program's verdicts by program, whatever device and namespace they were shown on
         // (each program is counted once, on one of its places).
         let progs: HashMap<_, u64> = (earlier.netns.values().flat_map(|g| g.iter()))
-            .filter_map(|(name, &v)| Some((programs::identity(name)?, v)))
+            .filter_map(|(name, &v)| Some((verdict_counter::identity(name)?, v)))
             .collect();
         let netns: BTreeMap<u64, Growth> = self
             .netns
@@ -233,7 +237,7 @@ impl KernelReading {
                     .iter()
                     .filter_map(|(name, &v)| {
                         let b = (before.as_ref().and_then(|b| b.get(name)).copied())
-                            .or_else(|| progs.get(&programs::identity(name)?).copied());
+                            .or_else(|| progs.get(&verdict_counter::identity(name)?).copied());
                         let d = v.saturating_sub(b.unwrap_or(0));
                         (d > 0).then(|| (name.clone(), d))
                     })

@@ -13,10 +13,11 @@ pub mod programs;
 pub mod snapshot;
 pub mod stacks;
 pub mod table;
+pub mod verdict_counter;
 pub mod window;
 
 pub use kernel::KernelReading;
-pub use packet::{KeySamples, Sample};
+pub use packet::Sample;
 pub use snapshot::{
-    Attribution, DropCount, DropKey, Health, Reason, SessionInfo, Snapshot, StackCount,
+    Attribution, DropCount, DropKey, Health, KeySamples, Reason, SessionInfo, Snapshot, StackCount,
 };

@@ -7,8 +7,6 @@ use std::{
 
 use serde::{Deserialize, Serialize};
 
-use super::DropKey;
-
 /// Most packets kept per key.
 pub const PER_KEY: usize = 8;
 
@@ -23,15 +21,6 @@ pub struct Sample {
     pub l3proto: u16,
     /// Its first bytes from the network header on (at most 128).
     pub bytes: Arc<[u8]>,
-}
-
-/// The sampled packets of one key.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KeySamples {
-    /// The key (as the counts are keyed).
-    pub key: DropKey,
-    /// Its first few dropped packets, oldest first.
-    pub packets: Vec<Sample>,
 }
 
 /// What a sampled packet's headers say.

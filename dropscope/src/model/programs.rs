@@ -10,7 +10,11 @@
 //! too): it is then in both lists, and the ledger counts it once.
 use std::{collections::BTreeMap, sync::Arc};
 
-use super::{Attribution, DropCount, DropKey, KernelReading, Reason, Snapshot};
+use super::{
+    kernel::KernelReading,
+    snapshot::{Attribution, DropCount, DropKey, Reason, Snapshot},
+    verdict_counter::parse,
+};
 
 /// The bit set in a program row's reason code (kernel reasons are small enum values).
 pub const PROGRAM_REASON: u32 = dropscope_common::reason::PROGRAM;
@@ -86,29 +90,6 @@ pub fn without_id(location: &str) -> std::borrow::Cow<'_, str> {
 
 /// What a reading's note on an attached program whose verdicts were not counted says.
 pub const UNCOUNTED: &str = "verdicts not counted";
-
-/// One verdict counter's name, split: `(layer, device, hook, program, verdict)`.
-fn parse(name: &str) -> Option<(&str, &str, &str, &str, &str)> {
-    // <Xdp|Tc>:<dev>:<hook>:<prog>#<id>:<verdict>; a device name has no `:`, nor has a hook.
-    let (layer, rest) = name.split_once(':')?;
-    if !matches!(layer, "Xdp" | "Tc") {
-        return None;
-    }
-    let (dev, rest) = rest.split_once(':')?;
-    let (hook, rest) = rest.split_once(':')?;
-    let (prog, verdict) = rest.rsplit_once(':')?;
-    Some((layer, dev, hook, prog, verdict))
-}
-
-/// What a verdict counter counts, whatever device it is shown on: `(layer, program id,
-/// verdict)`. A program's verdicts are counted per program, once, on one of the places it is
-/// attached, so a device renamed (or the program shown on another of its places) between two
-/// readings is the same counter.
-pub fn identity(name: &str) -> Option<(&str, &str, &str)> {
-    let (layer, _, _, prog, verdict) = parse(name)?;
-    let (_, id) = prog.rsplit_once('#')?;
-    Some((layer, id, verdict))
-}
 
 /// The program rows of `reading`: one per (program, verdict) that counted, keyed by namespace
 /// and interface, with the namespaces' names in `names`.

@@ -3,6 +3,8 @@ use std::{sync::Arc, time::Duration};
 
 use serde::{Deserialize, Serialize};
 
+use super::packet::Sample;
+
 /// A drop reason: the kernel's `enum skb_drop_reason` value and its name (without the
 /// `SKB_DROP_REASON_` prefix), e.g. `NO_SOCKET`, or `UNKNOWN(n)`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -183,13 +185,13 @@ pub struct Snapshot {
     pub stacks: Vec<StackCount>,
     /// The first few dropped packets of each key (where kept), in no particular order.
     #[serde(default)]
-    pub samples: Vec<super::KeySamples>,
+    pub samples: Vec<KeySamples>,
     /// The probe's own health.
     pub health: Health,
     /// The kernel's own counters, read before this snapshot's counts (where read: live when a
     /// consumer asks for them, and in recordings made so).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kernel: Option<Arc<super::KernelReading>>,
+    pub kernel: Option<Arc<super::kernel::KernelReading>>,
 }
 
 impl Snapshot {
@@ -215,6 +217,15 @@ pub struct SessionInfo {
     pub started_unix_ms: u64,
     /// The probe in use, e.g. `tp_btf/kfree_skb`.
     pub probe: String,
+}
+
+/// The sampled packets of one key.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeySamples {
+    /// The key (as the counts are keyed).
+    pub key: DropKey,
+    /// Its first few dropped packets, oldest first.
+    pub packets: Vec<Sample>,
 }
 
 #[cfg(test)]

@@ -405,7 +405,7 @@ impl Ways {
                     fill::way_in(
                         ns,
                         self.initial.unwrap_or(0),
-                        std::path::Path::new(crate::kcounters::netns::RUN_NETNS),
+                        std::path::Path::new(crate::model::kernel::RUN_NETNS),
                         std::path::Path::new("/proc"),
                     )
                 })

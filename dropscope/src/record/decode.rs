@@ -2,8 +2,8 @@
 use std::sync::Arc;
 
 use super::{
-    RecordError,
     budget::{Limit, MAX_RENAMES_PER_KEY, Spent},
+    error::RecordError,
     format::{Malformed, Reader, apply_zigzag},
     health,
     index::{FrameInfo, corrupt},

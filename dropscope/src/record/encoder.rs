@@ -2,10 +2,10 @@
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use super::{
-    RecordError,
     budget::MAX_RENAMES_PER_KEY,
     budget::{MAX_SAMPLE_BYTES, MAX_SAMPLES},
     decode::State,
+    error::RecordError,
     format::{FILE_HEADER_LEN, Kind, MAGIC, MAX_STRING, VERSION, push_frame, put_str, put_uvarint},
     health,
 };

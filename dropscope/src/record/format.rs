@@ -1,7 +1,7 @@
 //! The recording format's building blocks: file header, frame header, varints and compression.
 //!
 //! The layout is documented in `docs/recording-format.md`; this module is its single definition.
-use super::RecordError;
+use super::error::RecordError;
 
 /// First bytes of every recording (PNG-style: a high-bit byte, the name, CR LF, ^Z, LF).
 pub const MAGIC: [u8; 14] = *b"\x89DROPSCOPE\r\n\x1a\n";

@@ -10,7 +10,7 @@ use std::{
 use anyhow::Context as _;
 use tokio::time::{Instant, MissedTickBehavior, interval};
 
-use super::{RecordError, Recorder};
+use super::{error::RecordError, writer::Recorder};
 use crate::{model::Snapshot, source::Feed};
 
 /// What a finished headless recording holds.

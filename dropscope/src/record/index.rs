@@ -2,7 +2,7 @@
 //! drives through [`Frames`](super::decode::Frames), so neither imports the other's types back).
 use std::time::Duration;
 
-use super::RecordError;
+use super::error::RecordError;
 
 /// One snapshot frame in a recording's index.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -234,7 +234,7 @@ fn devices(r: &mut Reader) -> Result<Devices, Malformed> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::VERSION;
+    use crate::record::format::VERSION;
 
     fn reading() -> KernelReading {
         let mut r = KernelReading {

@@ -2,16 +2,16 @@
 use std::{fs::File, os::unix::fs::FileExt, path::Path, sync::Arc, time::Duration};
 
 use super::{
-    RecordError,
     budget::{Limit, MAX_CHAIN_BYTES, MAX_DELTAS, Spent},
     decode::{Cursor, DictError, Dictionary, Frames},
+    error::RecordError,
     format::{
         FILE_HEADER_LEN, FLAG_LZ4, FRAME_HEADER_LEN, FrameHeader, HeaderProblem, Kind, MAGIC,
         Malformed, Reader, VERSION, unpack,
     },
     index::{FrameInfo, corrupt},
     kernel_delta::MAX_CHAIN,
-    stream::Spool,
+    spool::Spool,
 };
 use crate::model::{SessionInfo, Snapshot};
 

@@ -6,7 +6,7 @@ use tokio::{
     time::{Instant, sleep, sleep_until},
 };
 
-use super::{Recording, decode::Cursor};
+use super::{decode::Cursor, reader::Recording};
 use crate::{
     model::Snapshot,
     source::{Feed, ReplayCommand, ReplayHandle, ReplayStatus},

@@ -6,8 +6,8 @@ use std::{
 };
 
 use super::{
-    RecordError,
     encoder::{Encoder, end_frame, header},
+    error::RecordError,
 };
 use crate::{
     model::{SessionInfo, Snapshot},
@@ -43,7 +43,7 @@ impl Recorder {
     /// Refuses, before writing anything, when something already has that name (a file, a
     /// symlink, a FIFO) unless `force` is set, in which case it is replaced when finished.
     pub fn create(path: &Path, info: &SessionInfo, force: bool) -> Result<Recorder, RecordError> {
-        if super::is_stdio(path) {
+        if super::stream::is_stdio(path) {
             // Straight to the descriptor, unbuffered: each snapshot's frames in one write(2).
             let fd = std::os::fd::AsFd::as_fd(&std::io::stdout()).try_clone_to_owned()?;
             return Self::to_stream(Box::new(std::fs::File::from(fd)), info);

@@ -68,6 +68,8 @@ pub struct Exposition {
     pub unix_ms: u64,
     /// The `--max-series` in force.
     pub max_series: usize,
+    /// The history writer's state, with `--history`.
+    pub history: Option<crate::history::StatusView>,
 }
 
 impl Exposition {
@@ -79,6 +81,7 @@ impl Exposition {
             health: snap.health.clone(),
             unix_ms: snap.unix_ms,
             max_series,
+            history: None,
         }
     }
 }
@@ -347,6 +350,33 @@ pub fn render(e: &Exposition, format: Format) -> String {
             &drop_labels,
             &sel.counter_only,
             &[("reason", OTHER)],
+        );
+    }
+    if let Some(h) = &e.history {
+        w.one(
+            "dropscope_history_paused",
+            "gauge",
+            "1 while writing the history is paused (the disk refused a write; retried every 10 s).",
+            u8::from(h.paused),
+        );
+        w.one(
+            "dropscope_history_skipped_snapshots_total",
+            "counter",
+            "Snapshots not written to the history (paused, or the writer behind); counts are \
+             cumulative, so this costs resolution, not drops.",
+            h.skipped,
+        );
+        w.one(
+            "dropscope_history_bytes",
+            "gauge",
+            "Bytes the history's segments take on disk.",
+            h.bytes,
+        );
+        w.one(
+            "dropscope_history_segments",
+            "gauge",
+            "Segments in the history directory.",
+            h.segments,
         );
     }
     w.family(

@@ -49,13 +49,15 @@ pub struct ServeOptions {
     /// Whether the probe counts every drop (no drop filter), so that the drops only a kernel
     /// counter saw can be exported.
     pub counts_all: bool,
+    /// Keep the snapshot stream in this history directory (`--history`).
+    pub history: Option<crate::history::HistoryOptions>,
 }
 
 /// Applies the caps to every snapshot of `feed` and publishes the result, until the feed ends.
 /// Each snapshot is selected anew, even one with the same counts as the last: its names may
 /// have resolved since.
 pub async fn publish(feed: Feed, tx: watch::Sender<Option<Arc<Published>>>, max: usize) {
-    publish_selected(feed, tx, Selection::new(max), max).await;
+    publish_selected(feed, tx, Selection::new(max), max, None).await;
 }
 
 /// [`publish`] with the caps of `selection`.
@@ -64,6 +66,7 @@ async fn publish_selected(
     tx: watch::Sender<Option<Arc<Published>>>,
     mut selection: Selection,
     max: usize,
+    history: Option<Arc<crate::history::Status>>,
 ) {
     while let Some(mut snap) = feed.snapshots.recv().await {
         // Only the newest of the snapshots waiting matters.
@@ -71,7 +74,8 @@ async fn publish_selected(
             snap = newer;
         }
         let selected = selection.select(&snap);
-        let exposition = Exposition::new(&feed.info, &snap, selected, max);
+        let mut exposition = Exposition::new(&feed.info, &snap, selected, max);
+        exposition.history = history.as_ref().map(|h| h.view());
         tx.send_replace(Some(Arc::new(Published::new(exposition))));
     }
 }
@@ -91,10 +95,26 @@ pub async fn run(
         None => WebConfig::default(),
     };
     let listener = http::bind(opts.listen).await?;
+    // So is the history directory (created, locked): a second writer is refused here.
+    let history = opts
+        .history
+        .clone()
+        .map(crate::history::HistoryWriter::open)
+        .transpose()?;
     let local = listener
         .local_addr()
         .context("reading the listening address")?;
     let (feed, stopper) = start()?;
+    let status = history.as_ref().map(crate::history::HistoryWriter::status);
+    let (feed, writing) = match history {
+        Some(h) => {
+            let dir = crate::sanitize::terminal(&h.dir().to_string_lossy()).into_owned();
+            let (feed, running) = h.tee(feed)?;
+            eprintln!("dropscope: keeping history in {dir}");
+            (feed, Some(running))
+        }
+        None => (feed, None),
+    };
     eprintln!(
         "dropscope: counting drops with {}; serving metrics on {}://{local}/metrics{} until \
          Ctrl-C or SIGTERM",
@@ -108,7 +128,7 @@ pub async fn run(
     );
     let (tx, rx) = watch::channel(None);
     let selection = Selection::new(opts.max_series).counting_all(opts.counts_all);
-    let publisher = publish_selected(feed, tx, selection, opts.max_series);
+    let publisher = publish_selected(feed, tx, selection, opts.max_series, status);
     let router = http::router(rx, web.users, &opts.limits);
     let tls = web.tls.map(tokio_rustls::TlsAcceptor::from);
     let server = http::serve(listener, router, opts.limits, tls);
@@ -118,7 +138,12 @@ pub async fn run(
         () = interrupt.recv() => false,
     };
     // The server and its connections end with this function; the probe is detached here.
-    stopper.finish()?;
+    let stopped = stopper.finish();
+    // The last snapshots are written and the segment finished whatever ended the collector.
+    if let Some(w) = writing {
+        w.finish().await;
+    }
+    stopped?;
     if collector_died {
         bail!("the collector stopped unexpectedly");
     }

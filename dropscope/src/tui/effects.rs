@@ -8,12 +8,12 @@ use anyhow::Context;
 use tokio::sync::mpsc;
 
 use super::{
-    format,
     state::RecordingStatus,
     update::{FlameRequest, Msg},
 };
 use crate::{
     flamegraph::GraphMeta,
+    format,
     model::{SessionInfo, Snapshot, StackCount},
     record::Recorder,
     sanitize,
@@ -60,14 +60,14 @@ pub fn spawn_flamegraph(
 }
 
 /// Writes a flamegraph of `stacks` into `dir`, named as the flamegraph command names its
-/// snapshots (UTC, as recordings): see [`crate::flamegraph::snapshot_svg`].
+/// snapshots (UTC, as recordings): see [`crate::flamegraph::snapshot::snapshot_svg`].
 pub(super) fn write_flamegraph(
     stacks: &[StackCount],
     meta: &GraphMeta,
     dir: &Path,
     now: SystemTime,
 ) -> anyhow::Result<PathBuf> {
-    crate::flamegraph::snapshot_svg(stacks, meta, dir, now)
+    crate::flamegraph::snapshot::snapshot_svg(stacks, meta, dir, now)
 }
 
 /// A recording started with `r`.

@@ -68,6 +68,8 @@ pub enum Action {
     Slower,
     /// Double the speed.
     Faster,
+    /// Type a time to jump to.
+    GoTo,
 }
 
 /// Where a key applies.
@@ -363,6 +365,12 @@ pub const REPLAY: &[Key] = &[
         "0  $",
         "jump to the start or the end",
         &[(C::Char('0'), A::Start), (C::Char('$'), A::End)],
+        Replay,
+    ),
+    key(
+        "t",
+        "jump to a typed time: session time (90s) or wall clock (03:12, 2026-11-27 03:12)",
+        &[(C::Char('t'), A::GoTo)],
         Replay,
     ),
     hint(

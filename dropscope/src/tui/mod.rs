@@ -5,8 +5,6 @@
 //! status and one redraw timer, and never polls. Keys redraw at once; data redraws at most twice
 //! a second, at once when the last redraw is old enough (so the feed's own pace sets the
 //! redraws, without a timer of their own); the header clock ticks only when no snapshot came.
-/// Number and time formatting, shared with the command-line output.
-pub use crate::format;
 pub mod help;
 pub mod keys;
 pub mod state;
@@ -58,6 +56,8 @@ pub struct TuiOptions {
     pub filter: Option<String>,
     /// The grouping the counts come in (`--by`); empty: as found in the data (replay).
     pub by: Vec<crate::model::group::Dim>,
+    /// Replaying a history: drops per second over its whole range, shown as a strip.
+    pub timeline: Option<crate::history::timeline::Timeline>,
 }
 
 /// Least time between two redraws caused by data (snapshots, replay position).
@@ -289,7 +289,7 @@ impl Session {
         let way = crate::explain::fill::way_in(
             ns,
             k.initial_netns,
-            std::path::Path::new(crate::kcounters::netns::RUN_NETNS),
+            std::path::Path::new(crate::model::kernel::RUN_NETNS),
             std::path::Path::new("/proc"),
         );
         self.state.ways.insert(ns, way);
@@ -413,6 +413,7 @@ pub async fn run(feed: Feed, opts: TuiOptions) -> anyhow::Result<()> {
     let mut state = State::new(info.clone(), initial, (w, h));
     state.filters = opts.filter.clone();
     state.by = opts.by.clone();
+    state.timeline = opts.timeline.clone();
     let (mut events, events_task) = forward_events();
     let mut signals = Signals::new()?;
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Msg>();

@@ -240,6 +240,10 @@ pub struct State {
     pub kernel_reading: Option<std::sync::Arc<crate::model::KernelReading>>,
     /// The drop filters in force, described (shown in the header).
     pub filters: Option<String>,
+    /// A time being typed to jump to (`t` in replay).
+    pub goto: Option<String>,
+    /// Replaying a history: its timeline strip.
+    pub timeline: Option<crate::history::timeline::Timeline>,
     /// The grouping the counts come in (`--by`); empty: as found in the data (replay).
     pub by: Vec<Dim>,
     /// Which of [`State::groupings`] the table shows (0: as counted).
@@ -281,6 +285,8 @@ impl State {
             kernel: None,
             kernel_reading: None,
             filters: None,
+            goto: None,
+            timeline: None,
             by: Vec::new(),
             grouping: 0,
             ways: Default::default(),

@@ -307,6 +307,9 @@ fn on_key(state: &mut State, key: KeyEvent) -> Option<Effect> {
         on_filter_key(state, key);
         return None;
     }
+    if state.goto.is_some() {
+        return on_goto_key(state, key);
+    }
     if state.help {
         state.help = false;
         return (key.code == KeyCode::Char('q')).then_some(Effect::Quit);
@@ -390,6 +393,37 @@ fn on_key(state: &mut State, key: KeyEvent) -> Option<Effect> {
         | Action::End
         | Action::Slower
         | Action::Faster => return replay_key(state, action),
+        Action::GoTo if state.replay.is_some() => state.goto = Some(String::new()),
+        Action::GoTo => {}
+    }
+    None
+}
+
+/// A key while typing a time to jump to: `Enter` jumps (a duration is session time, anything
+/// else a wall-clock time placed on the session's clock), `Esc` gives up.
+fn on_goto_key(state: &mut State, key: KeyEvent) -> Option<Effect> {
+    let typed = state.goto.as_mut()?;
+    match key.code {
+        KeyCode::Esc => state.goto = None,
+        KeyCode::Backspace => {
+            typed.pop();
+        }
+        KeyCode::Char(c) if !key.modifiers.contains(KeyModifiers::CONTROL) && typed.len() < 64 => {
+            typed.push(c);
+        }
+        KeyCode::Enter => {
+            let typed = state.goto.take().unwrap_or_default();
+            let position = state.replay.as_ref()?.position;
+            match crate::history::when::parse_time(&typed) {
+                Ok(t) => {
+                    let target = t.session(state.info.started_unix_ms);
+                    let by = target.as_secs_f64() - position.as_secs_f64();
+                    return Some(Effect::Replay(ReplayCommand::SeekBy(by)));
+                }
+                Err(e) => state.status = Some(crate::sanitize::terminal(&e).into_owned()),
+            }
+        }
+        _ => {}
     }
     None
 }

@@ -1,7 +1,8 @@
 //! Figures from dropscope's own example programs, run as they are (xtask does not link
 //! dropscope, so it builds without the eBPF toolchain): `flame_bench` (time to render an SVG of
 //! 10,000 distinct stacks) and `record_bench` (bytes per frame of synthetic one-hour recordings,
-//! and the time to seek to the middle of one).
+//! and the time to seek to the middle of one) and `history_bench` (a history's bytes per day,
+//! full and coarse, and the time to open, seek and count a generated week).
 use std::{
     path::{Path, PathBuf},
     process::Command,
@@ -13,7 +14,7 @@ use anyhow::Context as _;
 use super::{Outcome, guards::run_quiet};
 
 /// The examples the bench runs.
-pub const EXAMPLES: [&str; 2] = ["flame_bench", "record_bench"];
+pub const EXAMPLES: [&str; 3] = ["flame_bench", "record_bench", "history_bench"];
 /// Distinct stacks in the flamegraph benchmark, and its runs.
 pub const FLAME_STACKS: usize = 10_000;
 const FLAME_RUNS: usize = 5;
@@ -59,6 +60,14 @@ fn run(
         return Err(format!("{} is not built", bin.display()));
     }
     run_quiet(Command::new(&bin).args(args)).map_err(|e| format!("{name} failed: {e:#}"))
+}
+
+/// Runs `history_bench`: its figures as it prints them, or why they are missing.
+pub fn history(root: &Path, target_dir: &Path, build_error: Option<&String>) -> String {
+    match run(root, target_dir, "history_bench", build_error, &[]) {
+        Ok(out) => format!("\nHistory (dropscope example history_bench)\n{out}"),
+        Err(why) => format!("\nHistory: skipped: {why}\n"),
+    }
 }
 
 /// The flamegraph example's result.

@@ -136,6 +136,29 @@ pub fn load(path: &Path) -> anyhow::Result<Input> {
     })
 }
 
+/// BASE and NEW of `diff --history DIR --last D --vs I [--at T]`. A history's windows carry no
+/// kernel readings yet, so the programs' verdicts are not compared.
+pub fn history(dir: &Path, args: &crate::cli::DiffArgs) -> anyhow::Result<(Input, Input)> {
+    use crate::history::when::TimeArg;
+    let (Some(last), Some(vs)) = (args.last, args.vs) else {
+        bail!("--history needs --last and --vs");
+    };
+    let at = match args.at {
+        Some(TimeArg::Wall(ms)) => Some(ms),
+        Some(TimeArg::Session(_)) => bail!("--at is a wall-clock time (03:10, RFC 3339)"),
+        None => None,
+    };
+    let (base, new) = crate::history::compare::sides(dir, last, vs, at)?;
+    let input = |s: crate::history::compare::Side| Input {
+        name: s.name,
+        snapshot: s.snap,
+        seconds: s.seconds,
+        programs: Vec::new(),
+        programs_counted: Err("a history window carries no program verdicts yet".into()),
+    };
+    Ok((input(base), input(new)))
+}
+
 /// A recording's drops over its whole window: its last snapshot (cumulative from the session's
 /// start) and the seconds since that start.
 pub fn whole(rec: &Recording) -> anyhow::Result<(Snapshot, f64)> {

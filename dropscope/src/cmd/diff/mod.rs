@@ -26,14 +26,18 @@ use crate::{
 
 /// Runs `diff`.
 pub fn diff_cmd(args: DiffArgs) -> anyhow::Result<()> {
-    if record::is_stdio(&args.base) && record::is_stdio(&args.new) {
-        return Err(Outcome::Usage(
-            "BASE and NEW cannot both be read from standard input (`-`): give one as a file".into(),
-        )
-        .into());
-    }
-    let mut base = input::load(&args.base)?;
-    let mut new = input::load(&args.new)?;
+    let (mut base, mut new) = match (&args.history, &args.base, &args.new) {
+        (Some(dir), _, _) => input::history(dir, &args)?,
+        (None, Some(b), Some(n)) if record::is_stdio(b) && record::is_stdio(n) => {
+            return Err(Outcome::Usage(
+                "BASE and NEW cannot both be read from standard input (`-`): give one as a file"
+                    .into(),
+            )
+            .into());
+        }
+        (None, Some(b), Some(n)) => (input::load(b)?, input::load(n)?),
+        _ => return Err(Outcome::Usage("BASE and NEW, or --history DIR".into()).into()),
+    };
     let (filter, by) = args.select.recorded_all(&[&base.snapshot, &new.snapshot])?;
     check_budget_reasons(&args.budget, &reasons(&[&base, &new]))?;
     refuse_filtered_programs(&args.budget, &filter)?;

@@ -2,9 +2,11 @@
 mod attribution;
 mod hostile;
 mod keys;
+mod panel;
 mod polish;
 mod rendering;
 mod selection;
+mod timeline;
 
 use std::{
     sync::Arc,

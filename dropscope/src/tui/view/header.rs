@@ -4,7 +4,7 @@ use ratatui::{
     text::{Line, Span},
 };
 
-use crate::tui::{format, state::State};
+use crate::{format, tui::state::State};
 
 const SEP: &str = "  ";
 /// Longest host, kernel or probe name shown (they come from the recording).
@@ -30,7 +30,36 @@ pub fn lines(state: &State) -> Vec<Line<'static>> {
         out.push(Line::from(mode));
     }
     out.extend(pack(warning_groups(state), width));
+    if let Some(t) = &state.timeline {
+        out.push(timeline_line(state, t, width));
+    }
     out
+}
+
+/// The history's strip of drops/s (blank: not recorded), `|` at the replay's position.
+fn timeline_line(
+    state: &State,
+    t: &crate::history::timeline::Timeline,
+    width: usize,
+) -> Line<'static> {
+    let label = "history ";
+    let ends = format!(
+        " {} – {}",
+        crate::history::when::local(t.from_ms),
+        crate::history::when::local(t.to_ms)
+    );
+    let cursor = state.replay.as_ref().map(|r| {
+        t.replay_started_ms
+            .saturating_add(u64::try_from(r.position.as_millis()).unwrap_or(u64::MAX))
+    });
+    let room = width
+        .saturating_sub(label.len() + ends.chars().count())
+        .max(8);
+    Line::from(vec![
+        Span::styled(label, Style::new().add_modifier(Modifier::BOLD)),
+        Span::styled(t.strip(room, cursor), Style::new().fg(Color::Red)),
+        Span::raw(ends),
+    ])
 }
 
 /// Puts groups of spans on as few lines as fit in `width`, never splitting a group.

@@ -1,7 +1,7 @@
 //! The view: a pure function from [`State`] to what is on screen.
 mod header;
 mod packets;
-mod panel;
+pub(super) mod panel;
 mod stacks;
 mod table;
 
@@ -98,6 +98,17 @@ fn footer(state: &State) -> Line<'static> {
             Span::styled("_", Style::new().add_modifier(Modifier::SLOW_BLINK)),
             Span::styled(
                 "   Enter keeps the filter, Esc clears it",
+                Style::new().fg(Color::DarkGray),
+            ),
+        ]);
+    }
+    if let Some(typed) = &state.goto {
+        return Line::from(vec![
+            Span::styled("go to ", key),
+            Span::raw(crate::sanitize::terminal(typed).into_owned()),
+            Span::styled("_", Style::new().add_modifier(Modifier::SLOW_BLINK)),
+            Span::styled(
+                "   Enter jumps (90s, 03:12, 2026-11-27 03:12), Esc gives up",
                 Style::new().fg(Color::DarkGray),
             ),
         ]);

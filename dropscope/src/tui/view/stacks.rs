@@ -10,11 +10,7 @@ use ratatui::{
     widgets::{Block, Borders, Paragraph},
 };
 
-use crate::{
-    model::stacks::NodeKind,
-    sanitize,
-    tui::{format, state::StackView},
-};
+use crate::{format, model::stacks::NodeKind, sanitize, tui::state::StackView};
 
 /// Longest name shown on one line (the screen cuts it further to its width).
 const MAX_LABEL_CHARS: usize = 512;

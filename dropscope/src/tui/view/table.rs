@@ -9,16 +9,14 @@ use ratatui::{
 };
 
 use crate::{
+    format,
     model::{
         DropKey, counter_only,
         group::Dim,
         table::{Row as TableRow, SortKey},
     },
     sanitize,
-    tui::{
-        format,
-        state::{State, dim_name},
-    },
+    tui::state::{State, dim_name},
 };
 
 /// An attribution column: its heading, width bounds, and the text of a key's cell.

@@ -1,0 +1,227 @@
+//! `serve --history`: real drops kept through a `kill -9` and a restart, counted exactly across
+//! both runs by `report --input DIR --since`, with the gap between them shown; one writer per
+//! directory; a full disk pauses history while /metrics goes on.
+use std::{
+    path::Path,
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use dropscope_tests::{
+    Netns, count, dropscope_bin, json_output, root_test, run,
+    serve::{Serve, free_port, get},
+};
+
+/// Waits until /metrics counts `want` NO_SOCKET drops in namespace `ns` (then a snapshot with
+/// them has been taken, and handed to the history writer).
+fn wait_for_drops(serve: &Serve, ns: &str, want: u64) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        // 503 until the first snapshot is published.
+        let (status, _, body) = get(serve.port, "/metrics", "text/plain");
+        let got: u64 = body
+            .lines()
+            .filter(|l| l.starts_with("dropscope_drops_total{"))
+            .filter(|l| l.contains("NO_SOCKET") && l.contains(ns))
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
+            .sum();
+        if status != 200 {
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        }
+        if got == want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{got} of {want} drops in {ns}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A history listing.
+fn listing(dir: &Path) -> String {
+    let out = run(Command::new(dropscope_bin()).arg("history").arg(dir));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn a_history_survives_kill_9_and_report_since_spans_both_runs_with_the_gap() {
+    let _serial = root_test();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("history");
+    let d = dir.to_str().expect("utf-8");
+    let ns = Netns::new("hist");
+    let args = [
+        "--interval",
+        "100ms",
+        "--history",
+        d,
+        "--segment-length",
+        "2s",
+    ];
+
+    let first = Serve::start(&args);
+    ns.traffic(&["udp", "9", "300"]);
+    wait_for_drops(&first, &ns.name, 300);
+    // A second writer on the same directory is refused, before attaching anything.
+    let listen = format!("127.0.0.1:{}", free_port());
+    let second = Command::new(dropscope_bin())
+        .args(["serve", "--listen", &listen, "--history", d])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run a second serve");
+    assert!(!second.status.success());
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        err.contains("another dropscope is writing the history"),
+        "{err}"
+    );
+    // Another segment starts (2 s), then the writer is killed mid-segment.
+    std::thread::sleep(Duration::from_millis(2500));
+    let killed = first.signal(libc::SIGKILL);
+    assert!(!killed.success());
+    std::thread::sleep(Duration::from_secs(2));
+
+    let second = Serve::start(&args);
+    ns.traffic(&["udp", "9", "200"]);
+    wait_for_drops(&second, &ns.name, 200);
+    // The history's metrics are served beside the drops.
+    let (_, _, body) = get(second.port, "/metrics", "text/plain");
+    assert!(body.contains("\ndropscope_history_paused 0\n"), "{body}");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(second.signal(libc::SIGTERM).success());
+
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&dir).expect("stat").permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o700);
+    let list = listing(&dir);
+    assert!(list.contains("(cut: kill, crash or full disk)"), "{list}");
+    assert!(list.contains("gap: not recorded"), "{list}");
+    assert!(list.contains("in 2 spans"), "{list}");
+
+    let mut cmd = Command::new(dropscope_bin());
+    cmd.args([
+        "report", "--format", "json", "--since", "10m", "--netns", &ns.name,
+    ])
+    .arg("--input")
+    .arg(&dir);
+    let report = json_output(&mut cmd);
+    assert_eq!(
+        count(&report, "NO_SOCKET", "__udp4_lib_rcv"),
+        500,
+        "{report}"
+    );
+    let out = Command::new(dropscope_bin())
+        .args(["report", "--since", "10m", "--input", d])
+        .output()
+        .expect("report");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("counted in 2 sessions"), "{err}");
+    // Exactly one gap between the runs (the window's start, before the first run, is one too).
+    let gaps: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains(": not recorded"))
+        .collect();
+    assert_eq!(gaps.len(), 2, "{err}");
+}
+
+#[test]
+fn a_full_disk_pauses_history_while_metrics_go_on() {
+    let _serial = root_test();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mnt = tmp.path().join("small");
+    std::fs::create_dir(&mnt).expect("mkdir");
+    run(Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+        .arg(&mnt));
+    struct Unmount<'a>(&'a Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(self.0).status();
+        }
+    }
+    let _unmount = Unmount(&mnt);
+    let dir = mnt.join("history");
+    let d = dir.to_str().expect("utf-8");
+    // Fill the disk but for a few KiB.
+    let filler = mnt.join("filler");
+    let _ = std::fs::write(&filler, vec![0u8; 60 * 1024]);
+    let ns = Netns::new("histfull");
+    let serve = Serve::start(&["--interval", "100ms", "--history", d]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut sent = 0;
+    let paused = loop {
+        ns.traffic(&["udp", "9", "50"]);
+        sent += 50;
+        let (_, _, body) = get(serve.port, "/metrics", "text/plain");
+        if body.contains("\ndropscope_history_paused 1\n") {
+            break true;
+        }
+        if Instant::now() > deadline {
+            break false;
+        }
+    };
+    assert!(paused, "history never paused on a full disk");
+    // Counting goes on: every drop is in /metrics.
+    wait_for_drops(&serve, &ns.name, sent);
+    // Room again: history resumes by itself (retried every 10 s).
+    std::fs::remove_file(&filler).expect("rm filler");
+    let deadline = Instant::now() + Duration::from_secs(25);
+    loop {
+        let (_, _, body) = get(serve.port, "/metrics", "text/plain");
+        if body.contains("\ndropscope_history_paused 0\n") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "history did not resume: {body}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(serve.signal(libc::SIGTERM).success());
+    let mut cmd = Command::new(dropscope_bin());
+    cmd.args([
+        "report", "--format", "json", "--netns", &ns.name, "--input", d,
+    ]);
+    let report = json_output(&mut cmd);
+    // One session: its cumulative counts are exact across the pause.
+    assert_eq!(
+        count(&report, "NO_SOCKET", "__udp4_lib_rcv"),
+        sent,
+        "{report}"
+    );
+}
+
+#[test]
+fn replaying_a_history_shows_its_timeline_with_the_gap_in_tmux() {
+    use dropscope::history::synthetic::{session, write_session};
+    let _serial = root_test();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // Two minutes dropping, two not recorded, two more: a strip with a hole in its middle.
+    let t0 = 1_790_000_000_000;
+    let a = dropscope::record::synthetic::snapshots(4, 4, 100, 120);
+    let seq = write_session(tmp.path(), 1, &session("a", t0), &a, 60).expect("a");
+    write_session(tmp.path(), seq, &session("a", t0 + 240_000), &a, 60).expect("b");
+    let t =
+        dropscope_tests::tmux::Tmux::start("histtl", &format!("replay {}", tmp.path().display()));
+    let screen = t.wait_for("REPLAY");
+    let line = screen
+        .lines()
+        .find(|l| l.starts_with("history "))
+        .unwrap_or_else(|| panic!("no timeline:\n{screen}"));
+    let strip = line["history ".len()..]
+        .split(" 2026-")
+        .next()
+        .expect("a strip");
+    let cells: Vec<char> = strip.chars().collect();
+    let bars = |c: &[char]| c.iter().filter(|c| "▁▂▃▄▅▆▇█|".contains(**c)).count();
+    let third = cells.len() / 3;
+    // Both sessions drop; the middle third (the gap) is blank.
+    assert!(bars(&cells[..third]) * 10 >= third * 8, "{line}");
+    assert!(bars(&cells[2 * third + 2..]) > 0, "{line}");
+    let middle = &cells[third + 2..2 * third - 2];
+    assert!(
+        middle.iter().all(|&c| c == ' ' || c == '|'),
+        "the gap: {line}"
+    );
+    t.keys("q");
+    let s = t.wait_for("EXIT=");
+    assert!(s.contains("EXIT=0"), "{s}");
+}
