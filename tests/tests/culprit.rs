@@ -502,3 +502,58 @@ fn a_verdict_map_is_a_candidate_whose_counter_is_no_drop_count() {
     assert_eq!(c["who"][0]["verdict"], "vmap", "{c:#}");
     assert!(c["who"][0].get("counted").is_none(), "{c:#}");
 }
+
+#[test]
+fn serve_labels_a_series_with_its_culprit() {
+    let _serial = root_test();
+    let ns = Netns::new("culprit-serve");
+    ns.exec(&[
+        "iptables",
+        "-A",
+        "INPUT",
+        "-p",
+        "udp",
+        "--dport",
+        "6001",
+        "-m",
+        "comment",
+        "--comment",
+        "KUBE-FW-x",
+        "-j",
+        "DROP",
+    ]);
+    let s = dropscope_tests::serve::Serve::start(&[]);
+    ns.traffic(&["udp", "6001", "64"]);
+    // The kernel's counters (and rulesets) are read every 10 s: wait for a reading after the
+    // drops.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let line = loop {
+        // 503 until the first snapshot is there.
+        let (status, _, body) = dropscope_tests::serve::get(s.port, "/metrics", "text/plain");
+        let found = (status == 200)
+            .then(|| {
+                body.lines()
+                    .filter(|l| l.starts_with("dropscope_drops_total{"))
+                    .filter(|l| l.contains("NETFILTER_DROP") && l.contains(ns.name.as_str()))
+                    .find_map(|l| {
+                        let (labels, v) = l.rsplit_once(' ')?;
+                        Some((labels.to_string(), v.parse::<u64>().ok()?))
+                    })
+            })
+            .flatten();
+        match found {
+            // A candidate (the counters read before the drops) until a reading after them is
+            // taken in.
+            Some((l, n)) if l.contains("culprit=") && !l.contains("culprit=\"maybe: ") => {
+                break (l, n);
+            }
+            _ if std::time::Instant::now() > deadline => panic!("no culprit label: {found:?}"),
+            _ => std::thread::sleep(std::time::Duration::from_millis(500)),
+        }
+    };
+    assert_eq!(line.1, 64, "{line:?}");
+    assert!(
+        line.0.contains(r#"culprit="rule filter INPUT #1""#),
+        "{line:?}"
+    );
+}

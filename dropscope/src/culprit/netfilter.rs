@@ -83,6 +83,8 @@ struct Scope<'a> {
     counted: u64,
     /// Drop rules without a counter.
     uncounted: Vec<Who>,
+    /// Counted drop rules that did not grow by the last reading (they may have since).
+    idle: Vec<Who>,
     /// Chains whose policy drops.
     policies: Vec<&'a Chain>,
     /// Whether every ruleset of the scope was read whole, from the window's start.
@@ -100,6 +102,7 @@ impl<'a> Scope<'a> {
             grew: Vec::new(),
             counted: 0,
             uncounted: Vec::new(),
+            idle: Vec::new(),
             policies: Vec::new(),
             whole: windows.iter().all(|w| w.whole && !w.late),
             changed: windows.iter().any(|w| w.changed),
@@ -116,7 +119,7 @@ impl<'a> Scope<'a> {
             for g in &w.rules {
                 let hook = hooks.get(&g.rule.id).copied();
                 match g.grew {
-                    Some(0) => {}
+                    Some(0) => s.idle.push(Who::rule(&g.rule, hook, Some(0))),
                     Some(n) => {
                         s.counted = s.counted.saturating_add(n);
                         s.grew.push(Who::rule(&g.rule, hook, Some(n)));
@@ -245,6 +248,10 @@ impl<'a> Scope<'a> {
         }
         let mut who = rules();
         who.extend(self.policy_who(None));
+        // Drops the counters had not counted by their reading may be a counted rule's too.
+        if here > counted {
+            who.extend(self.idle.iter().cloned());
+        }
         // Where the stacks show the hook, only its base chains and the chains they may jump to
         // (chains without a hook) are candidates.
         let mut narrowed = String::new();

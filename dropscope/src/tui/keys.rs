@@ -269,7 +269,7 @@ pub const GENERAL: &[Key] = &[
     hint(
         key(
             "e",
-            "explain the selected row's reason (the reason guide)",
+            "explain the selected row's reason and who dropped it",
             &[(C::Char('e'), A::Explain)],
             Both,
         ),

@@ -235,3 +235,15 @@ fn the_hook_the_stacks_show_narrows_the_candidates() {
     assert!(matches!(&c.who()[0], Who::Rule { handle: 2, .. }), "{c:?}");
     assert!(c.because().contains("input hook"), "{c:?}");
 }
+
+#[test]
+fn drops_after_the_counters_reading_keep_a_counted_rule_among_the_candidates() {
+    // The counters were read before the drops came: the rule had not grown yet.
+    let s = snap(
+        &[("nft_do_chain+0x3e8", 5)],
+        Some(window(vec![rule(2, Some(0))], false)),
+    );
+    let c = &culprits(&s)[&key("nft_do_chain+0x3e8")];
+    assert_eq!(c.certainty(), "candidates", "{c:?}");
+    assert_eq!(counted(c), [Some(0)]);
+}
