@@ -2,15 +2,9 @@
 //! benchmark. `cargo xtask --help` lists them.
 mod bench;
 mod dist;
-mod dist_check;
-mod dist_deb;
 mod setup;
 mod test;
 mod vmtest;
-mod vmtest_foreign;
-mod vmtest_guest;
-mod vmtest_initramfs;
-mod vmtest_kernels;
 
 use std::{path::PathBuf, process::Command};
 
@@ -66,7 +60,7 @@ enum Task {
     Vmtest(vmtest::VmtestArgs),
     /// The suite vmtest runs inside each guest (internal).
     #[command(hide = true)]
-    VmtestGuest(vmtest_guest::GuestArgs),
+    VmtestGuest(vmtest::guest::GuestArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -76,7 +70,7 @@ fn main() -> anyhow::Result<()> {
         Task::Dist { check, arches } => {
             let dists = dist::build(&arches)?;
             if check {
-                dist_check::check_all(&dists)?;
+                dist::check::check_all(&dists)?;
             }
             Ok(())
         }
@@ -84,7 +78,7 @@ fn main() -> anyhow::Result<()> {
             require_root("vmtest boots kernels and attaches the probe")?;
             vmtest::run(&args)
         }
-        Task::VmtestGuest(args) => vmtest_guest::run(&args),
+        Task::VmtestGuest(args) => vmtest::guest::run(&args),
         Task::Run { args } => {
             setup::all(false)?;
             cargo(&["build", "--release", "--package", "dropscope"])?;

@@ -130,10 +130,10 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
          binary against this machine's under qemu",
     );
     let dists = crate::dist::build(&crate::dist::Arch::ALL)?;
-    crate::dist_check::check_all(&dists)?;
+    crate::dist::check::check_all(&dists)?;
     step("the first five minutes, on the binary of this machine's .deb (tmux)");
     let host = (dists.iter().find(|d| d.arch.is_host())).context("no .deb for this machine")?;
-    let bin = crate::dist_check::installed_binary(&host.deb)?;
+    let bin = crate::dist::check::installed_binary(&host.deb)?;
     let first = [
         "test",
         "--package",
@@ -158,7 +158,7 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
                 .iter()
                 .filter(|a| !a.is_host())
             {
-                crate::vmtest_foreign::tools(*arch)?;
+                crate::vmtest::foreign::tools(*arch)?;
             }
             cargo(&["build", "--package", "dropscope-tests", "--bin", "traffic"])?;
             let xtask = std::env::current_exe().context("path of xtask")?;

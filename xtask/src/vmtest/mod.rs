@@ -1,8 +1,13 @@
 //! `cargo xtask vmtest`: boots Debian's 6.1 and 6.12 kernels under qemu and runs the
 //! exact-count suite inside each with the `dist` binary: amd64 kernels with virtme-ng on this
 //! machine's root filesystem, arm64 kernels emulated by qemu-system-aarch64 on a small
-//! initramfs root (`vmtest_foreign`); the running kernel gets the same suite without a VM.
+//! initramfs root (`foreign`); the running kernel gets the same suite without a VM.
 //! Prints a kernel × check table.
+pub mod foreign;
+pub mod guest;
+mod initramfs;
+pub mod kernels;
+
 use std::{
     fs,
     path::{Path, PathBuf},
@@ -13,7 +18,7 @@ use std::{
 use anyhow::{Context as _, bail, ensure};
 use serde_json::Value;
 
-use crate::{dist::Arch, vmtest_foreign, vmtest_guest, vmtest_kernels as kernels};
+use crate::dist::Arch;
 
 /// Options of `cargo xtask vmtest`.
 #[derive(clap::Args)]
@@ -73,13 +78,13 @@ const CHECKS: [&str; 13] = [
     "report tracepoint",
     "attribution",
     "stacks",
-    vmtest_guest::LEDGER,
-    vmtest_guest::PROGRAMS,
-    vmtest_guest::AF_XDP,
-    vmtest_guest::NETKIT,
+    guest::LEDGER,
+    guest::PROGRAMS,
+    guest::AF_XDP,
+    guest::NETKIT,
     "record",
     "replay here",
-    vmtest_guest::FLOOD,
+    guest::FLOOD,
 ];
 
 /// The limit on one guest run (boot plus suite).
@@ -126,9 +131,7 @@ pub fn run(args: &VmtestArgs) -> anyhow::Result<()> {
             .iter()
             .find(|d| d.arch == *arch)
             .context("no dist binary for a guest")?;
-        let foreign = (*arch != host)
-            .then(|| vmtest_foreign::tools(*arch))
-            .transpose()?;
+        let foreign = (*arch != host).then(|| foreign::tools(*arch)).transpose()?;
         for name in &args.kernels {
             if name == "host" && *arch != host {
                 continue;
@@ -152,8 +155,8 @@ pub fn run(args: &VmtestArgs) -> anyhow::Result<()> {
                     kernel.release,
                     arch.name()
                 ));
-                let err = vmtest_foreign::boot(
-                    &vmtest_foreign::Guest {
+                let err = foreign::boot(
+                    &foreign::Guest {
                         arch: *arch,
                         kernel: &kernel,
                         dropscope: &dist.binary,
@@ -232,10 +235,10 @@ pub fn run(args: &VmtestArgs) -> anyhow::Result<()> {
                 kernel: label,
                 results,
                 skipped: [
-                    (!flooded).then_some(vmtest_guest::FLOOD),
+                    (!flooded).then_some(guest::FLOOD),
                     // The arm64 initramfs has busybox's `tc`, which cannot add a tbf (its
                     // programs check attaches an XDP link and a tcx link, no tc filter).
-                    foreign.is_some().then_some(vmtest_guest::LEDGER),
+                    foreign.is_some().then_some(guest::LEDGER),
                 ]
                 .into_iter()
                 .flatten()
@@ -351,7 +354,7 @@ pub fn run_limited(cmd: &mut Command, limit: Duration, log: &Path) -> anyhow::Re
 fn read_results(out: &Path) -> Vec<(String, bool, String)> {
     let text = fs::read_to_string(out.join("results.txt")).unwrap_or_default();
     text.lines()
-        .filter_map(|l| l.strip_prefix(vmtest_guest::MARKER))
+        .filter_map(|l| l.strip_prefix(guest::MARKER))
         .filter_map(|l| {
             let (check, rest) = l.trim().split_once(": ")?;
             let (status, detail) = rest.split_once(' ').unwrap_or((rest, ""));
@@ -408,7 +411,7 @@ fn check_replay(bin: &Path, out: &Path) -> (String, bool, String) {
             String::from_utf8_lossy(&o.stderr)
         );
         let report: Value = serde_json::from_slice(&o.stdout)?;
-        vmtest_guest::Expected { counts }.check(&report)
+        guest::Expected { counts }.check(&report)
     })();
     outcome("replay here", result)
 }
