@@ -61,6 +61,9 @@ enum Task {
     /// The suite vmtest runs inside each guest (internal).
     #[command(hide = true)]
     VmtestGuest(vmtest::guest::GuestArgs),
+    /// The tests crate's binaries vmtest runs inside each guest (internal).
+    #[command(hide = true)]
+    VmtestTests(vmtest::tests::RunArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -79,6 +82,7 @@ fn main() -> anyhow::Result<()> {
             vmtest::run(&args)
         }
         Task::VmtestGuest(args) => vmtest::guest::run(&args),
+        Task::VmtestTests(args) => vmtest::tests::run(&args),
         Task::Run { args } => {
             setup::all(false)?;
             cargo(&["build", "--release", "--package", "dropscope"])?;
@@ -130,23 +134,41 @@ fn target_dir() -> PathBuf {
     }
 }
 
-/// Runs cargo in the workspace root with the project toolchain.
 /// xtask's builds are one-shot: incremental caches would double the size of `target/`.
 pub const NO_INCREMENTAL: &str = "0";
 
+/// Runs cargo in the workspace root with the project toolchain.
 fn cargo(args: &[&str]) -> anyhow::Result<()> {
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(args)
-        .current_dir(root())
-        .env("PATH", setup::path_with_cargo_bin())
-        // After the set-up, a missing eBPF toolchain is an error, not a probe-less build.
-        .env("DROPSCOPE_REQUIRE_EBPF", "1")
-        .env("CARGO_INCREMENTAL", NO_INCREMENTAL)
-        .env("DROPSCOPE_EBPF_PRUNE", "1")
+    let status = cargo_command(args)
         .status()
         .with_context(|| format!("running cargo {}", args.join(" ")))?;
     if !status.success() {
         bail!("cargo {} failed ({status})", args.join(" "));
     }
     Ok(())
+}
+
+/// Runs cargo as [`cargo`] does and returns its stdout (e.g. `--message-format=json`).
+fn cargo_stdout(args: &[&str]) -> anyhow::Result<String> {
+    let out = cargo_command(args)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("running cargo {}", args.join(" ")))?;
+    if !out.status.success() {
+        bail!("cargo {} failed ({})", args.join(" "), out.status);
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// cargo in the workspace root with the project toolchain and the environment of xtask's builds.
+fn cargo_command(args: &[&str]) -> Command {
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.args(args)
+        .current_dir(root())
+        .env("PATH", setup::path_with_cargo_bin())
+        // After the set-up, a missing eBPF toolchain is an error, not a probe-less build.
+        .env("DROPSCOPE_REQUIRE_EBPF", "1")
+        .env("CARGO_INCREMENTAL", NO_INCREMENTAL)
+        .env("DROPSCOPE_EBPF_PRUNE", "1");
+    cmd
 }

@@ -102,10 +102,13 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
              user {} through sudo -E)",
             setup::TEST_USER
         ));
-        format!("{TESTS_LOCK} sudo -E -u {} sudo -E", setup::TEST_USER)
+        format!(
+            "flock {TESTS_LOCK_FILE} sudo -E -u {} sudo -E",
+            setup::TEST_USER
+        )
     } else {
         step("tests (built as you; the test binaries run as root through sudo -E)");
-        format!("{TESTS_LOCK} sudo -E")
+        format!("flock {TESTS_LOCK_FILE} sudo -E")
     };
     cargo_with_runner(&test, &runner)?;
     if fuzz_seconds > 0 {
@@ -176,9 +179,10 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
     Ok(())
 }
 
-/// The prefix of every test binary's runner: one lock for all runs on the machine (`flock`, from
-/// util-linux; `/run/lock` is writable by every user).
-const TESTS_LOCK: &str = "flock /run/lock/dropscope-tests.lock";
+/// The lock every test binary holds while it runs: one for all runs on the machine (`flock`,
+/// from util-linux; `/run/lock` is writable by every user); vmtest's run on the host takes it
+/// too.
+pub const TESTS_LOCK_FILE: &str = "/run/lock/dropscope-tests.lock";
 
 /// Runs a plain `cargo test` at the root (the unit, widget and golden-file tests of the default
 /// members), as on a machine never set up: with a cargo home of its own that has no `bin/`

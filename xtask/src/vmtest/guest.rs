@@ -6,7 +6,6 @@
 //! kernel messages). Files for the host's own checks go to `OUT` too.
 use std::{
     fs,
-    io::Write as _,
     os::{fd::AsRawFd as _, unix::fs::MetadataExt as _},
     path::{Path, PathBuf},
     process::Command,
@@ -16,9 +15,6 @@ use std::{
 use anyhow::{Context as _, ensure};
 use dropscope_tests::{Counting, Netns, run_timeout};
 use serde_json::Value;
-
-/// The marker that starts every result line.
-pub const MARKER: &str = "VMTEST-RESULT";
 
 /// Drops generated for an exact-count check.
 pub const UDP: u64 = 500;
@@ -113,28 +109,11 @@ pub fn run(args: &GuestArgs) -> anyhow::Result<()> {
             FLOOD => suite.flood(args.flood_seconds),
             _ => suite.record(),
         };
-        let (status, detail) = match result {
-            Ok(d) => ("PASS", d),
-            Err(e) => {
-                failed += 1;
-                ("FAIL", format!("{e:#}"))
-            }
-        };
-        let line = format!("{MARKER} {name}: {status} {}", one_line(&detail));
-        println!("{line}");
-        let mut f = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&results)?;
-        writeln!(f, "{line}")?;
-        f.sync_all()?;
+        failed += usize::from(result.is_err());
+        super::tests::write_result(&results, name, result)?;
     }
     ensure!(failed == 0, "{failed} check(s) failed");
     Ok(())
-}
-
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 struct Suite<'a> {
