@@ -54,16 +54,16 @@ enum Task {
         #[arg(long = "arch", value_enum, value_delimiter = ',', default_values_t = dist::Arch::ALL)]
         arches: Vec<dist::Arch>,
     },
-    /// Boot Debian's 6.1 and 6.12 kernels (amd64 and arm64) under qemu and run the exact-count
-    /// suite in each with the dist binary, and on the running kernel (root); prints a kernel ×
-    /// check table.
+    /// Boot Debian's 6.1 and 6.12 kernels (amd64 and arm64) under qemu and test the dist binary
+    /// in each (amd64 and the running kernel: the tests crate's binaries; arm64: an exact-count
+    /// suite) (root); prints a kernel × check table.
     Vmtest(vmtest::VmtestArgs),
-    /// The suite vmtest runs inside each guest (internal).
+    /// The suite vmtest runs inside the arm64 guests (internal).
     #[command(hide = true)]
     VmtestGuest(vmtest::guest::GuestArgs),
     /// The tests crate's binaries vmtest runs inside each guest (internal).
     #[command(hide = true)]
-    VmtestTests(vmtest::tests::RunArgs),
+    VmtestTests(vmtest::test_binaries::RunArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -82,7 +82,7 @@ fn main() -> anyhow::Result<()> {
             vmtest::run(&args)
         }
         Task::VmtestGuest(args) => vmtest::guest::run(&args),
-        Task::VmtestTests(args) => vmtest::tests::run(&args),
+        Task::VmtestTests(args) => vmtest::test_binaries::run(&args),
         Task::Run { args } => {
             setup::all(false)?;
             cargo(&["build", "--release", "--package", "dropscope"])?;

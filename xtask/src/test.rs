@@ -152,7 +152,10 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
             "vmtest: the suite on Debian's 6.1 and 6.12 kernels (amd64, arm64) and the running one",
         );
         if as_root {
-            crate::vmtest::run(&crate::vmtest::VmtestArgs::default())?;
+            crate::vmtest::run(&crate::vmtest::VmtestArgs {
+                host_tested: true,
+                ..Default::default()
+            })?;
         } else {
             // Tools and builds as the user first, so that the root run below finds them all.
             setup::vmtest_tools(&crate::vmtest::DEFAULT_ARCHES)?;
@@ -163,7 +166,7 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
             {
                 crate::vmtest::foreign::tools(*arch)?;
             }
-            cargo(&["build", "--package", "dropscope-tests", "--bin", "traffic"])?;
+            crate::vmtest::test_binaries::binaries(None)?;
             let xtask = std::env::current_exe().context("path of xtask")?;
             // sudo resets PATH: handed over explicitly (vng may be in ~/.local/bin).
             setup::run(
@@ -171,7 +174,7 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
                     .args(["-E", "env"])
                     .arg(format!("PATH={}", setup::path_with_tools()))
                     .arg(xtask)
-                    .arg("vmtest")
+                    .args(["vmtest", "--host-tested"])
                     .current_dir(root()),
             )?;
         }

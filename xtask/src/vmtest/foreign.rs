@@ -94,11 +94,9 @@ pub fn boot(guest: &Guest<'_>, work: &Path, out: &Path, limit: Duration) -> anyh
     let initrd_dir = work.join("initrd");
     fs::create_dir_all(&initrd_dir)?;
     let initrd = initrd_dir.join(format!("{}.cpio", guest.kernel.release));
-    // busybox's `tc` cannot add a tbf qdisc, and iproute2 is not in this initramfs: no ledger
-    // check, and the programs check attaches without `ip` and `tc`.
     let command = format!(
         "/bin/xtask vmtest-guest --dropscope /bin/dropscope --traffic /bin/traffic --out /out \
-         --no-iproute2 --flood-seconds {}",
+         --flood-seconds {}",
         guest.flood_seconds
     );
     initramfs::write(
