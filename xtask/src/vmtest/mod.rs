@@ -189,19 +189,15 @@ pub fn run(args: &VmtestArgs) -> anyhow::Result<()> {
                     seconds: 0.0,
                 }
             } else {
-                let left_out = if name == "host" && args.host_tested {
-                    test_binaries::COLUMNS
-                        .iter()
-                        .map(|c| {
-                            (
-                                c.name,
-                                "the whole tests crate ran on this kernel earlier in this run",
-                            )
-                        })
-                        .collect()
-                } else {
-                    test_binaries::left_out(name)
-                };
+                let mut left_out = test_binaries::left_out(name);
+                if name == "host" && args.host_tested {
+                    let ran = "the whole tests crate ran on this kernel earlier in this run";
+                    let rest: Vec<_> = (test_binaries::COLUMNS.iter())
+                        .filter(|c| !left_out.iter().any(|(n, _)| *n == c.name))
+                        .map(|c| (c.name, ran))
+                        .collect();
+                    left_out.extend(rest);
+                }
                 let mut cmd = vec![
                     xtask.to_str().context("non-UTF-8 path")?.to_string(),
                     "vmtest-tests".into(),
