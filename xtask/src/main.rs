@@ -2,15 +2,9 @@
 //! benchmark. `cargo xtask --help` lists them.
 mod bench;
 mod dist;
-mod dist_check;
-mod dist_deb;
 mod setup;
 mod test;
 mod vmtest;
-mod vmtest_foreign;
-mod vmtest_guest;
-mod vmtest_initramfs;
-mod vmtest_kernels;
 
 use std::{path::PathBuf, process::Command};
 
@@ -60,13 +54,16 @@ enum Task {
         #[arg(long = "arch", value_enum, value_delimiter = ',', default_values_t = dist::Arch::ALL)]
         arches: Vec<dist::Arch>,
     },
-    /// Boot Debian's 6.1 and 6.12 kernels (amd64 and arm64) under qemu and run the exact-count
-    /// suite in each with the dist binary, and on the running kernel (root); prints a kernel ×
-    /// check table.
+    /// Boot Debian's 6.1 and 6.12 kernels (amd64 and arm64) under qemu and test the dist binary
+    /// in each (amd64 and the running kernel: the tests crate's binaries; arm64: an exact-count
+    /// suite) (root); prints a kernel × check table.
     Vmtest(vmtest::VmtestArgs),
-    /// The suite vmtest runs inside each guest (internal).
+    /// The suite vmtest runs inside the arm64 guests (internal).
     #[command(hide = true)]
-    VmtestGuest(vmtest_guest::GuestArgs),
+    VmtestGuest(vmtest::guest::GuestArgs),
+    /// The tests crate's binaries vmtest runs inside each guest (internal).
+    #[command(hide = true)]
+    VmtestTests(vmtest::test_binaries::RunArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -76,7 +73,7 @@ fn main() -> anyhow::Result<()> {
         Task::Dist { check, arches } => {
             let dists = dist::build(&arches)?;
             if check {
-                dist_check::check_all(&dists)?;
+                dist::check::check_all(&dists)?;
             }
             Ok(())
         }
@@ -84,7 +81,8 @@ fn main() -> anyhow::Result<()> {
             require_root("vmtest boots kernels and attaches the probe")?;
             vmtest::run(&args)
         }
-        Task::VmtestGuest(args) => vmtest_guest::run(&args),
+        Task::VmtestGuest(args) => vmtest::guest::run(&args),
+        Task::VmtestTests(args) => vmtest::test_binaries::run(&args),
         Task::Run { args } => {
             setup::all(false)?;
             cargo(&["build", "--release", "--package", "dropscope"])?;
@@ -136,23 +134,41 @@ fn target_dir() -> PathBuf {
     }
 }
 
-/// Runs cargo in the workspace root with the project toolchain.
 /// xtask's builds are one-shot: incremental caches would double the size of `target/`.
 pub const NO_INCREMENTAL: &str = "0";
 
+/// Runs cargo in the workspace root with the project toolchain.
 fn cargo(args: &[&str]) -> anyhow::Result<()> {
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(args)
-        .current_dir(root())
-        .env("PATH", setup::path_with_cargo_bin())
-        // After the set-up, a missing eBPF toolchain is an error, not a probe-less build.
-        .env("DROPSCOPE_REQUIRE_EBPF", "1")
-        .env("CARGO_INCREMENTAL", NO_INCREMENTAL)
-        .env("DROPSCOPE_EBPF_PRUNE", "1")
+    let status = cargo_command(args)
         .status()
         .with_context(|| format!("running cargo {}", args.join(" ")))?;
     if !status.success() {
         bail!("cargo {} failed ({status})", args.join(" "));
     }
     Ok(())
+}
+
+/// Runs cargo as [`cargo`] does and returns its stdout (e.g. `--message-format=json`).
+fn cargo_stdout(args: &[&str]) -> anyhow::Result<String> {
+    let out = cargo_command(args)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("running cargo {}", args.join(" ")))?;
+    if !out.status.success() {
+        bail!("cargo {} failed ({})", args.join(" "), out.status);
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// cargo in the workspace root with the project toolchain and the environment of xtask's builds.
+fn cargo_command(args: &[&str]) -> Command {
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.args(args)
+        .current_dir(root())
+        .env("PATH", setup::path_with_cargo_bin())
+        // After the set-up, a missing eBPF toolchain is an error, not a probe-less build.
+        .env("DROPSCOPE_REQUIRE_EBPF", "1")
+        .env("CARGO_INCREMENTAL", NO_INCREMENTAL)
+        .env("DROPSCOPE_EBPF_PRUNE", "1");
+    cmd
 }

@@ -102,10 +102,13 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
              user {} through sudo -E)",
             setup::TEST_USER
         ));
-        format!("{TESTS_LOCK} sudo -E -u {} sudo -E", setup::TEST_USER)
+        format!(
+            "flock {TESTS_LOCK_FILE} sudo -E -u {} sudo -E",
+            setup::TEST_USER
+        )
     } else {
         step("tests (built as you; the test binaries run as root through sudo -E)");
-        format!("{TESTS_LOCK} sudo -E")
+        format!("flock {TESTS_LOCK_FILE} sudo -E")
     };
     cargo_with_runner(&test, &runner)?;
     if fuzz_seconds > 0 {
@@ -130,10 +133,10 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
          binary against this machine's under qemu",
     );
     let dists = crate::dist::build(&crate::dist::Arch::ALL)?;
-    crate::dist_check::check_all(&dists)?;
+    crate::dist::check::check_all(&dists)?;
     step("the first five minutes, on the binary of this machine's .deb (tmux)");
     let host = (dists.iter().find(|d| d.arch.is_host())).context("no .deb for this machine")?;
-    let bin = crate::dist_check::installed_binary(&host.deb)?;
+    let bin = crate::dist::check::installed_binary(&host.deb)?;
     let first = [
         "test",
         "--package",
@@ -149,7 +152,10 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
             "vmtest: the suite on Debian's 6.1 and 6.12 kernels (amd64, arm64) and the running one",
         );
         if as_root {
-            crate::vmtest::run(&crate::vmtest::VmtestArgs::default())?;
+            crate::vmtest::run(&crate::vmtest::VmtestArgs {
+                host_tested: true,
+                ..Default::default()
+            })?;
         } else {
             // Tools and builds as the user first, so that the root run below finds them all.
             setup::vmtest_tools(&crate::vmtest::DEFAULT_ARCHES)?;
@@ -158,9 +164,9 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
                 .iter()
                 .filter(|a| !a.is_host())
             {
-                crate::vmtest_foreign::tools(*arch)?;
+                crate::vmtest::foreign::tools(*arch)?;
             }
-            cargo(&["build", "--package", "dropscope-tests", "--bin", "traffic"])?;
+            crate::vmtest::test_binaries::binaries(None)?;
             let xtask = std::env::current_exe().context("path of xtask")?;
             // sudo resets PATH: handed over explicitly (vng may be in ~/.local/bin).
             setup::run(
@@ -168,7 +174,7 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
                     .args(["-E", "env"])
                     .arg(format!("PATH={}", setup::path_with_tools()))
                     .arg(xtask)
-                    .arg("vmtest")
+                    .args(["vmtest", "--host-tested"])
                     .current_dir(root()),
             )?;
         }
@@ -176,9 +182,10 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
     Ok(())
 }
 
-/// The prefix of every test binary's runner: one lock for all runs on the machine (`flock`, from
-/// util-linux; `/run/lock` is writable by every user).
-const TESTS_LOCK: &str = "flock /run/lock/dropscope-tests.lock";
+/// The lock every test binary holds while it runs: one for all runs on the machine (`flock`,
+/// from util-linux; `/run/lock` is writable by every user); vmtest's run on the host takes it
+/// too.
+pub const TESTS_LOCK_FILE: &str = "/run/lock/dropscope-tests.lock";
 
 /// Runs a plain `cargo test` at the root (the unit, widget and golden-file tests of the default
 /// members), as on a machine never set up: with a cargo home of its own that has no `bin/`

@@ -1,5 +1,8 @@
 //! `cargo xtask dist`: one static release binary (musl, eBPF object embedded) per machine
-//! (x86_64, and aarch64 cross-built) and a `.deb` of each (`dist_deb`).
+//! (x86_64, and aarch64 cross-built) and a `.deb` of each (`deb`).
+pub mod check;
+mod deb;
+
 use std::{
     fs,
     path::{Path, PathBuf},
@@ -132,10 +135,10 @@ fn build_one(arch: Arch) -> anyhow::Result<Artifacts> {
     fs::copy(&built, &binary).with_context(|| format!("copying to {}", binary.display()))?;
     let deb = dist.join(format!(
         "dropscope_{}_{}.deb",
-        super::dist_deb::deb_version(&version()),
+        deb::deb_version(&version()),
         arch.deb()
     ));
-    super::dist_deb::build(&super::root(), arch, &binary, &version(), &deb)?;
+    deb::build(&super::root(), arch, &binary, &version(), &deb)?;
     eprintln!("dist: {}\ndist: {}", binary.display(), deb.display());
     Ok(Artifacts { arch, binary, deb })
 }

@@ -1,4 +1,6 @@
-//! The exact-count suite `cargo xtask vmtest` runs inside each booted kernel (and on the host).
+//! The exact-count suite `cargo xtask vmtest` runs inside the arm64 guests, whose busybox root
+//! cannot run the tests crate's binaries (no iproute2, nft or tc for their fixtures; the amd64
+//! guests and the host run those, `test_binaries`).
 //!
 //! It drives a given dropscope binary and the traffic generator in a network namespace, checks
 //! exact counts from the JSON, and writes one `VMTEST-RESULT <check> PASS|FAIL <detail>` line per
@@ -6,7 +8,6 @@
 //! kernel messages). Files for the host's own checks go to `OUT` too.
 use std::{
     fs,
-    io::Write as _,
     os::{fd::AsRawFd as _, unix::fs::MetadataExt as _},
     path::{Path, PathBuf},
     process::Command,
@@ -16,9 +17,6 @@ use std::{
 use anyhow::{Context as _, ensure};
 use dropscope_tests::{Counting, Netns, run_timeout};
 use serde_json::Value;
-
-/// The marker that starts every result line.
-pub const MARKER: &str = "VMTEST-RESULT";
 
 /// Drops generated for an exact-count check.
 pub const UDP: u64 = 500;
@@ -31,11 +29,8 @@ pub const RCVBUF: u64 = 300;
 
 /// The name of the flood check (run only when asked for).
 pub const FLOOD: &str = "interleaved flood";
-/// The name of the ledger check (left out where the guest has no iproute2 `tc`).
-pub const LEDGER: &str = "ledger";
 
-/// The name of the programs check (without iproute2, its classic tc filter is left out: the
-/// XDP program and the tcx link are attached without `ip` and `tc`).
+/// The name of the programs check.
 pub const PROGRAMS: &str = "programs";
 
 /// The name dropscope gives its programs that count another program's verdicts.
@@ -67,10 +62,6 @@ pub struct GuestArgs {
     /// read (on another CPU where there are two): no report may show a MISMATCH (0: skip).
     #[arg(long, default_value_t = 0)]
     pub flood_seconds: u64,
-    /// The guest has no iproute2 (busybox's `ip` and `tc` cannot add a tbf or attach BPF
-    /// programs): the ledger check is left out, and the programs check attaches without them.
-    #[arg(long)]
-    pub no_iproute2: bool,
 }
 
 /// Runs every check; fails if any failed.
@@ -86,15 +77,11 @@ pub fn run(args: &GuestArgs) -> anyhow::Result<()> {
         "report tracepoint",
         "attribution",
         "stacks",
-        LEDGER,
         PROGRAMS,
         AF_XDP,
         NETKIT,
         "record",
     ];
-    if args.no_iproute2 {
-        checks.retain(|c| *c != LEDGER);
-    }
     if args.flood_seconds > 0 {
         checks.push(FLOOD);
     }
@@ -106,35 +93,17 @@ pub fn run(args: &GuestArgs) -> anyhow::Result<()> {
             "report tracepoint" => suite.report("tracepoint"),
             "attribution" => suite.attribution(),
             "stacks" => suite.stacks(),
-            LEDGER => suite.ledger(),
             PROGRAMS => suite.programs(),
             AF_XDP => suite.af_xdp(),
             NETKIT => suite.netkit(),
             FLOOD => suite.flood(args.flood_seconds),
             _ => suite.record(),
         };
-        let (status, detail) = match result {
-            Ok(d) => ("PASS", d),
-            Err(e) => {
-                failed += 1;
-                ("FAIL", format!("{e:#}"))
-            }
-        };
-        let line = format!("{MARKER} {name}: {status} {}", one_line(&detail));
-        println!("{line}");
-        let mut f = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&results)?;
-        writeln!(f, "{line}")?;
-        f.sync_all()?;
+        failed += usize::from(result.is_err());
+        super::test_binaries::write_result(&results, name, result)?;
     }
     ensure!(failed == 0, "{failed} check(s) failed");
     Ok(())
-}
-
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 struct Suite<'a> {
@@ -339,119 +308,18 @@ impl Suite<'_> {
         expected.check(&report)
     }
 
-    /// The drop ledger's qdisc layer: a token bucket on a namespace's loopback overflows under
-    /// a burst; the ledger's qdisc drops are `tc -s qdisc`'s own count, every one matched with
-    /// a kfree_skb drop on that device (whatever reason this kernel gives it), none counted by
-    /// the layer alone.
-    fn ledger(&self) -> anyhow::Result<String> {
-        let ns = netns("ledger")?;
-        let in_ns = |args: &[&str]| {
-            run_timeout(
-                Command::new("ip")
-                    .args(["netns", "exec", &ns.name])
-                    .args(args),
-                Duration::from_secs(30),
-            )
-        };
-        in_ns(&[
-            "tc", "qdisc", "add", "dev", "lo", "root", "handle", "1:", "tbf", "rate", "1mbit",
-            "burst", "1600", "limit", "3000",
-        ])?;
-        let tc_drops = || -> anyhow::Result<u64> {
-            let out = in_ns(&["tc", "-s", "-j", "qdisc", "show", "dev", "lo", "root"])?;
-            let v: Value = serde_json::from_slice(&out.stdout).context("tc -j output")?;
-            v[0]["drops"]
-                .as_u64()
-                .with_context(|| format!("no drops in {v}"))
-        };
-        let inode = fs::metadata(ns.path())
-            .context("the namespace's file")?
-            .ino();
-        let before = tc_drops()?;
-        let c = start(
-            &self.args.dropscope,
-            &[
-                "report",
-                "--format",
-                "json",
-                "--no-stacks",
-                // No filter: the ledger matches counters with every drop (a filter leaves it out).
-                "--by",
-                "reason,location,netns,device",
-            ],
-        )?;
-        let sent = ns.try_traffic(&self.args.traffic, &["udp", "9", "400"], TRAFFIC_LIMIT);
-        // The last packets are through the queue and freed.
-        std::thread::sleep(Duration::from_millis(500));
-        let out = c.try_interrupt(Duration::from_secs(60))?;
-        sent?;
-        let dropped = tc_drops()? - before;
-        ensure!(
-            dropped > 50,
-            "the token bucket dropped only {dropped} of 400"
-        );
-        let report: Value = serde_json::from_str(&out).context("report JSON")?;
-        let row = report["ledger"]["counters"]
-            .as_array()
-            .context("no ledger counters")?
-            .iter()
-            .find(|r| r["netns"] == inode && r["counter"] == "Qdisc:lo:tbf 1::drops")
-            .with_context(|| format!("no tbf row in the ledger: {}", report["ledger"]))?;
-        let n = |f: &str| row[f].as_u64().unwrap_or(u64::MAX);
-        ensure!(
-            (n("delta"), n("matched"), n("counter_only")) == (dropped, dropped, 0),
-            "tc counted {dropped} drops; the ledger's row: {row}; the drops: {}",
-            report["drops"]
-        );
-        Ok(format!(
-            "{dropped} qdisc drops, as tc counted, each matched"
-        ))
-    }
-
-    /// Programs that drop: a generic XDP program on a namespace's loopback drops UDP to one
-    /// port and a tc ingress program shoots UDP to another; the ledger counts each program's
-    /// verdicts exactly, the tc ones matched with their kfree_skb drops. On a kernel that lets
-    /// no tracing program attach to a BPF program (an empty fentry program is tried beside),
-    /// each program must be listed in the ledger's notes with the kernel's refusal instead.
-    /// Without iproute2 (`--no-iproute2`: busybox's `ip` and `tc` cannot attach BPF programs),
-    /// the XDP program is attached as an XDP link and the classic tc filter is left out. The
-    /// XDP program is loaded and attached while dropscope runs, its traffic sent once every
-    /// run watches it.
+    /// Programs that drop: a generic XDP program (an XDP link: busybox's `ip` and `tc` cannot
+    /// attach BPF programs) on a namespace's loopback drops UDP to one port and a tcx link
+    /// (6.6+) shoots UDP to another; the ledger counts each program's verdicts exactly, the
+    /// shots matched with their kfree_skb drops. On a kernel that lets no tracing program
+    /// attach to a BPF program (an empty fentry program is tried beside), each program must be
+    /// listed in the ledger's notes with the kernel's refusal instead. The XDP program is
+    /// loaded and attached while dropscope runs, its traffic sent once every run watches it.
     fn programs(&self) -> anyhow::Result<String> {
-        use dropscope_tests::fixture::{self, Bpffs, Kind, TC_ACT_SHOT, XDP_DROP};
+        use dropscope_tests::fixture::{self, Kind, TC_ACT_SHOT, XDP_DROP};
         const DROPPED: u64 = 500;
-        const SHOT: u64 = 300;
         let ns = netns("programs")?;
-        let in_ns = |args: &[&str]| {
-            run_timeout(
-                Command::new("ip")
-                    .args(["netns", "exec", &ns.name])
-                    .args(args),
-                Duration::from_secs(30),
-            )
-        };
-        let iproute2 = !self.args.no_iproute2;
-        let fs = Bpffs::mount();
-        let shoot = fixture::load(Kind::Tc, "ds_fx_shoot", 7002, TC_ACT_SHOT, true)?;
-        let shoot_id = fixture::prog_id(&shoot)?;
-        let path = |p: &Path| p.to_str().map(str::to_string).context("non-UTF-8 path");
-        if iproute2 {
-            let p2 = fs.pin(&shoot, "shoot");
-            in_ns(&["tc", "qdisc", "add", "dev", "lo", "clsact"])?;
-            in_ns(&[
-                "tc",
-                "filter",
-                "add",
-                "dev",
-                "lo",
-                "ingress",
-                "bpf",
-                "direct-action",
-                "object-pinned",
-                &path(&p2)?,
-            ])?;
-        }
-        // A tcx link on lo's egress (6.6+) shoots UDP to a third port; older kernels have no
+        // A tcx link on lo's egress (6.6+) shoots UDP to another port; older kernels have no
         // tcx (EINVAL): that part is left out, and the result says so.
         const TCX_SHOT: u64 = 200;
         let tcx = fixture::load(Kind::Tc, "ds_fx_tcx", 7003, TC_ACT_SHOT, true)?;
@@ -515,23 +383,8 @@ impl Suite<'_> {
         let drop = fixture::load(Kind::Xdp, "ds_fx_drop", 7001, XDP_DROP, true)?;
         let drop_id = fixture::prog_id(&drop)?;
         let traced = fixture::fentry_allowed(&drop);
-        // Without iproute2, an XDP link (generic mode) held until the check ends.
-        let _xdp_link = if iproute2 {
-            let p1 = fs.pin(&drop, "drop");
-            in_ns(&[
-                "ip",
-                "link",
-                "set",
-                "dev",
-                "lo",
-                "xdpgeneric",
-                "pinned",
-                &path(&p1)?,
-            ])?;
-            None
-        } else {
-            Some(fixture::attach_xdp_link(&drop, &ns.path(), "lo").context("an XDP link")?)
-        };
+        // An XDP link (generic mode), held until the check ends.
+        let _xdp_link = fixture::attach_xdp_link(&drop, &ns.path(), "lo").context("an XDP link")?;
         let found = match traced {
             Ok(()) => loop {
                 let now = fixture::programs_named(VERDICT_COUNTER).context("listing programs")?;
@@ -558,13 +411,6 @@ impl Suite<'_> {
                 &["udp-to", "127.0.0.1", "7001", &DROPPED.to_string()],
                 TRAFFIC_LIMIT,
             )
-            .and_then(|_| {
-                ns.try_traffic(
-                    &self.args.traffic,
-                    &["udp-to", "127.0.0.1", "7002", &SHOT.to_string()],
-                    TRAFFIC_LIMIT,
-                )
-            })
             .and_then(|_| {
                 ns.try_traffic(
                     &self.args.traffic,
@@ -625,7 +471,6 @@ impl Suite<'_> {
                 .and_then(|r| r["count"].as_u64())
         };
         let xdp_row = format!("prog ds_fx_drop#{drop_id} (xdpgeneric)");
-        let tc_row = format!("prog ds_fx_shoot#{shoot_id} (tc ingress)");
         let row = |counter: &str| {
             report["ledger"]["counters"]
                 .as_array()
@@ -634,7 +479,6 @@ impl Suite<'_> {
                 .find(|r| r["netns"] == inode && r["counter"] == counter)
         };
         let xdp = format!("Xdp:lo:xdpgeneric:ds_fx_drop#{drop_id}:drop");
-        let tc = format!("Tc:lo:ingress:ds_fx_shoot#{shoot_id}:shot");
         match traced {
             Ok(()) => {
                 let n = |r: Option<&Value>, f: &str| r.and_then(|r| r[f].as_u64());
@@ -643,19 +487,9 @@ impl Suite<'_> {
                     "{DROPPED} dropped by XDP; the ledger: {}",
                     report["ledger"]
                 );
-                // The classic tc filter's shots, where it was attached; none where it was not.
-                let shot = iproute2.then_some(SHOT);
                 ensure!(
-                    (n(row(&tc), "delta"), n(row(&tc), "matched")) == (shot, shot),
-                    "{shot:?} shot by tc; the ledger: {}",
-                    report["ledger"]
-                );
-                ensure!(
-                    (
-                        program(&report, "XDP_DROP", &xdp_row),
-                        program(&report, "TC_SHOT", &tc_row)
-                    ) == (Some(DROPPED), shot),
-                    "{DROPPED} XDP_DROP and {shot:?} TC_SHOT rows; the report's: {}",
+                    program(&report, "XDP_DROP", &xdp_row) == Some(DROPPED),
+                    "{DROPPED} XDP_DROP rows; the report's: {}",
                     report["programs"]
                 );
                 // The program's first dropped frames are its row's samples: UDP to its port,
@@ -720,13 +554,9 @@ impl Suite<'_> {
                     }
                     None => ", no tcx on this kernel (EINVAL)".to_string(),
                 };
-                let tc_said = match iproute2 {
-                    true => format!(" and {SHOT} TC_ACT_SHOT"),
-                    false => " (an XDP link; no iproute2 here for a classic tc filter)".into(),
-                };
                 Ok(format!(
                     "{DROPPED} XDP_DROP (its program loaded and attached while counting, \
-                     watched by all three {found} after its load){tc_said} counted per program, \
+                     watched by all three {found} after its load) counted per program, \
                      rows of the report and of \
                      a recording's window before its last reading, the XDP row's samples UDP \
                      frames to 7001 in both, the shots matched with their kfree_skb \
@@ -741,8 +571,7 @@ impl Suite<'_> {
                     "verdicts not counted, yet rows: {}",
                     report["programs"]
                 );
-                let shoot = iproute2.then_some(shoot_id);
-                for id in [drop_id].into_iter().chain(shoot).chain(tcx) {
+                for id in [drop_id].into_iter().chain(tcx) {
                     ensure!(
                         notes.contains(&format!("program {id} ")) && row(&xdp).is_none(),
                         "this kernel refuses fentry on programs ({e}), but the ledger does not \

@@ -1,8 +1,15 @@
-//! `cargo xtask vmtest`: boots Debian's 6.1 and 6.12 kernels under qemu and runs the
-//! exact-count suite inside each with the `dist` binary: amd64 kernels with virtme-ng on this
-//! machine's root filesystem, arm64 kernels emulated by qemu-system-aarch64 on a small
-//! initramfs root (`vmtest_foreign`); the running kernel gets the same suite without a VM.
-//! Prints a kernel × check table.
+//! `cargo xtask vmtest`: boots Debian's 6.1 and 6.12 kernels under qemu and tests the `dist`
+//! binary inside each: amd64 kernels with virtme-ng on this machine's root filesystem, where
+//! they run the tests crate's own binaries (`test_binaries`), as the running kernel does;
+//! arm64 kernels emulated by qemu-system-aarch64 on a small initramfs root (`foreign`), where
+//! the exact-count suite of `guest` runs. Prints a kernel × check table per suite.
+pub mod foreign;
+pub mod guest;
+mod initramfs;
+pub mod kernels;
+mod table;
+pub mod test_binaries;
+
 use std::{
     fs,
     path::{Path, PathBuf},
@@ -13,7 +20,8 @@ use std::{
 use anyhow::{Context as _, bail, ensure};
 use serde_json::Value;
 
-use crate::{dist::Arch, vmtest_foreign, vmtest_guest, vmtest_kernels as kernels};
+use self::table::{Row, outcome};
+use crate::dist::Arch;
 
 /// Options of `cargo xtask vmtest`.
 #[derive(clap::Args)]
@@ -37,6 +45,10 @@ pub struct VmtestArgs {
     /// CPU; none may show a MISMATCH (0: skip).
     #[arg(long, default_value_t = 60)]
     pub flood_seconds: u64,
+    /// The running kernel ran the whole tests crate already (`cargo xtask test`): its row
+    /// checks the reasons only and says so.
+    #[arg(long, hide = true)]
+    pub host_tested: bool,
 }
 
 /// The machines `vmtest` boots kernels of unless told.
@@ -50,6 +62,7 @@ impl Default for VmtestArgs {
             accel: Accel::Auto,
             arm64_cpus: 2,
             flood_seconds: 60,
+            host_tested: false,
         }
     }
 }
@@ -65,33 +78,24 @@ pub enum Accel {
     Tcg,
 }
 
-/// The columns of the table, in order.
-const CHECKS: [&str; 13] = [
+/// The columns of the arm64 guests' suite (`guest`), in order.
+const GUEST_COLUMNS: [&str; 12] = [
     "reasons",
     "reasons --btf",
     "report tp_btf",
     "report tracepoint",
     "attribution",
     "stacks",
-    vmtest_guest::LEDGER,
-    vmtest_guest::PROGRAMS,
-    vmtest_guest::AF_XDP,
-    vmtest_guest::NETKIT,
+    guest::PROGRAMS,
+    guest::AF_XDP,
+    guest::NETKIT,
     "record",
     "replay here",
-    vmtest_guest::FLOOD,
+    guest::FLOOD,
 ];
 
 /// The limit on one guest run (boot plus suite).
 const GUEST_LIMIT: Duration = Duration::from_secs(900);
-
-struct Row {
-    kernel: String,
-    results: Vec<(String, bool, String)>,
-    /// Checks not run on this kernel (shown as `-`).
-    skipped: Vec<&'static str>,
-    seconds: f64,
-}
 
 /// Runs the suite on each kernel and prints the table; fails if any check failed.
 pub fn run(args: &VmtestArgs) -> anyhow::Result<()> {
@@ -114,9 +118,14 @@ pub fn run(args: &VmtestArgs) -> anyhow::Result<()> {
             d.deb.display()
         );
     }
-    crate::step("traffic generator");
-    crate::cargo(&["build", "--package", "dropscope-tests", "--bin", "traffic"])?;
-    let traffic = crate::target_dir().join("debug/traffic");
+    // The amd64 guests share this machine's root filesystem: they run the tests crate's
+    // binaries built here.
+    let binaries = if args.arches.contains(&host) {
+        crate::step("the tests crate's binaries");
+        test_binaries::binaries(None)?
+    } else {
+        Vec::new()
+    };
     let xtask = std::env::current_exe().context("path of xtask")?;
     let work = crate::target_dir().join("vmtest");
     let mut accel = args.accel;
@@ -126,9 +135,7 @@ pub fn run(args: &VmtestArgs) -> anyhow::Result<()> {
             .iter()
             .find(|d| d.arch == *arch)
             .context("no dist binary for a guest")?;
-        let foreign = (*arch != host)
-            .then(|| vmtest_foreign::tools(*arch))
-            .transpose()?;
+        let foreign = (*arch != host).then(|| foreign::tools(*arch)).transpose()?;
         for name in &args.kernels {
             if name == "host" && *arch != host {
                 continue;
@@ -144,7 +151,7 @@ pub fn run(args: &VmtestArgs) -> anyhow::Result<()> {
                 fs::remove_dir_all(&out).with_context(|| format!("clearing {}", out.display()))?;
             }
             fs::create_dir_all(&out)?;
-            let (label, btf, setup_err) = if let Some(tools) = &foreign {
+            let mut row = if let Some(tools) = &foreign {
                 let kernel = kernels::fetch(name, *arch, &work)?;
                 let cpus = args.arm64_cpus;
                 crate::step(&format!(
@@ -152,8 +159,8 @@ pub fn run(args: &VmtestArgs) -> anyhow::Result<()> {
                     kernel.release,
                     arch.name()
                 ));
-                let err = vmtest_foreign::boot(
-                    &vmtest_foreign::Guest {
+                let err = foreign::boot(
+                    &foreign::Guest {
                         arch: *arch,
                         kernel: &kernel,
                         dropscope: &dist.binary,
@@ -166,38 +173,54 @@ pub fn run(args: &VmtestArgs) -> anyhow::Result<()> {
                     GUEST_LIMIT,
                 )
                 .err();
-                (
-                    format!("{} (TCG, {cpus} CPUs)", kernel.release),
-                    kernel.btf,
-                    err.map(|e| format!("{e:#}")),
-                )
+                let mut results = table::read_results(&out, test_binaries::MARKER);
+                results.push(check_btf(&host_bin, &kernel.btf, &out));
+                results.push(check_replay(&host_bin, &out));
+                results.extend(err.map(|e| ("run".into(), false, format!("{e:#}"))));
+                let mut skipped = Vec::new();
+                if args.flood_seconds == 0 {
+                    skipped.push((guest::FLOOD.into(), "--flood-seconds 0".into()));
+                }
+                Row {
+                    kernel: format!("{} (TCG, {cpus} CPUs)", kernel.release),
+                    columns: GUEST_COLUMNS.to_vec(),
+                    results,
+                    skipped,
+                    seconds: 0.0,
+                }
             } else {
-                let guest = [
-                    xtask.to_str().context("non-UTF-8 path")?,
-                    "vmtest-guest",
-                    "--dropscope",
-                    dist.binary.to_str().context("non-UTF-8 path")?,
-                    "--traffic",
-                    traffic.to_str().context("non-UTF-8 path")?,
-                    "--out",
-                    out.to_str().context("non-UTF-8 path")?,
+                let mut left_out = test_binaries::left_out(name);
+                if name == "host" && args.host_tested {
+                    let ran = "the whole tests crate ran on this kernel earlier in this run";
+                    let rest: Vec<_> = (test_binaries::COLUMNS.iter())
+                        .filter(|c| !left_out.iter().any(|(n, _)| *n == c.name))
+                        .map(|c| (c.name, ran))
+                        .collect();
+                    left_out.extend(rest);
+                }
+                let mut cmd = vec![
+                    xtask.to_str().context("non-UTF-8 path")?.to_string(),
+                    "vmtest-tests".into(),
+                    "--dropscope".into(),
+                    dist.binary.to_str().context("non-UTF-8 path")?.into(),
+                    "--out".into(),
+                    out.to_str().context("non-UTF-8 path")?.into(),
                 ];
-                if name == "host" {
-                    crate::step("suite on the running kernel (no VM)");
-                    let status = Command::new(guest[0]).args(&guest[1..]).status();
+                cmd.extend(test_binaries::run_args(&binaries, &left_out)?);
+                let (label, btf, err) = if name == "host" {
+                    crate::step("the tests on the running kernel (no VM)");
+                    cmd.extend(["--lock".into(), crate::test::TESTS_LOCK_FILE.into()]);
+                    let status = Command::new(&cmd[0]).args(&cmd[1..]).status();
                     let err = match status {
                         Ok(s) if s.success() => None,
-                        Ok(s) => Some(format!("suite exited with {s}")),
-                        Err(e) => Some(format!("running the suite: {e}")),
+                        Ok(s) => Some(format!("the tests exited with {s}")),
+                        Err(e) => Some(format!("running the tests: {e}")),
                     };
                     let release = fs::read_to_string("/proc/sys/kernel/osrelease")
                         .map(|s| s.trim().to_string())
                         .unwrap_or_else(|_| "unknown".into());
-                    (
-                        format!("{release} (host)"),
-                        PathBuf::from("/sys/kernel/btf/vmlinux"),
-                        err,
-                    )
+                    let btf = PathBuf::from("/sys/kernel/btf/vmlinux");
+                    (format!("{release} (host)"), btf, err)
                 } else {
                     let kernel = kernels::fetch(name, *arch, &work)?;
                     crate::step(&format!("booting {} under qemu", kernel.release));
@@ -209,42 +232,33 @@ pub fn run(args: &VmtestArgs) -> anyhow::Result<()> {
                         };
                         eprintln!("vmtest: using {accel:?}");
                     }
-                    let err = boot(&kernel.vmlinuz, accel, &out, &guest.join(" ")).err();
+                    let err = boot(&kernel.vmlinuz, accel, &out, &cmd.join(" ")).err();
                     let how = match accel {
                         Accel::Kvm => "KVM, 2 CPUs",
                         Accel::Tcg | Accel::Auto => "TCG, 1 CPU",
                     };
-                    (
-                        format!("{} ({how})", kernel.release),
-                        kernel.btf,
-                        err.map(|e| format!("{e:#}")),
-                    )
+                    let label = format!("{} ({how})", kernel.release);
+                    (label, kernel.btf, err.map(|e| format!("{e:#}")))
+                };
+                let mut results = table::read_results(&out, test_binaries::MARKER);
+                results.push(check_btf(&host_bin, &btf, &out));
+                results.extend(err.map(|e| ("run".into(), false, e)));
+                Row {
+                    kernel: label,
+                    columns: test_binaries::table_columns(),
+                    results,
+                    skipped: left_out
+                        .into_iter()
+                        .map(|(t, why)| (t.to_string(), why.to_string()))
+                        .collect(),
+                    seconds: 0.0,
                 }
             };
-            let mut results = read_results(&out);
-            results.push(check_btf(&host_bin, &btf, &out));
-            results.push(check_replay(&host_bin, &out));
-            if let Some(e) = setup_err {
-                results.push(("run".into(), false, e));
-            }
-            let flooded = foreign.is_some() && args.flood_seconds > 0;
-            rows.push(Row {
-                kernel: label,
-                results,
-                skipped: [
-                    (!flooded).then_some(vmtest_guest::FLOOD),
-                    // The arm64 initramfs has busybox's `tc`, which cannot add a tbf (its
-                    // programs check attaches an XDP link and a tcx link, no tc filter).
-                    foreign.is_some().then_some(vmtest_guest::LEDGER),
-                ]
-                .into_iter()
-                .flatten()
-                .collect(),
-                seconds: t.elapsed().as_secs_f64(),
-            });
+            row.seconds = t.elapsed().as_secs_f64();
+            rows.push(row);
         }
     }
-    let failed = print_table(&rows);
+    let failed = table::print(&rows);
     eprintln!("vmtest: {:.0} s in all", started.elapsed().as_secs_f64());
     ensure!(failed == 0, "vmtest: {failed} check(s) failed");
     Ok(())
@@ -347,19 +361,6 @@ pub fn run_limited(cmd: &mut Command, limit: Duration, log: &Path) -> anyhow::Re
     }
 }
 
-/// The guest's result lines: (check, passed, detail).
-fn read_results(out: &Path) -> Vec<(String, bool, String)> {
-    let text = fs::read_to_string(out.join("results.txt")).unwrap_or_default();
-    text.lines()
-        .filter_map(|l| l.strip_prefix(vmtest_guest::MARKER))
-        .filter_map(|l| {
-            let (check, rest) = l.trim().split_once(": ")?;
-            let (status, detail) = rest.split_once(' ').unwrap_or((rest, ""));
-            Some((check.to_string(), status == "PASS", detail.to_string()))
-        })
-        .collect()
-}
-
 /// `reasons --btf` on the host must list exactly what `reasons` listed inside that kernel.
 fn check_btf(bin: &Path, btf: &Path, out: &Path) -> (String, bool, String) {
     let result = (|| {
@@ -408,81 +409,7 @@ fn check_replay(bin: &Path, out: &Path) -> (String, bool, String) {
             String::from_utf8_lossy(&o.stderr)
         );
         let report: Value = serde_json::from_slice(&o.stdout)?;
-        vmtest_guest::Expected { counts }.check(&report)
+        guest::Expected { counts }.check(&report)
     })();
     outcome("replay here", result)
-}
-
-fn outcome(check: &str, r: anyhow::Result<String>) -> (String, bool, String) {
-    match r {
-        Ok(d) => (check.to_string(), true, d),
-        Err(e) => (check.to_string(), false, format!("{e:#}")),
-    }
-}
-
-/// Prints the kernel × check table and the details; returns the number of failures.
-fn print_table(rows: &[Row]) -> usize {
-    let width = rows
-        .iter()
-        .map(|r| r.kernel.len())
-        .max()
-        .unwrap_or(6)
-        .max(6);
-    let mut failed = 0;
-    println!("\n| {:width$} | {} | time |", "kernel", CHECKS.join(" | "));
-    println!(
-        "|{}|{}------|",
-        "-".repeat(width + 2),
-        CHECKS
-            .iter()
-            .map(|c| format!("{}|", "-".repeat(c.len() + 2)))
-            .collect::<String>()
-    );
-    for row in rows {
-        let cells: Vec<String> = CHECKS
-            .iter()
-            .map(|c| {
-                let cell = match row.results.iter().find(|(n, _, _)| n == c) {
-                    Some((_, true, _)) => "pass",
-                    Some((_, false, _)) => "FAIL",
-                    None if row.skipped.contains(c) => "-",
-                    None => "none",
-                };
-                format!("{cell:^w$}", w = c.len())
-            })
-            .collect();
-        println!(
-            "| {:width$} | {} | {:>3.0}s |",
-            row.kernel,
-            cells.join(" | "),
-            row.seconds
-        );
-    }
-    println!();
-    for row in rows {
-        for c in CHECKS {
-            match row.results.iter().find(|(n, _, _)| n == c) {
-                Some((_, true, d)) => println!("{} / {c}: pass: {d}", row.kernel),
-                Some((_, false, d)) => {
-                    failed += 1;
-                    println!("{} / {c}: FAIL: {d}", row.kernel);
-                }
-                None if row.skipped.contains(&c) => {}
-                None => {
-                    failed += 1;
-                    println!(
-                        "{} / {c}: FAIL: no result (see the console log)",
-                        row.kernel
-                    );
-                }
-            }
-        }
-        for (n, ok, d) in &row.results {
-            if !CHECKS.contains(&n.as_str()) && !ok {
-                failed += 1;
-                println!("{} / {n}: FAIL: {d}", row.kernel);
-            }
-        }
-    }
-    failed
 }

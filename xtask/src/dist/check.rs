@@ -150,7 +150,7 @@ fn unpack(deb: &Path) -> anyhow::Result<PathBuf> {
             bail!("the .deb has no {path}:\n{listing}");
         }
     }
-    for page in crate::dist_deb::doc_pages(&crate::root())? {
+    for page in crate::dist::deb::doc_pages(&crate::root())? {
         let path = format!("./usr/share/doc/dropscope/docs/{page}.gz");
         if !listing.lines().any(|l| l.ends_with(&path)) {
             bail!("the .deb has no {path}:\n{listing}");

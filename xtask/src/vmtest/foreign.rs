@@ -1,6 +1,6 @@
 //! vmtest's guests of another machine (arm64 kernels on an x86_64 host): this machine's root
 //! filesystem cannot serve them, so each boots with qemu-system-aarch64 (`-M virt -cpu max`,
-//! emulated) on a small initramfs root (`vmtest_initramfs`) holding the aarch64 dist binary, the
+//! emulated) on a small initramfs root (`initramfs`) holding the aarch64 dist binary, the
 //! suite runner and the traffic generator built for aarch64, and Debian's arm64 busybox. The
 //! host's output directory is shared over 9p: the guest writes its results there, as the amd64
 //! guests do.
@@ -13,7 +13,8 @@ use std::{
 
 use anyhow::bail;
 
-use crate::{dist::Arch, vmtest_initramfs, vmtest_kernels::Kernel};
+use super::{initramfs, kernels::Kernel};
+use crate::dist::Arch;
 
 /// The suite runner and the traffic generator, built for the guest's machine.
 pub struct Tools {
@@ -83,25 +84,23 @@ pub fn boot(guest: &Guest<'_>, work: &Path, out: &Path, limit: Duration) -> anyh
         Arch::Aarch64 => ("qemu-system-aarch64", "ttyAMA0"),
         Arch::X86_64 => bail!("x86_64 guests boot with virtme-ng on this machine's root"),
     };
-    let busybox = crate::vmtest_kernels::unpacked(
+    let busybox = crate::vmtest::kernels::unpacked(
         "busybox-static",
         guest.arch,
         work,
-        crate::vmtest_kernels::keep_all,
+        crate::vmtest::kernels::keep_all,
     )?
     .join("bin/busybox");
     let initrd_dir = work.join("initrd");
     fs::create_dir_all(&initrd_dir)?;
     let initrd = initrd_dir.join(format!("{}.cpio", guest.kernel.release));
-    // busybox's `tc` cannot add a tbf qdisc, and iproute2 is not in this initramfs: no ledger
-    // check, and the programs check attaches without `ip` and `tc`.
     let command = format!(
         "/bin/xtask vmtest-guest --dropscope /bin/dropscope --traffic /bin/traffic --out /out \
-         --no-iproute2 --flood-seconds {}",
+         --flood-seconds {}",
         guest.flood_seconds
     );
-    vmtest_initramfs::write(
-        &vmtest_initramfs::Root {
+    initramfs::write(
+        &initramfs::Root {
             busybox: &busybox,
             programs: &[
                 ("dropscope", guest.dropscope),
@@ -132,7 +131,7 @@ pub fn boot(guest: &Guest<'_>, work: &Path, out: &Path, limit: Duration) -> anyh
         .arg("-device")
         .arg(format!(
             "virtio-9p-device,fsdev=out,mount_tag={}",
-            vmtest_initramfs::OUT_TAG
+            initramfs::OUT_TAG
         ))
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
