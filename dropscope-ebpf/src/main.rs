@@ -105,6 +105,12 @@ static CONFIG: Global<Config> = Global::new(Config {
     btf_ipv6hdr: 0,
     btf_udphdr: 0,
     stacks: 0,
+    sk_state: 0,
+    sk_socket: 0,
+    socket_file: 0,
+    file_inode: 0,
+    inode_ino: 0,
+    pad2: 0,
     filter_reason_words: ReasonWords::EMPTY,
 });
 
@@ -298,6 +304,8 @@ fn count_drop<const BENCH: bool, const NEED: u32, C: StackIdContext, M: Mem>(
     }
     let p = if taken_out!(BENCH, ATTRIBUTION) {
         attribute::Packet::default()
+    } else if taken_out!(BENCH, SOCKET) {
+        attribute::packet(m, needs & !need::SOCKET, skb, rx_sk)
     } else {
         attribute::packet(m, needs, skb, rx_sk)
     };
@@ -433,6 +441,8 @@ fn drop_key(needs: u32, location: u64, reason: u32, p: &attribute::Packet) -> Dr
             l3proto: p.l3proto,
             l4proto: p.l4proto,
             port: p.dport,
+            sock_via: p.sock_via,
+            sock_ino: p.sock_ino,
             ..DropKey::default()
         };
     }
@@ -466,6 +476,16 @@ fn drop_key(needs: u32, location: u64, reason: u32, p: &attribute::Packet) -> Dr
             0
         },
         port: if dims & group::PORT != 0 { p.dport } else { 0 },
+        sock_via: if dims & group::SOCKET != 0 {
+            p.sock_via
+        } else {
+            0
+        },
+        sock_ino: if dims & group::SOCKET != 0 {
+            p.sock_ino
+        } else {
+            0
+        },
         ..DropKey::default()
     }
 }

@@ -18,6 +18,7 @@
 //! whose accept queue is full, and who holds them ([`listeners`]).
 pub mod ethtool;
 mod guarded;
+pub mod holders;
 pub mod hooks;
 pub mod layers;
 pub mod ledger;
@@ -30,6 +31,7 @@ pub mod ratio;
 pub mod rename;
 pub mod resets;
 pub mod rtnl;
+pub mod sockets;
 pub mod unseen;
 pub mod xsk;
 

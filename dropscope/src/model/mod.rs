@@ -10,6 +10,7 @@ pub mod packet;
 pub mod poisson;
 pub mod programs;
 pub mod snapshot;
+pub mod socket;
 pub mod stacks;
 pub mod table;
 pub mod window;

@@ -158,6 +158,7 @@ pub fn counter_key(
             device: Some(Arc::from(dev)),
             protocol: None,
             port: None,
+            socket: None,
         },
     })
 }

@@ -56,6 +56,9 @@ pub struct Attribution {
     pub protocol: Option<Arc<str>>,
     /// Destination port.
     pub port: Option<u16>,
+    /// The socket the drop had reached (its inode), with what was found of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<super::socket::Socket>,
 }
 
 /// The fields that say which packets an [`Attribution`] is of (its names excluded).
@@ -66,6 +69,7 @@ type Identity<'a> = (
     Option<&'a str>,
     Option<&'a str>,
     Option<u16>,
+    Option<(super::socket::Via, u32)>,
 );
 
 impl Attribution {
@@ -81,6 +85,7 @@ impl Attribution {
                 .flatten(),
             self.protocol.as_deref(),
             self.port,
+            self.socket.as_ref().map(|s| (s.via, s.inode)),
         )
     }
 }

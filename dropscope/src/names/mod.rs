@@ -37,6 +37,7 @@ mod cgroup;
 pub mod cookie;
 mod devices;
 mod meta;
+pub mod sockets;
 pub mod spec;
 
 use std::{

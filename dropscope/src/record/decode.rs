@@ -220,6 +220,7 @@ impl Dictionary {
             device,
             protocol,
             port,
+            socket: None,
         })
     }
 

@@ -40,6 +40,10 @@ pub struct JsonDrop<'a> {
     /// Destination port: present only when grouped by port.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
+    /// The socket the drops had reached: present only when grouped by socket and the drops
+    /// had one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub socket: Option<crate::model::socket::SocketJson<'a>>,
     /// Exact count.
     pub count: u64,
     /// The first few dropped packets of this key (where kept).
@@ -559,6 +563,7 @@ impl<'a> NameRanks<'a> {
         [Option<u32>; 3],
         Option<u16>,
         Option<u32>,
+        Option<(crate::model::socket::Via, u32)>,
     ) {
         let (k, a) = (&d.key, &d.key.attr);
         let rank = |n: &Option<std::sync::Arc<str>>| n.as_deref().map(|n| self.of(n));
@@ -572,6 +577,7 @@ impl<'a> NameRanks<'a> {
             [rank(&a.netns_name), rank(&a.device), rank(&a.protocol)],
             a.port,
             a.ifindex,
+            a.socket.as_ref().map(|s| (s.via, s.inode)),
         )
     }
 }
@@ -604,6 +610,8 @@ pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
                 device: d.key.attr.device.as_deref(),
                 protocol: d.key.attr.protocol.as_deref(),
                 port: d.key.attr.port,
+                socket: (d.key.attr.socket.as_ref())
+                    .map(|s| crate::model::socket::SocketJson::new(s, &d.key.reason.name)),
                 count: d.count,
                 samples: samples.take(&d.key),
                 hint: Guide::builtin().hint(&d.key.reason.name),
@@ -737,6 +745,14 @@ fn key_columns(rows: &[&DropKey], loc_chars: usize) -> Vec<Column> {
         });
         c.right = true;
         cols.push(c);
+    }
+    if has(&|k| k.attr.socket.is_some()) {
+        cols.push(column("SOCKET", &|k| {
+            let buffer = crate::model::socket::buffer_reason(&k.reason.name);
+            (k.attr.socket.as_ref()).map_or("-".into(), |s| {
+                sanitize::terminal_cell(&s.cell(buffer), crate::model::socket::MAX_CELL)
+            })
+        }));
     }
     cols
 }
