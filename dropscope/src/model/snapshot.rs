@@ -240,6 +240,7 @@ mod tests {
             device: Some(Arc::from(device)),
             protocol: Some(Arc::from("udp")),
             port: Some(9),
+            socket: None,
         }
     }
 

@@ -21,6 +21,7 @@ mod kernel;
 mod kernel_delta;
 mod reader;
 mod replay;
+mod socket;
 mod stream;
 pub mod synthetic;
 mod writer;
@@ -35,6 +36,8 @@ mod tests_damage;
 mod tests_kernel;
 #[cfg(test)]
 mod tests_replay;
+#[cfg(test)]
+mod tests_socket;
 #[cfg(test)]
 mod tests_stream;
 #[cfg(test)]

@@ -445,6 +445,7 @@ fn attributed(
                 device: Some(device.into()),
                 protocol: Some(protocol.into()),
                 port: None,
+                socket: None,
             },
         },
         count,
