@@ -55,7 +55,8 @@ pub struct Socket {
     /// Its inode (`socket:[INODE]`); 0 for a socket without one (time-wait, request, or a
     /// kernel socket with no file).
     pub inode: u32,
-    /// What was found of it.
+    /// What was found of it (its fields beside `via` and `inode` in JSON).
+    #[serde(flatten)]
     pub about: About,
 }
 
@@ -258,6 +259,16 @@ mod tests {
             f.holders[0].comm = "evil\x1b[2J".into();
         }
         assert!(!s.describe(true).contains('\x1b'), "{}", s.describe(true));
+    }
+
+    #[test]
+    fn json_is_flat_and_reads_back() {
+        let json = serde_json::to_value(found()).expect("json");
+        assert_eq!(json["sure"], "exact", "{json}");
+        assert_eq!(json["holders"][0]["comm"], "nginx", "{json}");
+        assert_eq!(json["rcvbuf"], 4608, "{json}");
+        let back: Socket = serde_json::from_value(json).expect("reads back");
+        assert_eq!(back.about, found().about);
     }
 
     #[test]
