@@ -58,6 +58,8 @@ pub mod globals {
     pub const SELF_TGID: &str = "SELF_TGID";
     /// Slots per CPU in the slot-count array (the keyed capacity).
     pub const MAX_KEYS: &str = "MAX_KEYS";
+    /// Keys with a socket each CPU may add (see [`super::socket_keys_per_cpu`]).
+    pub const SOCKET_KEYS_PER_CPU: &str = "SOCKET_KEYS_PER_CPU";
     /// The [`super::Config`]: kernel struct offsets, grouping and filters.
     pub const CONFIG: &str = "CONFIG";
     /// Benchmark builds only: bits of [`super::skip`], the steps taken out of the per-drop path.
@@ -451,6 +453,18 @@ pub mod sock_via {
     pub const SKB_SK: u16 = 2;
 }
 
+/// [`DropKey::sock_ino`] of the drops of sockets beyond what a CPU may key: each CPU adds at most
+/// [`socket_keys_per_cpu`] keys with a socket, so sockets made in bulk (by anyone) take at most
+/// a quarter of the keyed map, and their drops beyond it are counted on one key per reason,
+/// location and the rest, never as overflow of others' keys.
+pub const SOCK_INO_OVER: u32 = u32::MAX;
+
+/// Keys with a socket each CPU may add: a quarter of `max_keys` shared by `ncpus`, at least 8.
+pub const fn socket_keys_per_cpu(max_keys: u32, ncpus: u32) -> u32 {
+    let n = max_keys / 4 / if ncpus == 0 { 1 } else { ncpus };
+    if n < 8 { 8 } else { n }
+}
+
 /// Words of a [`DropKey`].
 pub const KEY_WORDS: usize = core::mem::size_of::<DropKey>() / 8;
 
@@ -564,8 +578,10 @@ pub struct CpuCounters {
     pub older_slot: u32,
     /// 1 when `older` and `older_slot` are valid.
     pub older_valid: u32,
+    /// Keys with a socket this CPU added (at most `SOCKET_KEYS_PER_CPU`).
+    pub socket_keys: u64,
     /// Explicit padding to three cache lines; always zero.
-    pub pad: [u64; 2],
+    pub pad: u64,
 }
 const _: () = assert!(core::mem::size_of::<CpuCounters>() == 192);
 

@@ -306,7 +306,7 @@ fn generated(data: &[u8]) -> Option<()> {
                     port: (b & 16 != 0).then(|| src.u64() as u16),
                     ifindex: (b & 32 != 0).then(|| src.u64() as u32),
                     netns_cookie: (b & 64 != 0).then(|| src.u64()),
-                    socket: (b & 128 != 0).then(|| socket(&mut src, &pick)),
+                    socket: (b & 128 != 0).then(|| Arc::new(socket(&mut src, &pick))),
                 }
             },
         })

@@ -197,3 +197,56 @@ fn a_process_with_thousands_of_sockets_is_bounded_said_so_and_crowds_out_no_othe
         Some(u64::from(plain.child.id()))
     );
 }
+
+/// Sockets made in bulk take at most a quarter of the keyed map: with `--max-keys 64`, 40
+/// short-lived sockets that each drop are keyed up to their share, the rest counted together on
+/// a row of their own; nothing overflows, and every drop is counted.
+#[test]
+fn sockets_made_in_bulk_take_at_most_their_share_of_the_keys() {
+    let _serial = root_test();
+    let ns = Netns::new("sockbulk");
+    let report = Counting::start(&["report", "--format", "json", "--max-keys", "64"]);
+    let dropped: u64 = (0..40)
+        .map(|_| {
+            ns.traffic(&["rcvbuf", "5"])
+                .parse::<u64>()
+                .expect("a count")
+        })
+        .sum();
+    std::thread::sleep(Duration::from_secs(2));
+    let out = report
+        .try_interrupt(Duration::from_secs(30))
+        .expect("report ends");
+    let report: Value = serde_json::from_str(&out).expect("JSON report");
+    assert_eq!(dropped, rcvbuf_errors(&ns), "the kernel's Udp:RcvbufErrors");
+    assert_eq!(report["overflow"].as_u64(), Some(0), "no key crowded out");
+
+    let rows: Vec<&Value> = (report["drops"].as_array().expect("drops").iter())
+        .filter(|d| d["reason"] == "SOCKET_RCVBUFF")
+        .collect();
+    let counted: u64 = rows.iter().filter_map(|d| d["count"].as_u64()).sum();
+    assert_eq!(counted, dropped, "every drop counted: {rows:#?}");
+    let ncpus = aya::util::nr_cpus().expect("CPUs") as u32;
+    let share = dropscope_common::socket_keys_per_cpu(64, ncpus) * ncpus;
+    let keyed = (rows.iter())
+        .filter(|d| {
+            let inode = d["socket"]["inode"].as_u64();
+            inode.is_some_and(|i| i != 0 && i != u64::from(u32::MAX))
+        })
+        .count();
+    assert!(
+        keyed as u32 <= share,
+        "{keyed} sockets keyed, share {share}"
+    );
+    let beyond: Vec<&&Value> = (rows.iter())
+        .filter(|d| d["socket"]["inode"].as_u64() == Some(u64::from(u32::MAX)))
+        .collect();
+    assert!(
+        !beyond.is_empty(),
+        "40 sockets, a share of {share}: {rows:#?}"
+    );
+    for d in beyond {
+        let why = d["socket"]["why"].as_str().expect("why");
+        assert!(why.contains("beyond the quarter of the keyed map"), "{why}");
+    }
+}

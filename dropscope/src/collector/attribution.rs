@@ -110,14 +110,21 @@ impl Collector {
             }),
             protocol: ip.then(|| Arc::from(group::protocol_name(k.l4proto))),
             port: (k.port != 0).then_some(k.port),
-            socket: Via::from_kernel(k.sock_via).map(|via| Socket {
-                via,
-                inode: k.sock_ino,
-                about: if k.sock_ino == 0 {
-                    About::unknown("a time-wait or request socket, or one with no file")
-                } else {
-                    self.sockets.about(k.sock_ino)
-                },
+            socket: Via::from_kernel(k.sock_via).map(|via| {
+                Arc::new(Socket {
+                    via,
+                    inode: k.sock_ino,
+                    about: if k.sock_ino == 0 {
+                        About::unknown("a time-wait or request socket, or one with no file")
+                    } else if k.sock_ino == dropscope_common::SOCK_INO_OVER {
+                        About::unknown(
+                            "one of the sockets beyond the quarter of the keyed map sockets may \
+                         take: their drops are counted here together",
+                        )
+                    } else {
+                        self.sockets.about(k.sock_ino)
+                    },
+                })
             }),
         }
     }

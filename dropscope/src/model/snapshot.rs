@@ -56,9 +56,10 @@ pub struct Attribution {
     pub protocol: Option<Arc<str>>,
     /// Destination port.
     pub port: Option<u16>,
-    /// The socket the drop had reached (its inode), with what was found of it.
+    /// The socket the drop had reached (its inode), with what was found of it (shared: a key
+    /// is cloned often, and most have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub socket: Option<super::socket::Socket>,
+    pub socket: Option<Arc<super::socket::Socket>>,
 }
 
 /// The fields that say which packets an [`Attribution`] is of (its names excluded).

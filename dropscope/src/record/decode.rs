@@ -238,7 +238,7 @@ impl Dictionary {
             .transpose()?;
         let netns_cookie = has(6).then(|| r.uvarint()).transpose()?;
         let socket = has(7)
-            .then(|| super::socket::from_identity(r.uvarint()?))
+            .then(|| super::socket::from_identity(r.uvarint()?).map(Arc::new))
             .transpose()?;
         Ok(Attribution {
             ifindex,

@@ -206,7 +206,7 @@ impl Encoder {
             a.port,
             a.ifindex,
             a.netns_cookie,
-            a.socket.as_ref().map(super::socket::identity),
+            a.socket.as_deref().map(super::socket::identity),
         );
         let r = (
             k.reason.code,

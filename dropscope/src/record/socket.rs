@@ -202,7 +202,7 @@ pub(super) fn read_section(
             return Err(Malformed("a socket described too often"));
         }
         *times += 1;
-        socket.about = about;
+        std::sync::Arc::make_mut(socket).about = about;
     }
     Ok(())
 }

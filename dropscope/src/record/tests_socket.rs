@@ -16,11 +16,11 @@ use crate::model::{
 
 fn with_socket(inode: u32, about: About) -> DropKey {
     let mut k = key(6, "SOCKET_RCVBUFF", "udp_queue_rcv_one_skb+0x437");
-    k.attr.socket = Some(Socket {
+    k.attr.socket = Some(std::sync::Arc::new(Socket {
         via: Via::Receiving,
         inode,
         about,
-    });
+    }));
     k
 }
 
@@ -50,7 +50,7 @@ fn about_of(s: &Snapshot, inode: u32) -> About {
     let d = (s.drops.iter())
         .find(|d| d.key.attr.socket.as_ref().is_some_and(|s| s.inode == inode))
         .expect("the socket's row");
-    d.key.attr.socket.clone().expect("socket").about
+    d.key.attr.socket.as_ref().expect("socket").about.clone()
 }
 
 /// A socket first unknown, then found, is one key whose description is the one found; a second
