@@ -107,7 +107,8 @@ impl Selection {
         let initial = self.initial;
         let drops = self.drops.select(snap.drops.iter().map(|d| {
             Row {
-                id: d.key.clone(),
+                // No label shows the socket: its keys are one series, and take one place.
+                id: crate::model::socket::without_socket(&d.key),
                 tenant: Tenant::of(d.key.attr.netns, d.key.attr.netns_name.as_deref(), initial),
                 labels: DROP_LABELS
                     .iter()
