@@ -5,6 +5,7 @@ mod keys;
 mod polish;
 mod rendering;
 mod selection;
+mod socket;
 
 use std::{
     sync::Arc,
