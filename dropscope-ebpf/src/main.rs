@@ -362,7 +362,7 @@ fn count_drop<const BENCH: bool, const NEED: u32, C: StackIdContext, M: Mem>(
         // the others beyond it (a second look-up, only on this path).
         if key.sock_ino != 0 && c.socket_keys >= u64::from(SOCKET_KEYS_PER_CPU.load()) {
             // SAFETY: the value is a plain u32, not kept.
-            if unsafe { KEYS.get(&key) }.is_none() {
+            if unsafe { KEYS.get(key) }.is_none() {
                 key.sock_ino = SOCK_INO_OVER;
             }
         }
