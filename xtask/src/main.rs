@@ -11,6 +11,7 @@ mod vmtest_foreign;
 mod vmtest_guest;
 mod vmtest_initramfs;
 mod vmtest_kernels;
+mod vmtest_sockets;
 
 use std::{path::PathBuf, process::Command};
 

@@ -66,7 +66,7 @@ pub enum Accel {
 }
 
 /// The columns of the table, in order.
-const CHECKS: [&str; 13] = [
+const CHECKS: [&str; 14] = [
     "reasons",
     "reasons --btf",
     "report tp_btf",
@@ -77,6 +77,7 @@ const CHECKS: [&str; 13] = [
     vmtest_guest::PROGRAMS,
     vmtest_guest::AF_XDP,
     vmtest_guest::NETKIT,
+    vmtest_guest::SOCKETS,
     "record",
     "replay here",
     vmtest_guest::FLOOD,

@@ -51,6 +51,9 @@ pub const AF_XDP: &str = "af_xdp";
 /// The name of the netkit check.
 pub const NETKIT: &str = "netkit";
 
+/// The name of the sockets check.
+pub const SOCKETS: &str = "sockets";
+
 /// What the guest suite needs.
 #[derive(clap::Args)]
 pub struct GuestArgs {
@@ -90,6 +93,7 @@ pub fn run(args: &GuestArgs) -> anyhow::Result<()> {
         PROGRAMS,
         AF_XDP,
         NETKIT,
+        SOCKETS,
         "record",
     ];
     if args.no_iproute2 {
@@ -110,6 +114,7 @@ pub fn run(args: &GuestArgs) -> anyhow::Result<()> {
             PROGRAMS => suite.programs(),
             AF_XDP => suite.af_xdp(),
             NETKIT => suite.netkit(),
+            SOCKETS => crate::vmtest_sockets::check(&args.dropscope, &args.traffic),
             FLOOD => suite.flood(args.flood_seconds),
             _ => suite.record(),
         };
