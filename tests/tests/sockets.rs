@@ -143,10 +143,8 @@ fn a_process_with_thousands_of_sockets_is_bounded_said_so_and_crowds_out_no_othe
         rlim_max: 0,
     };
     // SAFETY: getrlimit writes one rlimit we own.
-    assert_eq!(
-        unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) },
-        0
-    );
+    let got = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+    assert_eq!(got, 0, "getrlimit");
     assert!(
         limit.rlim_max as usize > CROWD + 64,
         "this test opens {CROWD} sockets in one process: raise the hard RLIMIT_NOFILE \

@@ -8,6 +8,7 @@
 mod attribution;
 mod counts;
 mod feed;
+pub mod sockets;
 mod stacks;
 
 pub use counts::{CountMaps, CountRead, CountReader};
@@ -75,7 +76,7 @@ pub struct Collector {
     symbolizer: Symbolizer,
     names: Names,
     /// What the sockets of drops are, looked up beside the counting.
-    sockets: crate::names::sockets::Sockets,
+    sockets: sockets::Sockets,
     /// The names' generation the current keys were named in.
     names_generation: u64,
     /// The last name found of each namespace with drops (at most one per key), by cookie (by

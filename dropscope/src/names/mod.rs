@@ -37,7 +37,6 @@ mod cgroup;
 pub mod cookie;
 mod devices;
 mod meta;
-pub mod sockets;
 pub mod spec;
 
 use std::{

@@ -118,13 +118,16 @@ pub(super) fn decode(
     }
 }
 
+/// A key's `about` as last written, and how often it was written again.
+type Last = Option<(AboutRef, u8)>;
+
 /// How often each key's `about` was written, and as what: the encoder's side of the bound.
 #[derive(Default)]
 pub(super) struct Written {
-    /// By key id: the last written, and how often it was written again.
-    by_key: Vec<Option<(AboutRef, u8)>>,
+    /// By key id.
+    by_key: Vec<Last>,
     /// Written in the pending frame: key id, what, and what was there before.
-    pending: Vec<(u32, AboutRef, Option<(AboutRef, u8)>)>,
+    pending: Vec<(u32, AboutRef, Last)>,
 }
 
 impl Written {
