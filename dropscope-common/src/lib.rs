@@ -58,6 +58,8 @@ pub mod globals {
     pub const SELF_TGID: &str = "SELF_TGID";
     /// Slots per CPU in the slot-count array (the keyed capacity).
     pub const MAX_KEYS: &str = "MAX_KEYS";
+    /// Keys with a socket each CPU may add (see [`super::socket_keys_per_cpu`]).
+    pub const SOCKET_KEYS_PER_CPU: &str = "SOCKET_KEYS_PER_CPU";
     /// The [`super::Config`]: kernel struct offsets, grouping and filters.
     pub const CONFIG: &str = "CONFIG";
     /// Benchmark builds only: bits of [`super::skip`], the steps taken out of the per-drop path.
@@ -90,8 +92,10 @@ pub mod skip {
     pub const PACKET_SAMPLE: u32 = 1 << 7;
     /// The stack-sampling test (the control look-up and what follows).
     pub const SAMPLING: u32 = 1 << 8;
+    /// The socket's reads (the socket reads as none): the program before sockets were keyed.
+    pub const SOCKET: u32 = 1 << 9;
     /// Names, as `--bench-skip` takes them.
-    pub const NAMES: [(&str, u32); 9] = [
+    pub const NAMES: [(&str, u32); 10] = [
         ("non-drop", NON_DROP),
         ("reason-lookup", REASON_LOOKUP),
         ("attribution", ATTRIBUTION),
@@ -101,6 +105,7 @@ pub mod skip {
         ("increments", INCREMENTS),
         ("packet-sample", PACKET_SAMPLE),
         ("sampling", SAMPLING),
+        ("socket", SOCKET),
     ];
 }
 
@@ -114,6 +119,8 @@ pub mod group {
     pub const PROTOCOL: u32 = 4;
     /// The destination port.
     pub const PORT: u32 = 8;
+    /// The socket the packet had reached (its inode), where the drop has one.
+    pub const SOCKET: u32 = 16;
 }
 
 /// Which drops to count at all (fields of [`Config`]); a drop filtered out is not counted.
@@ -235,11 +242,24 @@ pub struct Config {
     /// 1 when stacks may be sampled (not `--no-stacks`); 0 takes the sampling test out of the
     /// per-drop path (the verifier drops the dead code).
     pub stacks: u32,
+    /// Byte offset of `sock.__sk_common.skc_state` (u8): a time-wait or request socket has no
+    /// `sk_socket` to read.
+    pub sk_state: u32,
+    /// Byte offset of `sock.sk_socket` (`struct socket *`).
+    pub sk_socket: u32,
+    /// Byte offset of `socket.file` (`struct file *`).
+    pub socket_file: u32,
+    /// Byte offset of `file.f_inode` (`struct inode *`).
+    pub file_inode: u32,
+    /// Byte offset of `inode.i_ino` (`unsigned long`; sockfs numbers its inodes in 32 bits).
+    pub inode_ino: u32,
+    /// Explicit padding; always zero.
+    pub pad2: u32,
     /// The reason filter's bitmap (bits of [`reason_bit`]): read-only like the rest, so the
     /// test is one load, and set before the program counts anything.
     pub filter_reason_words: ReasonWords,
 }
-const _: () = assert!(core::mem::size_of::<Config>() == 144 + 8 * REASON_WORDS);
+const _: () = assert!(core::mem::size_of::<Config>() == 168 + 8 * REASON_WORDS);
 
 /// Words of the reason filter's bitmap.
 pub const REASON_WORDS: usize = (filter::REASON_BITS / 64) as usize;
@@ -276,8 +296,8 @@ pub mod specialised {
     pub const COUNT: u32 = 0;
     /// The namespace and interface.
     pub const NETDEV: u32 = need::NETDEV;
-    /// The default grouping: namespace, interface and protocol.
-    pub const DEFAULT: u32 = need::NETDEV | need::HEADERS;
+    /// The default grouping: namespace, interface, protocol and socket.
+    pub const DEFAULT: u32 = need::NETDEV | need::HEADERS | need::SOCKET;
 }
 
 /// Bits of [`Config::need`].
@@ -298,6 +318,9 @@ pub mod need {
     /// Read the destination port too (port grouped by, or filtered on): with
     /// [`HEADERS`] alone, only the protocol is read.
     pub const PORT: u32 = 32;
+    /// Read the socket the packet had reached (`rx_sk`, else `skb->sk`): a drop without one
+    /// pays a null test.
+    pub const SOCKET: u32 = 64;
 }
 
 /// The headers of one dropped packet, kept as an example of its key.
@@ -424,11 +447,37 @@ pub struct DropKey {
     pub pad0: u8,
     /// Destination port (0: none or not grouped).
     pub port: u16,
-    /// Explicit padding; always zero.
-    pub pad1: [u8; 6],
+    /// How the socket was found: one of [`sock_via`] (`NONE` with `sock_ino` 0).
+    pub sock_via: u16,
+    /// Inode of the socket the packet had reached (0: none, no file, or not grouped): what
+    /// `/proc/PID/fd` (`socket:[INODE]`) and sock_diag name it by.
+    pub sock_ino: u32,
 }
 const _: () = assert!(core::mem::size_of::<DropKey>() == 40);
 const _: () = assert!(core::mem::align_of::<DropKey>() == 8);
+
+/// Values of [`DropKey::sock_via`]: which of the drop's sockets the key names.
+pub mod sock_via {
+    /// No socket (or not grouped by socket).
+    pub const NONE: u16 = 0;
+    /// The receiving socket the kernel passed to the tracepoint (`rx_sk`, 6.11+).
+    pub const RX_SK: u16 = 1;
+    /// The socket owning the skb (`skb->sk`): a sending socket, or a receiving one that had
+    /// taken the skb.
+    pub const SKB_SK: u16 = 2;
+}
+
+/// [`DropKey::sock_ino`] of the drops of sockets beyond what a CPU may key: each CPU adds at most
+/// [`socket_keys_per_cpu`] keys with a socket, so sockets made in bulk (by anyone) take at most
+/// a quarter of the keyed map, and their drops beyond it are counted on one key per reason,
+/// location and the rest, never as overflow of others' keys.
+pub const SOCK_INO_OVER: u32 = u32::MAX;
+
+/// Keys with a socket each CPU may add: a quarter of `max_keys` shared by `ncpus`, at least 8.
+pub const fn socket_keys_per_cpu(max_keys: u32, ncpus: u32) -> u32 {
+    let n = max_keys / 4 / if ncpus == 0 { 1 } else { ncpus };
+    if n < 8 { 8 } else { n }
+}
 
 /// Words of a [`DropKey`].
 pub const KEY_WORDS: usize = core::mem::size_of::<DropKey>() / 8;
@@ -439,7 +488,6 @@ impl DropKey {
     /// little-endian machine, so equal keys give equal words and unequal keys unequal ones.
     #[inline(always)]
     pub fn words(&self) -> [u64; KEY_WORDS] {
-        let pad1 = self.pad1;
         [
             self.location,
             self.netns_cookie,
@@ -448,13 +496,7 @@ impl DropKey {
                 | u64::from(self.l3proto) << 32
                 | u64::from(self.l4proto) << 48
                 | u64::from(self.pad0) << 56,
-            u64::from(self.port)
-                | u64::from(pad1[0]) << 16
-                | u64::from(pad1[1]) << 24
-                | u64::from(pad1[2]) << 32
-                | u64::from(pad1[3]) << 40
-                | u64::from(pad1[4]) << 48
-                | u64::from(pad1[5]) << 56,
+            u64::from(self.port) | u64::from(self.sock_via) << 16 | u64::from(self.sock_ino) << 32,
         ]
     }
 
@@ -550,8 +592,10 @@ pub struct CpuCounters {
     pub older_slot: u32,
     /// 1 when `older` and `older_slot` are valid.
     pub older_valid: u32,
+    /// Keys with a socket this CPU added (at most `SOCKET_KEYS_PER_CPU`).
+    pub socket_keys: u64,
     /// Explicit padding to three cache lines; always zero.
-    pub pad: [u64; 2],
+    pub pad: u64,
 }
 const _: () = assert!(core::mem::size_of::<CpuCounters>() == 192);
 
@@ -616,14 +660,14 @@ mod tests {
             any::<[u64; 2]>(),
             any::<[u32; 3]>(),
             any::<(u16, u8, u8, u16)>(),
-            any::<[u8; 6]>(),
+            any::<(u16, u32)>(),
         )
             .prop_map(
                 |(
                     [location, netns_cookie],
                     [reason, netns, ifindex],
                     (l3proto, l4proto, pad0, port),
-                    pad1,
+                    (sock_via, sock_ino),
                 )| {
                     DropKey {
                         location,
@@ -635,7 +679,8 @@ mod tests {
                         l4proto,
                         pad0,
                         port,
-                        pad1,
+                        sock_via,
+                        sock_ino,
                     }
                 },
             )
@@ -645,7 +690,7 @@ mod tests {
         /// The word compare the eBPF program uses agrees with the field compare, in both
         /// directions, and the words are the key's memory on this (little-endian) host.
         #[test]
-        fn stored_key_compare_is_field_equality(a in drop_key(), b in drop_key(), pick in 0usize..10) {
+        fn stored_key_compare_is_field_equality(a in drop_key(), b in drop_key(), pick in 0usize..11) {
             let mut c = a;
             // A key that differs from `a` in one field only (or not at all, when the draw
             // repeats it).
@@ -659,7 +704,8 @@ mod tests {
                 6 => c.pad0 = b.pad0,
                 7 => c.port = b.port,
                 8 => c.netns_cookie = b.netns_cookie,
-                _ => c.pad1 = b.pad1,
+                9 => c.sock_via = b.sock_via,
+                _ => c.sock_ino = b.sock_ino,
             }
             // SAFETY: `a` is a live DropKey.
             prop_assert_eq!(unsafe { DropKey::stored_equals(&a, &c.words()) }, a == c);

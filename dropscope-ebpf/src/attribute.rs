@@ -1,7 +1,7 @@
 //! Which packet a drop is: its network namespace, interface and protocols, read from the
 //! `sk_buff` at offsets the loader found in the running kernel's BTF (no CO-RE needed).
 use aya_ebpf::helpers::bpf_probe_read_kernel;
-use dropscope_common::{RDONLY_CAST_MARK, need};
+use dropscope_common::{RDONLY_CAST_MARK, need, sock_via};
 
 /// How kernel memory is read: typed loads through BTF pointers (tp_btf, a few ns each; faults
 /// read as zero) or `bpf_probe_read_kernel` (the classic tracepoint, whose pointers are plain
@@ -15,6 +15,8 @@ pub trait Mem {
     fn u32(&self, base: *const u8, off: u32) -> u32;
     /// The u16 at `base + off` (0 if it cannot be read).
     fn u16(&self, base: *const u8, off: u32) -> u16;
+    /// The u8 at `base + off` (0 if it cannot be read).
+    fn u8(&self, base: *const u8, off: u32) -> u8;
 }
 
 /// Loads through BTF-typed pointers: the verifier checks each against the kernel's BTF and the
@@ -39,6 +41,11 @@ impl Mem for Typed {
         // SAFETY: as above.
         unsafe { core::ptr::read_volatile(base.add(off as usize).cast::<u16>()) }
     }
+    #[inline(always)]
+    fn u8(&self, base: *const u8, off: u32) -> u8 {
+        // SAFETY: as above.
+        unsafe { core::ptr::read_volatile(base.add(off as usize)) }
+    }
 }
 
 /// Reads with `bpf_probe_read_kernel`, which fails cleanly on any address.
@@ -61,6 +68,11 @@ impl Mem for Probed {
         // SAFETY: as above.
         unsafe { bpf_probe_read_kernel(base.wrapping_add(off as usize).cast::<u16>()) }.unwrap_or(0)
     }
+    #[inline(always)]
+    fn u8(&self, base: *const u8, off: u32) -> u8 {
+        // SAFETY: as above.
+        unsafe { bpf_probe_read_kernel(base.wrapping_add(off as usize)) }.unwrap_or(0)
+    }
 }
 
 /// What is known of a dropped packet.
@@ -80,6 +92,10 @@ pub struct Packet {
     pub dport: u16,
     /// The interface (`struct net_device *`), for the device-name filter (null: none).
     pub dev: *const u8,
+    /// Which socket `sock_ino` is: one of [`sock_via`] (`NONE`: the drop had none).
+    pub sock_via: u16,
+    /// The socket's inode (0: none, or a socket without a file).
+    pub sock_ino: u32,
 }
 
 const ETH_P_IP: u16 = 0x0800;
@@ -116,6 +132,18 @@ pub fn packet<M: Mem>(m: &M, needs: u32, skb: *const u8, rx_sk: *const u8) -> Pa
             p.netns_cookie = m.u64(net, setting!(net_cookie));
         }
     }
+    if needs & need::SOCKET != 0 {
+        // The receiving socket the kernel names (6.11+), else the skb's owner: a drop without
+        // either costs this load and two null tests.
+        let (sk, via) = if rx_sk.is_null() {
+            (m.u64(skb, setting!(skb_sk)) as *const u8, sock_via::SKB_SK)
+        } else {
+            (rx_sk, sock_via::RX_SK)
+        };
+        if !sk.is_null() {
+            socket(m, sk, via, &mut p);
+        }
+    }
     if needs & need::HEADERS != 0 {
         p.l3proto = u16::from_be(m.u16(skb, setting!(skb_protocol)));
         if p.l3proto == ETH_P_IP || p.l3proto == ETH_P_IPV6 {
@@ -123,6 +151,37 @@ pub fn packet<M: Mem>(m: &M, needs: u32, skb: *const u8, rx_sk: *const u8) -> Pa
         }
     }
     p
+}
+
+/// `TCP_TIME_WAIT` and `TCP_NEW_SYN_RECV`: `sk` is then a time-wait or request socket, smaller
+/// than a `struct sock` and with no `sk_socket`.
+const TCP_TIME_WAIT: u8 = 6;
+const TCP_NEW_SYN_RECV: u8 = 12;
+
+/// The inode of socket `sk` (`sk->sk_socket->file->f_inode->i_ino`: the number `/proc/PID/fd`
+/// shows), found `via` the receiving socket or the skb's owner. A socket without one (time-wait,
+/// request, or a kernel socket with no file) keeps `via` with inode 0.
+#[inline(always)]
+fn socket<M: Mem>(m: &M, sk: *const u8, via: u16, p: &mut Packet) {
+    p.sock_via = via;
+    let state = m.u8(sk, setting!(sk_state));
+    if state == TCP_TIME_WAIT || state == TCP_NEW_SYN_RECV {
+        return;
+    }
+    let sock = m.u64(sk, setting!(sk_socket)) as *const u8;
+    if sock.is_null() {
+        return;
+    }
+    let file = m.u64(sock, setting!(socket_file)) as *const u8;
+    if file.is_null() {
+        return;
+    }
+    let inode = m.u64(file, setting!(file_inode)) as *const u8;
+    if inode.is_null() {
+        return;
+    }
+    // sockfs numbers its inodes with `get_next_ino` (32 bits).
+    p.sock_ino = m.u64(inode, setting!(inode_ino)) as u32;
 }
 
 /// The L4 protocol and (with `port`) the destination port, from the packet's headers when

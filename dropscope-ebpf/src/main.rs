@@ -53,8 +53,8 @@ use aya_ebpf::{
 use dropscope_common::{
     BPF_F_MMAPABLE, Config, Control, CpuCounters, DEFAULT_MAX_KEYS, DropKey, MAX_CPUS, NO_SLOT,
     PacketSample, REASON_WORDS, ReasonWords, SAMPLE_BYTES, SAMPLED_KEYS, SAMPLES_PER_KEY,
-    STACK_COUNT_ENTRIES, STACK_TRACE_ENTRIES, SkbLayout, StackKey, StackValue, filter, group, need,
-    reason_bit, sample_caplen,
+    SOCK_INO_OVER, STACK_COUNT_ENTRIES, STACK_TRACE_ENTRIES, SkbLayout, StackKey, StackValue,
+    filter, group, need, reason_bit, sample_caplen,
 };
 
 #[unsafe(no_mangle)]
@@ -67,6 +67,8 @@ static TP_REASON_OFFSET: Global<u32> = Global::new(36);
 static SELF_TGID: Global<u32> = Global::new(0);
 #[unsafe(no_mangle)]
 static MAX_KEYS: Global<u32> = Global::new(DEFAULT_MAX_KEYS);
+#[unsafe(no_mangle)]
+static SOCKET_KEYS_PER_CPU: Global<u32> = Global::new(8);
 #[cfg(feature = "bench")]
 #[unsafe(no_mangle)]
 static BENCH_SKIP: Global<u32> = Global::new(0);
@@ -105,6 +107,12 @@ static CONFIG: Global<Config> = Global::new(Config {
     btf_ipv6hdr: 0,
     btf_udphdr: 0,
     stacks: 0,
+    sk_state: 0,
+    sk_socket: 0,
+    socket_file: 0,
+    file_inode: 0,
+    inode_ino: 0,
+    pad2: 0,
     filter_reason_words: ReasonWords::EMPTY,
 });
 
@@ -298,6 +306,8 @@ fn count_drop<const BENCH: bool, const NEED: u32, C: StackIdContext, M: Mem>(
     }
     let p = if taken_out!(BENCH, ATTRIBUTION) {
         attribute::Packet::default()
+    } else if taken_out!(BENCH, SOCKET) {
+        attribute::packet(m, needs & !need::SOCKET, skb, rx_sk)
     } else {
         attribute::packet(m, needs, skb, rx_sk)
     };
@@ -347,9 +357,20 @@ fn count_drop<const BENCH: bool, const NEED: u32, C: StackIdContext, M: Mem>(
     let (slot, first) = if let Some(slot) = hit {
         (slot, false)
     } else {
-        let key = drop_key(needs, location, reason, &p);
+        let mut key = drop_key(needs, location, reason, &p);
+        // A socket not keyed yet, once this CPU has keyed its share of sockets: counted with
+        // the others beyond it (a second look-up, only on this path).
+        if key.sock_ino != 0 && c.socket_keys >= u64::from(SOCKET_KEYS_PER_CPU.load()) {
+            // SAFETY: the value is a plain u32, not kept.
+            if unsafe { KEYS.get(key) }.is_none() {
+                key.sock_ino = SOCK_INO_OVER;
+            }
+        }
         match slot_of(c, &key) {
             Some(found) => {
+                if found.1 && key.sock_ino != 0 && key.sock_ino != SOCK_INO_OVER {
+                    c.socket_keys += 1;
+                }
                 copy_key(&mut c.older, &c.cached);
                 c.older_slot = c.cached_slot;
                 c.older_valid = c.cached_valid;
@@ -433,6 +454,8 @@ fn drop_key(needs: u32, location: u64, reason: u32, p: &attribute::Packet) -> Dr
             l3proto: p.l3proto,
             l4proto: p.l4proto,
             port: p.dport,
+            sock_via: p.sock_via,
+            sock_ino: p.sock_ino,
             ..DropKey::default()
         };
     }
@@ -466,6 +489,16 @@ fn drop_key(needs: u32, location: u64, reason: u32, p: &attribute::Packet) -> Dr
             0
         },
         port: if dims & group::PORT != 0 { p.dport } else { 0 },
+        sock_via: if dims & group::SOCKET != 0 {
+            p.sock_via
+        } else {
+            0
+        },
+        sock_ino: if dims & group::SOCKET != 0 {
+            p.sock_ino
+        } else {
+            0
+        },
         ..DropKey::default()
     }
 }

@@ -218,6 +218,7 @@ mod tests {
                 device: dev.map(|d| d.1.into()),
                 protocol: Some("udp".into()),
                 port: Some(9),
+                socket: None,
             },
         }
     }

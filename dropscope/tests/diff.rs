@@ -28,6 +28,7 @@ fn key(k: Key<'_>, i: usize) -> DropKey {
             device: Some(Arc::from("lo")),
             protocol: Some(Arc::from("udp")),
             port: None,
+            socket: None,
         },
     }
 }

@@ -36,6 +36,7 @@ fn key(k: &(u64, &str, u32, &str, u32, &str, u64)) -> DropKey {
             device: Some(Arc::from(k.3)),
             protocol: Some(Arc::from("udp")),
             port: None,
+            socket: None,
         },
     }
 }

@@ -32,6 +32,8 @@ use dropscope::{
     model::{
         Attribution, DropCount, DropKey, Health, KernelReading, KeySamples, Reason, Sample,
         SessionInfo, Snapshot, StackCount,
+        kernel::Holder,
+        socket::{About, Found, Socket, Via},
     },
     record::{
         Recording,
@@ -254,6 +256,32 @@ impl Bytes<'_> {
     }
 }
 
+/// A key's socket, found (with up to 9 holders: more than a recording names) or not.
+fn socket(src: &mut Bytes<'_>, pick: &dyn Fn(u8) -> Arc<str>) -> Socket {
+    let b = src.byte();
+    let about = if b & 1 == 0 {
+        About::Unknown { why: pick(b >> 1) }
+    } else {
+        About::Exact(Found {
+            holders: (0..b % 10)
+                .map(|i| Holder {
+                    pid: src.u64() as u32,
+                    comm: pick(i).to_string(),
+                })
+                .collect(),
+            more_holders: u32::from(src.byte()),
+            protocol: (b & 2 != 0).then(|| pick(b >> 2)),
+            local: (b & 4 != 0).then(|| pick(b >> 3)),
+            rcvbuf: (b & 8 != 0).then(|| src.u64() as u32),
+        })
+    };
+    Socket {
+        via: if b & 16 == 0 { Via::Receiving } else { Via::Owner },
+        inode: src.u64() as u32,
+        about,
+    }
+}
+
 fn generated(data: &[u8]) -> Option<()> {
     let mut src = Bytes(data);
     let names: Vec<Arc<str>> = ["NO_SOCKET", "", "f+0x1 [mod]", "ünïcode", "x"]
@@ -278,6 +306,7 @@ fn generated(data: &[u8]) -> Option<()> {
                     port: (b & 16 != 0).then(|| src.u64() as u16),
                     ifindex: (b & 32 != 0).then(|| src.u64() as u32),
                     netns_cookie: (b & 64 != 0).then(|| src.u64()),
+                    socket: (b & 128 != 0).then(|| Arc::new(socket(&mut src, &pick))),
                 }
             },
         })

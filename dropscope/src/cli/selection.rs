@@ -13,8 +13,10 @@ use crate::{
 /// The grouping when `--by` is not given: answers "which namespace, interface and protocol"
 /// with a handful of keys per drop site for a few ns per drop (loads through the kernel's own
 /// pointers; the IP header typed by `bpf_rdonly_cast`, 6.2+; before 6.2 it is read with
-/// `bpf_probe_read_kernel`, tens of ns). The port is opt-in: it multiplies keys.
-pub const DEFAULT_BY: &str = "reason,location,netns,device,protocol";
+/// `bpf_probe_read_kernel`, tens of ns). The port is opt-in: it multiplies keys. The socket
+/// (where the drop has one: a null test for a drop without) keys socket drops by the socket
+/// they had reached, named by its process and address beside the key.
+pub const DEFAULT_BY: &str = "reason,location,netns,device,protocol,socket";
 
 impl ValueEnum for Dim {
     fn value_variants<'a>() -> &'a [Self] {
@@ -29,6 +31,7 @@ impl ValueEnum for Dim {
             Dim::Device => "the interface (within its namespace)",
             Dim::Protocol => "the L4 protocol (udp, tcp, icmp, icmpv6, or its number)",
             Dim::Port => "the destination port (multiplies keys: opt-in)",
+            Dim::Socket => "the socket the packet had reached (its process and local address)",
         };
         Some(PossibleValue::new(self.name()).help(help))
     }
@@ -38,7 +41,7 @@ impl ValueEnum for Dim {
 #[derive(Clone, Debug, Default, Args)]
 pub struct Selection {
     /// Group drops by these dimensions (a comma list of reason, location, netns, device,
-    /// protocol, port). Live, the kernel keeps exactly these; on a recording, its counts are
+    /// protocol, port, socket). Live, the kernel keeps exactly these; on a recording, its counts are
     /// grouped coarser; `b` in the TUI regroups coarser.
     #[arg(long, value_delimiter = ',', default_value = DEFAULT_BY, value_name = "DIMS")]
     pub by: Vec<Dim>,

@@ -1,7 +1,10 @@
 //! Keys as the model knows them: the kernel's key with its attribution (namespace and its
 //! name, interface, protocol, port) and the packets sampled for it.
 use super::*;
-use crate::clock::{monotonic_ms, unix_ms};
+use crate::{
+    clock::{monotonic_ms, unix_ms},
+    model::socket::{About, Socket, Via},
+};
 
 impl Collector {
     /// The model's key for a kernel key: reason and location named, packets attributed.
@@ -107,6 +110,22 @@ impl Collector {
             }),
             protocol: ip.then(|| Arc::from(group::protocol_name(k.l4proto))),
             port: (k.port != 0).then_some(k.port),
+            socket: Via::from_kernel(k.sock_via).map(|via| {
+                Arc::new(Socket {
+                    via,
+                    inode: k.sock_ino,
+                    about: if k.sock_ino == 0 {
+                        About::unknown("a time-wait or request socket, or one with no file")
+                    } else if k.sock_ino == dropscope_common::SOCK_INO_OVER {
+                        About::unknown(
+                            "one of the sockets beyond the quarter of the keyed map sockets may \
+                         take: their drops are counted here together",
+                        )
+                    } else {
+                        self.sockets.about(k.sock_ino)
+                    },
+                })
+            }),
         }
     }
 }

@@ -10,6 +10,7 @@ mod counts;
 mod feed;
 mod kernel_source;
 mod session;
+pub mod sockets;
 mod stack_owner;
 mod stacks;
 
@@ -75,6 +76,8 @@ pub struct Collector {
     probe: Probe,
     symbolizer: Symbolizer,
     names: Names,
+    /// What the sockets of drops are, looked up beside the counting.
+    sockets: sockets::Sockets,
     /// The names' generation the current keys were named in.
     names_generation: u64,
     /// The last name found of each namespace with drops (at most one per key), by cookie (by
@@ -129,6 +132,7 @@ impl Collector {
             probe,
             symbolizer,
             names: Names::new(),
+            sockets: Default::default(),
             names_generation: 0,
             known_names: HashMap::new(),
             holders: HashMap::new(),
@@ -163,7 +167,7 @@ impl Collector {
         let totals = self.probe.totals();
         // Names are looked up beside the counting: when the lookups learnt some, the keys are
         // named again even if no count changed (a quiet namespace gets its name too).
-        let names = self.names.generation();
+        let names = self.names.generation() + self.sockets.generation();
         let counts_changed = self
             .last_totals
             .is_none_or(|t| t.drop_counts() != totals.drop_counts())

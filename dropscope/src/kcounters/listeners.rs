@@ -219,62 +219,25 @@ fn dump() -> std::io::Result<(Vec<Sock>, Vec<String>)> {
 /// under `proc` within [`MAX_PROCESSES`] and [`MAX_FDS`]; a note where the bound was reached
 /// before every socket had one.
 fn holders(proc: &Path, inodes: &BTreeSet<u32>) -> (BTreeMap<u32, Holder>, Option<String>) {
-    let mut found = BTreeMap::new();
-    if inodes.is_empty() {
-        return (found, None);
-    }
-    let Ok(dir) = std::fs::read_dir(proc) else {
-        return (found, None);
+    let b = super::holders::Bounds {
+        processes: MAX_PROCESSES,
+        fds: MAX_FDS,
+        fds_per_process: MAX_FDS,
+        per_socket: 1,
+        enough: 1,
     };
-    let mut pids: Vec<u32> = (dir.flatten())
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+    let scan = super::holders::scan(proc, inodes, b);
+    let found: BTreeMap<u32, Holder> = (scan.held.into_iter())
+        .filter_map(|(inode, mut h)| Some((inode, h.drain(..).next()?.holder)))
         .collect();
-    pids.sort_unstable();
-    let (mut processes, mut fds) = (0, 0);
-    for pid in pids {
-        if found.len() == inodes.len() {
-            return (found, None);
-        }
-        if processes >= MAX_PROCESSES || fds >= MAX_FDS {
-            let note = format!(
-                "TCP listeners: the processes holding {} full listeners not found within \
-                 {MAX_PROCESSES} processes and {MAX_FDS} descriptors",
-                inodes.len() - found.len()
-            );
-            return (found, Some(note));
-        }
-        processes += 1;
-        let base = proc.join(pid.to_string());
-        let Ok(entries) = std::fs::read_dir(base.join("fd")) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            fds += 1;
-            if fds > MAX_FDS {
-                break;
-            }
-            let Ok(link) = std::fs::read_link(e.path()) else {
-                continue;
-            };
-            let Some(inode) = socket_inode(link.as_os_str().as_encoded_bytes()) else {
-                continue;
-            };
-            if inodes.contains(&inode) && !found.contains_key(&inode) {
-                let comm = std::fs::read(base.join("comm")).unwrap_or_default();
-                let comm = String::from_utf8_lossy(&comm);
-                let comm = crate::sanitize::truncate(comm.trim_end_matches('\n'), 64);
-                let comm = crate::sanitize::kernel_name(&comm).into_owned();
-                found.insert(inode, Holder { pid, comm });
-            }
-        }
-    }
-    (found, None)
-}
-
-/// The inode of a descriptor's link `socket:[INODE]`.
-fn socket_inode(link: &[u8]) -> Option<u32> {
-    let inner = link.strip_prefix(b"socket:[")?.strip_suffix(b"]")?;
-    std::str::from_utf8(inner).ok()?.parse().ok()
+    let note = scan.cut.filter(|_| found.len() < inodes.len()).map(|_| {
+        format!(
+            "TCP listeners: the processes holding {} full listeners not found within \
+             {MAX_PROCESSES} processes and {MAX_FDS} descriptors",
+            inodes.len() - found.len()
+        )
+    });
+    (found, note)
 }
 
 #[cfg(test)]
@@ -372,8 +335,6 @@ mod tests {
         let err = message(1, NLMSG_ERROR, &(-libc::EINVAL).to_ne_bytes());
         let e = datagram(&err, 1, &mut Vec::new()).expect_err("an error");
         assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
-        assert_eq!(socket_inode(b"socket:[12345]"), Some(12345));
-        assert_eq!(socket_inode(b"pipe:[12345]"), None);
     }
 
     #[test]

@@ -18,6 +18,7 @@
 //! whose accept queue is full, and who holds them ([`listeners`]).
 pub mod ethtool;
 mod guarded;
+pub mod holders;
 pub mod hooks;
 pub mod listeners;
 pub mod netlink;
@@ -25,6 +26,7 @@ pub mod netns;
 pub mod nftables;
 pub mod parse;
 pub mod rtnl;
+pub mod sockets;
 pub mod xsk;
 
 #[cfg(test)]

@@ -100,6 +100,7 @@ impl DiffKey {
                 device: self.device.clone(),
                 protocol: self.protocol.clone(),
                 port: self.port,
+                socket: None,
             },
         }
     }

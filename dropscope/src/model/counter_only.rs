@@ -115,6 +115,7 @@ pub fn key(ns: u64, counter: &str, initial: u64, names: &BTreeMap<u64, Arc<str>>
             device: device.map(Arc::from),
             protocol: protocol(counter).map(Arc::from),
             port: None,
+            socket: None,
         },
     }
 }

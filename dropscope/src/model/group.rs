@@ -23,17 +23,20 @@ pub enum Dim {
     Protocol,
     /// The destination port (multiplies keys: opt-in).
     Port,
+    /// The socket the packet had reached (its process, protocol and local address).
+    Socket,
 }
 
 impl Dim {
     /// Every dimension, in the order of a key.
-    pub const ALL: [Dim; 6] = [
+    pub const ALL: [Dim; 7] = [
         Dim::Reason,
         Dim::Location,
         Dim::Netns,
         Dim::Device,
         Dim::Protocol,
         Dim::Port,
+        Dim::Socket,
     ];
 
     /// Its name on the command line and in headers.
@@ -45,6 +48,7 @@ impl Dim {
             Dim::Device => "device",
             Dim::Protocol => "protocol",
             Dim::Port => "port",
+            Dim::Socket => "socket",
         }
     }
 
@@ -58,6 +62,7 @@ impl Dim {
             Dim::Device => a.device.is_some() || a.ifindex.is_some(),
             Dim::Protocol => a.protocol.is_some(),
             Dim::Port => a.port.is_some(),
+            Dim::Socket => a.socket.is_some(),
         }
     }
 }
@@ -355,6 +360,7 @@ pub fn covers(row: &DropKey, key: &DropKey) -> bool {
         }
         && same(r.protocol.as_deref(), k.protocol.as_deref())
         && (r.port.is_none() || r.port == k.port)
+        && (r.socket.is_none() || r.socket == k.socket)
 }
 
 /// `key` with the dimensions not in `by` merged away. A program's verdict row keeps its reason
@@ -390,6 +396,9 @@ pub fn coarser(key: &DropKey, by: &[Dim]) -> DropKey {
     }
     if !has(Dim::Port) {
         k.attr.port = None;
+    }
+    if !has(Dim::Socket) {
+        k.attr.socket = None;
     }
     k
 }

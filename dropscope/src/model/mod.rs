@@ -11,6 +11,7 @@ pub mod packet;
 pub mod poisson;
 pub mod programs;
 pub mod snapshot;
+pub mod socket;
 pub mod stacks;
 pub mod table;
 pub mod verdict_counter;

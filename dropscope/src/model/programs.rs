@@ -139,6 +139,7 @@ pub fn counter_key(
             device: Some(Arc::from(dev)),
             protocol: None,
             port: None,
+            socket: None,
         },
     })
 }

@@ -58,6 +58,10 @@ pub struct Attribution {
     pub protocol: Option<Arc<str>>,
     /// Destination port.
     pub port: Option<u16>,
+    /// The socket the drop had reached (its inode), with what was found of it (shared: a key
+    /// is cloned often, and most have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<Arc<super::socket::Socket>>,
 }
 
 /// The fields that say which packets an [`Attribution`] is of (its names excluded).
@@ -68,6 +72,7 @@ type Identity<'a> = (
     Option<&'a str>,
     Option<&'a str>,
     Option<u16>,
+    Option<(super::socket::Via, u32)>,
 );
 
 impl Attribution {
@@ -83,6 +88,7 @@ impl Attribution {
                 .flatten(),
             self.protocol.as_deref(),
             self.port,
+            self.socket.as_ref().map(|s| (s.via, s.inode)),
         )
     }
 }
@@ -246,6 +252,7 @@ mod tests {
             device: Some(Arc::from(device)),
             protocol: Some(Arc::from("udp")),
             port: Some(9),
+            socket: None,
         }
     }
 

@@ -535,10 +535,14 @@ impl Tracker {
 }
 
 /// The statistics of `key`, whose names (attributes, not part of its identity) are those of
-/// the latest snapshot: a renamed namespace keeps its row and shows its new name.
+/// the latest snapshot: a renamed namespace keeps its row and shows its new name, a socket
+/// what was found of it last.
 fn stats_of<'a>(keys: &'a mut HashMap<DropKey, KeyStats>, key: &DropKey) -> &'a mut KeyStats {
     let renamed = keys.get_key_value(key).is_some_and(|(k, _)| {
-        k.attr.netns_name != key.attr.netns_name || k.attr.device != key.attr.device
+        k.attr.netns_name != key.attr.netns_name
+            || k.attr.device != key.attr.device
+            || k.attr.socket.as_ref().map(|s| &s.about)
+                != key.attr.socket.as_ref().map(|s| &s.about)
     });
     if renamed && let Some(stats) = keys.remove(key) {
         keys.insert(key.clone(), stats);

@@ -38,6 +38,10 @@ pub struct JsonDrop<'a> {
     /// Destination port: present only when grouped by port.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
+    /// The socket the drops had reached: present only when grouped by socket and the drops
+    /// had one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub socket: Option<crate::model::socket::SocketJson<'a>>,
     /// Exact count.
     pub count: u64,
     /// The first few dropped packets of this key (where kept).
@@ -441,6 +445,8 @@ pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
                 device: d.key.attr.device.as_deref(),
                 protocol: d.key.attr.protocol.as_deref(),
                 port: d.key.attr.port,
+                socket: (d.key.attr.socket.as_ref())
+                    .map(|s| crate::model::socket::SocketJson::new(s, &d.key.reason.name)),
                 count: d.count,
                 samples: samples.take(&d.key),
                 hint: Guide::builtin().hint(&d.key.reason.name),

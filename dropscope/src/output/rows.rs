@@ -84,6 +84,7 @@ impl<'a> NameRanks<'a> {
         [Option<u32>; 3],
         Option<u16>,
         Option<u32>,
+        Option<(crate::model::socket::Via, u32)>,
     ) {
         let (k, a) = (&d.key, &d.key.attr);
         let rank = |n: &Option<std::sync::Arc<str>>| n.as_deref().map(|n| self.of(n));
@@ -97,6 +98,7 @@ impl<'a> NameRanks<'a> {
             [rank(&a.netns_name), rank(&a.device), rank(&a.protocol)],
             a.port,
             a.ifindex,
+            a.socket.as_ref().map(|s| (s.via, s.inode)),
         )
     }
 }

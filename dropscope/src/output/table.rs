@@ -127,6 +127,14 @@ fn key_columns(rows: &[&DropKey], loc_chars: usize) -> Vec<Column> {
         c.right = true;
         cols.push(c);
     }
+    if has(&|k| k.attr.socket.is_some()) {
+        cols.push(column("SOCKET", &|k| {
+            let buffer = crate::model::socket::buffer_reason(&k.reason.name);
+            (k.attr.socket.as_ref()).map_or("-".into(), |s| {
+                sanitize::terminal_cell(&s.cell(buffer), crate::model::socket::MAX_CELL)
+            })
+        }));
+    }
     cols
 }
 

@@ -29,6 +29,7 @@ fn key() -> impl Strategy<Value = DropKey> {
                 device: Some(Arc::from(["lo", "eth0", "veth1"][ifindex as usize])),
                 protocol: Some(Arc::from(["udp", "tcp"][proto])),
                 port: Some(53 + port),
+                socket: None,
             },
         },
     )

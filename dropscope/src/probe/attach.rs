@@ -499,6 +499,7 @@ fn load(
         .non_drop_below()
         .map_err(|e| ProbeError::Reasons(format!("{e:#}")))?;
     let tgid = std::process::id();
+    let socket_keys = dropscope_common::socket_keys_per_cpu(opts.max_keys, ncpus as u32);
     let mut loader = EbpfLoader::new();
     loader
         .override_global(globals::NON_DROP_BELOW, &non_drop_below, true)
@@ -506,6 +507,7 @@ fn load(
         .override_global(globals::TP_REASON_OFFSET, &reason_off, true)
         .override_global(globals::SELF_TGID, &tgid, true)
         .override_global(globals::MAX_KEYS, &opts.max_keys, true)
+        .override_global(globals::SOCKET_KEYS_PER_CPU, &socket_keys, true)
         .override_global(globals::CONFIG, config, true)
         .map_max_entries(maps::KEYS, opts.max_keys)
         .map_max_entries(maps::FREE_SLOTS, opts.max_keys)

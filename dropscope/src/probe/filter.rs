@@ -16,6 +16,7 @@ pub fn group_bits(by: &[Dim]) -> u32 {
             Dim::Device => group::DEVICE | group::NETNS,
             Dim::Protocol => group::PROTOCOL,
             Dim::Port => group::PORT,
+            Dim::Socket => group::SOCKET,
             Dim::Reason | Dim::Location => 0,
         }
     })
@@ -98,6 +99,10 @@ fn need_bits(cfg: &Config, reasons_filtered: bool) -> u32 {
     }
     if reasons_filtered {
         bits |= need::REASONS;
+    }
+    // Read only where grouped by (no filter reads it), so it never needs a mask.
+    if cfg.group & group::SOCKET != 0 {
+        bits |= need::SOCKET;
     }
     // The key is the packet as read unless the grouping keeps less than is read.
     if (bits & need::NETDEV != 0 && cfg.group & group::DEVICE == 0)

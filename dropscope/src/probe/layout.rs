@@ -28,6 +28,11 @@ pub fn fill(btf: &Btf, cfg: &mut Config) -> anyhow::Result<()> {
     cfg.net_inum = offset(btf, "net", "ns.inum")?;
     cfg.net_cookie = offset(btf, "net", "net_cookie")?;
     cfg.has_rx_sk = u32::from(kfree_skb_has_rx_sk(btf));
+    cfg.sk_state = offset(btf, "sock", "__sk_common.skc_state")?;
+    cfg.sk_socket = offset(btf, "sock", "sk_socket")?;
+    cfg.socket_file = offset(btf, "socket", "file")?;
+    cfg.file_inode = offset(btf, "file", "f_inode")?;
+    cfg.inode_ino = offset(btf, "inode", "i_ino")?;
     Ok(())
 }
 

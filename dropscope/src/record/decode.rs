@@ -27,6 +27,8 @@ pub(super) struct Dictionary {
     samples_of: Vec<u8>,
     /// How often each key's names were written again (version 3 on).
     renames: Vec<u8>,
+    /// How often each key's socket was described (version 7 on).
+    sockets: Vec<u8>,
     /// The format version of the recording (1 has no attribution and no samples).
     pub(super) version: u16,
 }
@@ -141,6 +143,27 @@ impl Dictionary {
         if self.version >= 3 {
             self.renames(&mut r, spent)?;
         }
+        // The socket section (version 7 on) is left out of a frame that describes no socket.
+        if self.version >= 7 && r.remaining() > 0 {
+            let strings = &self.strings;
+            let string = |id: u64| {
+                usize::try_from(id)
+                    .ok()
+                    .and_then(|i| strings.get(i))
+                    .cloned()
+                    .ok_or(Malformed("undefined string"))
+            };
+            let mut referenced = 0;
+            let read = super::socket::read_section(
+                &mut r,
+                &mut self.keys,
+                &mut self.sockets,
+                string,
+                &mut referenced,
+            );
+            spent.referenced(referenced)?;
+            read?;
+        }
         Ok(r.finish()?)
     }
 
@@ -187,8 +210,10 @@ impl Dictionary {
     /// A key's attribution: a presence mask, then the fields present.
     fn attribution(&self, r: &mut Reader<'_>) -> Result<Attribution, Malformed> {
         let mask = r.uvarint()?;
-        // Version 3 added the interface index (bit 5), version 6 the namespace cookie (bit 6).
+        // Version 3 added the interface index (bit 5), version 6 the namespace cookie (bit 6),
+        // version 7 the socket (bit 7).
         let known = match self.version {
+            7.. => 8,
             6.. => 7,
             3.. => 6,
             _ => 5,
@@ -213,6 +238,9 @@ impl Dictionary {
             })
             .transpose()?;
         let netns_cookie = has(6).then(|| r.uvarint()).transpose()?;
+        let socket = has(7)
+            .then(|| super::socket::from_identity(r.uvarint()?).map(Arc::new))
+            .transpose()?;
         Ok(Attribution {
             ifindex,
             netns,
@@ -221,6 +249,7 @@ impl Dictionary {
             device,
             protocol,
             port,
+            socket,
         })
     }
 

@@ -17,7 +17,7 @@ pub const KEYFRAME_EVERY: Duration = Duration::from_secs(30);
 pub const KEYFRAME_MAX_FRAMES: u32 = 256;
 
 /// A key's attribution as written: netns, netns name id, device id, protocol id, port,
-/// interface index, netns cookie.
+/// interface index, netns cookie, socket identity.
 type AttrRef = (
     Option<u64>,
     Option<u32>,
@@ -25,6 +25,7 @@ type AttrRef = (
     Option<u32>,
     Option<u16>,
     Option<u32>,
+    Option<u64>,
     Option<u64>,
 );
 /// A key's names as written: netns name id and device id.
@@ -54,6 +55,8 @@ pub(crate) struct Encoder {
     names: Vec<(NamesRef, u8)>,
     /// Names written again in the pending frame: key id, new names, the names before.
     new_names: Vec<(u32, NamesRef, NamesRef)>,
+    /// What was found of each key's socket, as written (and pending).
+    sockets: super::socket::Written,
     stacks: HashMap<StackRef, u32>,
     // Definitions made while encoding the current snapshot, written as one dictionary frame.
     new_strings: Vec<Arc<str>>,
@@ -145,13 +148,23 @@ impl Encoder {
         if let Some(&id) = self.ids.get(k) {
             if names {
                 self.rename(id, k);
+                self.describe_socket(id, k);
             }
             return id;
         }
         let id = self.define_key(k);
         self.ids.insert(k.clone(), id);
         self.new_ids.push(k.clone());
+        self.describe_socket(id, k);
         id
+    }
+
+    /// Writes what was found of key `id`'s socket when it changed (within the bound).
+    fn describe_socket(&mut self, id: u32, k: &crate::model::DropKey) {
+        if let Some(s) = &k.attr.socket {
+            let about = super::socket::encode(&s.about, |s| self.string(s));
+            self.sockets.offer(id, about);
+        }
     }
 
     /// Writes the names of key `id` again when they changed, at most
@@ -193,6 +206,7 @@ impl Encoder {
             a.port,
             a.ifindex,
             a.netns_cookie,
+            a.socket.as_deref().map(super::socket::identity),
         );
         let r = (
             k.reason.code,
@@ -243,6 +257,7 @@ impl Encoder {
         for s in self.new_stacks.drain(..) {
             self.stacks.remove(&s);
         }
+        self.sockets.roll_back();
         for (k, _) in self.new_samples.drain(..) {
             self.samples -= 1;
             if let Some(n) = self.samples_of.get_mut(&k) {
@@ -309,7 +324,8 @@ impl Encoder {
             && self.new_keys.is_empty()
             && self.new_names.is_empty()
             && self.new_stacks.is_empty()
-            && self.new_samples.is_empty())
+            && self.new_samples.is_empty()
+            && self.sockets.is_empty())
         {
             let dict = self.dictionary();
             push_frame(out, Kind::Dictionary, elapsed_ns, &dict)?;
@@ -377,6 +393,7 @@ impl Encoder {
         self.new_keys.clear();
         self.new_ids.clear();
         self.new_names.clear();
+        self.sockets.commit();
         self.new_stacks.clear();
         if keyframe {
             self.last_keyframe_ns = elapsed_ns;
@@ -405,8 +422,12 @@ impl Encoder {
             put_str(&mut p, s);
         }
         put_uvarint(&mut p, self.new_keys.len() as u64);
-        for &(code, name, loc, (netns, netns_name, device, protocol, port, ifindex, cookie)) in
-            &self.new_keys
+        for &(
+            code,
+            name,
+            loc,
+            (netns, netns_name, device, protocol, port, ifindex, cookie, socket),
+        ) in &self.new_keys
         {
             for v in [code, name, loc] {
                 put_uvarint(&mut p, v.into());
@@ -417,7 +438,8 @@ impl Encoder {
                 | u64::from(protocol.is_some()) << 3
                 | u64::from(port.is_some()) << 4
                 | u64::from(ifindex.is_some()) << 5
-                | u64::from(cookie.is_some()) << 6;
+                | u64::from(cookie.is_some()) << 6
+                | u64::from(socket.is_some()) << 7;
             put_uvarint(&mut p, mask);
             let fields = [
                 netns,
@@ -427,6 +449,7 @@ impl Encoder {
                 port.map(u64::from),
                 ifindex.map(u64::from),
                 cookie,
+                socket,
             ];
             for v in fields.into_iter().flatten() {
                 put_uvarint(&mut p, v);
@@ -455,6 +478,10 @@ impl Encoder {
             for name in [netns_name, device] {
                 put_uvarint(&mut p, name.map_or(0, |n| u64::from(n) + 1));
             }
+        }
+        // Left out when empty: such a frame is also one of version 6.
+        if !self.sockets.is_empty() {
+            self.sockets.put(&mut p);
         }
         p
     }

@@ -20,6 +20,7 @@ mod kernel;
 mod kernel_delta;
 mod reader;
 mod replay;
+mod socket;
 mod spool;
 mod stream;
 pub mod synthetic;
@@ -35,6 +36,8 @@ mod tests_damage;
 mod tests_kernel;
 #[cfg(test)]
 mod tests_replay;
+#[cfg(test)]
+mod tests_socket;
 #[cfg(test)]
 mod tests_stream;
 #[cfg(test)]

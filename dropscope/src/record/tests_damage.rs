@@ -114,16 +114,16 @@ fn bad_magic_and_newer_versions_are_named() {
     assert!(e.to_string().contains("not a dropscope recording"));
 
     let mut newer = bytes.clone();
-    newer[FILE_HEADER_LEN - 2..FILE_HEADER_LEN].copy_from_slice(&7u16.to_le_bytes());
+    newer[FILE_HEADER_LEN - 2..FILE_HEADER_LEN].copy_from_slice(&8u16.to_le_bytes());
     let e = Recording::from_bytes(&newer).err().expect("error");
     assert!(matches!(
         e,
         RecordError::NewerVersion {
-            found: 7,
+            found: 8,
             supported: super::VERSION
         }
     ));
-    assert!(e.to_string().contains("version 7 is newer"), "{e}");
+    assert!(e.to_string().contains("version 8 is newer"), "{e}");
 
     assert!(matches!(
         Recording::from_bytes(&[]),

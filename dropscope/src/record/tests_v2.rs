@@ -21,6 +21,7 @@ fn attributed(port: Option<u16>, device: Option<&str>, netns: Option<u64>) -> Dr
         device: device.map(Arc::from),
         protocol: port.map(|_| Arc::from("udp")),
         port,
+        socket: None,
     };
     k
 }

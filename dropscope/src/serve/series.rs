@@ -114,7 +114,8 @@ impl Selection {
         let culprits = crate::culprit::culprits(snap);
         let drops = self.drops.select(snap.drops.iter().map(|d| {
             Row {
-                id: d.key.clone(),
+                // No label shows the socket: its keys are one series, and take one place.
+                id: crate::model::socket::without_socket(&d.key),
                 tenant: Tenant::of_key(
                     d.key.attr.netns,
                     d.key.attr.netns_cookie,

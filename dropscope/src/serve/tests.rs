@@ -445,6 +445,7 @@ fn attributed(
                 device: Some(device.into()),
                 protocol: Some(protocol.into()),
                 port: None,
+                socket: None,
             },
         },
         count,
@@ -849,4 +850,38 @@ fn a_series_names_its_culprit_in_a_label() {
     // A snapshot of rows without culprits has no culprit label at all.
     let plain = render(&exposition(1000), Format::Text);
     assert!(!plain.contains("culprit=\""), "{plain}");
+}
+
+/// The keys of one drop site's sockets are one series (no label shows the socket) and take one
+/// place of --max-series: 3 sockets and another site under a cap of 2 are both exported.
+#[test]
+fn a_drop_sites_sockets_are_one_series_of_one_place() {
+    use crate::model::socket::{About, Socket, Via};
+    let sock = |inode: u32, count: u64| {
+        let mut d = attributed(
+            "SOCKET_RCVBUFF",
+            HOST,
+            Some("host"),
+            (1, "lo"),
+            "udp",
+            count,
+        );
+        d.key.attr.socket = Some(Arc::new(Socket {
+            via: Via::Receiving,
+            inode,
+            about: About::unknown("not looked up yet"),
+        }));
+        d
+    };
+    let drops = vec![
+        sock(11, 5),
+        sock(12, 6),
+        sock(13, 7),
+        attributed("NO_SOCKET", HOST, Some("host"), (1, "lo"), "udp", 1),
+    ];
+    let snap = attributed_snapshot(drops, &[]);
+    let sel = super::series::Selection::new(2).select(&snap);
+    let counts: Vec<u64> = sel.drops.series.iter().map(|s| s.count).collect();
+    assert_eq!(counts, [18, 1], "{:?}", sel.drops);
+    assert_eq!(sel.drops.other, None);
 }

@@ -31,6 +31,7 @@ pub fn dim_name(d: Dim) -> &'static str {
         Dim::Device => "device",
         Dim::Protocol => "protocol",
         Dim::Port => "port",
+        Dim::Socket => "socket",
     }
 }
 
@@ -135,6 +136,8 @@ pub struct StackView {
     pub scroll: usize,
     /// The row's sampled packets, oldest first (none for a set, or where none were kept).
     pub packets: Vec<Sample>,
+    /// The row's socket line (`socket: nginx[812] udp 0.0.0.0:53 ...`), as found now.
+    pub socket: Option<String>,
 }
 
 impl StackView {
@@ -153,12 +156,17 @@ impl StackView {
             packets.sort_by_key(|p| p.unix_ms);
             packets.truncate(packet::PER_KEY);
         }
+        let mut socket = None;
         let exact = match &scope {
-            StackScope::Row(k) => tracker
-                .grouped_rows(SortKey::Count, "", by, true)
-                .iter()
-                .find(|r| *r.key == *k)
-                .map_or(0, |r| r.count),
+            StackScope::Row(k) => {
+                let rows = tracker.grouped_rows(SortKey::Count, "", by, true);
+                let row = rows.iter().find(|r| *r.key == *k);
+                // The row's key as shown now: what was found of its socket since Enter.
+                socket = row
+                    .and_then(|r| r.key.attr.socket.as_ref())
+                    .map(|s| s.describe(crate::model::socket::buffer_reason(&k.reason.name)));
+                row.map_or(0, |r| r.count)
+            }
             // The stacks are the probe's: a program's verdicts (no stacks) are not in a set's
             // count.
             StackScope::Set(f) => tracker
@@ -176,6 +184,7 @@ impl StackView {
             exact,
             lines,
             packets,
+            socket,
         }
     }
 }
@@ -334,14 +343,21 @@ impl State {
                     Dim::Device => a.device.is_some(),
                     Dim::Protocol => a.protocol.is_some(),
                     Dim::Port => a.port.is_some(),
+                    Dim::Socket => a.socket.is_some(),
                     Dim::Reason | Dim::Location => true,
                 }
             })
         };
         dims.extend(
-            [Dim::Netns, Dim::Device, Dim::Protocol, Dim::Port]
-                .into_iter()
-                .filter(|d| attr(*d)),
+            [
+                Dim::Netns,
+                Dim::Device,
+                Dim::Protocol,
+                Dim::Port,
+                Dim::Socket,
+            ]
+            .into_iter()
+            .filter(|d| attr(*d)),
         );
         dims
     }

@@ -17,6 +17,10 @@
 //! `traffic raw PROTO N`: N IP packets of an unused protocol (IP_NOPROTO).
 //! `traffic rcvbuf N`: N datagrams to a bound socket with a tiny receive buffer that is never
 //! read while they arrive; prints how many the kernel dropped (SOCKET_RCVBUFF).
+//! `traffic rcvbuf-hold N SECONDS CROWD`: as `rcvbuf`, from a process that first opens CROWD
+//! other sockets (its descriptor limit raised to the hard limit), and holds the socket
+//! SECONDS after the drops; prints `socket INODE PORT RCVBUF` before sending and
+//! `dropped N` after.
 //! `traffic mix RUN SECONDS`: for SECONDS, runs of RUN datagrams to closed UDP port 9
 //! (NO_SOCKET) alternating with runs of RUN raw packets of protocol 253 (IP_NOPROTO), from one
 //! thread, so drops of two keys interleave on one CPU; prints `at UNIX_MS UDP RAW` (cumulative
@@ -162,14 +166,78 @@ fn main() -> anyhow::Result<()> {
             }
             println!("{}", n - received);
         }
+        Some("rcvbuf-hold") => {
+            let (n, seconds, crowd) = (arg(1)?, arg(2)?, arg(3)?);
+            rcvbuf_hold(n, Duration::from_secs(seconds), crowd as usize)?;
+        }
         Some("mix") => {
             let (run, seconds) = (arg(1)?.max(1), arg(2)?);
             mix(run, Duration::from_secs(seconds))?;
         }
         _ => anyhow::bail!(
-            "usage: traffic udp PORT N | udp-to ADDR PORT N | udp-gso ADDR PORT SEGMENTS N | udp-spray [FIRST LAST] | udp-sink PORT SECONDS | tcp PORT N | tcp-payload PORT N | raw PROTO N | rcvbuf N | mix RUN SECONDS"
+            "usage: traffic udp PORT N | udp-to ADDR PORT N | udp-gso ADDR PORT SEGMENTS N | udp-spray [FIRST LAST] | udp-sink PORT SECONDS | tcp PORT N | tcp-payload PORT N | raw PROTO N | rcvbuf N | rcvbuf-hold N SECONDS CROWD | mix RUN SECONDS"
         ),
     }
+    Ok(())
+}
+
+/// `rcvbuf-hold`: `n` datagrams to a socket with the smallest receive buffer, opened after
+/// `crowd` other sockets, then held for `hold`.
+fn rcvbuf_hold(n: u64, hold: Duration, crowd: usize) -> anyhow::Result<()> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read and write one rlimit we own.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+    let others = (0..crowd)
+        .map(|_| UdpSocket::bind("127.0.0.1:0"))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let rx = UdpSocket::bind("127.0.0.1:0")?;
+    let size: libc::c_int = 1;
+    let mut got: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: setsockopt reads `size` and getsockopt writes `got` and `len`, all valid.
+    let rc = unsafe {
+        libc::setsockopt(
+            rx.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&size as *const libc::c_int).cast(),
+            len,
+        ) | libc::getsockopt(
+            rx.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&raw mut got).cast(),
+            &raw mut len,
+        )
+    };
+    anyhow::ensure!(rc == 0, "SO_RCVBUF: {}", std::io::Error::last_os_error());
+    use std::os::unix::fs::MetadataExt as _;
+    let inode = std::fs::metadata(format!("/proc/self/fd/{}", rx.as_raw_fd()))?.ino();
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "socket {inode} {} {got}", rx.local_addr()?.port())?;
+    out.flush()?;
+    let tx = UdpSocket::bind("127.0.0.1:0")?;
+    for _ in 0..n {
+        tx.send_to(&[0u8; 512], rx.local_addr()?)?;
+    }
+    rx.set_nonblocking(true)?;
+    let mut buf = [0u8; 1024];
+    let mut received = 0;
+    while rx.recv(&mut buf).is_ok() {
+        received += 1;
+    }
+    writeln!(out, "dropped {}", n - received)?;
+    out.flush()?;
+    std::thread::sleep(hold);
+    drop(others);
     Ok(())
 }
 

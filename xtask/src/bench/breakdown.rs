@@ -66,6 +66,7 @@ pub fn against_plan() -> Vec<(Kind, Config)> {
         (Config::StatsCounting, Base::Counting),
         (Config::StatsNoStacks, Base::Default),
         (Config::StatsFiltered, Base::Filtered),
+        (Config::StatsDefaults, Base::Defaults),
     ];
     let mut plan = Vec::new();
     for kind in [Kind::Single, Kind::Interleaved] {

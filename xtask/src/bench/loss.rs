@@ -63,6 +63,8 @@ pub enum Config {
     StatsHeaders,
     StatsFiltered,
     StatsStacks,
+    /// The default `--by` (no `--by` given), `--no-stacks`: with the socket, where a drop has one.
+    StatsDefaults,
     /// The bench program over a base configuration, with one step taken out (`None`: nothing).
     Skip(Base, Option<&'static str>),
     /// Another dropscope binary (`--against`) in a base configuration, beside this one's.
@@ -78,6 +80,9 @@ pub enum Base {
     Default,
     /// Everything filtered out by reason.
     Filtered,
+    /// Each binary's own default `--by` (no `--by` given): `--against` an earlier build
+    /// compares the defaults of the two, e.g. with the socket and without.
+    Defaults,
 }
 
 impl Base {
@@ -86,6 +91,7 @@ impl Base {
             Self::Counting => &["--by", "reason,location"],
             Self::Default => &["--by", "reason,location,netns,device"],
             Self::Filtered => &["--reason", "NETFILTER_DROP"],
+            Self::Defaults => &[],
         }
     }
 
@@ -95,6 +101,7 @@ impl Base {
             Self::Counting => "counting",
             Self::Default => "namespace, interface",
             Self::Filtered => "filtered out",
+            Self::Defaults => "default --by",
         }
     }
 
@@ -104,6 +111,7 @@ impl Base {
             Self::Counting => Config::StatsCounting,
             Self::Default => Config::StatsNoStacks,
             Self::Filtered => Config::StatsFiltered,
+            Self::Defaults => Config::StatsDefaults,
         }
     }
 }
@@ -127,6 +135,7 @@ impl Config {
             Self::StatsHeaders => "+ protocol,port (reads headers)",
             Self::StatsFiltered => "filtered out in the kernel",
             Self::StatsStacks => "dropscope --bpf-stats (stacks)",
+            Self::StatsDefaults => "default --by (--no-stacks)",
             Self::Skip(base, None) => return format!("bench program, {}", base.label()),
             Self::Skip(base, Some(step)) => return format!("{}, without {step}", base.label()),
             Self::Against(base) => return format!("{}, the --against binary", base.label()),
@@ -168,6 +177,7 @@ impl Config {
             // The flood's reasons are NO_SOCKET and IP_NOPROTO: all filtered out.
             Self::StatsFiltered => &["--no-stacks", "--bpf-stats", "--reason", "NETFILTER_DROP"],
             Self::StatsStacks => &["--bpf-stats"],
+            Self::StatsDefaults => &["--no-stacks", "--bpf-stats"],
             Self::Against(base) => {
                 let mut flags = vec!["--no-stacks", "--bpf-stats"];
                 flags.extend_from_slice(base.flags());

@@ -46,6 +46,9 @@ pub const AF_XDP: &str = "af_xdp";
 /// The name of the netkit check.
 pub const NETKIT: &str = "netkit";
 
+/// The name of the sockets check.
+pub const SOCKETS: &str = "sockets";
+
 /// What the guest suite needs.
 #[derive(clap::Args)]
 pub struct GuestArgs {
@@ -80,6 +83,7 @@ pub fn run(args: &GuestArgs) -> anyhow::Result<()> {
         PROGRAMS,
         AF_XDP,
         NETKIT,
+        SOCKETS,
         "record",
     ];
     if args.flood_seconds > 0 {
@@ -96,6 +100,7 @@ pub fn run(args: &GuestArgs) -> anyhow::Result<()> {
             PROGRAMS => suite.programs(),
             AF_XDP => suite.af_xdp(),
             NETKIT => suite.netkit(),
+            SOCKETS => super::sockets::check(&args.dropscope, &args.traffic),
             FLOOD => suite.flood(args.flood_seconds),
             _ => suite.record(),
         };

@@ -7,6 +7,7 @@ pub mod foreign;
 pub mod guest;
 mod initramfs;
 pub mod kernels;
+pub mod sockets;
 mod table;
 pub mod test_binaries;
 
@@ -79,7 +80,7 @@ pub enum Accel {
 }
 
 /// The columns of the arm64 guests' suite (`guest`), in order.
-const GUEST_COLUMNS: [&str; 12] = [
+const GUEST_COLUMNS: [&str; 13] = [
     "reasons",
     "reasons --btf",
     "report tp_btf",
@@ -89,6 +90,7 @@ const GUEST_COLUMNS: [&str; 12] = [
     guest::PROGRAMS,
     guest::AF_XDP,
     guest::NETKIT,
+    guest::SOCKETS,
     "record",
     "replay here",
     guest::FLOOD,

@@ -334,6 +334,7 @@ impl<'de> Deserialize<'de> for Drops {
                                 device: names.some(r.device).map_err(over)?,
                                 protocol: names.some(r.protocol).map_err(over)?,
                                 port: r.port,
+                                socket: None,
                             },
                         },
                         count: r.count,

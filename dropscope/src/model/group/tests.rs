@@ -19,6 +19,7 @@ fn count(reason: &str, netns: u64, device: &str, proto: &str, n: u64) -> DropCou
                 device: Some(device.into()),
                 protocol: Some(proto.into()),
                 port: None,
+                socket: None,
             },
         },
         count: n,

@@ -24,6 +24,7 @@ fn attributed(netns: u64, name: Option<&str>, dev: &str, proto: &str) -> DropKey
             device: Some(dev.into()),
             protocol: Some(proto.into()),
             port: None,
+            socket: None,
         },
         ..key(UDP.0, UDP.1)
     }

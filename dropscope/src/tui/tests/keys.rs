@@ -90,7 +90,7 @@ fn a_filter_on_a_dimension_not_counted_says_which_and_how_to_count_it() {
     let out = words(&s);
     assert!(
         out.contains("no drops match /5555: port is not counted")
-            && out.contains("`--by reason,location,netns,device,protocol,port`"),
+            && out.contains("`--by reason,location,netns,device,protocol,port,socket`"),
         "{out}"
     );
     // A replay counted by reason and location: a protocol is not counted either.

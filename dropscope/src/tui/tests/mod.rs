@@ -6,6 +6,7 @@ mod panel;
 mod polish;
 mod rendering;
 mod selection;
+mod socket;
 mod timeline;
 
 use std::{

@@ -16,7 +16,7 @@ use crate::{format, model::stacks::NodeKind, sanitize, tui::state::StackView};
 const MAX_LABEL_CHARS: usize = 512;
 
 /// Lines of the tree that fit in a body area of `height` rows (title, two summary lines and the
-/// column header take four).
+/// column header take four; a row's socket line one more, which a page step ignores).
 pub fn page(height: u16) -> usize {
     usize::from(height.saturating_sub(4)).max(1)
 }
@@ -33,7 +33,7 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, view: &StackView) {
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let [summary, head, body] = Layout::vertical([
-        Constraint::Length(2),
+        Constraint::Length(2 + u16::from(view.socket.is_some())),
         Constraint::Length(1),
         Constraint::Fill(1),
     ])
@@ -41,28 +41,38 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, view: &StackView) {
     let dim = Style::new().fg(Color::DarkGray);
     let estimate = Style::new().fg(Color::Magenta);
     frame.render_widget(
-        Paragraph::new(vec![
-            Line::from(vec![
-                Span::raw("exact count "),
-                Span::styled(
-                    format::count(view.exact),
-                    Style::new().add_modifier(Modifier::BOLD),
-                ),
-                Span::raw("   "),
-                Span::styled(
-                    format!(
-                        "sampled estimate ~{} from {} stack samples",
-                        format::count(view.estimated),
-                        format::count(view.samples)
+        Paragraph::new(
+            vec![
+                Line::from(vec![
+                    Span::raw("exact count "),
+                    Span::styled(
+                        format::count(view.exact),
+                        Style::new().add_modifier(Modifier::BOLD),
                     ),
-                    estimate,
+                    Span::raw("   "),
+                    Span::styled(
+                        format!(
+                            "sampled estimate ~{} from {} stack samples",
+                            format::count(view.estimated),
+                            format::count(view.samples)
+                        ),
+                        estimate,
+                    ),
+                ]),
+                Line::styled(
+                    "stack counts are sampled estimates (~); per-key counts are exact",
+                    dim,
                 ),
-            ]),
-            Line::styled(
-                "stack counts are sampled estimates (~); per-key counts are exact",
-                dim,
-            ),
-        ]),
+            ]
+            .into_iter()
+            .chain(view.socket.as_deref().map(|s| {
+                Line::styled(
+                    sanitize::terminal_cell(s, MAX_LABEL_CHARS),
+                    Style::new().fg(Color::Cyan),
+                )
+            }))
+            .collect::<Vec<_>>(),
+        ),
         summary,
     );
     frame.render_widget(

@@ -1,5 +1,5 @@
 //! The drop table: reason, location, the attribution columns the counts have (namespace,
-//! interface, protocol, port), exact count, rate, share and trend per key.
+//! interface, protocol, port, socket), exact count, rate, share and trend per key.
 use ratatui::{
     Frame,
     layout::{Constraint, Rect},
@@ -58,6 +58,15 @@ const ATTR_COLUMNS: &[AttrColumn] = &[
         min: 4,
         max: 5,
         text: |k| k.attr.port.map(|p| p.to_string()),
+    },
+    AttrColumn {
+        head: "SOCKET",
+        min: 6,
+        max: 40,
+        text: |k| {
+            let buffer = crate::model::socket::buffer_reason(&k.reason.name);
+            k.attr.socket.as_ref().map(|s| s.cell(buffer))
+        },
     },
 ];
 

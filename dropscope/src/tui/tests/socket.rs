@@ -1,0 +1,73 @@
+//! Whose socket in the TUI: the SOCKET column, and the row's socket line above its stacks
+//! (Enter), as found now: a socket named after Enter shows its name without leaving the view.
+use super::*;
+use crate::model::{
+    group::Dim,
+    kernel::Holder,
+    socket::{About, Found, Socket, Via},
+};
+
+fn with_socket(about: About) -> DropKey {
+    let mut k = key("SOCKET_RCVBUFF", "udp_queue_rcv_one_skb+0x437");
+    k.attr.protocol = Some("udp".into());
+    k.attr.socket = Some(Arc::new(Socket {
+        via: Via::Receiving,
+        inode: 4242,
+        about,
+    }));
+    k
+}
+
+fn found() -> About {
+    About::Exact(Found {
+        holders: vec![Holder {
+            pid: 812,
+            comm: "nginx".into(),
+        }],
+        more_holders: 0,
+        protocol: Some("udp".into()),
+        local: Some("0.0.0.0:53".into()),
+        rcvbuf: Some(4608),
+    })
+}
+
+fn snap_of(secs: u64, about: About, count: u64) -> Snapshot {
+    let drops = vec![DropCount {
+        key: with_socket(about),
+        count,
+    }];
+    Snapshot {
+        elapsed: Duration::from_secs(secs),
+        total: count,
+        drops,
+        ..snap(secs, &[], 0)
+    }
+}
+
+#[test]
+fn enter_shows_the_rows_socket_as_found_now() {
+    let mut s = State::new(info(), None, (160, 30));
+    s.by = vec![Dim::Reason, Dim::Location, Dim::Protocol, Dim::Socket];
+    let t0 = Instant::now();
+    feed(
+        &mut s,
+        snap_of(1, About::unknown("not looked up yet"), 10),
+        t0,
+    );
+    let out = screen(&s);
+    assert!(out.contains("SOCKET"), "{out}");
+    assert!(out.contains("unknown (not looked up yet)"), "{out}");
+    s.selected = Some(with_socket(About::unknown("not looked up yet")));
+    press(&mut s, KeyCode::Enter);
+    assert!(matches!(s.screen, Screen::Stacks(_)));
+    let out = screen(&s);
+    assert!(out.contains("socket: unknown (not looked up yet)"), "{out}");
+    // Found while the view is open: the same row, now named.
+    feed(&mut s, snap_of(2, found(), 30), t0 + Duration::from_secs(1));
+    let out = screen(&s);
+    assert!(
+        out.contains("socket: nginx[812] udp 0.0.0.0:53 rcvbuf 4608"),
+        "{out}"
+    );
+    assert!(out.contains("exact count 30"), "{out}");
+}

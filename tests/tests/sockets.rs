@@ -1,0 +1,250 @@
+//! Who dropped it, sockets: a UDP socket with the smallest receive buffer that is never read
+//! while datagrams arrive drops them (SOCKET_RCVBUFF); dropscope counts them exactly (against
+//! the namespace's own `Udp:RcvbufErrors`) on a row of that socket, named by the process
+//! holding it, its protocol, local address and buffer limit. A process holding thousands of
+//! sockets is looked through only so far, and says so, while a socket of another process is
+//! still named. Needs root.
+use std::{
+    io::{BufRead, BufReader, Lines},
+    process::{Child, ChildStdout, Command, Stdio},
+    time::Duration,
+};
+
+use dropscope_tests::{Counting, Netns, root_test, traffic_bin};
+use serde_json::Value;
+
+/// Datagrams sent to each socket.
+const SENT: u64 = 500;
+
+/// A `traffic rcvbuf-hold` process in a namespace, killed when dropped.
+struct Holder {
+    child: Child,
+    lines: Lines<BufReader<ChildStdout>>,
+    inode: u64,
+    port: u16,
+    rcvbuf: u64,
+}
+
+impl Holder {
+    /// Starts one that opens `crowd` other sockets first and holds its socket `hold_secs`.
+    fn start(ns: &Netns, hold_secs: u64, crowd: usize) -> Self {
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &ns.name])
+            .arg(traffic_bin())
+            .args(["rcvbuf-hold", &SENT.to_string(), &hold_secs.to_string()])
+            .arg(crowd.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("traffic");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let first = lines.next().expect("a line").expect("read");
+        let f: Vec<&str> = first.split_whitespace().collect();
+        assert_eq!(f.first(), Some(&"socket"), "{first}");
+        Self {
+            inode: f[1].parse().expect("inode"),
+            port: f[2].parse().expect("port"),
+            rcvbuf: f[3].parse().expect("rcvbuf"),
+            child,
+            lines,
+        }
+    }
+
+    /// Waits for the drops; how many the socket did not take.
+    fn dropped(&mut self) -> u64 {
+        let line = self.lines.next().expect("a line").expect("read");
+        line.strip_prefix("dropped ")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("not a count: {line}"))
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The namespace's `Udp:RcvbufErrors`, as the kernel counts it (`/proc/net/snmp` read inside).
+fn rcvbuf_errors(ns: &Netns) -> u64 {
+    let snmp = String::from_utf8_lossy(&ns.exec(&["cat", "/proc/net/snmp"]).stdout).into_owned();
+    let udp: Vec<Vec<&str>> = (snmp.lines())
+        .filter(|l| l.starts_with("Udp: "))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let at = udp[0]
+        .iter()
+        .position(|h| *h == "RcvbufErrors")
+        .expect("column");
+    udp[1][at].parse().expect("a number")
+}
+
+/// The report's rows of socket `inode`.
+fn rows_of(report: &Value, inode: u64) -> Vec<&Value> {
+    (report["drops"].as_array().expect("drops").iter())
+        .filter(|d| d["socket"]["inode"].as_u64() == Some(inode))
+        .collect()
+}
+
+#[test]
+fn a_udp_socket_that_never_reads_is_named_by_its_process_and_port() {
+    let _serial = root_test();
+    let ns = Netns::new("sock");
+    let report = Counting::start(&["report", "--format", "json"]);
+    let mut holder = Holder::start(&ns, 10, 0);
+    let dropped = holder.dropped();
+    assert!(dropped > 0, "a socket of buffer {} took all", holder.rcvbuf);
+    // Named beside the counting, within a few polls, while the process holds it.
+    std::thread::sleep(Duration::from_secs(4));
+    let out = report
+        .try_interrupt(Duration::from_secs(30))
+        .expect("report ends");
+    let report: Value = serde_json::from_str(&out).expect("JSON report");
+    let counted = rcvbuf_errors(&ns);
+
+    let rows = rows_of(&report, holder.inode);
+    assert_eq!(rows.len(), 1, "one row for the socket: {rows:#?}");
+    let row = rows[0];
+    assert_eq!(row["reason"], "SOCKET_RCVBUFF", "{row:#}");
+    assert_eq!(row["count"].as_u64(), Some(dropped), "{row:#}");
+    assert_eq!(dropped, counted, "the kernel's Udp:RcvbufErrors");
+    let s = &row["socket"];
+    let pid = holder.child.id();
+    assert_eq!(s["via"], "receiving", "{s:#}");
+    assert_eq!(s["sure"], "exact", "{s:#}");
+    assert_eq!(
+        s["holders"][0]["pid"].as_u64(),
+        Some(u64::from(pid)),
+        "{s:#}"
+    );
+    assert_eq!(s["holders"][0]["comm"], "traffic", "{s:#}");
+    assert_eq!(s["protocol"], "udp", "{s:#}");
+    assert_eq!(s["local"], format!("127.0.0.1:{}", holder.port), "{s:#}");
+    assert_eq!(s["rcvbuf"].as_u64(), Some(holder.rcvbuf), "{s:#}");
+    assert_eq!(
+        s["text"],
+        format!(
+            "socket: traffic[{pid}] udp 127.0.0.1:{} rcvbuf {}",
+            holder.port, holder.rcvbuf
+        )
+    );
+}
+
+/// Sockets one process opens before its dropping socket: past the scan's bound per process
+/// (16,384 descriptors).
+const CROWD: usize = 17_000;
+
+#[test]
+fn a_process_with_thousands_of_sockets_is_bounded_said_so_and_crowds_out_no_other() {
+    let _serial = root_test();
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit we own.
+    let got = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+    assert_eq!(got, 0, "getrlimit");
+    assert!(
+        limit.rlim_max as usize > CROWD + 64,
+        "this test opens {CROWD} sockets in one process: raise the hard RLIMIT_NOFILE \
+         (now {})",
+        limit.rlim_max
+    );
+    let ns = Netns::new("sockcrowd");
+    let report = Counting::start(&["report", "--format", "json"]);
+    let mut crowded = Holder::start(&ns, 10, CROWD);
+    let mut plain = Holder::start(&ns, 10, 0);
+    let dropped = (crowded.dropped(), plain.dropped());
+    std::thread::sleep(Duration::from_secs(4));
+    // Never a hang: the report ends when asked, its bounded lookups or not.
+    let out = report
+        .try_interrupt(Duration::from_secs(30))
+        .expect("report ends");
+    let report: Value = serde_json::from_str(&out).expect("JSON report");
+    assert_eq!(dropped.0 + dropped.1, rcvbuf_errors(&ns));
+
+    let rows = rows_of(&report, crowded.inode);
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(
+        rows[0]["count"].as_u64(),
+        Some(dropped.0),
+        "exact all the same"
+    );
+    let s = &rows[0]["socket"];
+    assert_eq!(s["sure"], "unknown", "{s:#}");
+    let why = s["why"].as_str().expect("why");
+    assert!(
+        why.contains("more than 16384 descriptors")
+            && why.contains(&crowded.child.id().to_string()),
+        "{why}"
+    );
+    assert!(
+        s["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("socket: unknown ("))
+    );
+
+    let rows = rows_of(&report, plain.inode);
+    assert_eq!(rows.len(), 1, "{rows:#?}");
+    assert_eq!(rows[0]["count"].as_u64(), Some(dropped.1));
+    let s = &rows[0]["socket"];
+    assert_eq!(s["sure"], "exact", "{s:#}");
+    assert_eq!(
+        s["holders"][0]["pid"].as_u64(),
+        Some(u64::from(plain.child.id()))
+    );
+}
+
+/// Sockets made in bulk take at most a quarter of the keyed map: with `--max-keys 64`, 40
+/// short-lived sockets that each drop are keyed up to their share, the rest counted together on
+/// a row of their own; nothing overflows, and every drop is counted.
+#[test]
+fn sockets_made_in_bulk_take_at_most_their_share_of_the_keys() {
+    let _serial = root_test();
+    let ns = Netns::new("sockbulk");
+    let report = Counting::start(&["report", "--format", "json", "--max-keys", "64"]);
+    let dropped: u64 = (0..40)
+        .map(|_| {
+            ns.traffic(&["rcvbuf", "5"])
+                .parse::<u64>()
+                .expect("a count")
+        })
+        .sum();
+    std::thread::sleep(Duration::from_secs(2));
+    let out = report
+        .try_interrupt(Duration::from_secs(30))
+        .expect("report ends");
+    let report: Value = serde_json::from_str(&out).expect("JSON report");
+    assert_eq!(dropped, rcvbuf_errors(&ns), "the kernel's Udp:RcvbufErrors");
+    assert_eq!(report["overflow"].as_u64(), Some(0), "no key crowded out");
+
+    let rows: Vec<&Value> = (report["drops"].as_array().expect("drops").iter())
+        .filter(|d| d["reason"] == "SOCKET_RCVBUFF")
+        .collect();
+    let counted: u64 = rows.iter().filter_map(|d| d["count"].as_u64()).sum();
+    assert_eq!(counted, dropped, "every drop counted: {rows:#?}");
+    let ncpus = aya::util::nr_cpus().expect("CPUs") as u32;
+    let share = dropscope_common::socket_keys_per_cpu(64, ncpus) * ncpus;
+    let keyed = (rows.iter())
+        .filter(|d| {
+            let inode = d["socket"]["inode"].as_u64();
+            inode.is_some_and(|i| i != 0 && i != u64::from(u32::MAX))
+        })
+        .count();
+    assert!(
+        keyed as u32 <= share,
+        "{keyed} sockets keyed, share {share}"
+    );
+    let beyond: Vec<&&Value> = (rows.iter())
+        .filter(|d| d["socket"]["inode"].as_u64() == Some(u64::from(u32::MAX)))
+        .collect();
+    assert!(
+        !beyond.is_empty(),
+        "40 sockets, a share of {share}: {rows:#?}"
+    );
+    for d in beyond {
+        let why = d["socket"]["why"].as_str().expect("why");
+        assert!(why.contains("beyond the quarter of the keyed map"), "{why}");
+    }
+}
