@@ -179,7 +179,7 @@ pub fn run(args: &VmtestArgs) -> anyhow::Result<()> {
                 results.push(check_btf(&host_bin, &kernel.btf, &out));
                 results.push(check_replay(&host_bin, &out));
                 results.extend(err.map(|e| ("run".into(), false, format!("{e:#}"))));
-                let mut skipped = Vec::new();
+                let mut skipped = table::read_skips(&out, test_binaries::MARKER);
                 if args.flood_seconds == 0 {
                     skipped.push((guest::FLOOD.into(), "--flood-seconds 0".into()));
                 }

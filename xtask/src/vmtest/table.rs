@@ -25,7 +25,21 @@ pub fn read_results(out: &Path, marker: &str) -> Vec<(String, bool, String)> {
         .filter_map(|l| {
             let (check, rest) = l.trim().split_once(": ")?;
             let (status, detail) = rest.split_once(' ').unwrap_or((rest, ""));
-            Some((check.to_string(), status == "PASS", detail.to_string()))
+            (status != "SKIP").then(|| (check.to_string(), status == "PASS", detail.to_string()))
+        })
+        .collect()
+}
+
+/// The checks a suite left out, and why (`<marker> <check>: SKIP <why>`): a kernel without
+/// what the check counts. A skip is never a pass: the table shows `-` and the reason.
+pub fn read_skips(out: &Path, marker: &str) -> Vec<(String, String)> {
+    let text = fs::read_to_string(out.join("results.txt")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.strip_prefix(marker))
+        .filter_map(|l| {
+            let (check, rest) = l.trim().split_once(": ")?;
+            let why = rest.strip_prefix("SKIP ")?;
+            Some((check.to_string(), why.to_string()))
         })
         .collect()
 }
@@ -126,6 +140,27 @@ fn details(row: &Row) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A skip written by a suite is read as a skip with its reason (the cell `-`), never as a
+    /// pass or a failure.
+    #[test]
+    fn a_skip_is_read_as_a_skip_not_a_pass() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(
+            dir.path().join("results.txt"),
+            "M netkit: SKIP no netkit: 6.7 added it\nM counts: PASS 500\n",
+        )
+        .expect("results");
+        let results = read_results(dir.path(), "M");
+        assert_eq!(results, [("counts".to_string(), true, "500".to_string())]);
+        let skips = read_skips(dir.path(), "M");
+        assert_eq!(
+            skips,
+            [("netkit".to_string(), "no netkit: 6.7 added it".to_string())]
+        );
+        let r = row(results, skips);
+        assert_eq!(cell(&r, "netkit"), "-");
+    }
 
     fn row(results: Vec<(String, bool, String)>, skipped: Vec<(String, String)>) -> Row {
         Row {
