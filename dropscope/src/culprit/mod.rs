@@ -143,8 +143,12 @@ impl Who {
         }
     }
 
-    /// What to change about it: a sentence with the command that shows or changes it.
+    /// What to change about it: a sentence with the command that shows or changes it (names
+    /// shell-quoted; one no quoting makes safe to paste, with a control character, is `NAME`).
     pub fn change(&self) -> String {
+        let q = |s: &str| {
+            crate::explain::fill::quote(s).map_or_else(|| "NAME".to_string(), |c| c.into_owned())
+        };
         match self {
             Who::Rule {
                 family,
@@ -152,23 +156,29 @@ impl Who {
                 chain,
                 handle,
                 ..
-            } => format!(
-                "change or delete the rule: `nft -a list chain {family} {table} {chain}` shows \
+            } => {
+                let (table, chain) = (q(table), q(chain));
+                format!(
+                    "change or delete the rule: `nft -a list chain {family} {table} {chain}` shows \
                  it as `# handle {handle}`; `nft delete rule {family} {table} {chain} handle \
                  {handle}` removes it"
-            ),
+                )
+            }
             Who::Policy {
                 family,
                 table,
                 chain,
                 ..
-            } => format!(
-                "accept what should pass before the chain ends, or change its policy: `nft \
-                 chain {family} {table} {chain} '{{ policy accept; }}'`"
-            ),
+            } => {
+                let (table, chain) = (q(table), q(chain));
+                format!(
+                    "accept what should pass before the chain ends, or change its policy: `nft \
+                     chain {family} {table} {chain} '{{ policy accept; }}'`"
+                )
+            }
             Who::Program { program, attach } => {
                 let id = program.rsplit_once('#').map_or("", |(_, id)| id);
-                let dev = attach.split(' ').next().unwrap_or("");
+                let dev = q(attach.split(' ').next().unwrap_or(""));
                 let list = if attach.contains("clsact") {
                     let dir = if attach.contains("egress") {
                         "egress"
@@ -311,6 +321,14 @@ impl Culprit {
         (self.who().iter())
             .map(Who::change)
             .filter(|c| !c.is_empty())
+            .collect()
+    }
+
+    /// [`Culprit::changes`] with their commands run where the row's drops are: in its network
+    /// namespace (`ip netns exec NAME`, `nsenter`), as the guide's checks are filled in.
+    pub fn changes_for(&self, row: &crate::explain::fill::Target<'_>) -> Vec<String> {
+        (self.changes().iter())
+            .map(|c| crate::explain::fill::fill_line(c, row))
             .collect()
     }
 }

@@ -46,12 +46,13 @@ pub fn write(snap: &Snapshot, mut out: impl Write) -> std::io::Result<()> {
         return Ok(());
     }
     writeln!(out, "\nwho dropped it:")?;
+    let mut ways = crate::explain::fill::Ways::new(snap.kernel.as_ref().map(|k| k.initial_netns));
     for (key, count, c) in rows.iter().take(MAX_ROWS) {
         let t = |s: &str| sanitize::terminal(s).into_owned();
         writeln!(out, "  {} ({count})", t(&row(key)))?;
         writeln!(out, "    {}", t(&c.line()))?;
         writeln!(out, "    because {}", t(c.because()))?;
-        for change in c.changes() {
+        for change in c.changes_for(&ways.target(key)) {
             writeln!(out, "    to change: {}", t(&change))?;
         }
     }

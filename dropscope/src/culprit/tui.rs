@@ -48,8 +48,12 @@ pub fn label(culprit: Option<&Culprit>) -> String {
     culprit.map(|c| cell(Some(c))).unwrap_or_default()
 }
 
-/// The lines for `culprit` (none where the row has none).
-pub fn lines(culprit: Option<&Culprit>) -> Vec<Line<'static>> {
+/// The lines for `culprit` (none where the row has none), its commands filled in for `row`
+/// (run in the row's namespace) where given.
+pub fn lines(
+    culprit: Option<&Culprit>,
+    row: Option<&crate::explain::fill::Target<'_>>,
+) -> Vec<Line<'static>> {
     let Some(c) = culprit else {
         return Vec::new();
     };
@@ -70,7 +74,11 @@ pub fn lines(culprit: Option<&Culprit>) -> Vec<Line<'static>> {
         format!("  because {}", t(c.because())),
         Style::new().fg(Color::DarkGray),
     ));
-    for change in c.changes() {
+    let changes = match row {
+        Some(row) => c.changes_for(row),
+        None => c.changes(),
+    };
+    for change in changes {
         out.push(Line::raw(format!("  to change: {}", t(&change))));
     }
     out
@@ -181,6 +189,53 @@ mod tests {
             "{out}"
         );
         assert!(!out.contains('\u{1b}'), "{out}");
+    }
+
+    /// What to change runs where the row's drops are (`ip netns exec NAME`), and a chain's
+    /// name is shell-quoted, never pasted raw (a hostile one would run as a command).
+    #[test]
+    fn what_to_change_runs_in_the_rows_namespace_with_names_quoted() {
+        use crate::culprit::{Culprit, Who};
+        use crate::explain::fill::{Target, Way};
+        let rule = |chain: &str| Culprit::Exact {
+            who: vec![Who::Rule {
+                family: "inet".into(),
+                table: "filter".into(),
+                chain: chain.into(),
+                hook: Some("input".into()),
+                handle: 7,
+                position: 1,
+                verdict: crate::culprit::ruleset::Verdict::Drop,
+                comment: None,
+                counted: Some(3),
+                exprs: String::new(),
+            }],
+            how: "counted".into(),
+        };
+        let row = Target {
+            way: Way::Named("web".into()),
+            device: Some("lo"),
+            port: None,
+        };
+        let changes = rule("input").changes_for(&row);
+        assert!(
+            changes[0].contains("`ip netns exec web nft -a list chain inet filter input`"),
+            "{changes:?}"
+        );
+        assert!(
+            changes[0].contains("`ip netns exec web nft delete rule inet filter input handle 7`"),
+            "{changes:?}"
+        );
+        let hostile = rule("x; rm -rf ~").changes_for(&row);
+        assert!(
+            hostile[0].contains("nft -a list chain inet filter 'x; rm -rf ~'`"),
+            "{hostile:?}"
+        );
+        let control = rule("x\u{1b}]0;t\u{7}").changes();
+        assert!(
+            control[0].contains("chain inet filter NAME`") && !control[0].contains('\u{1b}'),
+            "{control:?}"
+        );
     }
 
     #[test]

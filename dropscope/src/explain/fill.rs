@@ -51,6 +51,58 @@ const NETNS_COMMANDS: &[&str] = &[
     "tracepath",
 ];
 
+/// How a shell enters each namespace, found once each (see [`way_in`]): the commands of a
+/// report's rows (the guide's checks, who dropped it) are filled in with it.
+pub struct Ways {
+    initial: Option<u64>,
+    found: std::collections::BTreeMap<u64, Way>,
+}
+
+impl Ways {
+    /// The ways of a snapshot whose initial namespace is `initial` (if known).
+    pub fn new(initial: Option<u64>) -> Self {
+        Self {
+            initial,
+            found: Default::default(),
+        }
+    }
+
+    /// What `key`'s row fills commands with.
+    pub fn target<'k>(&mut self, key: &'k crate::model::DropKey) -> Target<'k> {
+        let way = match key.attr.netns {
+            None => Way::Here,
+            Some(ns) if Some(ns) == self.initial => Way::Here,
+            Some(ns) => (self.found.entry(ns))
+                .or_insert_with(|| {
+                    way_in(
+                        ns,
+                        self.initial.unwrap_or(0),
+                        Path::new(crate::model::kernel::RUN_NETNS),
+                        Path::new("/proc"),
+                    )
+                })
+                .clone(),
+        };
+        Target {
+            way,
+            device: key.attr.device.as_deref(),
+            port: key.attr.port,
+        }
+    }
+
+    /// The guide's checks for `key`, filled in.
+    pub fn checks(&mut self, key: &crate::model::DropKey) -> Vec<String> {
+        let check = crate::explain::Guide::builtin()
+            .explain(&key.reason.name)
+            .check;
+        if check.is_empty() {
+            return Vec::new();
+        }
+        let t = self.target(key);
+        check.iter().map(|c| fill_line(c, &t)).collect()
+    }
+}
+
 /// `value` quoted for a POSIX shell (as is where nothing needs quoting); `None` for a value
 /// that is empty or holds a control character, which no quoting makes safe to paste.
 pub fn quote(value: &str) -> Option<Cow<'_, str>> {

@@ -330,7 +330,7 @@ impl JsonReport<'_> {
         });
         self.kernel_notes = Some(k.errors.clone());
         let samples = &mut self.samples;
-        let mut ways = Ways::new(Some(k.initial_netns));
+        let mut ways = fill::Ways::new(Some(k.initial_netns));
         self.programs = k.programs.is_some().then(|| {
             program_rows(k)
                 .into_iter()
@@ -380,54 +380,10 @@ impl JsonReport<'_> {
     }
 }
 
-/// How a shell enters each namespace, found once each (see `explain::fill::way_in`): the
-/// check commands of the rows are filled in with it.
-struct Ways {
-    initial: Option<u64>,
-    found: std::collections::BTreeMap<u64, fill::Way>,
-}
-
-impl Ways {
-    fn new(initial: Option<u64>) -> Self {
-        Self {
-            initial,
-            found: Default::default(),
-        }
-    }
-
-    /// The guide's checks for `key`, filled in.
-    fn checks(&mut self, key: &DropKey) -> Vec<String> {
-        let check = Guide::builtin().explain(&key.reason.name).check;
-        if check.is_empty() {
-            return Vec::new();
-        }
-        let way = match key.attr.netns {
-            None => fill::Way::Here,
-            Some(ns) if Some(ns) == self.initial => fill::Way::Here,
-            Some(ns) => (self.found.entry(ns))
-                .or_insert_with(|| {
-                    fill::way_in(
-                        ns,
-                        self.initial.unwrap_or(0),
-                        std::path::Path::new(crate::model::kernel::RUN_NETNS),
-                        std::path::Path::new("/proc"),
-                    )
-                })
-                .clone(),
-        };
-        let t = fill::Target {
-            way,
-            device: key.attr.device.as_deref(),
-            port: key.attr.port,
-        };
-        check.iter().map(|c| fill::fill_line(c, &t)).collect()
-    }
-}
-
 /// Builds the JSON report of a snapshot covering `seconds`.
 pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
     let mut samples = SamplesByKey::new(s);
-    let mut ways = Ways::new(s.kernel.as_ref().map(|k| k.initial_netns));
+    let mut ways = fill::Ways::new(s.kernel.as_ref().map(|k| k.initial_netns));
     let mut culprits = crate::culprit::culprits(s);
     JsonReport {
         total: s.total,

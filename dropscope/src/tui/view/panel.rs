@@ -420,7 +420,11 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
                     let mut lines =
                         filled_guide_lines(&k.reason.name, Some(&state.check_target(k)));
                     lines.extend(listener_lines(state.kernel.as_ref(), k));
-                    lines.extend(crate::culprit::tui::lines(state.culprits.get(k)));
+                    let row = state.check_target(k);
+                    lines.extend(crate::culprit::tui::lines(
+                        state.culprits.get(k),
+                        Some(&row),
+                    ));
                     lines
                 }
                 None => vec![Line::styled(
