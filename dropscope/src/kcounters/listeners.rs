@@ -25,8 +25,7 @@ use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_SOCK_DIAG};
 
 use super::{
     netlink::{
-        DUMP_TIME, NLM_F_DUMP, NLM_F_REQUEST, NLMSG_DONE, NLMSG_ERROR, NLMSG_HDR, RECV_TIMEOUT,
-        SOCK_DIAG_BY_FAMILY, u16_at, u32_at,
+        DUMP_TIME, NLM_F_DUMP, NLM_F_REQUEST, NLMSG_HDR, RECV_TIMEOUT, SOCK_DIAG_BY_FAMILY, u32_at,
     },
     parse::Counters,
 };
@@ -105,34 +104,7 @@ fn sock(p: &[u8]) -> Option<Sock> {
 
 /// What one datagram of the answer held: listeners, whether the dump is done, an error.
 fn datagram(b: &[u8], sequence: u32, out: &mut Vec<Sock>) -> std::io::Result<bool> {
-    let mut at = 0;
-    while at + NLMSG_HDR <= b.len() {
-        let (Some(len), Some(kind), Some(seq)) =
-            (u32_at(b, at), u16_at(b, at + 4), u32_at(b, at + 8))
-        else {
-            break;
-        };
-        let len = len as usize;
-        if len < NLMSG_HDR || at + len > b.len() {
-            break;
-        }
-        let payload = &b[at + NLMSG_HDR..at + len];
-        if seq == sequence {
-            match kind {
-                NLMSG_DONE => return Ok(true),
-                NLMSG_ERROR => {
-                    let errno = u32_at(payload, 0).map_or(0, |e| e as i32);
-                    if errno != 0 {
-                        return Err(std::io::Error::from_raw_os_error(-errno));
-                    }
-                }
-                SOCK_DIAG_BY_FAMILY => out.extend(sock(payload)),
-                _ => {}
-            }
-        }
-        at += len.next_multiple_of(4);
-    }
-    Ok(false)
+    super::netlink::sock_diag_datagram(b, sequence, |p| out.extend(sock(p)))
 }
 
 /// The full listeners of the calling thread's namespace, with their processes (looked for
@@ -242,6 +214,7 @@ fn holders(proc: &Path, inodes: &BTreeSet<u32>) -> (BTreeMap<u32, Holder>, Optio
 
 #[cfg(test)]
 mod tests {
+    use crate::kcounters::netlink::{NLMSG_DONE, NLMSG_ERROR};
     use std::{
         net::{TcpListener, TcpStream},
         os::fd::AsRawFd,

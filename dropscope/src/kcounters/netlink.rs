@@ -100,3 +100,42 @@ pub fn answer(
         }
     }
 }
+
+/// Walks one datagram of a `sock_diag` dump's answer: hands each `SOCK_DIAG_BY_FAMILY`
+/// payload of `sequence` to `each`; whether the dump is done (`NLMSG_DONE`), or the error the
+/// kernel answered. A message cut short or of another sequence ends or is skipped, never read
+/// past the datagram.
+pub fn sock_diag_datagram(
+    b: &[u8],
+    sequence: u32,
+    mut each: impl FnMut(&[u8]),
+) -> std::io::Result<bool> {
+    let mut at = 0;
+    while at + NLMSG_HDR <= b.len() {
+        let (Some(len), Some(kind), Some(seq)) =
+            (u32_at(b, at), u16_at(b, at + 4), u32_at(b, at + 8))
+        else {
+            break;
+        };
+        let len = len as usize;
+        if len < NLMSG_HDR || at + len > b.len() {
+            break;
+        }
+        let payload = &b[at + NLMSG_HDR..at + len];
+        if seq == sequence {
+            match kind {
+                NLMSG_DONE => return Ok(true),
+                NLMSG_ERROR => {
+                    let errno = u32_at(payload, 0).map_or(0, |e| e as i32);
+                    if errno != 0 {
+                        return Err(std::io::Error::from_raw_os_error(-errno));
+                    }
+                }
+                SOCK_DIAG_BY_FAMILY => each(payload),
+                _ => {}
+            }
+        }
+        at += len.next_multiple_of(4);
+    }
+    Ok(false)
+}
