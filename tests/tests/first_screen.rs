@@ -71,10 +71,12 @@ fn text_count(text: &str, reason: &str, ns: &str) -> Option<u64> {
         .filter(|l| l.split_whitespace().any(|w| w == reason))
         .find_map(|l| {
             let after = l.split_once(ns)?.1;
+            // The first number after the namespace: a word of digits (and thousands commas),
+            // never a word of a WHO cell such as `+1` or `#2`.
             after
                 .split_whitespace()
-                .map(|w| w.replace(',', ""))
-                .find_map(|w| w.parse().ok())
+                .filter(|w| w.chars().all(|c| c.is_ascii_digit() || c == ','))
+                .find_map(|w| w.replace(',', "").parse().ok())
         })
 }
 
