@@ -71,3 +71,18 @@ fn enter_shows_the_rows_socket_as_found_now() {
     );
     assert!(out.contains("exact count 30"), "{out}");
 }
+
+/// A long socket cell never takes the location's place: on a narrow screen the SOCKET column
+/// is cut (its whole text is in the Enter view) and LOCATION keeps its columns. Before, the
+/// location column vanished at 130 columns beside an "owner unknown (...)" cell.
+#[test]
+fn a_long_socket_cell_leaves_the_location_its_columns() {
+    let mut s = State::new(info(), None, (90, 20));
+    s.by = vec![Dim::Reason, Dim::Location, Dim::Protocol, Dim::Socket];
+    let why = "no process holds it (closed, or held by a process past every bound)";
+    feed(&mut s, snap_of(1, About::unknown(why), 10), Instant::now());
+    let out = screen(&s);
+    assert!(out.contains("LOCATION"), "{out}");
+    assert!(out.contains("udp_queue_rcv_"), "{out}");
+    assert!(out.contains("SOCKET"), "{out}");
+}

@@ -27,6 +27,11 @@ struct AttrColumn {
     text: fn(&DropKey) -> Option<String>,
 }
 
+/// The fewest columns the location keeps while other columns can be cut.
+const LOCATION_MIN: u16 = 14;
+/// The fewest columns a socket or culprit cell is cut to, to make room for the location.
+const CUT_CELL_MIN: u16 = 8;
+
 /// The attribution columns, in the order shown.
 const ATTR_COLUMNS: &[AttrColumn] = &[
     AttrColumn {
@@ -323,6 +328,30 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
             row
         }
     });
+    // The location (where in the kernel) keeps at least LOCATION_MIN columns: long socket or
+    // culprit cells are cut first (their whole text is in the Enter and `e` views).
+    let mut attr_widths: Vec<u16> = attrs.iter().map(|(_, w)| *w).collect();
+    let mut who_cut = who_width;
+    if by_location {
+        let columns = 1 + attrs.len() + usize::from(who_width > 0) + 4 + usize::from(with_ratio);
+        let fixed = u32::from(if by_reason { reason_width } else { 0 })
+            + attr_widths.iter().map(|w| u32::from(*w)).sum::<u32>()
+            + u32::from(who_width)
+            + u32::from(count_width)
+            + u32::from(rate_width)
+            + 6
+            + if with_ratio { 7 } else { 0 }
+            + u32::from(trend_width)
+            + columns as u32;
+        let mut short = (fixed + u32::from(LOCATION_MIN)).saturating_sub(u32::from(inner.width));
+        for w in std::iter::once(&mut who_cut).chain(attr_widths.iter_mut().rev()) {
+            let cut = (*w)
+                .saturating_sub(CUT_CELL_MIN)
+                .min(short.min(u32::from(u16::MAX)) as u16);
+            *w -= cut;
+            short -= u32::from(cut);
+        }
+    }
     let mut head = Vec::new();
     let mut widths = Vec::new();
     if by_reason {
@@ -344,9 +373,9 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
     head.push(Cell::from("TREND"));
     let head =
         Row::new(head).style(Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED));
-    widths.extend(attrs.iter().map(|(_, w)| Constraint::Length(*w)));
+    widths.extend(attr_widths.iter().map(|w| Constraint::Length(*w)));
     if who_width > 0 {
-        widths.push(Constraint::Length(who_width.max(3)));
+        widths.push(Constraint::Length(who_cut.max(3)));
     }
     widths.extend([
         Constraint::Length(count_width),
