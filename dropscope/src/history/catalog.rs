@@ -139,6 +139,29 @@ impl Catalog {
         Ok(cat)
     }
 
+    /// [`Catalog::open`] for a command that reads the history: each refused segment is said on
+    /// stderr (the rest reads without it), and the covered range's first and last Unix ms are
+    /// given with it; a history without a snapshot is an error.
+    pub fn open_to_read(dir: &Path) -> anyhow::Result<(Catalog, (u64, u64))> {
+        let cat = Catalog::open(dir)?;
+        let where_ = crate::sanitize::terminal(&dir.to_string_lossy()).into_owned();
+        for r in &cat.refused {
+            eprintln!(
+                "dropscope: warning: {where_}: segment {} refused: {} (the rest reads without it)",
+                shown(&r.file),
+                r.why
+            );
+        }
+        let spans = cat.spans();
+        let (Some(lo), Some(hi)) = (
+            spans.iter().map(|s| s.from_ms).min(),
+            spans.iter().map(|s| s.to_ms).max(),
+        ) else {
+            anyhow::bail!("the history {where_} holds no snapshot yet");
+        };
+        Ok((cat, (lo, hi)))
+    }
+
     /// The spans covered: consecutive pieces of one session no more than [`SEAM`] apart; one
     /// that holds its session's first snapshot starts at the session's start.
     pub fn spans(&self) -> Vec<Span> {

@@ -44,19 +44,8 @@ pub fn sides(
     vs: Duration,
     end_ms: Option<u64>,
 ) -> anyhow::Result<(Side, Side)> {
-    let cat = Catalog::open(dir)?;
+    let (cat, (_, hi)) = Catalog::open_to_read(dir)?;
     let shown = terminal(&dir.to_string_lossy()).into_owned();
-    for r in &cat.refused {
-        let name = r.file.path.file_name().unwrap_or_default();
-        eprintln!(
-            "dropscope: warning: {shown}: segment {} refused: {}",
-            terminal(&name.to_string_lossy()),
-            r.why
-        );
-    }
-    let Some(hi) = cat.spans().iter().map(|s| s.to_ms).max() else {
-        bail!("the history {shown} holds no snapshot yet");
-    };
     if vs < last {
         bail!(
             "--vs {} is shorter than --last {}: the two windows would overlap",

@@ -61,23 +61,8 @@ pub fn recorded_window(
     w: &InputWindow,
     sel: &crate::cli::Selection,
 ) -> anyhow::Result<crate::cmd::RecordedWindow> {
-    let cat = Catalog::open(dir)?;
+    let (cat, (lo, hi)) = Catalog::open_to_read(dir)?;
     let shown = terminal(&dir.to_string_lossy()).into_owned();
-    for r in &cat.refused {
-        let name = r.file.path.file_name().unwrap_or_default();
-        eprintln!(
-            "dropscope: warning: {shown}: segment {} refused: {} (the rest reads without it)",
-            terminal(&name.to_string_lossy()),
-            r.why
-        );
-    }
-    let spans = cat.spans();
-    let (Some(lo), Some(hi)) = (
-        spans.iter().map(|s| s.from_ms).min(),
-        spans.iter().map(|s| s.to_ms).max(),
-    ) else {
-        bail!("the history {shown} holds no snapshot yet");
-    };
     let win = window_of(w, lo, hi, super::dir::now_unix_ms())?;
     let counted = range::count(&cat, win)?;
     if counted.sessions == 0 {

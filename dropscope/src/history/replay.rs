@@ -20,23 +20,9 @@ use crate::{
 /// The window `w` of the history in `dir` (by default its last hour), clipped to the span that
 /// holds its end, as a recording; what lies outside that span is said on stderr.
 pub fn open(dir: &Path, w: &InputWindow) -> anyhow::Result<(Recording, Timeline)> {
-    let cat = Catalog::open(dir)?;
-    let shown = terminal(&dir.to_string_lossy()).into_owned();
-    for r in &cat.refused {
-        let name = r.file.path.file_name().unwrap_or_default();
-        eprintln!(
-            "dropscope: warning: {shown}: segment {} refused: {}",
-            terminal(&name.to_string_lossy()),
-            r.why
-        );
-    }
+    let (cat, (lo, hi)) = Catalog::open_to_read(dir)?;
     let spans = cat.spans();
-    let (Some(lo), Some(hi)) = (
-        spans.iter().map(|s| s.from_ms).min(),
-        spans.iter().map(|s| s.to_ms).max(),
-    ) else {
-        bail!("the history {shown} holds no snapshot yet");
-    };
+    let shown = terminal(&dir.to_string_lossy()).into_owned();
     let mut win = window_of(w, lo, hi, super::dir::now_unix_ms())?;
     if w.from.is_none() && w.since.is_none() {
         win.from_ms = win.to_ms.saturating_sub(3_600_000);
