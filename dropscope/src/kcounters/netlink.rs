@@ -62,43 +62,68 @@ pub fn answer(
         if n == 0 {
             return Ok(None);
         }
-        let b = &recv[..n];
-        let mut at = 0;
-        while at + NLMSG_HDR <= b.len() {
-            let (Some(len), Some(kind), Some(flags), Some(seq)) = (
-                u32_at(b, at),
-                u16_at(b, at + 4),
-                u16_at(b, at + 6),
-                u32_at(b, at + 8),
-            ) else {
-                break;
-            };
-            let len = len as usize;
-            if len < NLMSG_HDR || at + len > b.len() {
-                break;
-            }
-            let payload = &b[at + NLMSG_HDR..at + len];
-            if seq == sequence {
-                match kind {
-                    NLMSG_DONE => return Ok(None),
-                    NLMSG_ERROR => {
-                        let errno = u32_at(payload, 0).map_or(0, |e| e as i32);
-                        if errno != 0 {
-                            return Err(std::io::Error::from_raw_os_error(-errno));
-                        }
-                        // An acknowledgement ends a request that is not a dump.
-                        return Ok(None);
+        match walk(&recv[..n], sequence, &mut each)? {
+            Walk::More => {}
+            Walk::Done => return Ok(None),
+            Walk::Stopped => return Ok(Some(format!("{what}: dump cut"))),
+        }
+    }
+}
+
+/// How far the messages of one datagram took a dump.
+#[derive(Debug, PartialEq, Eq)]
+enum Walk {
+    /// More datagrams follow.
+    More,
+    /// `NLMSG_DONE`, or the acknowledgement that ends a request that is not a dump.
+    Done,
+    /// The reader of the messages asked to stop.
+    Stopped,
+}
+
+/// Walks the messages of one datagram `b`: each of `sequence` but `NLMSG_DONE` and
+/// `NLMSG_ERROR` is handed to `each` (false: stop); the error the kernel answered is
+/// returned. A message cut short ends the walk, never read past the datagram.
+fn walk(
+    b: &[u8],
+    sequence: u32,
+    mut each: impl FnMut(Message<'_>) -> bool,
+) -> std::io::Result<Walk> {
+    let mut at = 0;
+    while at + NLMSG_HDR <= b.len() {
+        let (Some(len), Some(kind), Some(flags), Some(seq)) = (
+            u32_at(b, at),
+            u16_at(b, at + 4),
+            u16_at(b, at + 6),
+            u32_at(b, at + 8),
+        ) else {
+            break;
+        };
+        let len = len as usize;
+        if len < NLMSG_HDR || at + len > b.len() {
+            break;
+        }
+        let payload = &b[at + NLMSG_HDR..at + len];
+        if seq == sequence {
+            match kind {
+                NLMSG_DONE => return Ok(Walk::Done),
+                NLMSG_ERROR => {
+                    let errno = u32_at(payload, 0).map_or(0, |e| e as i32);
+                    if errno != 0 {
+                        return Err(std::io::Error::from_raw_os_error(-errno));
                     }
-                    _ => {
-                        if !each((kind, flags, payload)) {
-                            return Ok(Some(format!("{what}: dump cut")));
-                        }
+                    return Ok(Walk::Done);
+                }
+                _ => {
+                    if !each((kind, flags, payload)) {
+                        return Ok(Walk::Stopped);
                     }
                 }
             }
-            at += len.next_multiple_of(4);
         }
+        at += len.next_multiple_of(4);
     }
+    Ok(Walk::More)
 }
 
 /// Walks one datagram of a `sock_diag` dump's answer: hands each `SOCK_DIAG_BY_FAMILY`
@@ -110,32 +135,11 @@ pub fn sock_diag_datagram(
     sequence: u32,
     mut each: impl FnMut(&[u8]),
 ) -> std::io::Result<bool> {
-    let mut at = 0;
-    while at + NLMSG_HDR <= b.len() {
-        let (Some(len), Some(kind), Some(seq)) =
-            (u32_at(b, at), u16_at(b, at + 4), u32_at(b, at + 8))
-        else {
-            break;
-        };
-        let len = len as usize;
-        if len < NLMSG_HDR || at + len > b.len() {
-            break;
+    let walked = walk(b, sequence, |(kind, _, payload)| {
+        if kind == SOCK_DIAG_BY_FAMILY {
+            each(payload);
         }
-        let payload = &b[at + NLMSG_HDR..at + len];
-        if seq == sequence {
-            match kind {
-                NLMSG_DONE => return Ok(true),
-                NLMSG_ERROR => {
-                    let errno = u32_at(payload, 0).map_or(0, |e| e as i32);
-                    if errno != 0 {
-                        return Err(std::io::Error::from_raw_os_error(-errno));
-                    }
-                }
-                SOCK_DIAG_BY_FAMILY => each(payload),
-                _ => {}
-            }
-        }
-        at += len.next_multiple_of(4);
-    }
-    Ok(false)
+        true
+    })?;
+    Ok(walked == Walk::Done)
 }
