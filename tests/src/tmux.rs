@@ -7,16 +7,26 @@ use std::{
 
 use crate::{dropscope_bin, run};
 
-/// `tmux`, its server's panes run by `/bin/sh`: tmux takes the pane shell from `$SHELL`, which
-/// `sudo` sets to the invoking user's login shell (`nologin` for a system user), and a pane whose
-/// shell refuses to run takes the whole server down with it.
-fn tmux() -> Command {
+/// `tmux` on the server of `session` alone (a socket of its own, `-L`), its panes run by
+/// `/bin/sh`: tmux takes the pane shell from `$SHELL`, which `sudo` sets to the invoking user's
+/// login shell (`nologin` for a system user), and a pane whose shell refuses to run takes the
+/// whole server down with it. A server of its own per session: killing a shared server's last
+/// session makes it exit, and a session started meanwhile met "server exited unexpectedly".
+fn tmux(session: &str) -> Command {
     let mut cmd = Command::new("tmux");
-    cmd.env("SHELL", "/bin/sh");
+    cmd.env("SHELL", "/bin/sh").args(["-L", session]);
     cmd
 }
 
-/// A detached 100x30 tmux session running dropscope (or a shell), killed when dropped.
+/// A name no other session of this process or another has (the pid and a counter).
+fn unique(tag: &str) -> String {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("ds-{tag}-{}-{n}", std::process::id())
+}
+
+/// A detached 100x30 tmux session running dropscope (or a shell), on a server of its own,
+/// killed when dropped.
 pub struct Tmux {
     session: String,
 }
@@ -25,13 +35,13 @@ impl Tmux {
     /// Starts `dropscope <args>` in a detached 100x30 tmux session; when it exits, the pane
     /// prints its exit status and the terminal's mode (`MODE=icanon` when cooked).
     pub fn start(tag: &str, args: &str) -> Self {
-        let session = format!("ds-{tag}-{}", std::process::id());
+        let session = unique(tag);
         let cmd = format!(
             "{} {args}; echo EXIT=$?; stty -a | grep -o -- '-\\?icanon' | sed 's/^/MODE=/'; \
              sleep 600",
             dropscope_bin().display()
         );
-        run(tmux().args([
+        run(tmux(&session).args([
             "new-session",
             "-d",
             "-s",
@@ -47,8 +57,8 @@ impl Tmux {
 
     /// An interactive bash with job control and no line editing, in a detached 100x30 session.
     pub fn shell(tag: &str) -> Self {
-        let session = format!("ds-{tag}-{}", std::process::id());
-        run(tmux().args([
+        let session = unique(tag);
+        run(tmux(&session).args([
             "new-session",
             "-d",
             "-s",
@@ -64,17 +74,23 @@ impl Tmux {
     }
 
     pub fn query(&self, format: &str) -> String {
-        let out = run(tmux().args(["display", "-p", "-t", &self.session, format]));
+        let out = run(tmux(&self.session).args(["display", "-p", "-t", &self.session, format]));
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
     pub fn screen(&self) -> String {
-        let out = run(tmux().args(["capture-pane", "-p", "-t", &self.session]));
+        let out = run(tmux(&self.session).args(["capture-pane", "-p", "-t", &self.session]));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The screen's lines with their colours and attributes as escape sequences.
+    pub fn styled_screen(&self) -> String {
+        let out = run(tmux(&self.session).args(["capture-pane", "-p", "-e", "-t", &self.session]));
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     pub fn keys(&self, keys: &str) {
-        run(tmux().args(["send-keys", "-t", &self.session, keys]));
+        run(tmux(&self.session).args(["send-keys", "-t", &self.session, keys]));
     }
 
     /// Waits until `ok` holds for the screen; panics with the screen otherwise.
@@ -137,10 +153,21 @@ impl Tmux {
 }
 
 impl Drop for Tmux {
+    /// Kills the session's server and removes its socket (tmux leaves it behind).
     fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["kill-session", "-t", &self.session])
+        // Not `query`: a drop must not panic (the server may be gone already).
+        let socket = tmux(&self.session)
+            .args(["display", "-p", "#{socket_path}"])
+            .stderr(std::process::Stdio::null())
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default();
+        let _ = tmux(&self.session)
+            .arg("kill-server")
             .stderr(std::process::Stdio::null())
             .status();
+        if !socket.is_empty() {
+            let _ = std::fs::remove_file(socket);
+        }
     }
 }

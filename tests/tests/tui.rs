@@ -3,9 +3,7 @@
 //! probe detached). Needs root and tmux.
 mod common;
 
-use std::process::Command;
-
-use dropscope_tests::{Netns, root_test, run, tmux::Tmux};
+use dropscope_tests::{Netns, root_test, tmux::Tmux};
 
 #[test]
 fn the_live_view_shows_exact_counts_and_quits_cleanly() {
@@ -73,13 +71,6 @@ fn replay_ends_cleanly_on_sigterm() {
     );
 }
 
-/// The screen's lines with their colours and attributes as escape sequences.
-fn styled_screen(t: &Tmux) -> String {
-    let session = t.query("#{session_name}");
-    let out = run(Command::new("tmux").args(["capture-pane", "-p", "-e", "-t", &session]));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// The first table row below the column header, and whether it is drawn in reverse video
 /// (selected).
 fn top_row(styled: &str) -> (String, bool) {
@@ -129,7 +120,7 @@ fn the_selection_starts_on_the_top_row_and_enter_opens_it() {
     });
     // The rates settle (no more drops): the order is by count then, NO_SOCKET first.
     std::thread::sleep(std::time::Duration::from_secs(2));
-    let styled = styled_screen(&t);
+    let styled = t.styled_screen();
     let (row, selected) = top_row(&styled);
     assert!(
         row.starts_with("NO_SOCKET") && row.contains("2,000"),
