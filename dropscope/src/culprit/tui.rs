@@ -9,7 +9,7 @@ use super::{Culprit, Who};
 use crate::sanitize;
 
 /// The most characters of the table's WHO column.
-pub const WHO_WIDTH: usize = 32;
+pub const WHO_WIDTH: usize = 44;
 
 /// A culprit in one table cell: `rule filter INPUT #2`, `policy ip gate` (exact), `maybe: rule
 /// t input #1 +2` (candidates), `?` (unknown), `-` (none).
@@ -26,7 +26,20 @@ pub fn cell(culprit: Option<&Culprit>) -> String {
         } => format!("rule {table} {chain} #{position}"),
         Who::Policy { table, chain, .. } => format!("policy {table} {chain}"),
         Who::Program { program, .. } => program.clone(),
-        Who::Socket { local, .. } => format!("socket {local}"),
+        Who::Socket {
+            local,
+            protocol,
+            processes,
+            rcvbuf,
+            buffer,
+            ..
+        } => {
+            let mut s = format!("{} {protocol} {local}", processes.join(","));
+            if let (true, Some(b)) = (buffer, rcvbuf) {
+                s.push_str(&format!(" rcvbuf {b}"));
+            }
+            s
+        }
         Who::More { count } => format!("+{count}"),
     };
     let who = c.who();
