@@ -58,6 +58,13 @@ fn row_of(report: &Value, count: u64) -> &Value {
     }
 }
 
+/// Runs `dropscope ARGS` (a text report) while `traffic` runs; returns what it printed.
+fn c_text(args: &[&str], traffic: impl FnOnce()) -> String {
+    let c = Counting::start(args);
+    traffic();
+    c.interrupt()
+}
+
 /// Runs a JSON report of namespace `ns` while `traffic` runs; returns it.
 fn report_while(ns: &Netns, traffic: impl FnOnce()) -> Value {
     let c = Counting::start(&["report", "--format", "json", "--netns", &ns.name]);
@@ -395,7 +402,39 @@ fn a_tc_program_shooting_on_a_veth_is_named_by_its_attach_point() {
         assert_eq!(who[0]["kind"], "program");
         assert_eq!(who[0]["program"], program.as_str(), "{c:#}");
         assert_eq!(who[0]["attach"], attach.as_str(), "{c:#}");
+        // A clsact filter is named by its priority and handle, as `tc filter show` prints
+        // them; a tcx link has neither.
+        if reason == "TC_INGRESS" {
+            let show = b.exec(&["tc", "filter", "show", "dev", &vb, "ingress"]);
+            let show = String::from_utf8_lossy(&show.stdout).into_owned();
+            let line = (show.lines())
+                .find(|l| l.contains(" handle ") && l.contains("ds_who_shoot"))
+                .unwrap_or_else(|| panic!("no filter in {show}"));
+            let after = |word: &str| {
+                let mut it = line.split_whitespace().skip_while(|w| *w != word);
+                it.nth(1)
+                    .unwrap_or_else(|| panic!("no {word} in {line}"))
+                    .to_string()
+            };
+            let (pref, handle) = (after("pref"), after("handle"));
+            assert_eq!(who[0]["pref"].to_string(), pref, "{c:#} / {line}");
+            assert_eq!(who[0]["handle"], handle.as_str(), "{c:#} / {line}");
+        } else {
+            assert!(who[0].get("pref").is_none(), "{c:#}");
+        }
     }
+    // What to change deletes that very filter, in its namespace.
+    let text = c_text(&["report", "--by", "reason,location,netns,device"], || {
+        a.traffic(&["udp-to", "10.86.0.2", "7103", "20"]);
+    });
+    let del = format!("tc filter del dev {vb} ingress pref ");
+    let line = (text.lines())
+        .find(|l| l.contains(&del))
+        .unwrap_or_else(|| panic!("no `{del}` in {text}"));
+    assert!(
+        line.contains(&format!("ip netns exec {} tc filter del", b.name)) && line.contains(" bpf`"),
+        "{line}"
+    );
     // Reading who is attached changes nothing: none of dropscope's programs stays loaded.
     let left = common::dropscope_programs();
     assert!(left.is_empty(), "left loaded: {left:?}");
@@ -556,4 +595,43 @@ fn serve_labels_a_series_with_its_culprit() {
         line.0.contains(r#"culprit="rule filter INPUT #1""#),
         "{line:?}"
     );
+}
+
+/// `--by reason,culprit` splits the drops of two rules (in two namespaces) into two rows, each
+/// with exactly the count its rule's counter has, as `nft -j` shows it.
+#[test]
+fn by_culprit_splits_two_rules_drops_exactly() {
+    let _serial = root_test();
+    let (a, b) = (Netns::new("culprit-bya"), Netns::new("culprit-byb"));
+    for (ns, table) in [(&a, "dsbya"), (&b, "dsbyb")] {
+        nft(
+            ns,
+            &format!(
+                "table inet {table} {{ chain input {{ type filter hook input priority 0;
+                   udp dport 5011 counter drop comment \"{table}\"\n }}\n}}"
+            ),
+        );
+    }
+    let c = Counting::start(&["report", "--format", "json", "--by", "reason,culprit"]);
+    a.traffic(&["udp", "5011", "321"]);
+    b.traffic(&["udp", "5011", "123"]);
+    let report: Value = serde_json::from_str(&c.interrupt()).expect("JSON report");
+    for (ns, table, sent) in [(&a, "dsbya", 321), (&b, "dsbyb", 123)] {
+        let handle = handle_of(ns, "inet", table, "input", table);
+        let counted = nft_packets(ns, "inet", table, "input", handle);
+        assert_eq!(counted, sent);
+        let rows: Vec<&Value> = (nf_rows(&report).into_iter())
+            .filter(|r| r["culprit"]["who"][0]["table"] == table)
+            .collect();
+        assert_eq!(rows.len(), 1, "{table}: {report:#}");
+        let (row, c) = (rows[0], &rows[0]["culprit"]);
+        assert_eq!(row["count"], counted, "{row:#}");
+        assert_eq!(c["certainty"], "exact", "{row:#}");
+        assert_eq!(c["who"].as_array().map(Vec::len), Some(1), "{row:#}");
+        assert_eq!(c["who"][0]["counted"], counted, "{row:#}");
+        assert_eq!(c["who"][0]["handle"], handle, "{row:#}");
+        // Grouped by reason and culprit alone: no namespace, device or location.
+        assert!(row.get("netns").is_none_or(Value::is_null), "{row:#}");
+        assert_eq!(row["location"], "*", "{row:#}");
+    }
 }

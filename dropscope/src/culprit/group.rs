@@ -60,7 +60,10 @@ pub fn apply(s: &Snapshot, filter: &Filter, by: &[Dim], pattern: Option<&str>) -
     if !by.contains(&Dim::Culprit) && pattern.is_none() {
         return group::apply(s, filter, by);
     }
-    let derived = super::culprits(s);
+    let mut derived = super::culprits(s);
+    for (k, c) in super::unattributed(s) {
+        derived.entry(k).or_insert(c);
+    }
     let mut s = match pattern {
         Some(p) => only_with(s.clone(), &derived, p),
         None => s.clone(),

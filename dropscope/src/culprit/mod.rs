@@ -452,6 +452,37 @@ pub fn culprits(snap: &crate::model::Snapshot) -> HashMap<crate::model::DropKey,
     all
 }
 
+/// Where rows are grouped by culprit: why the rows [`culprits`] leaves out although their
+/// reason is a rule's, a program's or a socket's cannot be attributed (the kernel's view was
+/// not read; no socket was keyed), so that they group as unknown, never as nobody's.
+pub fn unattributed(snap: &crate::model::Snapshot) -> HashMap<crate::model::DropKey, Culprit> {
+    let keyed = snap.drops.iter().any(|d| d.key.attr.socket.is_some());
+    let mut out = HashMap::new();
+    for d in &snap.drops {
+        let k = &d.key;
+        let why = if snap.kernel.is_none()
+            && (&*k.reason.name == netfilter::REASON || programs::attributable(k))
+        {
+            NOT_READ
+        } else if k.attr.socket.is_none() && sockets::socket_reason(&k.reason.name) {
+            if keyed {
+                "the kernel named no socket for these drops"
+            } else {
+                "not counted by socket (`--by ...,socket`, the default, names the process \
+                 holding it)"
+            }
+        } else {
+            continue;
+        };
+        out.insert(k.clone(), Culprit::Unknown { why: why.into() });
+    }
+    out
+}
+
+/// Why a row of a rule's or program's drops names no culprit before the kernel's view is read.
+pub const NOT_READ: &str = "the kernel's view (rulesets, attached programs) was not read: no \
+     reading yet, or counts recorded without one";
+
 /// Why a recorded row names no culprit: recordings do not carry rulesets and programs.
 pub const RECORDED_BEFORE: &str =
     "recorded before attribution (a recording does not carry rulesets and attached programs)";

@@ -107,6 +107,11 @@ fn hooks_of(reason: &str) -> Option<&'static [&'static str]> {
     }
 }
 
+/// Whether a row's drops are a tc or XDP program's (its verdict row, or a `TC_*`, `XDP` row).
+pub fn attributable(key: &DropKey) -> bool {
+    programs::is_program(key) || hooks_of(&key.reason.name).is_some()
+}
+
 /// The verdict counter growth of program `prog` in namespace `ns` (drops, aborts and shots).
 fn verdicts(reading: &KernelReading, ns: u64, prog: u32) -> Option<u64> {
     let id = prog.to_string();

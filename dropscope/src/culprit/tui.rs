@@ -251,6 +251,41 @@ mod tests {
         );
     }
 
+    /// A clsact filter's program is named with the filter's priority and handle, and what to
+    /// change deletes that very filter, in the row's namespace, the device quoted.
+    #[test]
+    fn a_tc_filter_is_named_by_its_priority_and_handle() {
+        use crate::culprit::{Culprit, Who};
+        use crate::explain::fill::{Target, Way};
+        let c = Culprit::Candidates {
+            who: vec![Who::Program {
+                program: "prog shoot#42".into(),
+                attach: "vethb tc egress (clsact filter)".into(),
+                pref: Some(49152),
+                handle: Some("0x1".into()),
+            }],
+            why: "not counted".into(),
+        };
+        assert!(
+            c.line()
+                .contains("prog shoot#42 at vethb tc egress (clsact filter) pref 49152 handle 0x1"),
+            "{}",
+            c.line()
+        );
+        let row = Target {
+            way: Way::Named("web".into()),
+            device: Some("vethb"),
+            port: None,
+        };
+        let change = &c.changes_for(&row)[0];
+        assert!(
+            change.contains(
+                "`ip netns exec web tc filter del dev vethb egress pref 49152 handle 0x1 bpf`"
+            ),
+            "{change}"
+        );
+    }
+
     #[test]
     fn the_table_has_a_who_column_where_a_row_has_a_culprit() {
         let out = screen_after_e(snap(true));

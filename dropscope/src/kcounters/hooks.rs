@@ -430,6 +430,36 @@ mod tests {
         assert_eq!((out[0].prog, out[0].hook.as_str()), (17, "ingress"));
     }
 
+    /// A filter is named by its priority (`tcm_info`'s upper half) and handle, as `tc filter
+    /// show` prints them: the same program in two filters is two filters.
+    #[test]
+    fn a_bpf_filter_keeps_its_priority_and_handle() {
+        let filter = |pref: u32, minor: u16| {
+            let mut f = TcMessage::default();
+            f.header.info = pref << 16 | 0x0003; // ETH_P_ALL below
+            f.header.handle = TcHandle { major: 0, minor };
+            f.attributes.push(TcAttribute::Kind("bpf".into()));
+            f.attributes.push(TcAttribute::Options(vec![TcOption::Bpf(
+                TcFilterBpfOption::ProgId(17),
+            )]));
+            RouteNetlinkMessage::NewTrafficFilter(f)
+        };
+        let mut out = Vec::new();
+        tc(
+            &[filter(49152, 1), filter(7, 0x2a)],
+            "eth0",
+            Hook::TcEgress,
+            &mut out,
+        );
+        let named: Vec<_> = (out.iter())
+            .map(|h| h.filter.map(|f| (f.pref, f.handle_text())))
+            .collect();
+        assert_eq!(
+            named,
+            [Some((49152, "0x1".into())), Some((7, "0x2a".into()))]
+        );
+    }
+
     #[test]
     fn tcx_is_asked_until_a_complete_walk_finds_no_tc_program_and_again_once_one_is_seen() {
         let tc = TcPrograms::default();
