@@ -3,43 +3,11 @@
 //! `iptables-save -c`) show. Needs root, nft and iptables (nft backend).
 mod common;
 
-use dropscope_tests::{Counting, Netns, root_test};
+use dropscope_tests::{
+    Counting, Netns, root_test,
+    rules::{handle_of, iptables_drop, iptables_packets, nft, nft_packets},
+};
 use serde_json::Value;
-
-/// Loads `ruleset` (nft syntax) into `ns`.
-fn nft(ns: &Netns, ruleset: &str) {
-    let path = std::env::temp_dir().join(format!("ds-culprit-{}.nft", std::process::id()));
-    std::fs::write(&path, ruleset).expect("ruleset file");
-    ns.exec(&["nft", "-f", path.to_str().expect("utf-8")]);
-    let _ = std::fs::remove_file(&path);
-}
-
-/// The packets of the counter of rule `handle` in chain `family table chain` of `ns`, as
-/// `nft -j` shows it.
-fn nft_packets(ns: &Netns, family: &str, table: &str, chain: &str, handle: u64) -> u64 {
-    let out = ns.exec(&["nft", "-j", "list", "chain", family, table, chain]);
-    let v: Value = serde_json::from_slice(&out.stdout).expect("nft -j output");
-    let rules = v["nftables"].as_array().expect("nftables array");
-    let rule = rules
-        .iter()
-        .find(|r| r["rule"]["handle"] == handle)
-        .unwrap_or_else(|| panic!("no rule {handle} in {v}"));
-    let exprs = rule["rule"]["expr"].as_array().expect("expr");
-    exprs
-        .iter()
-        .find_map(|e| e["counter"]["packets"].as_u64())
-        .unwrap_or_else(|| panic!("rule {handle} has no counter: {rule}"))
-}
-
-/// The handle of the rule of chain `family table chain` whose comment is `comment`.
-fn handle_of(ns: &Netns, family: &str, table: &str, chain: &str, comment: &str) -> u64 {
-    let out = ns.exec(&["nft", "-j", "list", "chain", family, table, chain]);
-    let v: Value = serde_json::from_slice(&out.stdout).expect("nft -j output");
-    (v["nftables"].as_array().expect("array").iter())
-        .find(|r| r["rule"]["comment"] == comment)
-        .and_then(|r| r["rule"]["handle"].as_u64())
-        .unwrap_or_else(|| panic!("no rule commented {comment} in {v}"))
-}
 
 /// The NETFILTER_DROP rows of a JSON report.
 fn nf_rows(report: &Value) -> Vec<&Value> {
@@ -182,36 +150,11 @@ fn two_counted_rules_split_the_drops_exactly() {
 fn an_iptables_rule_is_named_with_its_comment_and_its_counter() {
     let _serial = root_test();
     let ns = Netns::new("culprit-ipt");
-    ns.exec(&[
-        "iptables",
-        "-A",
-        "INPUT",
-        "-p",
-        "udp",
-        "--dport",
-        "6001",
-        "-m",
-        "comment",
-        "--comment",
-        "cali:abc123",
-        "-j",
-        "DROP",
-    ]);
+    iptables_drop(&ns, 6001, "cali:abc123");
     let report = report_while(&ns, || {
         ns.traffic(&["udp", "6001", "77"]);
     });
-    // iptables-save -c: `[packets:bytes] -A INPUT ...`.
-    let save = ns.exec(&["iptables-save", "-c", "-t", "filter"]);
-    let save = String::from_utf8_lossy(&save.stdout);
-    let line = (save.lines())
-        .find(|l| l.contains("cali:abc123"))
-        .unwrap_or_else(|| panic!("no rule in {save}"));
-    let packets: u64 = line
-        .trim_start_matches('[')
-        .split(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no counter in {line}"));
+    let packets = iptables_packets(&ns, "cali:abc123");
     assert_eq!(packets, 77);
     let c = &row_of(&report, packets)["culprit"];
     assert_eq!(c["certainty"], "exact", "{report:#}");
@@ -546,21 +489,7 @@ fn a_verdict_map_is_a_candidate_whose_counter_is_no_drop_count() {
 fn serve_labels_a_series_with_its_culprit() {
     let _serial = root_test();
     let ns = Netns::new("culprit-serve");
-    ns.exec(&[
-        "iptables",
-        "-A",
-        "INPUT",
-        "-p",
-        "udp",
-        "--dport",
-        "6001",
-        "-m",
-        "comment",
-        "--comment",
-        "KUBE-FW-x",
-        "-j",
-        "DROP",
-    ]);
+    iptables_drop(&ns, 6001, "KUBE-FW-x");
     let s = dropscope_tests::serve::Serve::start(&[]);
     ns.traffic(&["udp", "6001", "64"]);
     // The kernel's counters (and rulesets) are read every 10 s: wait for a reading after the

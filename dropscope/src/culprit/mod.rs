@@ -178,6 +178,27 @@ impl Who {
         }
     }
 
+    /// A socket as its table cell names it: `traffic[4242] udp 127.0.0.1:5353 rcvbuf 2304`
+    /// (the buffer where it was full); `None` for the others.
+    pub fn socket_text(&self) -> Option<String> {
+        let Who::Socket {
+            local,
+            protocol,
+            processes,
+            rcvbuf,
+            buffer,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let mut s = format!("{} {protocol} {local}", processes.join(","));
+        if let (true, Some(b)) = (buffer, rcvbuf) {
+            s.push_str(&format!(" rcvbuf {b}"));
+        }
+        Some(s)
+    }
+
     /// What to change about it: a sentence with the command that shows or changes it (names
     /// shell-quoted; one no quoting makes safe to paste, with a control character, is `NAME`).
     pub fn change(&self) -> String {
@@ -340,18 +361,8 @@ impl std::fmt::Display for Who {
                     _ => Ok(()),
                 }
             }
-            Who::Socket {
-                local,
-                protocol,
-                processes,
-                rcvbuf,
-                inode,
-                buffer,
-            } => {
-                write!(f, "socket {} {protocol} {local}", processes.join(","))?;
-                if let (true, Some(b)) = (buffer, rcvbuf) {
-                    write!(f, " rcvbuf {b}")?;
-                }
+            Who::Socket { inode, .. } => {
+                write!(f, "socket {}", self.socket_text().unwrap_or_default())?;
                 match inode {
                     Some(i) => write!(f, " (inode {i})"),
                     None => Ok(()),

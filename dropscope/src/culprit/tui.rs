@@ -26,20 +26,7 @@ pub fn cell(culprit: Option<&Culprit>) -> String {
         } => format!("rule {table} {chain} #{position}"),
         Who::Policy { table, chain, .. } => format!("policy {table} {chain}"),
         Who::Program { program, .. } => program.clone(),
-        Who::Socket {
-            local,
-            protocol,
-            processes,
-            rcvbuf,
-            buffer,
-            ..
-        } => {
-            let mut s = format!("{} {protocol} {local}", processes.join(","));
-            if let (true, Some(b)) = (buffer, rcvbuf) {
-                s.push_str(&format!(" rcvbuf {b}"));
-            }
-            s
-        }
+        Who::Socket { .. } => w.socket_text().unwrap_or_default(),
         Who::More { count } => format!("+{count}"),
     };
     let who = c.who();
