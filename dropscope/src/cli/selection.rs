@@ -273,6 +273,41 @@ mod tests {
         assert!(parse_protocol("carrier-pigeon").is_err());
     }
 
+    /// Grouping or filtering by culprit counts by what the culprit is derived from; the rest
+    /// of `--by` is kept, the culprit itself never counted by the kernel.
+    #[test]
+    fn the_culprit_is_counted_by_what_it_is_derived_from() {
+        let s = Selection {
+            by: vec![Dim::Port, Dim::Culprit],
+            ..Selection::default()
+        };
+        assert!(s.derives_culprit());
+        assert_eq!(
+            s.counted_by(),
+            [
+                Dim::Reason,
+                Dim::Location,
+                Dim::Netns,
+                Dim::Device,
+                Dim::Port,
+                Dim::Socket
+            ]
+        );
+        let s = Selection {
+            by: vec![Dim::Reason],
+            culprit: Some("cali:".into()),
+            ..Selection::default()
+        };
+        assert!(s.counted_by().contains(&Dim::Netns) && !s.counted_by().contains(&Dim::Culprit));
+        assert_eq!(s.describe().as_deref(), Some("culprit cali:"));
+        let s = Selection {
+            by: vec![Dim::Reason],
+            ..Selection::default()
+        };
+        assert!(!s.derives_culprit());
+        assert_eq!(s.counted_by(), [Dim::Reason]);
+    }
+
     #[test]
     fn a_mistyped_device_is_refused_live() {
         let s = Selection {
