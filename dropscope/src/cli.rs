@@ -315,11 +315,6 @@ pub struct ReportArgs {
     /// Replace the --pcap file if something already has its name (never written through).
     #[arg(long, requires = "pcap")]
     pub force: bool,
-    /// Only the rows whose culprit (who dropped them, as the report prints it: its certainty
-    /// and the rules, chain policies or programs it names) contains PATTERN, in any case (e.g.
-    /// `cali:`, `handle 4`, `exact`); the total is then theirs. Live, the final report only.
-    #[arg(long, value_name = "PATTERN")]
-    pub culprit: Option<String>,
     /// Where the counts come from.
     #[command(flatten)]
     pub window: InputWindow,

@@ -219,6 +219,7 @@ mod tests {
                 protocol: Some("udp".into()),
                 port: Some(9),
                 socket: None,
+                culprit: None,
             },
         }
     }

@@ -225,3 +225,61 @@ fn the_flamegraph_says_where_it_wrote() {
     );
     assert!(!err.contains("wrote stdout"), "{err}");
 }
+
+/// `--by reason,culprit` on a recording: rows grouped by who dropped them after the culprit is
+/// derived, nothing lost; rows that cannot be attributed group under `unknown` (a rule's drops
+/// recorded without the kernel's view), rows nobody is named for under `none`; `--culprit`
+/// keeps the matching rows; `diff` refuses the grouping with a usage error.
+#[test]
+fn a_recording_groups_and_filters_by_culprit() {
+    let sample = sample();
+    let sample = sample.to_str().expect("utf-8");
+    let json = |args: &[&str]| -> serde_json::Value {
+        let out = run(dropscope()
+            .args(["report", "--input", sample, "--format", "json"])
+            .args(args));
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        serde_json::from_slice(&out.stdout).expect("JSON")
+    };
+    let plain = json(&["--by", "reason"]);
+    let grouped = json(&["--by", "reason,culprit"]);
+    assert_eq!(grouped["total"], plain["total"]);
+    let rows = grouped["drops"].as_array().expect("drops");
+    assert_eq!(rows.len(), plain["drops"].as_array().expect("drops").len());
+    let row = |reason: &str| {
+        (rows.iter())
+            .find(|r| r["reason"] == reason)
+            .unwrap_or_else(|| panic!("no {reason}: {grouped:#}"))
+    };
+    assert_eq!(row("NETFILTER_DROP")["culprit"]["certainty"], "unknown");
+    assert!(row("NO_SOCKET").get("culprit").is_none(), "{grouped:#}");
+    let table = text(
+        &run(dropscope().args(["report", "--input", sample, "--by", "reason,culprit"])).stdout,
+    );
+    let head = table.lines().next().expect("a header");
+    assert!(
+        head.contains("WHO") && !head.contains("LOCATION"),
+        "{table}"
+    );
+    let line = |reason: &str| {
+        (table.lines())
+            .find(|l| l.starts_with(reason))
+            .unwrap_or_else(|| panic!("no {reason}: {table}"))
+            .to_string()
+    };
+    assert!(line("NETFILTER_DROP").contains(" unknown "), "{table}");
+    assert!(line("NO_SOCKET").contains(" none "), "{table}");
+    // Only the rows whose culprit matches, their total theirs.
+    let only = json(&["--by", "reason,culprit", "--culprit", "NOT READ"]);
+    let kept = only["drops"].as_array().expect("drops");
+    assert_eq!(kept.len(), 1, "{only:#}");
+    assert_eq!(kept[0]["reason"], "NETFILTER_DROP");
+    assert_eq!(only["total"], kept[0]["count"]);
+    let diff = run(dropscope().args(["diff", sample, sample, "--by", "culprit"]));
+    assert_eq!(diff.status.code(), Some(2), "{}", text(&diff.stderr));
+    assert!(
+        text(&diff.stderr).contains("--by culprit"),
+        "{}",
+        text(&diff.stderr)
+    );
+}

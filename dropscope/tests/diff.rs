@@ -29,6 +29,7 @@ fn key(k: Key<'_>, i: usize) -> DropKey {
             protocol: Some(Arc::from("udp")),
             port: None,
             socket: None,
+            culprit: None,
         },
     }
 }

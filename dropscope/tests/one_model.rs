@@ -37,6 +37,7 @@ fn key(k: &(u64, &str, u32, &str, u32, &str, u64)) -> DropKey {
             protocol: Some(Arc::from("udp")),
             port: None,
             socket: None,
+            culprit: None,
         },
     }
 }

@@ -307,6 +307,7 @@ fn generated(data: &[u8]) -> Option<()> {
                     ifindex: (b & 32 != 0).then(|| src.u64() as u32),
                     netns_cookie: (b & 64 != 0).then(|| src.u64()),
                     socket: (b & 128 != 0).then(|| Arc::new(socket(&mut src, &pick))),
+                    culprit: None,
                 }
             },
         })

@@ -2,9 +2,11 @@
 //! traffic, and running the dropscope binary. Every test here needs root. The benchmark
 //! (`cargo xtask bench`) uses the same namespace guard and traffic generator.
 pub mod fixture;
+pub mod holder;
 pub mod hostile;
 pub mod listen;
 pub mod netkit;
+pub mod rules;
 pub mod serve;
 pub mod tmux;
 pub mod traffic;

@@ -3,43 +3,11 @@
 //! `iptables-save -c`) show. Needs root, nft and iptables (nft backend).
 mod common;
 
-use dropscope_tests::{Counting, Netns, root_test};
+use dropscope_tests::{
+    Counting, Netns, root_test,
+    rules::{handle_of, iptables_drop, iptables_packets, nft, nft_packets},
+};
 use serde_json::Value;
-
-/// Loads `ruleset` (nft syntax) into `ns`.
-fn nft(ns: &Netns, ruleset: &str) {
-    let path = std::env::temp_dir().join(format!("ds-culprit-{}.nft", std::process::id()));
-    std::fs::write(&path, ruleset).expect("ruleset file");
-    ns.exec(&["nft", "-f", path.to_str().expect("utf-8")]);
-    let _ = std::fs::remove_file(&path);
-}
-
-/// The packets of the counter of rule `handle` in chain `family table chain` of `ns`, as
-/// `nft -j` shows it.
-fn nft_packets(ns: &Netns, family: &str, table: &str, chain: &str, handle: u64) -> u64 {
-    let out = ns.exec(&["nft", "-j", "list", "chain", family, table, chain]);
-    let v: Value = serde_json::from_slice(&out.stdout).expect("nft -j output");
-    let rules = v["nftables"].as_array().expect("nftables array");
-    let rule = rules
-        .iter()
-        .find(|r| r["rule"]["handle"] == handle)
-        .unwrap_or_else(|| panic!("no rule {handle} in {v}"));
-    let exprs = rule["rule"]["expr"].as_array().expect("expr");
-    exprs
-        .iter()
-        .find_map(|e| e["counter"]["packets"].as_u64())
-        .unwrap_or_else(|| panic!("rule {handle} has no counter: {rule}"))
-}
-
-/// The handle of the rule of chain `family table chain` whose comment is `comment`.
-fn handle_of(ns: &Netns, family: &str, table: &str, chain: &str, comment: &str) -> u64 {
-    let out = ns.exec(&["nft", "-j", "list", "chain", family, table, chain]);
-    let v: Value = serde_json::from_slice(&out.stdout).expect("nft -j output");
-    (v["nftables"].as_array().expect("array").iter())
-        .find(|r| r["rule"]["comment"] == comment)
-        .and_then(|r| r["rule"]["handle"].as_u64())
-        .unwrap_or_else(|| panic!("no rule commented {comment} in {v}"))
-}
 
 /// The NETFILTER_DROP rows of a JSON report.
 fn nf_rows(report: &Value) -> Vec<&Value> {
@@ -56,6 +24,13 @@ fn row_of(report: &Value, count: u64) -> &Value {
         (Some(r), None) => r,
         _ => panic!("no single NETFILTER_DROP row of {count}: {report:#}"),
     }
+}
+
+/// Runs `dropscope ARGS` (a text report) while `traffic` runs; returns what it printed.
+fn c_text(args: &[&str], traffic: impl FnOnce()) -> String {
+    let c = Counting::start(args);
+    traffic();
+    c.interrupt()
 }
 
 /// Runs a JSON report of namespace `ns` while `traffic` runs; returns it.
@@ -175,36 +150,11 @@ fn two_counted_rules_split_the_drops_exactly() {
 fn an_iptables_rule_is_named_with_its_comment_and_its_counter() {
     let _serial = root_test();
     let ns = Netns::new("culprit-ipt");
-    ns.exec(&[
-        "iptables",
-        "-A",
-        "INPUT",
-        "-p",
-        "udp",
-        "--dport",
-        "6001",
-        "-m",
-        "comment",
-        "--comment",
-        "cali:abc123",
-        "-j",
-        "DROP",
-    ]);
+    iptables_drop(&ns, 6001, "cali:abc123");
     let report = report_while(&ns, || {
         ns.traffic(&["udp", "6001", "77"]);
     });
-    // iptables-save -c: `[packets:bytes] -A INPUT ...`.
-    let save = ns.exec(&["iptables-save", "-c", "-t", "filter"]);
-    let save = String::from_utf8_lossy(&save.stdout);
-    let line = (save.lines())
-        .find(|l| l.contains("cali:abc123"))
-        .unwrap_or_else(|| panic!("no rule in {save}"));
-    let packets: u64 = line
-        .trim_start_matches('[')
-        .split(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no counter in {line}"));
+    let packets = iptables_packets(&ns, "cali:abc123");
     assert_eq!(packets, 77);
     let c = &row_of(&report, packets)["culprit"];
     assert_eq!(c["certainty"], "exact", "{report:#}");
@@ -395,7 +345,39 @@ fn a_tc_program_shooting_on_a_veth_is_named_by_its_attach_point() {
         assert_eq!(who[0]["kind"], "program");
         assert_eq!(who[0]["program"], program.as_str(), "{c:#}");
         assert_eq!(who[0]["attach"], attach.as_str(), "{c:#}");
+        // A clsact filter is named by its priority and handle, as `tc filter show` prints
+        // them; a tcx link has neither.
+        if reason == "TC_INGRESS" {
+            let show = b.exec(&["tc", "filter", "show", "dev", &vb, "ingress"]);
+            let show = String::from_utf8_lossy(&show.stdout).into_owned();
+            let line = (show.lines())
+                .find(|l| l.contains(" handle ") && l.contains("ds_who_shoot"))
+                .unwrap_or_else(|| panic!("no filter in {show}"));
+            let after = |word: &str| {
+                let mut it = line.split_whitespace().skip_while(|w| *w != word);
+                it.nth(1)
+                    .unwrap_or_else(|| panic!("no {word} in {line}"))
+                    .to_string()
+            };
+            let (pref, handle) = (after("pref"), after("handle"));
+            assert_eq!(who[0]["pref"].to_string(), pref, "{c:#} / {line}");
+            assert_eq!(who[0]["handle"], handle.as_str(), "{c:#} / {line}");
+        } else {
+            assert!(who[0].get("pref").is_none(), "{c:#}");
+        }
     }
+    // What to change deletes that very filter, in its namespace.
+    let text = c_text(&["report", "--by", "reason,location,netns,device"], || {
+        a.traffic(&["udp-to", "10.86.0.2", "7103", "20"]);
+    });
+    let del = format!("tc filter del dev {vb} ingress pref ");
+    let line = (text.lines())
+        .find(|l| l.contains(&del))
+        .unwrap_or_else(|| panic!("no `{del}` in {text}"));
+    assert!(
+        line.contains(&format!("ip netns exec {} tc filter del", b.name)) && line.contains(" bpf`"),
+        "{line}"
+    );
     // Reading who is attached changes nothing: none of dropscope's programs stays loaded.
     let left = common::dropscope_programs();
     assert!(left.is_empty(), "left loaded: {left:?}");
@@ -507,21 +489,7 @@ fn a_verdict_map_is_a_candidate_whose_counter_is_no_drop_count() {
 fn serve_labels_a_series_with_its_culprit() {
     let _serial = root_test();
     let ns = Netns::new("culprit-serve");
-    ns.exec(&[
-        "iptables",
-        "-A",
-        "INPUT",
-        "-p",
-        "udp",
-        "--dport",
-        "6001",
-        "-m",
-        "comment",
-        "--comment",
-        "KUBE-FW-x",
-        "-j",
-        "DROP",
-    ]);
+    iptables_drop(&ns, 6001, "KUBE-FW-x");
     let s = dropscope_tests::serve::Serve::start(&[]);
     ns.traffic(&["udp", "6001", "64"]);
     // The kernel's counters (and rulesets) are read every 10 s: wait for a reading after the
@@ -556,4 +524,43 @@ fn serve_labels_a_series_with_its_culprit() {
         line.0.contains(r#"culprit="rule filter INPUT #1""#),
         "{line:?}"
     );
+}
+
+/// `--by reason,culprit` splits the drops of two rules (in two namespaces) into two rows, each
+/// with exactly the count its rule's counter has, as `nft -j` shows it.
+#[test]
+fn by_culprit_splits_two_rules_drops_exactly() {
+    let _serial = root_test();
+    let (a, b) = (Netns::new("culprit-bya"), Netns::new("culprit-byb"));
+    for (ns, table) in [(&a, "dsbya"), (&b, "dsbyb")] {
+        nft(
+            ns,
+            &format!(
+                "table inet {table} {{ chain input {{ type filter hook input priority 0;
+                   udp dport 5011 counter drop comment \"{table}\"\n }}\n}}"
+            ),
+        );
+    }
+    let c = Counting::start(&["report", "--format", "json", "--by", "reason,culprit"]);
+    a.traffic(&["udp", "5011", "321"]);
+    b.traffic(&["udp", "5011", "123"]);
+    let report: Value = serde_json::from_str(&c.interrupt()).expect("JSON report");
+    for (ns, table, sent) in [(&a, "dsbya", 321), (&b, "dsbyb", 123)] {
+        let handle = handle_of(ns, "inet", table, "input", table);
+        let counted = nft_packets(ns, "inet", table, "input", handle);
+        assert_eq!(counted, sent);
+        let rows: Vec<&Value> = (nf_rows(&report).into_iter())
+            .filter(|r| r["culprit"]["who"][0]["table"] == table)
+            .collect();
+        assert_eq!(rows.len(), 1, "{table}: {report:#}");
+        let (row, c) = (rows[0], &rows[0]["culprit"]);
+        assert_eq!(row["count"], counted, "{row:#}");
+        assert_eq!(c["certainty"], "exact", "{row:#}");
+        assert_eq!(c["who"].as_array().map(Vec::len), Some(1), "{row:#}");
+        assert_eq!(c["who"][0]["counted"], counted, "{row:#}");
+        assert_eq!(c["who"][0]["handle"], handle, "{row:#}");
+        // Grouped by reason and culprit alone: no namespace, device or location.
+        assert!(row.get("netns").is_none_or(Value::is_null), "{row:#}");
+        assert_eq!(row["location"], "*", "{row:#}");
+    }
 }

@@ -32,6 +32,11 @@ impl ValueEnum for Dim {
             Dim::Protocol => "the L4 protocol (udp, tcp, icmp, icmpv6, or its number)",
             Dim::Port => "the destination port (multiplies keys: opt-in)",
             Dim::Socket => "the socket the packet had reached (its process and local address)",
+            Dim::Culprit => {
+                "who dropped it (rule, chain policy, program, socket), derived beside the keys; \
+                 rows whose culprit is unknown group under `unknown`, rows nobody is named for \
+                 under `none`"
+            }
         };
         Some(PossibleValue::new(self.name()).help(help))
     }
@@ -41,8 +46,13 @@ impl ValueEnum for Dim {
 #[derive(Clone, Debug, Default, Args)]
 pub struct Selection {
     /// Group drops by these dimensions (a comma list of reason, location, netns, device,
-    /// protocol, port, socket). Live, the kernel keeps exactly these; on a recording, its counts are
-    /// grouped coarser; `b` in the TUI regroups coarser.
+    /// protocol, port, socket, culprit). Live, the kernel keeps exactly these; on a recording, its
+    /// counts are grouped coarser; `b` in the TUI regroups coarser. culprit (who dropped it: the
+    /// rule, chain policy, program or socket, with its certainty) is derived per snapshot from
+    /// the kernel's view: the kernel then counts by reason, location, netns, device and socket
+    /// too, and rows are grouped after the derivation; every row whose culprit is unknown groups
+    /// under `unknown`, a row nobody is named for (no rule, program or socket makes such drops)
+    /// under `none`.
     #[arg(long, value_delimiter = ',', default_value = DEFAULT_BY, value_name = "DIMS")]
     pub by: Vec<Dim>,
     /// Only drops in this network namespace: a name from `ip netns`, a path to a namespace
@@ -70,6 +80,12 @@ pub struct Selection {
         conflicts_with = "reason"
     )]
     pub exclude_reason: Vec<String>,
+    /// Only the rows whose culprit (who dropped them, as the report prints it: its certainty
+    /// and the rules, chain policies, programs or sockets it names) contains PATTERN, in any
+    /// case (e.g. `cali:`, `handle 4`, `exact`); the total is then theirs. The culprit is
+    /// derived from the finer keys it needs (as for `--by culprit`), before grouping.
+    #[arg(long, value_name = "PATTERN")]
+    pub culprit: Option<String>,
 }
 
 impl Selection {
@@ -80,6 +96,28 @@ impl Selection {
             .filter_map(|d| Dim::from_str(d, false).ok())
             .collect();
         self.by == default
+    }
+
+    /// Whether the culprit is derived (grouped or filtered by).
+    pub fn derives_culprit(&self) -> bool {
+        self.culprit.is_some() || self.by.contains(&Dim::Culprit)
+    }
+
+    /// The dimensions to count by: `--by`, or where the culprit is derived, what it is
+    /// derived from besides (see [`Dim::counted`]).
+    pub fn counted_by(&self) -> Vec<Dim> {
+        if !self.derives_culprit() {
+            return self.by.clone();
+        }
+        let mut by = self.by.clone();
+        by.push(Dim::Culprit);
+        Dim::counted(&by)
+    }
+
+    /// Counts of the dimensions of [`Self::counted_by`] filtered by the culprit and grouped by
+    /// `--by` (the other filters applied by the kernel, or by `filter`).
+    pub fn by_culprit(&self, s: &Snapshot, filter: &Filter, by: &[Dim]) -> Snapshot {
+        crate::culprit::group::apply(s, filter, by, self.culprit.as_deref())
     }
 
     /// The filter as given, with the namespace taken as written (a recording's namespace is
@@ -194,6 +232,9 @@ impl Selection {
         if !self.exclude_reason.is_empty() {
             parts.push(format!("not {}", self.exclude_reason.join(",")));
         }
+        if let Some(c) = &self.culprit {
+            parts.push(format!("culprit {c}"));
+        }
         (!parts.is_empty()).then(|| parts.join(", "))
     }
 }
@@ -230,6 +271,41 @@ mod tests {
         assert_eq!(parse_protocol("UDP"), Ok(17));
         assert_eq!(parse_protocol("253"), Ok(253));
         assert!(parse_protocol("carrier-pigeon").is_err());
+    }
+
+    /// Grouping or filtering by culprit counts by what the culprit is derived from; the rest
+    /// of `--by` is kept, the culprit itself never counted by the kernel.
+    #[test]
+    fn the_culprit_is_counted_by_what_it_is_derived_from() {
+        let s = Selection {
+            by: vec![Dim::Port, Dim::Culprit],
+            ..Selection::default()
+        };
+        assert!(s.derives_culprit());
+        assert_eq!(
+            s.counted_by(),
+            [
+                Dim::Reason,
+                Dim::Location,
+                Dim::Netns,
+                Dim::Device,
+                Dim::Port,
+                Dim::Socket
+            ]
+        );
+        let s = Selection {
+            by: vec![Dim::Reason],
+            culprit: Some("cali:".into()),
+            ..Selection::default()
+        };
+        assert!(s.counted_by().contains(&Dim::Netns) && !s.counted_by().contains(&Dim::Culprit));
+        assert_eq!(s.describe().as_deref(), Some("culprit cali:"));
+        let s = Selection {
+            by: vec![Dim::Reason],
+            ..Selection::default()
+        };
+        assert!(!s.derives_culprit());
+        assert_eq!(s.counted_by(), [Dim::Reason]);
     }
 
     #[test]

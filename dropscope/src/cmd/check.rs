@@ -33,6 +33,13 @@ const CHECK_KERNEL_READ: Duration = Duration::from_secs(5);
 pub async fn check_cmd(args: CheckArgs) -> anyhow::Result<()> {
     let usage = |m: String| anyhow::Error::new(Outcome::Usage(m));
     // What the run cannot answer is refused before counting.
+    if args.live.select.by.contains(&Dim::Culprit) {
+        return Err(usage(
+            "--by culprit: a budget judges keys by their names, which do not hold a culprit; \
+             filter with --culprit, or see `report --by reason,culprit`"
+                .into(),
+        ));
+    }
     if let Some(c) = args.budget.iter().find(|c| c.needs_base()) {
         return Err(usage(format!(
             "--budget {c}: new reasons are reasons a baseline does not have, and `check` has \
@@ -63,7 +70,7 @@ pub async fn check_cmd(args: CheckArgs) -> anyhow::Result<()> {
     }
     let mut side = Side::of(&snap, seconds, compare::packets(&snap, &filter));
     side.sent = compare::sent(&snap, &filter);
-    if !filter.is_set() {
+    if !filter.is_set() && args.live.select.culprit.is_none() {
         side = side.with_programs(&programs::of_snapshot(&snap), &args.live.select.by);
     }
     budget::judgeable(&args.budget, &programs::counted(&snap)).map_err(usage)?;

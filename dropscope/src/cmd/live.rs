@@ -31,7 +31,7 @@ pub fn start_live(
         bench_keys: live.bench_keys,
         #[cfg(feature = "bench")]
         bench_skip: live.bench_skip,
-        by: live.select.by.clone(),
+        by: live.select.counted_by(),
         filter: live.select.live_filter()?,
         stacks: !live.no_stacks,
     };
@@ -41,10 +41,19 @@ pub fn start_live(
         stacks: !live.no_stacks,
         stack_budget: live.stack_budget,
         bpf_stats: live.bpf_stats,
-        by: live.select.by.clone(),
+        by: live.select.counted_by(),
         kernel_counters: kernel_counters.map(KernelPace::new),
     };
-    Ok(Collector::spawn(probe, copts)?)
+    let (feed, stopper) = Collector::spawn(probe, copts)?;
+    if !live.select.derives_culprit() {
+        return Ok((feed, stopper));
+    }
+    // The culprit is derived from the counts of the finer keys it needs, then they are
+    // filtered and grouped by it (the other filters were applied by the kernel).
+    let select = live.select.clone();
+    let by = select.by.clone();
+    let feed = feed.map(move |s| select.by_culprit(&s, &Default::default(), &by));
+    Ok((feed, stopper))
 }
 
 /// The live view: the probe feeding the TUI until `q` or a signal.
@@ -147,6 +156,22 @@ pub async fn record_cmd(
     force: bool,
     pcap: Option<&Path>,
 ) -> anyhow::Result<()> {
+    if let Some(p) = &live.select.culprit {
+        bail!(
+            "--culprit {p:?}: a recording keeps every row (its culprits are derived when it is \
+             read: `dropscope replay FILE --culprit PATTERN`, `report --input FILE --culprit \
+             PATTERN`)"
+        );
+    }
+    // `--by culprit` records the keys the culprit is derived from; the recording is grouped by
+    // it when read.
+    let live = &LiveArgs {
+        select: crate::cli::Selection {
+            by: live.select.counted_by(),
+            ..live.select.clone()
+        },
+        ..live.clone()
+    };
     // Before the probe is attached: the output is never opened (a temporary file next to it
     // is), so a FIFO or a symlink there cannot block or redirect the recording.
     if crate::record::is_stdio(output) {

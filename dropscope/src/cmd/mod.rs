@@ -193,7 +193,8 @@ fn recorded_window_kernel(
     };
     let group = |s: &Snapshot| crate::model::group::apply(s, &filter, &by);
     let kernel = kernel.map(|(r, seen)| (r, group(&seen)));
-    Ok((rec.info().clone(), group(&snap), (from, to), kernel))
+    let snap = sel.by_culprit(&snap, &filter, &by);
+    Ok((rec.info().clone(), snap, (from, to), kernel))
 }
 
 /// The last snapshot taken before `reading` (the one at `from` carries it): its counts are

@@ -51,7 +51,8 @@ async fn replay_recording(
 ) -> anyhow::Result<()> {
     // What the recording holds so far decides which filters and groupings it can take.
     let (filter, by) = select.recorded(&rec.snapshot_at(rec.duration()).unwrap_or_default())?;
-    let feed = record::replay_feed(rec).map(move |s| crate::model::group::apply(&s, &filter, &by));
+    let sel = select.clone();
+    let feed = record::replay_feed(rec).map(move |s| sel.by_culprit(&s, &filter, &by));
     let opts = tui::TuiOptions {
         flamegraph_dir: dir.to_path_buf(),
         record_dir: dir.to_path_buf(),

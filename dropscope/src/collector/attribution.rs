@@ -126,6 +126,7 @@ impl Collector {
                     },
                 })
             }),
+            culprit: None,
         }
     }
 }

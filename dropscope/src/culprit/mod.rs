@@ -6,10 +6,12 @@
 //! Netfilter ([`netfilter`]): each namespace's nftables ruleset is read beside the kernel's
 //! counters ([`crate::kcounters::nftables`]), and the growth of its counted drop rules over
 //! the same window is matched with the probe's `NETFILTER_DROP` counts.
+pub mod group;
 pub mod netfilter;
 pub mod only;
 pub mod programs;
 pub mod ruleset;
+pub mod sockets;
 pub mod text;
 pub mod tui;
 pub mod window;
@@ -96,8 +98,15 @@ pub enum Who {
         program: String,
         /// Where: device and hook (`veth0 tc ingress`, `veth0 xdp generic`).
         attach: String,
+        /// A tc filter's priority (`pref`), as `tc filter show` prints it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pref: Option<u16>,
+        /// A tc filter's handle, as `tc filter show` prints it (`0x1`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        handle: Option<String>,
     },
-    /// A socket whose receive buffer was full (the processes holding it).
+    /// The socket the kernel keyed the drops by (its buffer full, its filter, its queue), and
+    /// the processes holding it.
     Socket {
         /// Its local address and port.
         local: String,
@@ -108,6 +117,12 @@ pub enum Who {
         /// Its receive buffer's limit, in bytes.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         rcvbuf: Option<u64>,
+        /// Its inode (`socket:[INODE]`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        inode: Option<u32>,
+        /// Whether the drops were of a full buffer (the receive buffer explains them).
+        #[serde(default)]
+        buffer: bool,
     },
     /// More culprits than are listed.
     More {
@@ -143,6 +158,47 @@ impl Who {
         }
     }
 
+    /// Who it is, without counts: what rows grouped by culprit group by (see [`group`]).
+    pub fn identity(&self) -> String {
+        match self {
+            Who::Rule {
+                family,
+                table,
+                chain,
+                handle,
+                ..
+            } => format!("rule {family} {table} {chain} handle {handle}"),
+            Who::Policy { .. } | Who::Program { .. } | Who::More { .. } => self.to_string(),
+            Who::Socket {
+                local,
+                protocol,
+                processes,
+                ..
+            } => format!("socket {} {protocol} {local}", processes.join(",")),
+        }
+    }
+
+    /// A socket as its table cell names it: `traffic[4242] udp 127.0.0.1:5353 rcvbuf 2304`
+    /// (the buffer where it was full); `None` for the others.
+    pub fn socket_text(&self) -> Option<String> {
+        let Who::Socket {
+            local,
+            protocol,
+            processes,
+            rcvbuf,
+            buffer,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let mut s = format!("{} {protocol} {local}", processes.join(","));
+        if let (true, Some(b)) = (buffer, rcvbuf) {
+            s.push_str(&format!(" rcvbuf {b}"));
+        }
+        Some(s)
+    }
+
     /// What to change about it: a sentence with the command that shows or changes it (names
     /// shell-quoted; one no quoting makes safe to paste, with a control character, is `NAME`).
     pub fn change(&self) -> String {
@@ -176,15 +232,27 @@ impl Who {
                      chain {family} {table} {chain} '{{ policy accept; }}'`"
                 )
             }
-            Who::Program { program, attach } => {
+            Who::Program {
+                program,
+                attach,
+                pref,
+                handle,
+            } => {
                 let id = program.rsplit_once('#').map_or("", |(_, id)| id);
                 let dev = q(attach.split(' ').next().unwrap_or(""));
-                let list = if attach.contains("clsact") {
-                    let dir = if attach.contains("egress") {
-                        "egress"
-                    } else {
-                        "ingress"
-                    };
+                let dir = if attach.contains("egress") {
+                    "egress"
+                } else {
+                    "ingress"
+                };
+                let list = if let (Some(p), Some(h)) = (pref, handle) {
+                    // The handle is ours (`0x..`), never the kernel's text.
+                    let h = q(h);
+                    format!(
+                        "`tc filter show dev {dev} {dir}` lists it as `pref {p} ... handle {h}`; \
+                         `tc filter del dev {dev} {dir} pref {p} handle {h} bpf` removes it; "
+                    )
+                } else if attach.contains("clsact") {
                     format!("`tc filter show dev {dev} {dir}` lists it; ")
                 } else if attach.contains("xdp") {
                     format!("`ip link show dev {dev}` shows it; ")
@@ -197,16 +265,39 @@ impl Who {
                 )
             }
             Who::Socket {
-                local, processes, ..
-            } => format!(
-                "make {} read {local} faster, or raise its receive buffer (SO_RCVBUF, \
-                 net.core.rmem_max)",
-                if processes.is_empty() {
+                local,
+                protocol,
+                processes,
+                rcvbuf,
+                buffer,
+                ..
+            } => {
+                let procs = if processes.is_empty() {
                     "the process".to_string()
                 } else {
                     processes.join(", ")
+                };
+                let port = local.rsplit_once(':').map_or("", |(_, p)| p);
+                let ss = if port.chars().all(|c| c.is_ascii_digit()) && !port.is_empty() {
+                    format!("; `ss -uatnmp 'sport = :{port}'` shows its queue")
+                } else {
+                    String::new()
+                };
+                if *buffer {
+                    let now = rcvbuf.map_or(String::new(), |b| format!(" (now {b} bytes)"));
+                    format!(
+                        "{procs} reads {protocol} {local} too slowly for what arrives: make it \
+                         read faster, or raise its receive buffer{now} with SO_RCVBUF in the \
+                         program, up to net.core.rmem_max (`sysctl -w net.core.rmem_max=N` \
+                         raises that cap){ss}"
+                    )
+                } else {
+                    format!(
+                        "see what {procs} does with its socket {protocol} {local} (a socket \
+                         filter it attached, its queue, the connection's state){ss}"
+                    )
                 }
-            ),
+            }
             Who::More { .. } => String::new(),
         }
     }
@@ -258,19 +349,22 @@ impl std::fmt::Display for Who {
                     None => Ok(()),
                 }
             }
-            Who::Program { program, attach } => write!(f, "{program} at {attach}"),
-            Who::Socket {
-                local,
-                protocol,
-                processes,
-                rcvbuf,
+            Who::Program {
+                program,
+                attach,
+                pref,
+                handle,
             } => {
-                write!(f, "socket {protocol} {local}")?;
-                if !processes.is_empty() {
-                    write!(f, " of {}", processes.join(", "))?;
+                write!(f, "{program} at {attach}")?;
+                match (pref, handle) {
+                    (Some(p), Some(h)) => write!(f, " pref {p} handle {h}"),
+                    _ => Ok(()),
                 }
-                match rcvbuf {
-                    Some(b) => write!(f, " (rcvbuf {b})"),
+            }
+            Who::Socket { inode, .. } => {
+                write!(f, "socket {}", self.socket_text().unwrap_or_default())?;
+                match inode {
+                    Some(i) => write!(f, " (inode {i})"),
                     None => Ok(()),
                 }
             }
@@ -344,8 +438,17 @@ pub fn listed(mut who: Vec<Who>) -> Vec<Who> {
 }
 
 /// Who dropped each row of `snap` that can be attributed (netfilter, tc and XDP rows); rows
-/// left out have no culprit to name.
+/// left out have no culprit to name. Rows grouped by culprit keep the one they carry.
 pub fn culprits(snap: &crate::model::Snapshot) -> HashMap<crate::model::DropKey, Culprit> {
+    // Rows grouped by culprit carry theirs (derived before they were grouped).
+    if snap.drops.iter().any(|d| d.key.attr.culprit.is_some()) {
+        return (snap.drops.iter())
+            .filter_map(|d| {
+                let c = d.key.attr.culprit.as_ref()?.culprit.clone()?;
+                Some((d.key.clone(), c))
+            })
+            .collect();
+    }
     let mut all = netfilter::culprits(snap);
     all.extend(programs::culprits(snap));
     if snap.kernel.as_ref().is_some_and(|k| !k.attributed) {
@@ -355,8 +458,41 @@ pub fn culprits(snap: &crate::model::Snapshot) -> HashMap<crate::model::DropKey,
             };
         }
     }
+    // A socket's holders travel with its key, recorded or not.
+    all.extend(sockets::culprits(snap));
     all
 }
+
+/// Where rows are grouped by culprit: why the rows [`culprits`] leaves out although their
+/// reason is a rule's, a program's or a socket's cannot be attributed (the kernel's view was
+/// not read; no socket was keyed), so that they group as unknown, never as nobody's.
+pub fn unattributed(snap: &crate::model::Snapshot) -> HashMap<crate::model::DropKey, Culprit> {
+    let keyed = snap.drops.iter().any(|d| d.key.attr.socket.is_some());
+    let mut out = HashMap::new();
+    for d in &snap.drops {
+        let k = &d.key;
+        let why = if snap.kernel.is_none()
+            && (&*k.reason.name == netfilter::REASON || programs::attributable(k))
+        {
+            NOT_READ
+        } else if k.attr.socket.is_none() && sockets::socket_reason(&k.reason.name) {
+            if keyed {
+                "the kernel named no socket for these drops"
+            } else {
+                "not counted by socket (`--by ...,socket`, the default, names the process \
+                 holding it)"
+            }
+        } else {
+            continue;
+        };
+        out.insert(k.clone(), Culprit::Unknown { why: why.into() });
+    }
+    out
+}
+
+/// Why a row of a rule's or program's drops names no culprit before the kernel's view is read.
+pub const NOT_READ: &str = "the kernel's view (rulesets, attached programs) was not read: no \
+     reading yet, or counts recorded without one";
 
 /// Why a recorded row names no culprit: recordings do not carry rulesets and programs.
 pub const RECORDED_BEFORE: &str =

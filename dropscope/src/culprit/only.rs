@@ -1,25 +1,15 @@
-//! `report --culprit PATTERN`: only the rows whose culprit matches.
+//! `--culprit PATTERN`: only the rows whose culprit matches (see [`super::group`], which
+//! filters and groups by culprit wherever rows are filtered).
 use super::culprits;
 use crate::model::Snapshot;
 
-/// Whether a culprit, as the report prints it (its certainty and who it names, one line),
-/// contains `pattern` in any case.
-pub fn matches(line: &str, pattern: &str) -> bool {
-    line.to_lowercase().contains(&pattern.to_lowercase())
-}
+pub use super::group::matches;
 
 /// `snap` with only the rows whose culprit contains `pattern` (rows without one never do), their
 /// stacks and samples; its total is then theirs (no overflow: a drop not keyed has no culprit).
-pub fn only(mut snap: Snapshot, pattern: &str) -> Snapshot {
+pub fn only(snap: Snapshot, pattern: &str) -> Snapshot {
     let c = culprits(&snap);
-    snap.drops
-        .retain(|d| c.get(&d.key).is_some_and(|c| matches(&c.line(), pattern)));
-    let kept: std::collections::HashSet<_> = snap.drops.iter().map(|d| d.key.clone()).collect();
-    snap.stacks.retain(|s| kept.contains(&s.key));
-    snap.samples.retain(|s| kept.contains(&s.key));
-    snap.total = snap.keyed_sum();
-    snap.overflow = 0;
-    snap
+    super::group::only_with(snap, &c, pattern)
 }
 
 #[cfg(test)]

@@ -27,6 +27,26 @@ pub struct Attached {
     pub prog: u32,
     /// Its name (escaped; empty where it could not be read).
     pub name: String,
+    /// A clsact (or ingress qdisc) filter's priority and handle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<TcFilter>,
+}
+
+/// A tc filter's priority and handle, which name it exactly (`tc filter del ... pref P handle
+/// H bpf`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct TcFilter {
+    /// Its priority (`pref`).
+    pub pref: u16,
+    /// Its handle.
+    pub handle: u32,
+}
+
+impl TcFilter {
+    /// The handle as `tc filter show` prints a `bpf` filter's: `0x1`.
+    pub fn handle_text(self) -> String {
+        format!("{:#x}", self.handle)
+    }
 }
 
 impl Attached {
@@ -59,6 +79,8 @@ impl Attached {
         Who::Program {
             program: self.program(),
             attach: self.attach(),
+            pref: self.filter.map(|f| f.pref),
+            handle: self.filter.map(TcFilter::handle_text),
         }
     }
 }
@@ -83,6 +105,11 @@ fn hooks_of(reason: &str) -> Option<&'static [&'static str]> {
         r if r.starts_with("TC_") => Some(TC),
         _ => None,
     }
+}
+
+/// Whether a row's drops are a tc or XDP program's (its verdict row, or a `TC_*`, `XDP` row).
+pub fn attributable(key: &DropKey) -> bool {
+    programs::is_program(key) || hooks_of(&key.reason.name).is_some()
 }
 
 /// The verdict counter growth of program `prog` in namespace `ns` (drops, aborts and shots).
@@ -122,6 +149,8 @@ pub fn culprits(snap: &Snapshot) -> HashMap<DropKey, Culprit> {
                     who: vec![Who::Program {
                         program: program.to_string(),
                         attach: format!("{device} {}", hook.trim_end_matches(')')),
+                        pref: None,
+                        handle: None,
                     }],
                     how: "its own verdict counter counted these".into(),
                 },
@@ -236,6 +265,7 @@ impl Names {
                         hook: h.hook.as_str().into(),
                         prog: h.prog,
                         name: self.0.get(&h.prog).cloned().unwrap_or_default(),
+                        filter: h.filter,
                     })
                     .collect();
                 (*ns, a)

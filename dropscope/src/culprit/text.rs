@@ -51,7 +51,10 @@ pub fn write(snap: &Snapshot, mut out: impl Write) -> std::io::Result<()> {
         let t = |s: &str| sanitize::terminal(s).into_owned();
         writeln!(out, "  {} ({count})", t(&row(key)))?;
         writeln!(out, "    {}", t(&c.line()))?;
-        writeln!(out, "    because {}", t(c.because()))?;
+        // An unknown one's line is its reason already.
+        if !matches!(c, Culprit::Unknown { .. }) {
+            writeln!(out, "    because {}", t(c.because()))?;
+        }
         for change in c.changes_for(&ways.target(key)) {
             writeln!(out, "    to change: {}", t(&change))?;
         }

@@ -9,7 +9,7 @@ use super::{Culprit, Who};
 use crate::sanitize;
 
 /// The most characters of the table's WHO column.
-pub const WHO_WIDTH: usize = 32;
+pub const WHO_WIDTH: usize = 44;
 
 /// A culprit in one table cell: `rule filter INPUT #2`, `policy ip gate` (exact), `maybe: rule
 /// t input #1 +2` (candidates), `?` (unknown), `-` (none).
@@ -26,7 +26,7 @@ pub fn cell(culprit: Option<&Culprit>) -> String {
         } => format!("rule {table} {chain} #{position}"),
         Who::Policy { table, chain, .. } => format!("policy {table} {chain}"),
         Who::Program { program, .. } => program.clone(),
-        Who::Socket { local, .. } => format!("socket {local}"),
+        Who::Socket { .. } => w.socket_text().unwrap_or_default(),
         Who::More { count } => format!("+{count}"),
     };
     let who = c.who();
@@ -235,6 +235,41 @@ mod tests {
         assert!(
             control[0].contains("chain inet filter NAME`") && !control[0].contains('\u{1b}'),
             "{control:?}"
+        );
+    }
+
+    /// A clsact filter's program is named with the filter's priority and handle, and what to
+    /// change deletes that very filter, in the row's namespace, the device quoted.
+    #[test]
+    fn a_tc_filter_is_named_by_its_priority_and_handle() {
+        use crate::culprit::{Culprit, Who};
+        use crate::explain::fill::{Target, Way};
+        let c = Culprit::Candidates {
+            who: vec![Who::Program {
+                program: "prog shoot#42".into(),
+                attach: "vethb tc egress (clsact filter)".into(),
+                pref: Some(49152),
+                handle: Some("0x1".into()),
+            }],
+            why: "not counted".into(),
+        };
+        assert!(
+            c.line()
+                .contains("prog shoot#42 at vethb tc egress (clsact filter) pref 49152 handle 0x1"),
+            "{}",
+            c.line()
+        );
+        let row = Target {
+            way: Way::Named("web".into()),
+            device: Some("vethb"),
+            port: None,
+        };
+        let change = &c.changes_for(&row)[0];
+        assert!(
+            change.contains(
+                "`ip netns exec web tc filter del dev vethb egress pref 49152 handle 0x1 bpf`"
+            ),
+            "{change}"
         );
     }
 

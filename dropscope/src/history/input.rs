@@ -107,6 +107,6 @@ pub fn recorded_window(
         eprintln!("dropscope: note: {n}");
     }
     let (filter, by) = sel.recorded(&counted.snap)?;
-    let snap = crate::model::group::apply(&counted.snap, &filter, &by);
+    let snap = sel.by_culprit(&counted.snap, &filter, &by);
     Ok((counted.info, snap, (Duration::ZERO, covered), None))
 }

@@ -77,6 +77,8 @@ pub struct Hooked {
     /// Whether the device's frames begin with an Ethernet header (`ARPHRD_ETHER`, and
     /// loopback's); an XDP program's `data` is then its MAC header, else its network header.
     pub ethernet: bool,
+    /// A tc `bpf` filter's priority and handle (`None` for the other hooks).
+    pub filter: Option<crate::culprit::programs::TcFilter>,
 }
 
 /// The XDP programs of a link dump's messages.
@@ -106,6 +108,7 @@ pub fn xdp(msgs: &[RouteNetlinkMessage], names: &HashMap<u32, String>, out: &mut
                             link.header.link_layer_type,
                             LinkLayerType::Ether | LinkLayerType::Loopback
                         ),
+                        filter: None,
                     });
                 }
             }
@@ -176,6 +179,7 @@ pub fn tcx(names: &HashMap<u32, String>, out: &mut Vec<Hooked>) -> Vec<String> {
                         hook,
                         prog,
                         ethernet: true,
+                        filter: None,
                     })),
                     // No tcx on this kernel: nothing more to ask.
                     Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return notes,
@@ -241,6 +245,7 @@ pub fn netkit(primaries: &[(u32, &String)], out: &mut Vec<Hooked>) -> Vec<String
                         hook,
                         prog,
                         ethernet: true,
+                        filter: None,
                     })),
                     // Gone since the link dump, or its peer is.
                     Err(e) if e.raw_os_error() == Some(libc::ENODEV) => {}
@@ -316,11 +321,17 @@ pub fn tc(msgs: &[RouteNetlinkMessage], device: &str, hook: Hook, out: &mut Vec<
                 if let TcOption::Bpf(TcFilterBpfOption::ProgId(prog)) = o
                     && *prog != 0
                 {
+                    // `tcm_info`: the priority (`pref`) above the protocol.
                     let h = Hooked {
                         device: device.to_string(),
                         hook,
                         prog: *prog,
                         ethernet: true,
+                        filter: Some(crate::culprit::programs::TcFilter {
+                            pref: (f.header.info >> 16) as u16,
+                            handle: u32::from(f.header.handle.major) << 16
+                                | u32::from(f.header.handle.minor),
+                        }),
                     };
                     // Each filter comes once per priority and handle: a program once per side.
                     if !out.contains(&h) {
@@ -364,6 +375,7 @@ mod tests {
                 hook: Hook::XdpDrv,
                 prog: 9,
                 ethernet: true,
+                filter: None,
             }]
         );
     }
@@ -416,6 +428,36 @@ mod tests {
         tc(&msgs, "eth0", Hook::TcIngress, &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!((out[0].prog, out[0].hook.as_str()), (17, "ingress"));
+    }
+
+    /// A filter is named by its priority (`tcm_info`'s upper half) and handle, as `tc filter
+    /// show` prints them: the same program in two filters is two filters.
+    #[test]
+    fn a_bpf_filter_keeps_its_priority_and_handle() {
+        let filter = |pref: u32, minor: u16| {
+            let mut f = TcMessage::default();
+            f.header.info = pref << 16 | 0x0003; // ETH_P_ALL below
+            f.header.handle = TcHandle { major: 0, minor };
+            f.attributes.push(TcAttribute::Kind("bpf".into()));
+            f.attributes.push(TcAttribute::Options(vec![TcOption::Bpf(
+                TcFilterBpfOption::ProgId(17),
+            )]));
+            RouteNetlinkMessage::NewTrafficFilter(f)
+        };
+        let mut out = Vec::new();
+        tc(
+            &[filter(49152, 1), filter(7, 0x2a)],
+            "eth0",
+            Hook::TcEgress,
+            &mut out,
+        );
+        let named: Vec<_> = (out.iter())
+            .map(|h| h.filter.map(|f| (f.pref, f.handle_text())))
+            .collect();
+        assert_eq!(
+            named,
+            [Some((49152, "0x1".into())), Some((7, "0x2a".into()))]
+        );
     }
 
     #[test]

@@ -143,3 +143,98 @@ pub fn sock_diag_datagram(
     })?;
     Ok(walked == Walk::Done)
 }
+
+/// A peer that answers a dump forever: multipart messages, never `NLMSG_DONE`.
+#[cfg(test)]
+pub mod endless {
+    use std::{os::fd::FromRawFd as _, os::unix::net::UnixDatagram, thread::JoinHandle};
+
+    /// A socket to read a dump from, and the thread sending `datagram` into it again and
+    /// again until the socket is dropped.
+    pub fn peer(datagram: Vec<u8>) -> (netlink_sys::Socket, JoinHandle<u64>) {
+        let (ours, theirs) = UnixDatagram::pair().expect("a socket pair");
+        ours.set_read_timeout(Some(super::RECV_TIMEOUT))
+            .expect("a timeout");
+        let sent = std::thread::spawn(move || {
+            let mut sent = 0u64;
+            while theirs.send(&datagram).is_ok() {
+                sent += 1;
+            }
+            sent
+        });
+        // SAFETY: the descriptor is a socket this function owns (taken out of `ours`, which
+        // gives it up), handed to exactly one owner.
+        let s =
+            unsafe { netlink_sys::Socket::from_raw_fd(std::os::fd::IntoRawFd::into_raw_fd(ours)) };
+        (s, sent)
+    }
+
+    /// `count` messages of `kind` with `NLM_F_MULTI` in sequence `seq`, each with 4 bytes of
+    /// payload.
+    pub fn multipart(seq: u32, kind: u16, count: usize) -> Vec<u8> {
+        let mut b = Vec::new();
+        for _ in 0..count {
+            b.extend(20u32.to_ne_bytes());
+            b.extend(kind.to_ne_bytes());
+            b.extend(2u16.to_ne_bytes()); // NLM_F_MULTI
+            b.extend(seq.to_ne_bytes());
+            b.extend(0u32.to_ne_bytes());
+            b.extend([0u8; 4]);
+        }
+        b
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A peer that keeps sending a dump's messages and never `NLMSG_DONE` (the nftables
+    /// readers' loop): the answer is cut at its time limit with a note, never a hang.
+    #[test]
+    fn a_dump_that_never_ends_is_cut_with_a_note() {
+        let (s, sender) = endless::peer(endless::multipart(7, 0x0a06, 64));
+        let mut seen = 0u64;
+        let note = answer(&s, 7, "nftables rules", Duration::from_millis(300), |_| {
+            seen += 1;
+            true
+        })
+        .expect("no error");
+        drop(s);
+        assert!(sender.join().expect("the peer") > 0);
+        let note = note.expect("a note: the dump was cut");
+        assert!(note.starts_with("nftables rules: dump cut after"), "{note}");
+        assert!(seen > 0);
+        // A reader that stops at its bound of messages is cut there, and says so.
+        let (s, sender) = endless::peer(endless::multipart(9, 0x0a06, 64));
+        let mut seen = 0;
+        let note = answer(&s, 9, "nftables chains", DUMP_TIME, |_| {
+            seen += 1;
+            seen < 1000
+        })
+        .expect("no error");
+        drop(s);
+        sender.join().expect("the peer");
+        assert_eq!(seen, 1000);
+        assert_eq!(note.as_deref(), Some("nftables chains: dump cut"));
+    }
+
+    /// Another sequence's messages (an answer to a request cut short) are skipped, and its
+    /// `NLMSG_DONE` does not end this dump.
+    #[test]
+    fn only_the_dumps_own_messages_are_read() {
+        let mut b = endless::multipart(3, 0x0a06, 2);
+        let mut done = endless::multipart(3, NLMSG_DONE, 1);
+        b.append(&mut done);
+        b.extend(endless::multipart(4, 0x0a06, 1));
+        let mut kinds = Vec::new();
+        let walked = walk(&b, 4, |(kind, _, _)| {
+            kinds.push(kind);
+            true
+        })
+        .expect("no error");
+        assert_eq!((walked, kinds), (Walk::More, vec![0x0a06]));
+    }
+}

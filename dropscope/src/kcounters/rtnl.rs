@@ -221,7 +221,16 @@ fn dump(
     let mut buf = vec![0u8; packet.buffer_len()];
     packet.serialize(&mut buf);
     socket.send_to(&buf, &SocketAddr::new(0, 0), 0)?;
+    collect(socket, sequence, what)
+}
 
+/// Collects the answers to dump `sequence` from `socket`, bounded by [`MAX_ENTRIES`] and
+/// [`DUMP_TIME`] whatever the peer sends; a note when it was cut.
+fn collect(
+    socket: &Socket,
+    sequence: u32,
+    what: &str,
+) -> std::io::Result<(Vec<RouteNetlinkMessage>, Option<String>)> {
     let start = Instant::now();
     let mut out = Vec::new();
     let mut note = None;
@@ -436,6 +445,32 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
+
+    /// A peer that keeps answering a filter dump and never sends `NLMSG_DONE`: the dump is
+    /// cut at its bound of entries, with a note, never a hang.
+    #[test]
+    fn a_filter_dump_that_never_ends_is_cut_with_a_note() {
+        let mut m = NetlinkMessage::new(
+            NetlinkHeader::default(),
+            NetlinkPayload::from(RouteNetlinkMessage::NewTrafficFilter(TcMessage::default())),
+        );
+        m.header.sequence_number = 5;
+        m.header.flags = 2; // NLM_F_MULTI
+        m.finalize();
+        let mut one = vec![0u8; m.buffer_len()];
+        m.serialize(&mut one);
+        let datagram = one.repeat(16);
+        let (s, sender) = super::super::netlink::endless::peer(datagram);
+        let (out, note) = collect(&s, 5, "tc filters").expect("no error");
+        drop(s);
+        assert!(sender.join().expect("the peer") > 0);
+        assert_eq!(out.len(), MAX_ENTRIES);
+        let note = note.expect("a note");
+        assert!(
+            note.starts_with(&format!("tc filters: dump cut after {MAX_ENTRIES} entries")),
+            "{note}"
+        );
+    }
 
     #[test]
     fn kernel_names_are_escaped_with_the_terminals_rule() {

@@ -346,6 +346,7 @@ fn a_namespace_not_read_keeps_its_programs_places() {
         hook: Hook::XdpDrv,
         prog,
         ethernet: true,
+        filter: None,
     };
     let reading = |read: &[(u64, Vec<Hooked>)]| {
         let mut r = Reading::default();

@@ -101,6 +101,7 @@ impl DiffKey {
                 protocol: self.protocol.clone(),
                 port: self.port,
                 socket: None,
+                culprit: None,
             },
         }
     }

@@ -116,6 +116,7 @@ pub fn key(ns: u64, counter: &str, initial: u64, names: &BTreeMap<u64, Arc<str>>
             protocol: protocol(counter).map(Arc::from),
             port: None,
             socket: None,
+            culprit: None,
         },
     }
 }

@@ -25,11 +25,14 @@ pub enum Dim {
     Port,
     /// The socket the packet had reached (its process, protocol and local address).
     Socket,
+    /// Who dropped it (the rule, chain policy, program or socket), derived per snapshot from
+    /// the kernel's view beside the finer keys it needs, never counted by the kernel.
+    Culprit,
 }
 
 impl Dim {
     /// Every dimension, in the order of a key.
-    pub const ALL: [Dim; 7] = [
+    pub const ALL: [Dim; 8] = [
         Dim::Reason,
         Dim::Location,
         Dim::Netns,
@@ -37,7 +40,28 @@ impl Dim {
         Dim::Protocol,
         Dim::Port,
         Dim::Socket,
+        Dim::Culprit,
     ];
+
+    /// The dimensions the kernel counts by for a grouping of `by`: `by` itself, or, where it
+    /// groups by culprit, what the culprit is derived from (reason, location, namespace,
+    /// interface and socket) besides the rest of `by`, and never the culprit itself.
+    pub fn counted(by: &[Dim]) -> Vec<Dim> {
+        if !by.contains(&Dim::Culprit) {
+            return by.to_vec();
+        }
+        let mut out: Vec<Dim> = (Dim::ALL.into_iter())
+            .filter(|d| {
+                by.contains(d)
+                    || matches!(
+                        d,
+                        Dim::Reason | Dim::Location | Dim::Netns | Dim::Device | Dim::Socket
+                    )
+            })
+            .collect();
+        out.retain(|d| *d != Dim::Culprit);
+        out
+    }
 
     /// Its name on the command line and in headers.
     pub fn name(self) -> &'static str {
@@ -49,6 +73,7 @@ impl Dim {
             Dim::Protocol => "protocol",
             Dim::Port => "port",
             Dim::Socket => "socket",
+            Dim::Culprit => "culprit",
         }
     }
 
@@ -63,6 +88,7 @@ impl Dim {
             Dim::Protocol => a.protocol.is_some(),
             Dim::Port => a.port.is_some(),
             Dim::Socket => a.socket.is_some(),
+            Dim::Culprit => a.culprit.is_some(),
         }
     }
 }
@@ -252,7 +278,8 @@ pub fn check_dims(have: &[Dim], filter: &Filter, by: &[Dim]) -> Result<(), Missi
         .map(|(d, what)| (d, what.to_string())))
     .chain(by.iter().map(|&d| (d, format!("--by {d}"))));
     for (dim, what) in asked {
-        if !have.contains(&dim) {
+        // The culprit is derived from the counts, whatever they were counted by.
+        if dim != Dim::Culprit && !have.contains(&dim) {
             return Err(MissingDim {
                 what,
                 dim,
@@ -361,6 +388,8 @@ pub fn covers(row: &DropKey, key: &DropKey) -> bool {
         && same(r.protocol.as_deref(), k.protocol.as_deref())
         && (r.port.is_none() || r.port == k.port)
         && (r.socket.is_none() || r.socket == k.socket)
+        && (r.culprit.is_none()
+            || r.culprit.as_ref().map(|c| &c.label) == k.culprit.as_ref().map(|c| &c.label))
 }
 
 /// `key` with the dimensions not in `by` merged away. A program's verdict row keeps its reason
@@ -399,6 +428,9 @@ pub fn coarser(key: &DropKey, by: &[Dim]) -> DropKey {
     }
     if !has(Dim::Socket) {
         k.attr.socket = None;
+    }
+    if !has(Dim::Culprit) {
+        k.attr.culprit = None;
     }
     k
 }

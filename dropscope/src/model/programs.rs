@@ -140,6 +140,7 @@ pub fn counter_key(
             protocol: None,
             port: None,
             socket: None,
+            culprit: None,
         },
     })
 }

@@ -62,6 +62,11 @@ pub struct Attribution {
     /// is cloned often, and most have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub socket: Option<Arc<super::socket::Socket>>,
+    /// Who dropped them, where the counts are grouped by culprit (`--by culprit`): derived
+    /// beside the key from the kernel's view, per snapshot, and part of the grouped row's
+    /// identity by its label (see [`crate::culprit::group`]). `None` where not grouped by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub culprit: Option<Arc<crate::culprit::group::Grouped>>,
 }
 
 /// The fields that say which packets an [`Attribution`] is of (its names excluded).
@@ -73,6 +78,7 @@ type Identity<'a> = (
     Option<&'a str>,
     Option<u16>,
     Option<(super::socket::Via, u32)>,
+    Option<&'a str>,
 );
 
 impl Attribution {
@@ -89,6 +95,7 @@ impl Attribution {
             self.protocol.as_deref(),
             self.port,
             self.socket.as_ref().map(|s| (s.via, s.inode)),
+            self.culprit.as_deref().map(|c| &*c.label),
         )
     }
 }
@@ -253,6 +260,7 @@ mod tests {
             protocol: Some(Arc::from("udp")),
             port: Some(9),
             socket: None,
+            culprit: None,
         }
     }
 

@@ -85,6 +85,7 @@ impl<'a> NameRanks<'a> {
         Option<u16>,
         Option<u32>,
         Option<(crate::model::socket::Via, u32)>,
+        Option<std::sync::Arc<str>>,
     ) {
         let (k, a) = (&d.key, &d.key.attr);
         let rank = |n: &Option<std::sync::Arc<str>>| n.as_deref().map(|n| self.of(n));
@@ -99,6 +100,7 @@ impl<'a> NameRanks<'a> {
             a.port,
             a.ifindex,
             a.socket.as_ref().map(|s| (s.via, s.inode)),
+            a.culprit.as_ref().map(|c| c.label.clone()),
         )
     }
 }

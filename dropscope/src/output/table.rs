@@ -127,6 +127,13 @@ fn key_columns(rows: &[&DropKey], loc_chars: usize) -> Vec<Column> {
         c.right = true;
         cols.push(c);
     }
+    if has(&|k| k.attr.culprit.is_some()) {
+        cols.push(column("WHO", &|k| {
+            (k.attr.culprit.as_ref()).map_or("-".into(), |c| {
+                sanitize::terminal_cell(&c.label, crate::culprit::tui::WHO_WIDTH * 2)
+            })
+        }));
+    }
     if has(&|k| k.attr.socket.is_some()) {
         cols.push(column("SOCKET", &|k| {
             let buffer = crate::model::socket::buffer_reason(&k.reason.name);

@@ -30,6 +30,7 @@ fn key() -> impl Strategy<Value = DropKey> {
                 protocol: Some(Arc::from(["udp", "tcp"][proto])),
                 port: Some(53 + port),
                 socket: None,
+                culprit: None,
             },
         },
     )

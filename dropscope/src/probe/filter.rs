@@ -17,7 +17,8 @@ pub fn group_bits(by: &[Dim]) -> u32 {
             Dim::Protocol => group::PROTOCOL,
             Dim::Port => group::PORT,
             Dim::Socket => group::SOCKET,
-            Dim::Reason | Dim::Location => 0,
+            // Derived beside the keys, never counted by the kernel.
+            Dim::Reason | Dim::Location | Dim::Culprit => 0,
         }
     })
 }

@@ -250,6 +250,7 @@ impl Dictionary {
             protocol,
             port,
             socket,
+            culprit: None,
         })
     }
 

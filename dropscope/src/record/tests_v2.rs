@@ -22,6 +22,7 @@ fn attributed(port: Option<u16>, device: Option<&str>, netns: Option<u64>) -> Dr
         protocol: port.map(|_| Arc::from("udp")),
         port,
         socket: None,
+        culprit: None,
     };
     k
 }

@@ -446,6 +446,7 @@ fn attributed(
                 protocol: Some(protocol.into()),
                 port: None,
                 socket: None,
+                culprit: None,
             },
         },
         count,

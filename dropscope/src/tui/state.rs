@@ -20,6 +20,7 @@ const COARSER: &[&[Dim]] = &[
     &[Dim::Netns],
     &[Dim::Netns, Dim::Device],
     &[Dim::Protocol],
+    &[Dim::Culprit],
 ];
 
 /// The name of a dimension, as `--by` spells it.
@@ -32,6 +33,7 @@ pub fn dim_name(d: Dim) -> &'static str {
         Dim::Protocol => "protocol",
         Dim::Port => "port",
         Dim::Socket => "socket",
+        Dim::Culprit => "culprit",
     }
 }
 
@@ -344,6 +346,7 @@ impl State {
                     Dim::Protocol => a.protocol.is_some(),
                     Dim::Port => a.port.is_some(),
                     Dim::Socket => a.socket.is_some(),
+                    Dim::Culprit => a.culprit.is_some(),
                     Dim::Reason | Dim::Location => true,
                 }
             })
@@ -355,6 +358,7 @@ impl State {
                 Dim::Protocol,
                 Dim::Port,
                 Dim::Socket,
+                Dim::Culprit,
             ]
             .into_iter()
             .filter(|d| attr(*d)),

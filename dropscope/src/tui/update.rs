@@ -91,6 +91,14 @@ pub fn update(state: &mut State, msg: Msg) -> Option<Effect> {
                 state.kernel = Some(crate::ledger::view(r, &snap, state.filters.clone()));
                 state.kernel_reading = Some(r.clone());
                 state.culprits = crate::culprit::culprits(&snap);
+            } else if snap.drops.iter().any(|d| d.key.attr.culprit.is_some()) {
+                // Rows grouped by culprit carry it, derived per snapshot.
+                state.culprits = crate::culprit::culprits(&snap);
+            } else {
+                // A socket's holders are found beside the readings, as they come.
+                state
+                    .culprits
+                    .extend(crate::culprit::sockets::culprits(&snap));
             }
             state.tracker.push(*snap);
             state.snapshot_at = Some(at);

@@ -335,6 +335,7 @@ impl<'de> Deserialize<'de> for Drops {
                                 protocol: names.some(r.protocol).map_err(over)?,
                                 port: r.port,
                                 socket: None,
+                                culprit: None,
                             },
                         },
                         count: r.count,

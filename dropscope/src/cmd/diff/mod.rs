@@ -18,7 +18,7 @@ use crate::{
     model::{
         budget::{self, Clause, Verdict},
         compare::{self, Comparison, Side},
-        group::{self, Dim, Filter},
+        group::{Dim, Filter},
         programs,
     },
     record,
@@ -38,12 +38,24 @@ pub fn diff_cmd(args: DiffArgs) -> anyhow::Result<()> {
         (None, Some(b), Some(n)) => (input::load(b)?, input::load(n)?),
         _ => return Err(Outcome::Usage("BASE and NEW, or --history DIR".into()).into()),
     };
+    if args.select.by.contains(&Dim::Culprit) {
+        return Err(Outcome::Usage(
+            "--by culprit: diff compares keys by their names, which do not hold a culprit; \
+             compare `report --by reason,culprit` of each, or filter with --culprit"
+                .into(),
+        )
+        .into());
+    }
     let (filter, by) = args.select.recorded_all(&[&base.snapshot, &new.snapshot])?;
     check_budget_reasons(&args.budget, &reasons(&[&base, &new]))?;
     refuse_filtered_programs(&args.budget, &filter)?;
     budget::judgeable(&args.budget, &new.programs_counted)
         .map_err(|e| Outcome::Usage(format!("{}: {e}", new.name)))?;
-    let sides = (side(&base, &filter, &by), side(&new, &filter, &by));
+    let culprit = args.select.culprit.as_deref();
+    let sides = (
+        side(&base, &filter, &by, culprit),
+        side(&new, &filter, &by, culprit),
+    );
     // Only the sides are compared from here on: the inputs' keys are not held beside them.
     for i in [&mut base, &mut new] {
         i.snapshot = Default::default();
@@ -135,11 +147,11 @@ fn judge(args: &DiffArgs, sides: (Side, Side), new: &str) -> anyhow::Result<Judg
 /// An input's drops, filtered and grouped, as one side of the comparison; unfiltered, with
 /// its programs' drop verdicts as keys of their own (a filter on drops knows nothing of them,
 /// as in `report`).
-fn side(i: &Input, filter: &Filter, by: &[Dim]) -> Side {
-    let snap = group::apply(&i.snapshot, filter, by);
+fn side(i: &Input, filter: &Filter, by: &[Dim], culprit: Option<&str>) -> Side {
+    let snap = crate::culprit::group::apply(&i.snapshot, filter, by, culprit);
     let mut side = Side::of(&snap, i.seconds, compare::packets(&i.snapshot, filter));
     side.sent = compare::sent(&i.snapshot, filter);
-    if filter.is_set() || i.programs_counted.is_err() {
+    if filter.is_set() || culprit.is_some() || i.programs_counted.is_err() {
         side
     } else {
         side.with_programs(&i.programs, by)

@@ -89,8 +89,8 @@ fn diff(base: &Recording, new: &Recording, alpha: f64) -> Comparison {
     let (b, n) = (recorded(base), recorded(new));
     assert_eq!(b.seconds, 10.0);
     compare::compare(
-        &side(&b, &Filter::default(), &Dim::ALL),
-        &side(&n, &Filter::default(), &Dim::ALL),
+        &side(&b, &Filter::default(), &Dim::ALL, None),
+        &side(&n, &Filter::default(), &Dim::ALL, None),
         alpha,
     )
 }
@@ -202,8 +202,8 @@ fn a_programs_verdicts_are_keys_of_the_diff_and_judged_by_budgets_never_in_the_t
         recorded(&with_program(Some(50))),
     );
     let (b, n) = (
-        side(&base, &Filter::default(), &Dim::ALL),
-        side(&new, &Filter::default(), &Dim::ALL),
+        side(&base, &Filter::default(), &Dim::ALL, None),
+        side(&new, &Filter::default(), &Dim::ALL, None),
     );
     // The program's 500 drops are a key of NEW, beside the probe's 1,000, not in its total.
     assert_eq!((b.total, n.total), (1000, 1000));
@@ -239,7 +239,7 @@ fn a_programs_verdicts_are_keys_of_the_diff_and_judged_by_budgets_never_in_the_t
     assert_eq!(&*v[2].keys[0].reason, "NO_SOCKET");
     assert!(v[3].message.contains("XDP_DROP"), "{}", v[3].message);
     // Grouped by reason alone, the program's row keeps its program (as in the live view).
-    let by_reason = side(&new, &Filter::default(), &[Dim::Reason]);
+    let by_reason = side(&new, &Filter::default(), &[Dim::Reason], None);
     assert!(
         (by_reason.counts.keys()).any(|k| &*k.location == "prog ddos_guard (xdpdrv)"),
         "{by_reason:#?}"
@@ -252,6 +252,7 @@ fn a_programs_verdicts_are_keys_of_the_diff_and_judged_by_budgets_never_in_the_t
             ..Default::default()
         },
         &Dim::ALL,
+        None,
     );
     assert!(
         !(filtered.counts.keys()).any(|k| &*k.reason == "XDP_DROP"),
@@ -261,7 +262,7 @@ fn a_programs_verdicts_are_keys_of_the_diff_and_judged_by_budgets_never_in_the_t
     // verdicts are neither compared nor new; NEW's own clause is still judged.
     let uncounted = recorded(&with_program(None));
     assert!(uncounted.programs_counted.is_err());
-    let u = side(&uncounted, &Filter::default(), &Dim::ALL);
+    let u = side(&uncounted, &Filter::default(), &Dim::ALL, None);
     let c = compare::compare(&u, &n, 0.001);
     assert!(
         !(c.rows.iter()).any(|r| &*r.key.reason == "XDP_DROP"),
@@ -300,8 +301,8 @@ fn a_program_reloaded_between_runs_is_the_same_key() {
         recorded(&with_program_id(Some(50), 57)),
     );
     let c = compare::compare(
-        &side(&base, &Filter::default(), &Dim::ALL),
-        &side(&new, &Filter::default(), &Dim::ALL),
+        &side(&base, &Filter::default(), &Dim::ALL, None),
+        &side(&new, &Filter::default(), &Dim::ALL, None),
         0.001,
     );
     let rows: Vec<_> = (c.rows.iter())

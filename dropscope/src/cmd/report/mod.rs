@@ -26,10 +26,6 @@ pub async fn report_cmd(args: ReportArgs) -> anyhow::Result<()> {
         let view = (snap.kernel.as_ref()).map(|r| ledger::view(r, &snap, filter));
         (snap, secs, view)
     };
-    let snap = match &args.culprit {
-        Some(pattern) => crate::culprit::only::only(snap, pattern),
-        None => snap,
-    };
     print_report(
         &snap,
         seconds,

@@ -20,6 +20,7 @@ fn count(reason: &str, netns: u64, device: &str, proto: &str, n: u64) -> DropCou
                 protocol: Some(proto.into()),
                 port: None,
                 socket: None,
+                culprit: None,
             },
         },
         count: n,

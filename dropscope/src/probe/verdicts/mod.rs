@@ -697,6 +697,7 @@ mod tests {
             hook,
             prog: 7,
             ethernet: true,
+            filter: None,
         };
         let (b, a, tc) = (
             h("b", Hook::XdpDrv),

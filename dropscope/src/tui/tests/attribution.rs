@@ -25,6 +25,7 @@ fn attributed(netns: u64, name: Option<&str>, dev: &str, proto: &str) -> DropKey
             protocol: Some(proto.into()),
             port: None,
             socket: None,
+            culprit: None,
         },
         ..key(UDP.0, UDP.1)
     }

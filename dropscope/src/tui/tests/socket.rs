@@ -86,3 +86,33 @@ fn a_long_socket_cell_leaves_the_location_its_columns() {
     assert!(out.contains("udp_queue_rcv_"), "{out}");
     assert!(out.contains("SOCKET"), "{out}");
 }
+
+/// A socket row whose holders were found names them in WHO (the culprit) and is not said
+/// again in a SOCKET column; one whose holders were not found keeps its SOCKET cell (why) and
+/// WHO says it cannot tell.
+#[test]
+fn who_names_a_found_socket_and_its_socket_cell_is_not_repeated() {
+    let mut s = State::new(info(), None, (160, 20));
+    s.by = vec![Dim::Reason, Dim::Location, Dim::Protocol, Dim::Socket];
+    feed(&mut s, snap_of(1, found(), 10), Instant::now());
+    let out = screen(&s);
+    let head = out.lines().find(|l| l.contains("COUNT")).expect("a header");
+    assert!(head.contains("WHO"), "{out}");
+    assert!(!head.contains("SOCKET"), "{out}");
+    assert!(
+        out.contains("nginx[812] udp 0.0.0.0:53 rcvbuf 4608"),
+        "{out}"
+    );
+    assert_eq!(out.matches("0.0.0.0:53").count(), 1, "{out}");
+    let mut s = State::new(info(), None, (160, 20));
+    s.by = vec![Dim::Reason, Dim::Location, Dim::Protocol, Dim::Socket];
+    feed(
+        &mut s,
+        snap_of(1, About::unknown("not looked up yet"), 10),
+        Instant::now(),
+    );
+    let out = screen(&s);
+    let head = out.lines().find(|l| l.contains("COUNT")).expect("a header");
+    assert!(head.contains("SOCKET") && head.contains("WHO"), "{out}");
+    assert!(out.contains("unknown (not looked up yet)"), "{out}");
+}

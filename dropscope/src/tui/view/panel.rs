@@ -417,14 +417,12 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
         Some(Panel::Explain) => {
             let lines = match &state.selected {
                 Some(k) => {
-                    let mut lines =
-                        filled_guide_lines(&k.reason.name, Some(&state.check_target(k)));
-                    lines.extend(listener_lines(state.kernel.as_ref(), k));
+                    // Who dropped this row, and what to change, first: the guide's general
+                    // causes and checks follow (a short panel cuts those, not these).
                     let row = state.check_target(k);
-                    lines.extend(crate::culprit::tui::lines(
-                        state.culprits.get(k),
-                        Some(&row),
-                    ));
+                    let mut lines = crate::culprit::tui::lines(state.culprits.get(k), Some(&row));
+                    lines.extend(filled_guide_lines(&k.reason.name, Some(&row)));
+                    lines.extend(listener_lines(state.kernel.as_ref(), k));
                     lines
                 }
                 None => vec![Line::styled(

@@ -68,9 +68,12 @@ const ATTR_COLUMNS: &[AttrColumn] = &[
         head: "SOCKET",
         min: 6,
         max: 40,
+        // A socket the WHO column names (the culprit) is not said again here.
         text: |k| {
             let buffer = crate::model::socket::buffer_reason(&k.reason.name);
-            k.attr.socket.as_ref().map(|s| s.cell(buffer))
+            (k.attr.socket.as_ref())
+                .filter(|_| !crate::culprit::sockets::named(k))
+                .map(|s| s.cell(buffer))
         },
     },
 ];
@@ -279,8 +282,9 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
     let who_width = if who.iter().all(|w| w == "-") {
         0
     } else {
+        // At least its head's width, as the column is laid out.
         let widest = who.iter().map(|w| w.chars().count()).max().unwrap_or(3);
-        widest.min(crate::culprit::tui::WHO_WIDTH) as u16
+        widest.clamp(3, crate::culprit::tui::WHO_WIDTH) as u16
     };
     let right = |s: String| Cell::from(Line::from(s).right_aligned());
     // A name the grouping merged away is `*` in every row: its column is left out.
