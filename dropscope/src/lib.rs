@@ -47,3 +47,4 @@ pub mod suggest;
 #[cfg(feature = "live")]
 pub mod symbolize;
 pub mod tui;
+pub mod vocab;

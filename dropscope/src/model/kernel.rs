@@ -105,7 +105,7 @@ pub struct KernelReading {
     /// Per namespace, the BPF programs attached to its devices as last read (see
     /// [`crate::culprit::programs`]). Recordings do not carry them yet.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub attached: BTreeMap<u64, Vec<crate::culprit::programs::Attached>>,
+    pub attached: BTreeMap<u64, Vec<crate::culprit::attached::Attached>>,
     /// Whether `rules` and `attached` were read (a live reading); a recorded one has neither
     /// (see [`crate::culprit`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

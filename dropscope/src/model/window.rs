@@ -1,7 +1,18 @@
 //! Windows of time: the counts between two cumulative snapshots.
-use std::collections::HashMap;
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
-use super::{DropCount, Snapshot, StackCount};
+use super::{DropCount, KernelReading, SessionInfo, Snapshot, StackCount};
+
+/// The kernel's counters over a recorded window, and the probe's counts to match them with.
+pub type RecordedKernel = (Arc<KernelReading>, Snapshot);
+
+/// A recorded window: the session, its counts, its span, and the kernel's counters over it.
+pub type RecordedWindow = (
+    SessionInfo,
+    Snapshot,
+    (Duration, Duration),
+    Option<RecordedKernel>,
+);
 
 /// The drops that happened after `earlier` up to `later`, as a snapshot of its own.
 ///

@@ -6,13 +6,28 @@ use super::cap::{Cap, Row, Tenant};
 pub use super::cap::{Capped, LabelValues, MAX_LABEL_BYTES, Series, sanitize};
 use crate::{
     ledger::layers::{self, Role},
-    model::{DropKey, KernelReading, Snapshot, counter_only, kernel::Direction},
+    model::{
+        DropKey, KernelReading, Snapshot, counter_only,
+        group::{self, Dim},
+        kernel::Direction,
+    },
 };
 
 /// The part of a drop key one label shows.
 pub type LabelOf = fn(&DropKey) -> &str;
 
 /// The labels of `dropscope_drops_total`, in order, each with the part of a drop key it shows.
+/// Every dimension but the socket: a series' identity (no label shows the socket, so the keys
+/// of one drop site's sockets are one series).
+const WITHOUT_SOCKET: [Dim; 6] = [
+    Dim::Reason,
+    Dim::Location,
+    Dim::Netns,
+    Dim::Device,
+    Dim::Protocol,
+    Dim::Port,
+];
+
 /// An attribution dimension of the grouping in use (e.g. `netns_name`, `device`, `protocol`)
 /// is one more line here.
 pub const DROP_LABELS: &[(&str, LabelOf)] = &[
@@ -115,7 +130,7 @@ impl Selection {
         let drops = self.drops.select(snap.drops.iter().map(|d| {
             Row {
                 // No label shows the socket: its keys are one series, and take one place.
-                id: crate::model::socket::without_socket(&d.key),
+                id: group::coarser(&d.key, &WITHOUT_SOCKET),
                 tenant: Tenant::of_key(
                     d.key.attr.netns,
                     d.key.attr.netns_cookie,
