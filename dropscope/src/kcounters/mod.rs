@@ -45,6 +45,7 @@ use self::{
 use crate::{
     ledger::{layers::is_kept, rename, resets, window},
     model::{KernelReading, Snapshot, kernel::Growth},
+    vocab::counter::{Counter, SOFTNET_DROPPED},
 };
 
 /// Reads the kernel's counters at the start of a window and on every poll.
@@ -366,7 +367,15 @@ impl KernelCounters {
             // The machine's backlog drops: the CPUs' growth, summed (see `parse::softnet`).
             if !now.contains_key(SOFTNET_DROPPED) {
                 let cpus = (g.iter())
-                    .filter(|(n, _)| n.starts_with("Softnet:cpu") && n.ends_with(":dropped"))
+                    .filter(|(n, _)| {
+                        matches!(
+                            Counter::parse(n),
+                            Some(Counter::Softnet {
+                                stat: "dropped",
+                                ..
+                            })
+                        )
+                    })
                     .fold(0u64, |t, (_, d)| t.saturating_add(*d));
                 if cpus > 0 {
                     g.insert(Arc::from(SOFTNET_DROPPED), cpus);
@@ -404,9 +413,6 @@ impl KernelCounters {
         }
     }
 }
-
-/// The machine's backlog drops (`CPU_BACKLOG`), summed over CPUs.
-const SOFTNET_DROPPED: &str = "Softnet:Dropped";
 
 /// The namespaces where drops were seen (inode numbers), to read their counters too.
 pub fn drop_netns(snap: &Snapshot) -> Vec<u64> {

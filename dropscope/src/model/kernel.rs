@@ -17,6 +17,7 @@ use super::{
     devices::{self, Devices},
     verdict_counter,
 };
+use crate::vocab::counter::Counter;
 
 /// Where named namespaces are bound (`ip netns add`): where the readers look for them, and
 /// where the commands a row suggests enter them.
@@ -33,11 +34,16 @@ pub const PACKET_COUNTERS: &[&str] = &[
 
 /// A per-interface packet counter: `Dev:<interface>:RxPackets` or `TxPackets`.
 pub fn device_packets(counter: &str) -> Option<(&str, Direction)> {
-    let rest = counter.strip_prefix("Dev:")?;
-    if let Some(dev) = rest.strip_suffix(":RxPackets") {
-        Some((dev, Direction::Rx))
-    } else {
-        rest.strip_suffix(":TxPackets").map(|d| (d, Direction::Tx))
+    match Counter::parse(counter)? {
+        Counter::Dev {
+            dev,
+            stat: "RxPackets",
+        } => Some((dev, Direction::Rx)),
+        Counter::Dev {
+            dev,
+            stat: "TxPackets",
+        } => Some((dev, Direction::Tx)),
+        _ => None,
     }
 }
 
@@ -172,12 +178,12 @@ impl KernelReading {
     /// namespace received at the IP layer ([`KernelReading::netns_packets`]) or its devices
     /// sent.
     pub fn packets_of(&self, netns: u64, device: Option<&str>, direction: Direction) -> u64 {
-        let suffix = match direction {
-            Direction::Rx => ":RxPackets",
-            Direction::Tx => ":TxPackets",
+        let stat = match direction {
+            Direction::Rx => "RxPackets",
+            Direction::Tx => "TxPackets",
         };
         match (device, direction) {
-            (Some(dev), _) => self.growth(netns, &format!("Dev:{dev}{suffix}")),
+            (Some(dev), _) => self.growth(netns, &Counter::Dev { dev, stat }.to_string()),
             (None, Direction::Rx) => self.netns_packets(netns),
             (None, Direction::Tx) => (self.netns.get(&netns).into_iter().flatten())
                 .filter(|(name, _)| device_packets(name).is_some_and(|(_, d)| d == direction))

@@ -88,8 +88,7 @@ pub fn without_id(location: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// What a reading's note on an attached program whose verdicts were not counted says.
-pub const UNCOUNTED: &str = "verdicts not counted";
+pub use crate::vocab::note::UNCOUNTED;
 
 /// The program rows of `reading`: one per (program, verdict) that counted, keyed by namespace
 /// and interface, with the namespaces' names in `names`.
