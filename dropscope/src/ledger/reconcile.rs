@@ -559,22 +559,11 @@ mod tests {
     }
 
     fn reading(counters: &[(u64, &str, u64)]) -> KernelReading {
-        let mut r = KernelReading {
-            initial_netns: INIT,
-            ..Default::default()
-        };
-        for &(ns, name, v) in counters {
-            r.netns.entry(ns).or_default().insert(name.into(), v);
-        }
-        r
+        crate::fixtures::reading(0, INIT, counters)
     }
 
     fn snap(drops: Vec<DropCount>) -> Snapshot {
-        Snapshot {
-            total: drops.iter().map(|d| d.count).sum(),
-            drops,
-            ..Default::default()
-        }
+        crate::fixtures::snap(0, drops, 0)
     }
 
     fn row<'a>(l: &'a Ledger, counter: &str) -> &'a Row {

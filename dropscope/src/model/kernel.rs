@@ -292,15 +292,7 @@ pub(crate) mod tests {
 
     /// A reading of the initial namespace 1 at `unix_ms`, of (namespace, counter, growth).
     pub(crate) fn reading(unix_ms: u64, counters: &[(u64, &str, u64)]) -> KernelReading {
-        let mut r = KernelReading {
-            unix_ms,
-            initial_netns: 1,
-            ..Default::default()
-        };
-        for &(ns, name, v) in counters {
-            r.netns.entry(ns).or_default().insert(name.into(), v);
-        }
-        r
+        crate::fixtures::reading(unix_ms, 1, counters)
     }
 
     #[test]

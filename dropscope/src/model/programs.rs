@@ -172,11 +172,7 @@ mod tests {
     use super::*;
 
     fn reading(counters: &[(u64, &str, u64)]) -> KernelReading {
-        let mut r = KernelReading::default();
-        for (ns, name, v) in counters {
-            r.netns.entry(*ns).or_default().insert(Arc::from(*name), *v);
-        }
-        r
+        crate::fixtures::reading(0, 0, counters)
     }
 
     #[test]

@@ -84,38 +84,23 @@ pub fn between(earlier: &Snapshot, later: &Snapshot) -> Snapshot {
 
 #[cfg(test)]
 mod tests {
-    use std::{sync::Arc, time::Duration};
+    use std::sync::Arc;
 
     use super::*;
-    use crate::model::{DropKey, Reason};
+    use crate::model::DropKey;
 
     fn key(code: u32, loc: &str) -> DropKey {
-        DropKey {
-            reason: Reason {
-                code,
-                name: format!("R{code}").into(),
-            },
-            location: loc.into(),
-            attr: Default::default(),
-        }
+        crate::fixtures::key(code, &format!("R{code}"), loc)
     }
 
     fn snap(secs: u64, counts: &[(u32, &str, u64)], overflow: u64) -> Snapshot {
-        let drops: Vec<_> = counts
-            .iter()
+        let drops = (counts.iter())
             .map(|&(c, l, n)| DropCount {
                 key: key(c, l),
                 count: n,
             })
             .collect();
-        let total = drops.iter().map(|d| d.count).sum::<u64>() + overflow;
-        Snapshot {
-            elapsed: Duration::from_secs(secs),
-            total,
-            overflow,
-            drops,
-            ..Default::default()
-        }
+        crate::fixtures::snap(secs, drops, overflow)
     }
 
     #[test]

@@ -17,17 +17,6 @@ use crate::{
 pub type LabelOf = fn(&DropKey) -> &str;
 
 /// The labels of `dropscope_drops_total`, in order, each with the part of a drop key it shows.
-/// Every dimension but the socket: a series' identity (no label shows the socket, so the keys
-/// of one drop site's sockets are one series).
-const WITHOUT_SOCKET: [Dim; 6] = [
-    Dim::Reason,
-    Dim::Location,
-    Dim::Netns,
-    Dim::Device,
-    Dim::Protocol,
-    Dim::Port,
-];
-
 /// An attribution dimension of the grouping in use (e.g. `netns_name`, `device`, `protocol`)
 /// is one more line here.
 pub const DROP_LABELS: &[(&str, LabelOf)] = &[
@@ -127,10 +116,14 @@ impl Selection {
         let initial = self.initial;
         // Who dropped each row: one more label of its series, never one more series.
         let culprits = crate::culprit::culprits(snap);
+        // A series' identity: every dimension but the socket.
+        let without_socket: Vec<Dim> = (Dim::ALL.into_iter())
+            .filter(|&d| d != Dim::Socket)
+            .collect();
         let drops = self.drops.select(snap.drops.iter().map(|d| {
             Row {
                 // No label shows the socket: its keys are one series, and take one place.
-                id: group::coarser(&d.key, &WITHOUT_SOCKET),
+                id: group::coarser(&d.key, &without_socket),
                 tenant: Tenant::of_key(
                     d.key.attr.netns,
                     d.key.attr.netns_cookie,
@@ -269,13 +262,7 @@ mod tests {
     }
 
     fn snap(drops: Vec<DropCount>, overflow: u64) -> Snapshot {
-        let total = drops.iter().map(|d| d.count).sum::<u64>() + overflow;
-        Snapshot {
-            total,
-            overflow,
-            drops,
-            ..Snapshot::default()
-        }
+        crate::fixtures::snap(0, drops, overflow)
     }
 
     fn reasons(sel: &Selected) -> Vec<&str> {
