@@ -39,11 +39,11 @@ use std::{
 
 pub use self::hooks::{Hook, Hooked};
 use self::{
-    netns::{MAX_READ_PER_POLL, Namespaces, Reading},
+    netns::{Keep, MAX_READ_PER_POLL, Namespaces, Reading},
     parse::Counters,
 };
 use crate::{
-    ledger::{layers::is_kept, rename, resets, window},
+    ledger::{rename, resets, window},
     model::{KernelReading, Snapshot, kernel::Growth},
     vocab::counter::{Counter, SOFTNET_DROPPED},
 };
@@ -51,6 +51,8 @@ use crate::{
 /// Reads the kernel's counters at the start of a window and on every poll.
 #[derive(Debug)]
 pub struct KernelCounters {
+    /// Which counters a reading keeps.
+    keep: Keep,
     namespaces: Namespaces,
     baseline: BTreeMap<u64, Counters>,
     latest: BTreeMap<u64, Counters>,
@@ -82,10 +84,12 @@ pub struct KernelCounters {
 }
 
 impl KernelCounters {
-    /// Opens the namespaces and reads the baseline: the window starts now.
-    pub fn start() -> anyhow::Result<Self> {
+    /// Opens the namespaces and reads the baseline: the window starts now. Its readings keep
+    /// the counters `keep` wants (the ledger's [`crate::ledger::layers::is_kept`]).
+    pub fn start(keep: Keep) -> anyhow::Result<Self> {
         let mut k = Self {
-            namespaces: Namespaces::new()?,
+            keep,
+            namespaces: Namespaces::new(keep)?,
             baseline: BTreeMap::new(),
             latest: BTreeMap::new(),
             notes: Default::default(),
@@ -350,7 +354,7 @@ impl KernelCounters {
             let carried = self.carried.get(ns);
             let mut g: Growth = now
                 .iter()
-                .filter(|(name, _)| is_kept(name))
+                .filter(|(name, _)| (self.keep)(name))
                 .filter_map(|(name, &v)| {
                     let d = v.saturating_sub(base.get(name).copied().unwrap_or(0));
                     let d =
@@ -360,7 +364,7 @@ impl KernelCounters {
                 .collect();
             // What a counter no longer kept counted in its earlier runs stays in the window.
             for (name, &d) in carried.into_iter().flatten() {
-                if d > 0 && is_kept(name) && !now.contains_key(name) {
+                if d > 0 && (self.keep)(name) && !now.contains_key(name) {
                     g.insert(Arc::from(name.as_str()), d);
                 }
             }
