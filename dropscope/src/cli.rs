@@ -3,6 +3,7 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+pub use crate::format::parse_duration;
 use crate::{model::budget, probe::ProbeChoice};
 
 mod selection;
@@ -457,16 +458,6 @@ pub enum GraphFormat {
     Svg,
     /// Collapsed stacks, one `frame;frame;... weight` line each.
     Folded,
-}
-
-/// A duration: a bare number is seconds (`2`, `0.5`), as Unix tools read it; else with units
-/// (`10s`, `1m30s`, `500ms`).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    if let Ok(secs) = s.trim().parse::<f64>() {
-        return Duration::try_from_secs_f64(secs)
-            .map_err(|_| format!("{s:?} is not a duration in seconds"));
-    }
-    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 2, 10s, 1m30s, 500ms)"))
 }
 
 /// A size in bytes: `1GiB`, `500MiB`, `2G`, `1048576`.

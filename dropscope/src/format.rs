@@ -180,6 +180,16 @@ pub fn file_stamp(now: std::time::SystemTime) -> String {
         .collect()
 }
 
+/// A duration: a bare number is seconds (`2`, `0.5`), as Unix tools read it; else with units
+/// (`10s`, `1m30s`, `500ms`).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    if let Ok(secs) = s.trim().parse::<f64>() {
+        return Duration::try_from_secs_f64(secs)
+            .map_err(|_| format!("{s:?} is not a duration in seconds"));
+    }
+    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 2, 10s, 1m30s, 500ms)"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,6 +24,8 @@ pub mod cmd;
 pub mod collector;
 pub mod culprit;
 pub mod explain;
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub mod flamegraph;
 pub mod format;
 #[cfg(test)]
@@ -47,3 +49,4 @@ pub mod suggest;
 #[cfg(feature = "live")]
 pub mod symbolize;
 pub mod tui;
+pub mod vocab;

@@ -201,15 +201,9 @@ mod tests {
     use std::process::Command;
 
     use super::*;
-    use crate::model::Reason;
 
     fn key(reason: &str, netns: Option<(u64, &str)>, dev: Option<(u32, &str)>) -> DropKey {
         DropKey {
-            reason: Reason {
-                code: 3,
-                name: reason.into(),
-            },
-            location: "__udp4_lib_rcv+0x4bc".into(),
             attr: Attribution {
                 netns: netns.map(|n| n.0),
                 netns_cookie: None,
@@ -221,6 +215,7 @@ mod tests {
                 socket: None,
                 culprit: None,
             },
+            ..crate::fixtures::key(3, reason, "__udp4_lib_rcv+0x4bc")
         }
     }
 

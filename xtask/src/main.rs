@@ -41,6 +41,9 @@ enum Task {
         #[arg(long)]
         no_vmtest: bool,
     },
+    /// Record assets/sample.dsrec again from a real session of about 20 s (root: two
+    /// namespaces, a veth pair, an XDP and a tc program that drop, all removed at the end).
+    Sample,
     /// Benchmark dropscope against nothing attached and peers on real drops (root; a few minutes).
     Bench(bench::BenchArgs),
     /// Build the static release binaries (x86_64 and aarch64) and a .deb of each into
@@ -70,6 +73,7 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().task {
         Task::Setup => setup::all(false),
         Task::Bench(args) => bench::run(args),
+        Task::Sample => sample(),
         Task::Dist { check, arches } => {
             let dists = dist::build(&arches)?;
             if check {
@@ -104,6 +108,33 @@ fn main() -> anyhow::Result<()> {
             no_vmtest,
         } => test::run(no_lint, fuzz_seconds, no_vmtest),
     }
+}
+
+/// Builds dropscope and the tests crate's binaries (as the tests run them), then runs the
+/// sample generator (`tests/src/bin/sample.rs`) as root, writing `assets/sample.dsrec`.
+fn sample() -> anyhow::Result<()> {
+    setup::all(false)?;
+    step("building dropscope and the sample generator");
+    cargo(&["build", "--package", "dropscope", "--bins"])?;
+    cargo(&["build", "--package", "dropscope-tests", "--bins"])?;
+    let bin = target_dir().join("debug/sample");
+    let out = root().join("assets/sample.dsrec");
+    step("recording the sample (about 20 s)");
+    let mut cmd = if setup::is_root() {
+        Command::new(&bin)
+    } else {
+        let mut c = Command::new("sudo");
+        c.arg("-E").arg(&bin);
+        c
+    };
+    let status = cmd
+        .arg(&out)
+        .status()
+        .context("running the sample generator")?;
+    if !status.success() {
+        bail!("the sample generator failed ({status})");
+    }
+    Ok(())
 }
 
 fn require_root(why: &str) -> anyhow::Result<()> {

@@ -116,16 +116,7 @@ fn recorded_window(
     Ok((info, snap, window))
 }
 
-/// The kernel's counters over a recorded window, and the probe's counts to match them with.
-pub(crate) type RecordedKernel = (Arc<KernelReading>, Snapshot);
-
-/// A recorded window: the session, its counts, its span, and the kernel's counters over it.
-pub(crate) type RecordedWindow = (
-    SessionInfo,
-    Snapshot,
-    (Duration, Duration),
-    Option<RecordedKernel>,
-);
+pub(crate) use crate::model::window::RecordedWindow;
 
 /// [`recorded_window`], with the kernel's counters of the window where the recording holds
 /// them: their growth between the readings at `--from` and `--to`, and the probe's counts

@@ -26,7 +26,7 @@ impl KernelSource {
     /// Called once the probe counts, so drops between the two are counted by the probe only
     /// and none can read as unseen.
     pub(super) fn start(pace: KernelPace) -> Option<Self> {
-        match KernelCounters::start() {
+        match KernelCounters::start(crate::ledger::layers::is_kept) {
             Ok(counters) => Some(Self {
                 // The baseline is the first reading (nothing grew yet): every snapshot has one.
                 reading: Some(Arc::new(counters.reading())),

@@ -6,6 +6,7 @@
 //! Netfilter ([`netfilter`]): each namespace's nftables ruleset is read beside the kernel's
 //! counters ([`crate::kcounters::nftables`]), and the growth of its counted drop rules over
 //! the same window is matched with the probe's `NETFILTER_DROP` counts.
+pub mod attached;
 pub mod group;
 pub mod netfilter;
 pub mod only;

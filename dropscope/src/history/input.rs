@@ -60,7 +60,7 @@ pub fn recorded_window(
     dir: &Path,
     w: &InputWindow,
     sel: &crate::cli::Selection,
-) -> anyhow::Result<crate::cmd::RecordedWindow> {
+) -> anyhow::Result<crate::model::window::RecordedWindow> {
     let (cat, (lo, hi)) = Catalog::open_to_read(dir)?;
     let shown = terminal(&dir.to_string_lossy()).into_owned();
     let win = window_of(w, lo, hi, super::dir::now_unix_ms())?;

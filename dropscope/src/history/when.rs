@@ -25,7 +25,7 @@ impl TimeArg {
 
 /// Parses a `--from`/`--to`: a duration is session time; otherwise a wall-clock time.
 pub fn parse_time(s: &str) -> Result<TimeArg, String> {
-    if let Ok(d) = crate::cli::parse_duration(s) {
+    if let Ok(d) = crate::format::parse_duration(s) {
         return Ok(TimeArg::Session(d));
     }
     parse_wall(s, &Zoned::now()).map(TimeArg::Wall)

@@ -15,6 +15,7 @@ use std::{
 };
 
 use super::{guarded::Guarded, parse::Counters};
+use crate::vocab::counter::Counter;
 
 /// The most statistics read of one device.
 pub const MAX_STATS: usize = 8192;
@@ -135,10 +136,12 @@ pub fn read(
                 }
                 for (stat, v) in stats {
                     if v > 0 && is_drop_stat(&stat) {
-                        out.insert(
-                            format!("Ethtool:{name}:{}", crate::sanitize::kernel_name(&stat)),
-                            v,
-                        );
+                        let stat = crate::sanitize::kernel_name(&stat);
+                        let c = Counter::Ethtool {
+                            dev: name,
+                            stat: &stat,
+                        };
+                        out.insert(c.to_string(), v);
                     }
                 }
             }

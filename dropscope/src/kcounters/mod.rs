@@ -39,17 +39,20 @@ use std::{
 
 pub use self::hooks::{Hook, Hooked};
 use self::{
-    netns::{MAX_READ_PER_POLL, Namespaces, Reading},
+    netns::{Keep, MAX_READ_PER_POLL, Namespaces, Reading},
     parse::Counters,
 };
 use crate::{
-    ledger::{layers::is_kept, rename, resets, window},
+    ledger::{rename, resets, window},
     model::{KernelReading, Snapshot, kernel::Growth},
+    vocab::counter::{Counter, SOFTNET_DROPPED},
 };
 
 /// Reads the kernel's counters at the start of a window and on every poll.
 #[derive(Debug)]
 pub struct KernelCounters {
+    /// Which counters a reading keeps.
+    keep: Keep,
     namespaces: Namespaces,
     baseline: BTreeMap<u64, Counters>,
     latest: BTreeMap<u64, Counters>,
@@ -81,10 +84,12 @@ pub struct KernelCounters {
 }
 
 impl KernelCounters {
-    /// Opens the namespaces and reads the baseline: the window starts now.
-    pub fn start() -> anyhow::Result<Self> {
+    /// Opens the namespaces and reads the baseline: the window starts now. Its readings keep
+    /// the counters `keep` wants (the ledger's [`crate::ledger::layers::is_kept`]).
+    pub fn start(keep: Keep) -> anyhow::Result<Self> {
         let mut k = Self {
-            namespaces: Namespaces::new()?,
+            keep,
+            namespaces: Namespaces::new(keep)?,
             baseline: BTreeMap::new(),
             latest: BTreeMap::new(),
             notes: Default::default(),
@@ -349,7 +354,7 @@ impl KernelCounters {
             let carried = self.carried.get(ns);
             let mut g: Growth = now
                 .iter()
-                .filter(|(name, _)| is_kept(name))
+                .filter(|(name, _)| (self.keep)(name))
                 .filter_map(|(name, &v)| {
                     let d = v.saturating_sub(base.get(name).copied().unwrap_or(0));
                     let d =
@@ -359,14 +364,22 @@ impl KernelCounters {
                 .collect();
             // What a counter no longer kept counted in its earlier runs stays in the window.
             for (name, &d) in carried.into_iter().flatten() {
-                if d > 0 && is_kept(name) && !now.contains_key(name) {
+                if d > 0 && (self.keep)(name) && !now.contains_key(name) {
                     g.insert(Arc::from(name.as_str()), d);
                 }
             }
             // The machine's backlog drops: the CPUs' growth, summed (see `parse::softnet`).
             if !now.contains_key(SOFTNET_DROPPED) {
                 let cpus = (g.iter())
-                    .filter(|(n, _)| n.starts_with("Softnet:cpu") && n.ends_with(":dropped"))
+                    .filter(|(n, _)| {
+                        matches!(
+                            Counter::parse(n),
+                            Some(Counter::Softnet {
+                                stat: "dropped",
+                                ..
+                            })
+                        )
+                    })
                     .fold(0u64, |t, (_, d)| t.saturating_add(*d));
                 if cpus > 0 {
                     g.insert(Arc::from(SOFTNET_DROPPED), cpus);
@@ -404,9 +417,6 @@ impl KernelCounters {
         }
     }
 }
-
-/// The machine's backlog drops (`CPU_BACKLOG`), summed over CPUs.
-const SOFTNET_DROPPED: &str = "Softnet:Dropped";
 
 /// The namespaces where drops were seen (inode numbers), to read their counters too.
 pub fn drop_netns(snap: &Snapshot) -> Vec<u64> {

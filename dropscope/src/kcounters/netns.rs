@@ -33,10 +33,7 @@ use std::{
 use anyhow::Context as _;
 
 use super::{hooks::Hooked, parse, parse::Counters, rtnl::Found};
-use crate::{
-    ledger::layers::is_kept,
-    model::{devices::Devices, kernel::RUN_NETNS},
-};
+use crate::model::{devices::Devices, kernel::RUN_NETNS};
 
 /// The most namespaces read in one poll, the initial one included.
 pub const MAX_READ_PER_POLL: usize = 256;
@@ -149,7 +146,13 @@ pub struct Namespaces {
     reader: Option<Reader>,
     /// The namespaces of the reading asked for, in the order it reads them.
     asked: Vec<u64>,
+    /// Which counters a reading keeps (the ledger's choice, given by the caller).
+    keep: Keep,
 }
+
+/// Which counters a reading keeps, by name: those that count drops, and the packet counters
+/// that are the denominators of drop ratios (the caller's, from the ledger).
+pub type Keep = fn(&str) -> bool;
 
 fn open(path: &Path) -> anyhow::Result<(u64, File)> {
     let file = File::open(path).with_context(|| format!("opening {}", path.display()))?;
@@ -161,13 +164,14 @@ fn open(path: &Path) -> anyhow::Result<(u64, File)> {
 }
 
 impl Namespaces {
-    /// Opens the initial namespace (that of pid 1, else this process's own).
-    pub fn new() -> anyhow::Result<Self> {
-        Self::with_roots(Path::new("/proc"), Path::new(RUN_NETNS))
+    /// Opens the initial namespace (that of pid 1, else this process's own); its readings
+    /// keep the counters `keep` wants.
+    pub fn new(keep: Keep) -> anyhow::Result<Self> {
+        Self::with_roots(Path::new("/proc"), Path::new(RUN_NETNS), keep)
     }
 
     /// Like [`Namespaces::new`], with other places than `/proc` and `/run/netns` (for tests).
-    pub fn with_roots(proc: &Path, run_netns: &Path) -> anyhow::Result<Self> {
+    pub fn with_roots(proc: &Path, run_netns: &Path, keep: Keep) -> anyhow::Result<Self> {
         let path = Path::new("/proc/1/ns/net");
         let (initial, file, path) = match open(path) {
             Ok((i, f)) => (i, f, path.to_path_buf()),
@@ -187,6 +191,7 @@ impl Namespaces {
             run_netns: run_netns.to_path_buf(),
             reader: None,
             asked: Vec::new(),
+            keep,
         })
     }
 
@@ -403,7 +408,7 @@ impl Namespaces {
         if self.reader.is_none() {
             let (file, path) = &self.initial_ns;
             let ns = file.try_clone().context("the initial namespace")?;
-            self.reader = Some(Reader::spawn(self.initial, ns, path.clone())?);
+            self.reader = Some(Reader::spawn(self.initial, ns, path.clone(), self.keep)?);
         }
         self.reader.as_mut().context("no reader")
     }
@@ -419,8 +424,9 @@ struct Reader {
 }
 
 impl Reader {
-    fn spawn(initial: u64, ns: File, path: PathBuf) -> anyhow::Result<Self> {
+    fn spawn(initial: u64, ns: File, path: PathBuf, keep: Keep) -> anyhow::Result<Self> {
         let mut home = InitialNs {
+            keep,
             ino: initial,
             ns,
             path,
@@ -544,6 +550,8 @@ struct InitialNs {
     buf: Vec<u8>,
     /// The last ruleset read of each namespace (see [`super::nftables`]).
     nft: super::nftables::Cache,
+    /// Which counters a reading keeps.
+    keep: Keep,
 }
 
 impl InitialNs {
@@ -573,7 +581,7 @@ impl InitialNs {
             if i != *ino {
                 return;
             }
-            match read_in(&file, path, buf).map(|(c, mut found)| {
+            match read_in(&file, path, buf, self.keep).map(|(c, mut found)| {
                 found.ruleset = super::nftables::read(*ino, &mut self.nft, super::nftables::OTHER);
                 (c, found)
             }) {
@@ -622,19 +630,19 @@ impl InitialNs {
         let mut found = self.rtnl.read(&mut all);
         listeners(&all, &mut found);
         found.ruleset = super::nftables::read(self.ino, &mut self.nft, super::nftables::HOST);
-        all.retain(|name, _| is_kept(name));
+        all.retain(|name, _| (self.keep)(name));
         Ok((all, found))
     }
 
     fn read_files(&mut self) -> anyhow::Result<Counters> {
         let f = self.files.as_ref().context("no files")?;
-        let buf = &mut self.buf;
+        let (buf, keep) = (&mut self.buf, self.keep);
         let mut all = Counters::new();
-        parse::snmp(reread(&f.snmp, buf, "snmp")?, &mut all, is_kept);
-        parse::snmp(reread(&f.netstat, buf, "netstat")?, &mut all, is_kept);
+        parse::snmp(reread(&f.snmp, buf, "snmp")?, &mut all, keep);
+        parse::snmp(reread(&f.netstat, buf, "netstat")?, &mut all, keep);
         parse::dev(reread(&f.dev, buf, "dev")?, &mut all);
         if let Some(snmp6) = &f.snmp6 {
-            parse::snmp6(reread(snmp6, buf, "snmp6")?, &mut all, is_kept);
+            parse::snmp6(reread(snmp6, buf, "snmp6")?, &mut all, keep);
         }
         parse::softnet(reread(&f.softnet, buf, "softnet_stat")?, &mut all);
         Ok(all)
@@ -723,20 +731,25 @@ fn pick<V>(all: &BTreeMap<u64, V>, cursor: u64, max: usize) -> Vec<u64> {
 /// opening each file for this read only. Device and qdisc counters are read through an
 /// rtnetlink socket made for this read after the thread entered the namespace (so in it);
 /// what of them could not be read is returned as notes beside the counters.
-fn read_in(ns: &File, path: &Path, buf: &mut Vec<u8>) -> anyhow::Result<(Counters, Found)> {
+fn read_in(
+    ns: &File,
+    path: &Path,
+    buf: &mut Vec<u8>,
+    keep: Keep,
+) -> anyhow::Result<(Counters, Found)> {
     enter(ns, path)?;
     let mut all = Counters::new();
-    parse::snmp(read_once("snmp", buf)?, &mut all, is_kept);
-    parse::snmp(read_once("netstat", buf)?, &mut all, is_kept);
+    parse::snmp(read_once("snmp", buf)?, &mut all, keep);
+    parse::snmp(read_once("netstat", buf)?, &mut all, keep);
     parse::dev(read_once("dev", buf)?, &mut all);
     // Without IPv6 (ipv6.disable=1) there is no snmp6.
     if let Ok(text) = read_once("snmp6", buf) {
-        parse::snmp6(text, &mut all, is_kept);
+        parse::snmp6(text, &mut all, keep);
     }
     let mut found = super::rtnl::Rtnl::default().read(&mut all);
     listeners(&all, &mut found);
     // Only counters that count drops, and packets (the denominators of ratios), are kept.
-    all.retain(|name, _| is_kept(name));
+    all.retain(|name, _| keep(name));
     Ok((all, found))
 }
 
@@ -918,6 +931,7 @@ mod tests {
             Namespaces::with_roots(
                 &self.dir.path().join("proc"),
                 &self.dir.path().join("netns"),
+                crate::ledger::layers::is_kept,
             )
             .expect("the initial namespace")
         }

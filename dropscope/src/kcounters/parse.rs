@@ -3,6 +3,7 @@
 //! `/proc/net/softnet_stat` (hex columns per CPU) and `/proc/net/dev`.
 
 pub use crate::model::kernel::Counters;
+use crate::vocab::counter::Counter;
 
 /// Adds the counters of an SNMP-style file that `keep` wants: `Group: Name1 Name2` followed
 /// by `Group: v1 v2`. Malformed lines are skipped (the file is the kernel's; nothing here can
@@ -88,12 +89,13 @@ pub fn softnet(text: &str, out: &mut Counters) {
         let cpu = cols.get(12).copied().unwrap_or(i as u64);
         for (stat, col) in [("dropped", 1), ("time_squeeze", 2), ("flow_limit", 10)] {
             if let Some(&v) = cols.get(col).filter(|v| **v > 0) {
-                out.insert(format!("Softnet:cpu{cpu}:{stat}"), v);
+                let cpu = cpu.to_string();
+                out.insert(Counter::Softnet { cpu: &cpu, stat }.to_string(), v);
             }
         }
     }
     if lines > MAX_SOFTNET_CPUS {
-        out.insert("Softnet:Dropped".into(), dropped);
+        out.insert(Counter::SoftnetDropped.to_string(), dropped);
     }
 }
 
@@ -115,10 +117,14 @@ pub fn dev(text: &str, out: &mut Counters) {
         if name.is_empty() || nums.len() < 12 {
             continue;
         }
-        out.insert(format!("Dev:{name}:RxPackets"), nums[1]);
-        out.insert(format!("Dev:{name}:RxDrop"), nums[3]);
-        out.insert(format!("Dev:{name}:TxPackets"), nums[9]);
-        out.insert(format!("Dev:{name}:TxDrop"), nums[11]);
+        for (stat, i) in [
+            ("RxPackets", 1),
+            ("RxDrop", 3),
+            ("TxPackets", 9),
+            ("TxDrop", 11),
+        ] {
+            out.insert(Counter::Dev { dev: &name, stat }.to_string(), nums[i]);
+        }
     }
 }
 

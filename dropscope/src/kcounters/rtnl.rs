@@ -27,7 +27,7 @@ use super::{
     netlink::{DUMP_TIME, RECV_TIMEOUT},
     parse::Counters,
 };
-use crate::model::devices::Devices;
+use crate::{model::devices::Devices, vocab::counter::Counter};
 
 /// The most links, or qdiscs, one dump reads in one namespace.
 pub const MAX_ENTRIES: usize = 2048;
@@ -354,7 +354,7 @@ fn links(
         ];
         for (stat, v) in LINK_STATS.iter().zip(values) {
             if v > 0 {
-                out.insert(format!("Link:{name}:{stat}"), v);
+                out.insert(Counter::Link { dev: &name, stat }.to_string(), v);
             }
         }
     }
@@ -435,7 +435,11 @@ fn qdiscs(
         ] {
             // Kept at zero too: a qdisc made again under the same kind and handle reads 0
             // before it drops, and so is told from one not read (see `resets`).
-            out.insert(format!("Qdisc:{dev}:{label}:{stat}"), u64::from(v));
+            let label = &label;
+            out.insert(
+                Counter::Qdisc { dev, label, stat }.to_string(),
+                u64::from(v),
+            );
         }
     }
 }
@@ -569,7 +573,10 @@ mod tests {
         assert_eq!(found.devices, again.devices);
         let devices = |c: &Counters| -> BTreeSet<String> {
             c.keys()
-                .filter_map(|k| Some(k.strip_prefix("Link:")?.split(':').next()?.to_string()))
+                .filter_map(|k| match Counter::parse(k)? {
+                    Counter::Link { dev, .. } => Some(dev.to_string()),
+                    _ => None,
+                })
                 .collect()
         };
         assert_eq!(devices(&first), devices(&second));

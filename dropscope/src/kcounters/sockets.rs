@@ -122,7 +122,7 @@ fn protocol(domain: Option<i32>, kind: Option<i32>, proto: Option<i32>) -> Optio
                 return Some("raw".into());
             }
             let p = u8::try_from(proto?).ok()?;
-            Some(crate::model::group::protocol_name(p))
+            Some(crate::vocab::dims::protocol_name(p))
         }
         libc::AF_UNIX => Some("unix".into()),
         libc::AF_NETLINK => Some("netlink".into()),

@@ -248,7 +248,8 @@ fn namespace_names_are_escaped_with_the_terminals_rule() {
 fn reads_this_machines_counters() {
     // /proc/net is always there; entering the initial namespace needs CAP_SYS_ADMIN, which
     // unit tests may not have, so only a clean result or a clear error is required.
-    let mut ns = super::netns::Namespaces::new().expect("the initial namespace");
+    let mut ns = super::netns::Namespaces::new(crate::ledger::layers::is_kept)
+        .expect("the initial namespace");
     ns.refresh(&[]);
     let r = ns.read();
     let (read, errors) = (r.counters, r.errors);
@@ -270,7 +271,8 @@ fn namespaces_are_found_by_inode_through_proc() {
     let own = std::fs::metadata("/proc/self/ns/net")
         .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
         .expect("own netns");
-    let mut ns = super::netns::Namespaces::new().expect("the initial namespace");
+    let mut ns = super::netns::Namespaces::new(crate::ledger::layers::is_kept)
+        .expect("the initial namespace");
     ns.refresh(&[own, 1]);
     assert!(ns.inodes().any(|i| i == own));
     assert!(!ns.inodes().any(|i| i == 1), "no namespace has inode 1");
@@ -281,7 +283,7 @@ fn gone_namespaces_keep_their_growth_or_are_forgotten() {
     use super::{KernelCounters, netns::Reading};
     use std::collections::BTreeSet;
 
-    let Ok(mut k) = KernelCounters::start() else {
+    let Ok(mut k) = KernelCounters::start(crate::ledger::layers::is_kept) else {
         panic!("the initial namespace");
     };
     let reading = |pairs: &[(u64, u64)], first: &[u64]| Reading {
@@ -338,7 +340,7 @@ fn a_namespace_not_read_keeps_its_programs_places() {
     };
     use std::collections::BTreeSet;
 
-    let Ok(mut k) = KernelCounters::start() else {
+    let Ok(mut k) = KernelCounters::start(crate::ledger::layers::is_kept) else {
         panic!("the initial namespace");
     };
     let hooked = |device: &str, prog: u32| Hooked {
@@ -408,7 +410,7 @@ fn a_reading_holds_every_counters_growth_packets_included() {
     use super::{KernelCounters, netns::Reading};
     use std::collections::BTreeSet;
 
-    let Ok(mut k) = KernelCounters::start() else {
+    let Ok(mut k) = KernelCounters::start(crate::ledger::layers::is_kept) else {
         panic!("the initial namespace");
     };
     let reading = |pairs: &[(u64, &str, u64)], first: &[u64]| {
@@ -498,7 +500,7 @@ fn a_renamed_device_counts_its_growth_under_its_new_name() {
     use super::KernelCounters;
     use std::collections::BTreeSet;
 
-    let Ok(mut k) = KernelCounters::start() else {
+    let Ok(mut k) = KernelCounters::start(crate::ledger::layers::is_kept) else {
         panic!("the initial namespace");
     };
     let reading = |pairs: &[(&str, u64)], devices: &[(u32, &str)], first: bool| {
@@ -536,7 +538,7 @@ fn a_counter_missing_then_reset_keeps_the_windows_growth() {
     use super::KernelCounters;
     use std::collections::BTreeSet;
 
-    let Ok(mut k) = KernelCounters::start() else {
+    let Ok(mut k) = KernelCounters::start(crate::ledger::layers::is_kept) else {
         panic!("the initial namespace");
     };
     let reading =
@@ -571,7 +573,7 @@ fn a_rename_in_a_reading_without_a_device_list_shows_no_history() {
     use super::KernelCounters;
     use std::collections::BTreeSet;
 
-    let Ok(mut k) = KernelCounters::start() else {
+    let Ok(mut k) = KernelCounters::start(crate::ledger::layers::is_kept) else {
         panic!("the initial namespace");
     };
     let reading = one_namespace;
@@ -602,7 +604,7 @@ fn a_deleted_devices_growth_stays_through_readings_without_a_device_list() {
     use super::KernelCounters;
     use std::collections::BTreeSet;
 
-    let Ok(mut k) = KernelCounters::start() else {
+    let Ok(mut k) = KernelCounters::start(crate::ledger::layers::is_kept) else {
         panic!("the initial namespace");
     };
     let reading = one_namespace;
@@ -626,7 +628,7 @@ fn a_deleted_devices_growth_stays_through_readings_without_a_device_list() {
 
     // A namespace read as new (its inode used again) whose dumps have not answered yet: the
     // first list it gets keeps what was kept, and the earlier namespace's list is not its.
-    let Ok(mut k) = KernelCounters::start() else {
+    let Ok(mut k) = KernelCounters::start(crate::ledger::layers::is_kept) else {
         panic!("the initial namespace");
     };
     k.fold(reading(&[(a, 1)], Some(&[(3, "a")]), true), &tracked);
@@ -654,7 +656,7 @@ fn a_qdisc_made_again_after_a_reading_without_it_counts_from_zero() {
     use super::KernelCounters;
     use std::collections::BTreeSet;
 
-    let Ok(mut k) = KernelCounters::start() else {
+    let Ok(mut k) = KernelCounters::start(crate::ledger::layers::is_kept) else {
         panic!("the initial namespace");
     };
     let reading =
@@ -680,7 +682,7 @@ fn the_machines_backlog_drops_are_the_cpus_growth() {
     use super::KernelCounters;
     use std::collections::BTreeSet;
 
-    let Ok(mut k) = KernelCounters::start() else {
+    let Ok(mut k) = KernelCounters::start(crate::ledger::layers::is_kept) else {
         panic!("the initial namespace");
     };
     let reading = |pairs: &[(&str, u64)], first: bool| one_namespace(pairs, None, first);

@@ -21,7 +21,7 @@ use super::{
     },
     parse::Counters,
 };
-use crate::model::notes::NO_DIAG;
+use crate::vocab::{counter::Counter, note::NO_DIAG};
 
 /// The most sockets read in one namespace.
 pub const MAX_SOCKETS: usize = 1024;
@@ -170,7 +170,14 @@ fn counters(sockets: &[Xsk], names: &HashMap<u32, String>, out: &mut Counters) {
             .unwrap_or_else(|| format!("if{ifindex}"));
         for (name, v) in STATS.iter().zip(stats) {
             if let (Some(name), true) = (name, v > 0) {
-                out.insert(format!("Xsk:{dev}:q{queue}:sk{}:{name}", x.inode), v);
+                let (queue, socket) = (queue.to_string(), x.inode.to_string());
+                let c = Counter::Xsk {
+                    dev: &dev,
+                    queue: &queue,
+                    socket: &socket,
+                    stat: name,
+                };
+                out.insert(c.to_string(), v);
             }
         }
     }

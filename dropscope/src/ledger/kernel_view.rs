@@ -101,7 +101,7 @@ pub fn view(reading: &KernelReading, snap: &Snapshot, filter: Option<String>) ->
         ),
         _ => (None, None),
     };
-    let spans_more = (reading.errors.iter()).any(|e| e.starts_with(notes::SINCE_START));
+    let spans_more = (reading.errors.iter()).any(|e| notes::Note::of(e) == notes::Note::SinceStart);
     let names = crate::model::programs::netns_names(snap);
     let programs =
         (filter.is_none() && !spans_more).then(|| crate::model::programs::rows(reading, &names));

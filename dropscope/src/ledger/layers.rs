@@ -11,7 +11,10 @@
 use serde::Serialize;
 
 use super::map;
-use crate::model::kernel::Direction;
+use crate::{
+    model::kernel::Direction,
+    vocab::counter::{Counter, ProgramLayer},
+};
 
 /// A layer that drops packets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -220,203 +223,121 @@ fn class<'a>(
 /// The class of a counter name of a reading; `None` for packet counters and names of no
 /// layer.
 pub fn classify(name: &str) -> Option<Class<'_>> {
-    if let Some(rest) = name.strip_prefix("Link:") {
-        let (dev, stat) = rest.rsplit_once(':')?;
-        let s = LINK.iter().find(|s| s.stat == stat)?;
-        let mut c = class(Layer::Nic, Some(dev), Role::Primary, s.reasons, s.exact, "");
-        c.group = s.group;
-        c.guide = link_guide(stat);
-        return Some(c);
-    }
-    if let Some(rest) = name.strip_prefix("Ethtool:") {
-        // Ethtool:<dev>:<driver statistic>: shown beside stats64, never summed (drivers count
-        // the same drops in rx_dropped, rx_missed_errors, ... too).
-        let (dev, stat) = rest.split_once(':')?;
-        let reasons = if stat.contains("xdp") {
-            XDP_REASONS
-        } else {
-            &[]
-        };
-        return Some(class(
-            Layer::Nic,
-            Some(dev),
-            Role::Detail,
-            reasons,
-            false,
-            "Ethtool:*",
-        ));
-    }
-    if let Some(rest) = name.strip_prefix("Xdp:") {
-        // Xdp:<dev>:<hook>:<prog>#<id>:<verdict>
-        let (dev, rest) = rest.split_once(':')?;
-        let guide = match rest.rsplit_once(':')?.1 {
-            "drop" => "Xdp:*:drop",
-            "aborted" => "Xdp:*:aborted",
-            _ => return None,
-        };
-        return Some(class(
-            Layer::Xdp,
-            Some(dev),
-            Role::Primary,
-            XDP_REASONS,
-            false,
-            guide,
-        ));
-    }
-    if let Some(rest) = name.strip_prefix("Tc:") {
-        // Tc:<dev>:<ingress|egress|tcx-ingress|tcx-egress>:<prog>#<id>:shot
-        let (dev, rest) = rest.split_once(':')?;
-        let (hook, rest) = rest.split_once(':')?;
-        if rest.rsplit_once(':')?.1 != "shot" {
-            return None;
+    let counter = Counter::parse(name)?;
+    let dev = counter.device();
+    Some(match counter {
+        Counter::Link { stat, .. } => {
+            let s = LINK.iter().find(|s| s.stat == stat)?;
+            let mut c = class(
+                Layer::Nic,
+                dev,
+                Role::Primary,
+                s.reasons,
+                s.exact,
+                link_guide(stat),
+            );
+            c.group = s.group;
+            c
         }
-        let (reasons, exact) = match hook {
-            "egress" | "tcx-egress" => (TC_EGRESS_REASONS, true),
-            "netkit-primary" | "netkit-peer" => (NETKIT_REASONS, false),
-            _ => (TC_INGRESS_REASONS, true),
-        };
-        return Some(class(
-            Layer::Tc,
-            Some(dev),
-            Role::Primary,
-            reasons,
-            exact,
-            "Tc:*:shot",
-        ));
-    }
-    if let Some(rest) = name.strip_prefix("Xsk:") {
-        // Xsk:<dev>:q<queue>:sk<inode>:<stat>
-        let (dev, rest) = rest.split_once(':')?;
-        let (role, guide) = match rest.rsplit_once(':')?.1 {
-            "rx_dropped" => (Role::Primary, "Xsk:*:rx_dropped"),
-            "rx_ring_full" => (Role::Primary, "Xsk:*:rx_ring_full"),
-            "fill_ring_empty" => (Role::Detail, "Xsk:*:fill_ring_empty"),
-            "rx_invalid" | "tx_invalid" => (Role::Detail, "Xsk:*:invalid"),
-            _ => return None,
-        };
-        return Some(class(
-            Layer::AfXdp,
-            Some(dev),
-            role,
-            XDP_REASONS,
-            false,
-            guide,
-        ));
-    }
-    if let Some(rest) = name.strip_prefix("Qdisc:") {
-        let (dev, rest) = rest.split_once(':')?;
-        let (label, stat) = rest.rsplit_once(':')?;
-        let kind = label.split(' ').next().unwrap_or_default();
-        let child = label.contains(" parent ");
-        return Some(match stat {
-            "drops" if child => class(
-                Layer::Qdisc,
-                Some(dev),
-                Role::Detail,
-                QDISC_REASONS,
-                true,
-                "Qdisc:*:drops",
-            ),
-            "drops" if matches!(kind, "ingress" | "clsact") => class(
-                Layer::Qdisc,
-                Some(dev),
-                Role::Primary,
-                TC_REASONS,
-                true,
-                "Qdisc:*:drops",
-            ),
-            "drops" => class(
-                Layer::Qdisc,
-                Some(dev),
-                Role::Primary,
-                QDISC_REASONS,
-                true,
-                "Qdisc:*:drops",
-            ),
-            "overlimits" => class(
-                Layer::Qdisc,
-                Some(dev),
-                Role::Context,
-                &[],
-                false,
-                "Qdisc:*:overlimits",
-            ),
-            "requeues" => class(
-                Layer::Qdisc,
-                Some(dev),
-                Role::Context,
-                &[],
-                false,
-                "Qdisc:*:requeues",
-            ),
-            _ => return None,
-        });
-    }
-    if name == "Softnet:Dropped" {
-        return Some(class(
+        // Shown beside stats64, never summed (drivers count the same drops in rx_dropped,
+        // rx_missed_errors, ... too).
+        Counter::Ethtool { stat, .. } => {
+            let reasons = if stat.contains("xdp") {
+                XDP_REASONS
+            } else {
+                &[]
+            };
+            let guide = "Ethtool:*";
+            class(Layer::Nic, dev, Role::Detail, reasons, false, guide)
+        }
+        Counter::Verdict {
+            layer: ProgramLayer::Xdp,
+            verdict,
+            ..
+        } => {
+            let guide = match verdict {
+                "drop" => "Xdp:*:drop",
+                "aborted" => "Xdp:*:aborted",
+                _ => return None,
+            };
+            class(Layer::Xdp, dev, Role::Primary, XDP_REASONS, false, guide)
+        }
+        Counter::Verdict {
+            layer: ProgramLayer::Tc,
+            hook,
+            verdict: "shot",
+            ..
+        } => {
+            let (reasons, exact) = match hook {
+                "egress" | "tcx-egress" => (TC_EGRESS_REASONS, true),
+                "netkit-primary" | "netkit-peer" => (NETKIT_REASONS, false),
+                _ => (TC_INGRESS_REASONS, true),
+            };
+            class(Layer::Tc, dev, Role::Primary, reasons, exact, "Tc:*:shot")
+        }
+        Counter::Verdict { .. } => return None,
+        Counter::Xsk { stat, .. } => {
+            let (role, guide) = match stat {
+                "rx_dropped" => (Role::Primary, "Xsk:*:rx_dropped"),
+                "rx_ring_full" => (Role::Primary, "Xsk:*:rx_ring_full"),
+                "fill_ring_empty" => (Role::Detail, "Xsk:*:fill_ring_empty"),
+                "rx_invalid" | "tx_invalid" => (Role::Detail, "Xsk:*:invalid"),
+                _ => return None,
+            };
+            class(Layer::AfXdp, dev, role, XDP_REASONS, false, guide)
+        }
+        Counter::Qdisc { label, stat, .. } => {
+            let kind = label.split(' ').next().unwrap_or_default();
+            let child = label.contains(" parent ");
+            let (role, reasons, exact, guide) = match stat {
+                "drops" if child => (Role::Detail, QDISC_REASONS, true, "Qdisc:*:drops"),
+                "drops" if matches!(kind, "ingress" | "clsact") => {
+                    (Role::Primary, TC_REASONS, true, "Qdisc:*:drops")
+                }
+                "drops" => (Role::Primary, QDISC_REASONS, true, "Qdisc:*:drops"),
+                "overlimits" => (Role::Context, &[][..], false, "Qdisc:*:overlimits"),
+                "requeues" => (Role::Context, &[][..], false, "Qdisc:*:requeues"),
+                _ => return None,
+            };
+            class(Layer::Qdisc, dev, role, reasons, exact, guide)
+        }
+        Counter::SoftnetDropped => class(
             Layer::Softnet,
             None,
             Role::Layer,
             BACKLOG_REASONS,
             true,
             "Softnet:*:dropped",
-        ));
-    }
-    if let Some(rest) = name.strip_prefix("Softnet:cpu") {
-        let (_, stat) = rest.split_once(':')?;
-        return Some(match stat {
-            "dropped" => class(
-                Layer::Softnet,
-                None,
-                Role::Detail,
-                BACKLOG_REASONS,
-                true,
-                "Softnet:*:dropped",
-            ),
-            "flow_limit" => class(
-                Layer::Softnet,
-                None,
-                Role::Detail,
-                BACKLOG_REASONS,
-                true,
-                "Softnet:*:flow_limit",
-            ),
-            "time_squeeze" => class(
-                Layer::Softnet,
-                None,
-                Role::Context,
-                &[],
-                false,
-                "Softnet:*:time_squeeze",
-            ),
-            _ => return None,
-        });
-    }
-    if let Some(rest) = name.strip_prefix("Dev:") {
-        let (dev, stat) = rest.rsplit_once(':')?;
-        let m = map::lookup(name)?;
-        let guide = if stat == "RxDrop" {
-            "Dev:*:RxDrop"
-        } else {
-            "Dev:*:TxDrop"
-        };
-        return Some(class(
-            Layer::Nic,
-            Some(dev),
-            Role::Fallback,
-            m.reasons,
-            false,
-            guide,
-        ));
-    }
-    let m = map::lookup(name)?;
-    // Every ListenOverflows event is a ListenDrops event too.
-    let role = if name == "TcpExt:ListenOverflows" {
-        Role::Detail
-    } else {
-        Role::Primary
-    };
-    Some(class(Layer::Protocol, None, role, m.reasons, false, ""))
+        ),
+        Counter::Softnet { stat, .. } => {
+            let (role, reasons, exact, guide) = match stat {
+                "dropped" => (Role::Detail, BACKLOG_REASONS, true, "Softnet:*:dropped"),
+                "flow_limit" => (Role::Detail, BACKLOG_REASONS, true, "Softnet:*:flow_limit"),
+                "time_squeeze" => (Role::Context, &[][..], false, "Softnet:*:time_squeeze"),
+                _ => return None,
+            };
+            class(Layer::Softnet, None, role, reasons, exact, guide)
+        }
+        Counter::Dev { stat, .. } => {
+            let m = map::lookup(name)?;
+            let guide = if stat == "RxDrop" {
+                "Dev:*:RxDrop"
+            } else {
+                "Dev:*:TxDrop"
+            };
+            class(Layer::Nic, dev, Role::Fallback, m.reasons, false, guide)
+        }
+        Counter::Mib { group, field } => {
+            let m = map::lookup(name)?;
+            // Every ListenOverflows event is a ListenDrops event too.
+            let role = if (group, field) == ("TcpExt", "ListenOverflows") {
+                Role::Detail
+            } else {
+                Role::Primary
+            };
+            class(Layer::Protocol, None, role, m.reasons, false, "")
+        }
+    })
 }
 
 fn link_guide(stat: &str) -> &'static str {
@@ -444,18 +365,17 @@ fn link_guide(stat: &str) -> &'static str {
 /// Whether a counter is one of the layer counters read through rtnetlink or per CPU (kept in
 /// a reading beside [`map`]'s).
 pub fn is_layer_counter(name: &str) -> bool {
-    [
-        "Link:",
-        "Qdisc:",
-        "Softnet:cpu",
-        "Xdp:",
-        "Tc:",
-        "Ethtool:",
-        "Xsk:",
-    ]
-    .iter()
-    .any(|p| name.starts_with(p))
-        && classify(name).is_some()
+    matches!(
+        Counter::parse(name),
+        Some(
+            Counter::Link { .. }
+                | Counter::Qdisc { .. }
+                | Counter::Softnet { .. }
+                | Counter::Verdict { .. }
+                | Counter::Ethtool { .. }
+                | Counter::Xsk { .. }
+        )
+    ) && classify(name).is_some()
 }
 
 /// Whether a drop of `reason` at `location` matches a spec (`REASON`, `REASON@function`,

@@ -5,6 +5,7 @@
 //! also used elsewhere (`NO_SOCKET` is both UDP's and TCP's). A counter with no reasons counts
 //! packets that the kernel frees without calling them drops (with `consume_skb`): the probe
 //! never sees them.
+use crate::vocab::counter::Counter;
 
 /// Whose drops a counter covers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -255,13 +256,11 @@ pub const COUNTERS: &[CounterMap] = &[
 
 /// The map entry of a counter name (`Dev:eth0:RxDrop` finds `Dev:*:RxDrop`).
 pub fn lookup(counter: &str) -> Option<&'static CounterMap> {
-    let pattern = match counter.strip_prefix("Dev:") {
-        Some(rest) => match rest.rsplit_once(':') {
-            Some((_, "RxDrop")) => "Dev:*:RxDrop",
-            Some((_, "TxDrop")) => "Dev:*:TxDrop",
-            _ => return None,
-        },
-        None => counter,
+    let pattern = match Counter::parse(counter) {
+        Some(Counter::Dev { stat: "RxDrop", .. }) => "Dev:*:RxDrop",
+        Some(Counter::Dev { stat: "TxDrop", .. }) => "Dev:*:TxDrop",
+        Some(Counter::Dev { .. }) => return None,
+        _ => counter,
     };
     BY_NAME.get(pattern).copied()
 }

@@ -156,12 +156,15 @@ mod tests {
     }
 
     fn reading() -> KernelReading {
-        let mut r = KernelReading::default();
-        let g = r.netns.entry(7).or_default();
-        g.insert("Ip:InReceives".into(), 1000);
-        g.insert("Dev:veth1:RxPackets".into(), 1000);
-        g.insert("Dev:lo:RxPackets".into(), 4);
-        r
+        crate::fixtures::reading(
+            0,
+            0,
+            &[
+                (7, "Ip:InReceives", 1000),
+                (7, "Dev:veth1:RxPackets", 1000),
+                (7, "Dev:lo:RxPackets", 4),
+            ],
+        )
     }
 
     #[test]

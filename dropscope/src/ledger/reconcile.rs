@@ -20,6 +20,7 @@ use super::{
     unseen::{self, Alone},
 };
 use crate::model::{KernelReading, Snapshot};
+use crate::vocab::counter::Counter;
 
 /// One layer counter over the window.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -193,7 +194,7 @@ pub fn ledger(reading: &KernelReading, snap: &Snapshot) -> Ledger {
         // are details, as [`unseen::summed`] has them.
         let linked: std::collections::BTreeSet<&str> = (growth.iter())
             .filter(|(k, v)| **v > 0 && layers::classify(k).is_some())
-            .filter_map(|(k, _)| Some(k.strip_prefix("Link:")?.rsplit_once(':')?.0))
+            .filter_map(|(k, _)| Counter::link_device(k))
             .collect();
         for (name, &delta) in growth {
             let Some(class) = layers::classify(name) else {
@@ -558,22 +559,11 @@ mod tests {
     }
 
     fn reading(counters: &[(u64, &str, u64)]) -> KernelReading {
-        let mut r = KernelReading {
-            initial_netns: INIT,
-            ..Default::default()
-        };
-        for &(ns, name, v) in counters {
-            r.netns.entry(ns).or_default().insert(name.into(), v);
-        }
-        r
+        crate::fixtures::reading(0, INIT, counters)
     }
 
     fn snap(drops: Vec<DropCount>) -> Snapshot {
-        Snapshot {
-            total: drops.iter().map(|d| d.count).sum(),
-            drops,
-            ..Default::default()
-        }
+        crate::fixtures::snap(0, drops, 0)
     }
 
     fn row<'a>(l: &'a Ledger, counter: &str) -> &'a Row {

@@ -10,6 +10,7 @@ use super::{
     map::{self, Scope},
 };
 use crate::model::{KernelReading, kernel::Counters};
+use crate::vocab::counter::Counter;
 
 /// How much one kernel counter grew in one namespace over the window.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -201,12 +202,7 @@ impl<'a> From<&'a Unseen> for Alone<'a> {
 /// different ways), only the first of the largest.
 pub fn summed(rows: &[Alone<'_>]) -> Vec<bool> {
     let linked: BTreeSet<(u64, &str)> = (rows.iter())
-        .filter_map(|r| {
-            Some((
-                r.netns,
-                r.counter.strip_prefix("Link:")?.rsplit_once(':')?.0,
-            ))
-        })
+        .filter_map(|r| Some((r.netns, Counter::link_device(r.counter)?)))
         .collect();
     let mut out = vec![false; rows.len()];
     // The row standing for each (namespace, device, group).

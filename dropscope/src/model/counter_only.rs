@@ -136,14 +136,7 @@ pub(crate) mod tests {
     use crate::model::DropCount;
 
     fn reading(counters: &[(u64, &str, u64)]) -> KernelReading {
-        let mut r = KernelReading {
-            initial_netns: 1,
-            ..KernelReading::default()
-        };
-        for (ns, name, v) in counters {
-            r.netns.entry(*ns).or_default().insert(Arc::from(*name), *v);
-        }
-        r
+        crate::fixtures::reading(0, 1, counters)
     }
 
     fn probe(reason: &str, location: &str, netns: u64, count: u64) -> DropCount {

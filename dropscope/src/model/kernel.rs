@@ -17,6 +17,7 @@ use super::{
     devices::{self, Devices},
     verdict_counter,
 };
+use crate::vocab::counter::Counter;
 
 /// Where named namespaces are bound (`ip netns add`): where the readers look for them, and
 /// where the commands a row suggests enter them.
@@ -33,11 +34,16 @@ pub const PACKET_COUNTERS: &[&str] = &[
 
 /// A per-interface packet counter: `Dev:<interface>:RxPackets` or `TxPackets`.
 pub fn device_packets(counter: &str) -> Option<(&str, Direction)> {
-    let rest = counter.strip_prefix("Dev:")?;
-    if let Some(dev) = rest.strip_suffix(":RxPackets") {
-        Some((dev, Direction::Rx))
-    } else {
-        rest.strip_suffix(":TxPackets").map(|d| (d, Direction::Tx))
+    match Counter::parse(counter)? {
+        Counter::Dev {
+            dev,
+            stat: "RxPackets",
+        } => Some((dev, Direction::Rx)),
+        Counter::Dev {
+            dev,
+            stat: "TxPackets",
+        } => Some((dev, Direction::Tx)),
+        _ => None,
     }
 }
 
@@ -105,7 +111,7 @@ pub struct KernelReading {
     /// Per namespace, the BPF programs attached to its devices as last read (see
     /// [`crate::culprit::programs`]). Recordings do not carry them yet.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub attached: BTreeMap<u64, Vec<crate::culprit::programs::Attached>>,
+    pub attached: BTreeMap<u64, Vec<crate::culprit::attached::Attached>>,
     /// Whether `rules` and `attached` were read (a live reading); a recorded one has neither
     /// (see [`crate::culprit`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -172,12 +178,12 @@ impl KernelReading {
     /// namespace received at the IP layer ([`KernelReading::netns_packets`]) or its devices
     /// sent.
     pub fn packets_of(&self, netns: u64, device: Option<&str>, direction: Direction) -> u64 {
-        let suffix = match direction {
-            Direction::Rx => ":RxPackets",
-            Direction::Tx => ":TxPackets",
+        let stat = match direction {
+            Direction::Rx => "RxPackets",
+            Direction::Tx => "TxPackets",
         };
         match (device, direction) {
-            (Some(dev), _) => self.growth(netns, &format!("Dev:{dev}{suffix}")),
+            (Some(dev), _) => self.growth(netns, &Counter::Dev { dev, stat }.to_string()),
             (None, Direction::Rx) => self.netns_packets(netns),
             (None, Direction::Tx) => (self.netns.get(&netns).into_iter().flatten())
                 .filter(|(name, _)| device_packets(name).is_some_and(|(_, d)| d == direction))
@@ -286,15 +292,7 @@ pub(crate) mod tests {
 
     /// A reading of the initial namespace 1 at `unix_ms`, of (namespace, counter, growth).
     pub(crate) fn reading(unix_ms: u64, counters: &[(u64, &str, u64)]) -> KernelReading {
-        let mut r = KernelReading {
-            unix_ms,
-            initial_netns: 1,
-            ..Default::default()
-        };
-        for &(ns, name, v) in counters {
-            r.netns.entry(ns).or_default().insert(name.into(), v);
-        }
-        r
+        crate::fixtures::reading(unix_ms, 1, counters)
     }
 
     #[test]

@@ -88,8 +88,7 @@ pub fn without_id(location: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// What a reading's note on an attached program whose verdicts were not counted says.
-pub const UNCOUNTED: &str = "verdicts not counted";
+pub use crate::vocab::note::UNCOUNTED;
 
 /// The program rows of `reading`: one per (program, verdict) that counted, keyed by namespace
 /// and interface, with the namespaces' names in `names`.
@@ -174,11 +173,7 @@ mod tests {
     use super::*;
 
     fn reading(counters: &[(u64, &str, u64)]) -> KernelReading {
-        let mut r = KernelReading::default();
-        for (ns, name, v) in counters {
-            r.netns.entry(*ns).or_default().insert(Arc::from(*name), *v);
-        }
-        r
+        crate::fixtures::reading(0, 0, counters)
     }
 
     #[test]

@@ -4,16 +4,7 @@ use std::{sync::Arc, time::Duration};
 use serde::{Deserialize, Serialize};
 
 use super::packet::Sample;
-
-/// A drop reason: the kernel's `enum skb_drop_reason` value and its name (without the
-/// `SKB_DROP_REASON_` prefix), e.g. `NO_SOCKET`, or `UNKNOWN(n)`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct Reason {
-    /// The raw enum value.
-    pub code: u32,
-    /// Its name on the kernel that produced it.
-    pub name: Arc<str>,
-}
+pub use crate::vocab::dims::Reason;
 
 /// What a drop count is keyed by: reason, symbolized kernel location, and which packets.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

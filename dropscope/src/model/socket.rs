@@ -181,14 +181,6 @@ impl Socket {
     }
 }
 
-/// `key` without its socket: the identity of a consumer that shows no socket (metrics), so
-/// that the keys of one drop site's sockets are one of its series.
-pub fn without_socket(key: &super::DropKey) -> super::DropKey {
-    let mut k = key.clone();
-    k.attr.socket = None;
-    k
-}
-
 /// A row's socket in the JSON report: the socket (`via`, `inode`, and what was found: `sure`
 /// `exact` with `holders`, `protocol`, `local`, `rcvbuf`, or `unknown` with `why`), and its
 /// line as the text report and the TUI show it.

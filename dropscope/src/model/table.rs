@@ -634,34 +634,20 @@ pub fn matches(key: &DropKey, filter: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{DropCount, Reason};
+    use crate::model::DropCount;
 
     fn key(name: &str, loc: &str) -> DropKey {
-        DropKey {
-            reason: Reason {
-                code: name.len() as u32,
-                name: name.into(),
-            },
-            location: loc.into(),
-            attr: Default::default(),
-        }
+        crate::fixtures::key(name.len() as u32, name, loc)
     }
 
     fn snap(secs: u64, counts: &[(&str, &str, u64)]) -> Snapshot {
-        let drops: Vec<_> = counts
-            .iter()
+        let drops = (counts.iter())
             .map(|&(r, l, n)| DropCount {
                 key: key(r, l),
                 count: n,
             })
             .collect();
-        let total = drops.iter().map(|d| d.count).sum();
-        Snapshot {
-            elapsed: Duration::from_secs(secs),
-            total,
-            drops,
-            ..Default::default()
-        }
+        crate::fixtures::snap(secs, drops, 0)
     }
 
     fn names(rows: &[Row<'_>]) -> Vec<String> {

@@ -1,17 +1,19 @@
 //! A verdict counter's name (`<Xdp|Tc>:<dev>:<hook>:<prog>#<id>:<verdict>`), split into its
 //! parts, and what it counts whatever device it is shown on.
+use crate::vocab::counter::Counter;
 
 /// One verdict counter's name, split: `(layer, device, hook, program, verdict)`.
 pub fn parse(name: &str) -> Option<(&str, &str, &str, &str, &str)> {
-    // <Xdp|Tc>:<dev>:<hook>:<prog>#<id>:<verdict>; a device name has no `:`, nor has a hook.
-    let (layer, rest) = name.split_once(':')?;
-    if !matches!(layer, "Xdp" | "Tc") {
-        return None;
+    match Counter::parse(name)? {
+        Counter::Verdict {
+            layer,
+            dev,
+            hook,
+            program,
+            verdict,
+        } => Some((layer.as_str(), dev, hook, program, verdict)),
+        _ => None,
     }
-    let (dev, rest) = rest.split_once(':')?;
-    let (hook, rest) = rest.split_once(':')?;
-    let (prog, verdict) = rest.rsplit_once(':')?;
-    Some((layer, dev, hook, prog, verdict))
 }
 
 /// What a verdict counter counts, whatever device it is shown on: `(layer, program id,

@@ -1,7 +1,18 @@
 //! Windows of time: the counts between two cumulative snapshots.
-use std::collections::HashMap;
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
-use super::{DropCount, Snapshot, StackCount};
+use super::{DropCount, KernelReading, SessionInfo, Snapshot, StackCount};
+
+/// The kernel's counters over a recorded window, and the probe's counts to match them with.
+pub type RecordedKernel = (Arc<KernelReading>, Snapshot);
+
+/// A recorded window: the session, its counts, its span, and the kernel's counters over it.
+pub type RecordedWindow = (
+    SessionInfo,
+    Snapshot,
+    (Duration, Duration),
+    Option<RecordedKernel>,
+);
 
 /// The drops that happened after `earlier` up to `later`, as a snapshot of its own.
 ///
@@ -73,38 +84,23 @@ pub fn between(earlier: &Snapshot, later: &Snapshot) -> Snapshot {
 
 #[cfg(test)]
 mod tests {
-    use std::{sync::Arc, time::Duration};
+    use std::sync::Arc;
 
     use super::*;
-    use crate::model::{DropKey, Reason};
+    use crate::model::DropKey;
 
     fn key(code: u32, loc: &str) -> DropKey {
-        DropKey {
-            reason: Reason {
-                code,
-                name: format!("R{code}").into(),
-            },
-            location: loc.into(),
-            attr: Default::default(),
-        }
+        crate::fixtures::key(code, &format!("R{code}"), loc)
     }
 
     fn snap(secs: u64, counts: &[(u32, &str, u64)], overflow: u64) -> Snapshot {
-        let drops: Vec<_> = counts
-            .iter()
+        let drops = (counts.iter())
             .map(|&(c, l, n)| DropCount {
                 key: key(c, l),
                 count: n,
             })
             .collect();
-        let total = drops.iter().map(|d| d.count).sum::<u64>() + overflow;
-        Snapshot {
-            elapsed: Duration::from_secs(secs),
-            total,
-            overflow,
-            drops,
-            ..Default::default()
-        }
+        crate::fixtures::snap(secs, drops, overflow)
     }
 
     #[test]

@@ -436,26 +436,14 @@ mod tests {
 
     fn snap() -> Snapshot {
         let d = |code, name: &str, loc: &str, count| DropCount {
-            key: DropKey {
-                reason: Reason {
-                    code,
-                    name: name.into(),
-                },
-                location: loc.into(),
-                attr: Default::default(),
-            },
+            key: crate::fixtures::key(code, name, loc),
             count,
         };
-        Snapshot {
-            elapsed: Duration::from_secs(3),
-            total: 17,
-            overflow: 2,
-            drops: vec![
-                d(3, "NO_SOCKET", "__udp4_lib_rcv+0x1", 5),
-                d(7, "IP_NOPROTO", "ip_local_deliver_finish+0x2", 10),
-            ],
-            ..Default::default()
-        }
+        let drops = vec![
+            d(3, "NO_SOCKET", "__udp4_lib_rcv+0x1", 5),
+            d(7, "IP_NOPROTO", "ip_local_deliver_finish+0x2", 10),
+        ];
+        crate::fixtures::snap(3, drops, 2)
     }
 
     #[test]

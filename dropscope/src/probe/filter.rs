@@ -1,9 +1,9 @@
 //! The grouping and filters, encoded for the kernel: the program's grouping bits, its filter
-//! fields and the reason bitmap. The same filter applied to snapshots is `model::group`.
+//! fields and the reason bitmap. The same filter applied to snapshots is `model::group`'s.
 use anyhow::{Context as _, bail};
 use dropscope_common::{Config, ReasonWords, filter, group, need, reason_bit};
 
-use crate::model::group::{Dim, Filter, reason_name};
+use crate::vocab::dims::{Dim, Filter, reason_name};
 
 use super::reasons::ReasonTable;
 

@@ -2,7 +2,7 @@
 //! itself (its hook and totals).
 use std::path::PathBuf;
 
-use crate::model::group::{Dim, Filter};
+use crate::vocab::dims::{Dim, Filter};
 
 /// Which hook to attach to.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]

@@ -5,7 +5,7 @@ use anyhow::{Context as _, bail};
 use btf_rs::{Btf, Type};
 use dropscope_common::reason::SUBSYS_SHIFT;
 
-use crate::model::Reason;
+use crate::vocab::dims::Reason;
 
 /// Where the reason table came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -372,9 +372,21 @@ fn the_sample_recording_in_assets_replays_cleanly() {
     let rec = Recording::open(&path).expect("open the sample");
     assert!(rec.warnings().is_empty(), "{:?}", rec.warnings());
     assert!(!rec.is_empty());
-    for s in decode_all(&rec) {
+    let all = decode_all(&rec);
+    for s in &all {
         assert!(s.invariant_holds(), "at {:?}", s.elapsed);
     }
+    // A session of its generator (`cargo xtask sample`): drops in its two namespaces, named,
+    // on their devices, and the kernel's counters read beside them.
+    let last = all.last().expect("snapshots");
+    for ns in ["dsample-web", "dsample-db"] {
+        assert!(
+            (last.drops.iter()).any(|d| d.key.attr.netns_name.as_deref() == Some(ns)),
+            "{ns}"
+        );
+    }
+    assert!(last.drops.iter().all(|d| d.key.attr.device.is_some()));
+    assert!(last.kernel.is_some());
 }
 
 #[test]

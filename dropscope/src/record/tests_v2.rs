@@ -227,9 +227,12 @@ fn the_budget_refuses_an_oversized_sample_section() {
     }
 }
 
+/// The sample recording of format version 1 (`testdata/version1.dsrec`, once
+/// `assets/sample.dsrec`: five drop kinds, before attribution).
 #[test]
 fn version_1_recordings_still_read() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../assets/sample.dsrec");
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/record/testdata/version1.dsrec");
     let bytes = std::fs::read(path).expect("asset");
     assert_eq!(&bytes[14..16], &1u16.to_le_bytes());
     let rec = Recording::from_bytes(&bytes).expect("open");

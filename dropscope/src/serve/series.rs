@@ -6,7 +6,11 @@ use super::cap::{Cap, Row, Tenant};
 pub use super::cap::{Capped, LabelValues, MAX_LABEL_BYTES, Series, sanitize};
 use crate::{
     ledger::layers::{self, Role},
-    model::{DropKey, KernelReading, Snapshot, counter_only, kernel::Direction},
+    model::{
+        DropKey, KernelReading, Snapshot, counter_only,
+        group::{self, Dim},
+        kernel::Direction,
+    },
 };
 
 /// The part of a drop key one label shows.
@@ -112,10 +116,14 @@ impl Selection {
         let initial = self.initial;
         // Who dropped each row: one more label of its series, never one more series.
         let culprits = crate::culprit::culprits(snap);
+        // A series' identity: every dimension but the socket.
+        let without_socket: Vec<Dim> = (Dim::ALL.into_iter())
+            .filter(|&d| d != Dim::Socket)
+            .collect();
         let drops = self.drops.select(snap.drops.iter().map(|d| {
             Row {
                 // No label shows the socket: its keys are one series, and take one place.
-                id: crate::model::socket::without_socket(&d.key),
+                id: group::coarser(&d.key, &without_socket),
                 tenant: Tenant::of_key(
                     d.key.attr.netns,
                     d.key.attr.netns_cookie,
@@ -254,13 +262,7 @@ mod tests {
     }
 
     fn snap(drops: Vec<DropCount>, overflow: u64) -> Snapshot {
-        let total = drops.iter().map(|d| d.count).sum::<u64>() + overflow;
-        Snapshot {
-            total,
-            overflow,
-            drops,
-            ..Snapshot::default()
-        }
+        crate::fixtures::snap(0, drops, overflow)
     }
 
     fn reasons(sel: &Selected) -> Vec<&str> {

@@ -18,24 +18,15 @@ use crate::model::{DropCount, DropKey, Health, Reason, SessionInfo, Snapshot};
 
 fn snapshot() -> Snapshot {
     let d = |name: &str, loc: &str, count| DropCount {
-        key: DropKey {
-            reason: Reason {
-                code: 2,
-                name: name.into(),
-            },
-            location: loc.into(),
-            attr: Default::default(),
-        },
+        key: crate::fixtures::key(2, name, loc),
         count,
     };
+    let drops = vec![
+        d("NO_SOCKET", "__udp4_lib_rcv+0x4bc", 1000),
+        d("IP_NOPROTO", "ip_local_deliver_finish+0x81", 700),
+        d("NETFILTER_DROP", "nft_do_chain+0x3e8 [nf_tables]", 5),
+    ];
     Snapshot {
-        total: 1_700 + 5 + 3,
-        overflow: 3,
-        drops: vec![
-            d("NO_SOCKET", "__udp4_lib_rcv+0x4bc", 1000),
-            d("IP_NOPROTO", "ip_local_deliver_finish+0x81", 700),
-            d("NETFILTER_DROP", "nft_do_chain+0x3e8 [nf_tables]", 5),
-        ],
         health: Health {
             keys_used: 3,
             keys_capacity: 10240,
@@ -45,7 +36,7 @@ fn snapshot() -> Snapshot {
             ..Health::default()
         },
         unix_ms: 1_700_000_000_123,
-        ..Snapshot::default()
+        ..crate::fixtures::snap(0, drops, 3)
     }
 }
 

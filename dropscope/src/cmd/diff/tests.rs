@@ -5,7 +5,7 @@ use std::{sync::Arc, time::Duration};
 use super::{input, side};
 use crate::{
     model::{
-        Attribution, DropCount, DropKey, Reason, SessionInfo, Snapshot,
+        Attribution, DropCount, DropKey, SessionInfo, Snapshot,
         compare::{self, Change, Comparison},
         group::{Dim, Filter},
     },
@@ -43,16 +43,12 @@ impl Rng {
 
 fn key(reason: &str, code: u32) -> DropKey {
     DropKey {
-        reason: Reason {
-            code,
-            name: Arc::from(reason),
-        },
-        location: Arc::from("__udp4_lib_rcv+0x1c"),
         attr: Attribution {
             netns: Some(4026532001),
             netns_name: Some(Arc::from("web")),
             ..Default::default()
         },
+        ..crate::fixtures::key(code, reason, "__udp4_lib_rcv+0x1c")
     }
 }
 

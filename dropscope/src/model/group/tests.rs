@@ -6,11 +6,6 @@ use crate::model::Attribution;
 fn count(reason: &str, netns: u64, device: &str, proto: &str, n: u64) -> DropCount {
     DropCount {
         key: DropKey {
-            reason: Reason {
-                code: reason.len() as u32,
-                name: reason.into(),
-            },
-            location: "f+0x1".into(),
             attr: Attribution {
                 netns: Some(netns),
                 netns_cookie: None,
@@ -22,6 +17,7 @@ fn count(reason: &str, netns: u64, device: &str, proto: &str, n: u64) -> DropCou
                 socket: None,
                 culprit: None,
             },
+            ..crate::fixtures::key(reason.len() as u32, reason, "f+0x1")
         },
         count: n,
     }
@@ -44,11 +40,8 @@ fn snap() -> Snapshot {
         })
         .collect();
     Snapshot {
-        total: 45,
-        overflow: 3,
-        drops,
         stacks,
-        ..Snapshot::default()
+        ..crate::fixtures::snap(0, drops, 3)
     }
 }
 

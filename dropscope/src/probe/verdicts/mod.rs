@@ -30,9 +30,9 @@ use aya_obj::generated::bpf_prog_type;
 
 use crate::{
     kcounters::Hooked,
-    model::notes::PROGRAM_NOTE,
-    model::programs::UNCOUNTED,
     model::{DropKey, KernelReading, KeySamples, Sample},
+    vocab::counter::{Counter, ProgramLayer},
+    vocab::note::{PROGRAM_NOTE, UNCOUNTED},
 };
 
 /// The most programs watched at once.
@@ -662,11 +662,18 @@ pub fn counter_name(
     verdict: &str,
 ) -> String {
     let layer = match kind {
-        Kind::Xdp => "Xdp",
-        Kind::Tc => "Tc",
+        Kind::Xdp => ProgramLayer::Xdp,
+        Kind::Tc => ProgramLayer::Tc,
     };
-    let prog = if prog.is_empty() { "?" } else { prog };
-    format!("{layer}:{device}:{hook}:{prog}#{id}:{verdict}")
+    let program = format!("{}#{id}", if prog.is_empty() { "?" } else { prog });
+    let c = Counter::Verdict {
+        layer,
+        dev: device,
+        hook,
+        program: &program,
+        verdict,
+    };
+    c.to_string()
 }
 
 #[cfg(test)]

@@ -24,19 +24,12 @@ use crate::tui::{
     view,
 };
 use crate::{
-    model::{DropCount, DropKey, Reason, SessionInfo, Snapshot, StackCount},
+    model::{DropCount, DropKey, SessionInfo, Snapshot, StackCount},
     source::{ReplayCommand, ReplayStatus},
 };
 
 fn key(name: &str, loc: &str) -> DropKey {
-    DropKey {
-        reason: Reason {
-            code: 2,
-            name: name.into(),
-        },
-        location: loc.into(),
-        attr: Default::default(),
-    }
+    crate::fixtures::key(2, name, loc)
 }
 
 const UDP: (&str, &str) = ("NO_SOCKET", "__udp4_lib_rcv+0x9b0");
@@ -51,7 +44,6 @@ fn snap(secs: u64, counts: &[((&str, &str), u64)], overflow: u64) -> Snapshot {
             count: n,
         })
         .collect();
-    let total = drops.iter().map(|d| d.count).sum::<u64>() + overflow;
     let frames = |v: &[&str]| -> Arc<[Arc<str>]> { v.iter().map(|f| Arc::from(*f)).collect() };
     let stacks = vec![
         StackCount {
@@ -68,12 +60,8 @@ fn snap(secs: u64, counts: &[((&str, &str), u64)], overflow: u64) -> Snapshot {
         },
     ];
     let mut s = Snapshot {
-        elapsed: Duration::from_secs(secs),
-        total,
-        overflow,
-        drops,
         stacks,
-        ..Default::default()
+        ..crate::fixtures::snap(secs, drops, overflow)
     };
     s.health.poll_interval_ms = 250;
     s.health.keys_used = counts.len() as u64;

@@ -1,0 +1,43 @@
+//! Builders the unit tests share: drop keys, snapshots and kernel readings. A test names what
+//! it varies (a reason's code, the namespace that is the initial one) and takes the rest here.
+use std::time::Duration;
+
+use crate::model::{DropCount, DropKey, KernelReading, Reason, Snapshot};
+
+/// A key of reason `name` (code `code`) at `location`, with no attribution.
+pub fn key(code: u32, name: &str, location: &str) -> DropKey {
+    DropKey {
+        reason: Reason {
+            code,
+            name: name.into(),
+        },
+        location: location.into(),
+        attr: Default::default(),
+    }
+}
+
+/// A snapshot at `secs` of `drops` and `overflow` (drops no key kept), its total their sum.
+pub fn snap(secs: u64, drops: Vec<DropCount>, overflow: u64) -> Snapshot {
+    let total = drops.iter().map(|d| d.count).sum::<u64>() + overflow;
+    Snapshot {
+        elapsed: Duration::from_secs(secs),
+        total,
+        overflow,
+        drops,
+        ..Default::default()
+    }
+}
+
+/// A reading at `unix_ms` whose initial namespace is `initial`, of (namespace, counter,
+/// growth).
+pub fn reading(unix_ms: u64, initial: u64, counters: &[(u64, &str, u64)]) -> KernelReading {
+    let mut r = KernelReading {
+        unix_ms,
+        initial_netns: initial,
+        ..Default::default()
+    };
+    for &(ns, name, v) in counters {
+        r.netns.entry(ns).or_default().insert(name.into(), v);
+    }
+    r
+}

@@ -1,0 +1,111 @@
+//! Makes the sample recording (`assets/sample.dsrec`, `cargo xtask sample`) from a real
+//! session, as root: two network namespaces (`dsample-web`, `dsample-db`) joined by a veth
+//! pair (`web0`, `db0`), an XDP program on `db0` dropping UDP to port 7001 and a tc program on
+//! `web0`'s ingress shooting UDP to port 7002, then about 20 s of `dropscope record` while UDP
+//! to a closed port, TCP connection attempts to one, raw IP packets of an unused protocol,
+//! datagrams to a full socket and the programs' ports are sent at rates that change over the
+//! session. Everything it made is removed at its end (the namespaces, the programs, the bpffs).
+//!
+//! `sample OUT`: writes the recording to OUT (replacing it; owned by the user who ran sudo).
+use std::{
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, ensure};
+use dropscope_tests::{
+    Counting, Netns,
+    fixture::{self, Bpffs, Kind, TC_ACT_SHOT, XDP_DROP},
+    tc_ingress,
+};
+
+/// How long the session records.
+const SECONDS: u64 = 20;
+
+fn main() -> anyhow::Result<()> {
+    let out = std::env::args().nth(1).context("usage: sample OUT.dsrec")?;
+    ensure!(
+        // SAFETY: geteuid(2) has no arguments and cannot fail.
+        unsafe { libc::geteuid() } == 0,
+        "the sample is recorded live: run as root (cargo xtask sample does)"
+    );
+    let web = Netns::create("dsample-web")?;
+    let db = Netns::create("dsample-db")?;
+    link(&web, &db)?;
+
+    let fs = Bpffs::mount();
+    let xdp = fixture::load(Kind::Xdp, "sample_xdp_drop", 7001, XDP_DROP, true)?;
+    let pin = fs.pin(&xdp, "xdp");
+    let pin = pin.to_str().context("a UTF-8 path")?;
+    db.exec(&["ip", "link", "set", "dev", "db0", "xdpdrv", "pinned", pin]);
+    let tc = fixture::load(Kind::Tc, "sample_tc_shot", 7002, TC_ACT_SHOT, true)?;
+    tc_ingress(&web, "web0", &fs.pin(&tc, "tc"));
+    // The neighbours are resolved before recording.
+    web.traffic(&["udp-to", "10.99.0.2", "7999", "1"]);
+    db.traffic(&["udp-to", "10.99.0.1", "7999", "1"]);
+
+    let dir = tempfile::tempdir()?;
+    let file = dir.path().join("sample.dsrec");
+    let rec = Counting::start(&[
+        "record",
+        "-o",
+        file.to_str().context("a UTF-8 path")?,
+        // Not by socket: every `traffic` run has sockets of its own, a row each.
+        "--by",
+        "reason,location,netns,device,protocol",
+        "--duration",
+        &format!("{SECONDS}s"),
+    ]);
+    let start = Instant::now();
+    for s in 0..SECONDS - 2 {
+        let n = |v: u64| v.to_string();
+        // UDP to a closed port of db (NO_SOCKET), growing.
+        web.traffic(&["udp-to", "10.99.0.2", "9", &n(200 + 40 * s)]);
+        // TCP connection attempts to a closed port (NO_SOCKET in tcp_v4_rcv), steady.
+        web.traffic(&["tcp", "80", &n(30)]);
+        // Raw IP packets of an unused protocol (IP_NOPROTO), a burst in the middle.
+        if (6..12).contains(&s) {
+            db.traffic(&["raw", "253", &n(150)]);
+        }
+        // A socket whose buffer is full (SOCKET_RCVBUFF), every other second.
+        if s % 2 == 0 {
+            db.traffic(&["rcvbuf", &n(400)]);
+        }
+        // The XDP program's drops (db0), steady; the tc program's (web0), from second 8.
+        web.traffic(&["udp-to", "10.99.0.2", "7001", &n(60)]);
+        if s >= 8 {
+            db.traffic(&["udp-to", "10.99.0.1", "7002", &n(25 * (s - 7))]);
+        }
+        let next = Duration::from_secs(s + 1);
+        if let Some(wait) = next.checked_sub(start.elapsed()) {
+            std::thread::sleep(wait);
+        }
+    }
+    rec.wait_within(Duration::from_secs(SECONDS + 60));
+    drop((xdp, tc, fs));
+    // Handed to whoever ran sudo, readable as the other assets are.
+    std::fs::write(&out, std::fs::read(&file)?).with_context(|| format!("writing {out}"))?;
+    let uid = dropscope_tests::invoking_uid();
+    std::os::unix::fs::chown(&out, Some(uid), None)?;
+    std::fs::set_permissions(&out, std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
+    eprintln!("sample: wrote {out}");
+    Ok(())
+}
+
+/// `web0` in `web` (10.99.0.1) and `db0` in `db` (10.99.0.2), up, IPv6 off (its multicast
+/// chatter would be drops of its own).
+fn link(web: &Netns, db: &Netns) -> anyhow::Result<()> {
+    let ok = Command::new("ip")
+        .args(["link", "add", "web0", "netns", &web.name, "type", "veth"])
+        .args(["peer", "name", "db0", "netns", &db.name])
+        .status()?
+        .success();
+    ensure!(ok, "ip link add web0 ... veth peer db0 failed");
+    for (ns, dev, addr) in [(web, "web0", "10.99.0.1/24"), (db, "db0", "10.99.0.2/24")] {
+        ns.exec(&["sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"]);
+        ns.exec(&["sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"]);
+        ns.exec(&["ip", "addr", "add", addr, "dev", dev]);
+        ns.exec(&["ip", "link", "set", dev, "up"]);
+    }
+    Ok(())
+}
