@@ -358,6 +358,7 @@ pub fn culprits(snap: &crate::model::Snapshot) -> HashMap<crate::model::DropKey,
     all
 }
 
-/// Why a recorded row names no culprit: recordings do not carry rulesets and programs.
-pub const RECORDED_BEFORE: &str =
-    "recorded before attribution (a recording does not carry rulesets and attached programs)";
+/// Why a recorded row names no culprit: recordings before format 8 do not carry rulesets and
+/// programs.
+pub const RECORDED_BEFORE: &str = "recorded before attribution (a recording before format 8 does not \
+     carry rulesets and attached programs)";

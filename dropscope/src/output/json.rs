@@ -205,7 +205,7 @@ pub struct JsonCounterOnlyDrop {
     /// For `TcpExt:ListenDrops` (and `ListenOverflows`): the TCP listeners of its namespace
     /// whose accept queue was full when the counters were last read, with the process holding
     /// each where one was found; empty where none was full then (none is guessed), for other
-    /// counters, and when replaying (recordings do not carry them).
+    /// counters, and when replaying a recording before format 8 (which does not carry them).
     pub listeners: Vec<JsonListener>,
 }
 

@@ -25,6 +25,9 @@ pub struct FrameInfo {
     pub(super) samples_defined: usize,
     /// The latest kernel frame before it (an index into the recording's kernel frames).
     pub(super) kernel: Option<usize>,
+    /// The latest attribution frame before it (an index into the recording's attribution
+    /// frames).
+    pub(super) attribution: Option<usize>,
 }
 
 /// The error of a damaged frame at `offset`.

@@ -1,5 +1,5 @@
 //! Kernel frames (format version 4; from version 5 with each namespace's devices by interface
-//! index): a whole reading of the kernel's own counters (growth since the session started),
+//! index, from version 8 with the namespaces' cookies): a whole reading of the kernel's own counters (growth since the session started),
 //! written before the first snapshot frame that carries it. From version 5, kernel delta frames
 //! ([`super::kernel_delta`]) may follow one: a seek then applies them from it.
 use std::sync::Arc;
@@ -33,7 +33,8 @@ const HEADER_ROOM: usize = 64;
 /// can be) is left out too, and a note says how many and names the first.
 pub fn encode(r: &KernelReading) -> (Vec<u8>, bool) {
     let mut whole = true;
-    let room = MAX_KERNEL_FRAME - HEADER_ROOM - NOTES_ROOM - 2 * (MAX_ERROR + 4);
+    let room =
+        MAX_KERNEL_FRAME - HEADER_ROOM - NOTES_ROOM - 2 * (MAX_ERROR + 4) - super::cookies::ROOM;
     let (mut blocks, mut used) = (Vec::new(), 0);
     let (mut left_ns, mut left_counters) = (0usize, 0usize);
     // Names left out (counters, devices), and the first of each.
@@ -116,6 +117,7 @@ pub fn encode(r: &KernelReading) -> (Vec<u8>, bool) {
     for e in &notes {
         put_str(&mut p, e);
     }
+    whole &= super::cookies::put_whole(&mut p, &r.cookies);
     (p, whole)
 }
 
@@ -182,6 +184,9 @@ pub fn decode(payload: &[u8], version: u16) -> Result<KernelReading, Malformed> 
         out.netns.insert(ns, g);
     }
     out.errors = read_notes(&mut r)?;
+    if version >= 8 {
+        out.cookies = super::cookies::read_whole(&mut r)?;
+    }
     r.finish()?;
     Ok(out)
 }
@@ -253,6 +258,7 @@ mod tests {
             .insert("Dev:veth0:RxPackets".into(), 1000);
         r.devices
             .insert(4026532999, [(7, "veth0".to_owned())].into());
+        r.cookies = [(4026531840, 1), (4026532999, 4096)].into();
         r
     }
 

@@ -60,6 +60,8 @@ pub struct Recording {
     /// The reading the kernel frames so far make, and its size: each delta is checked against
     /// it on opening.
     kernel_now: Option<(crate::model::KernelReading, usize)>,
+    /// Attribution frames (version 8 on: rulesets, attached programs, listeners), in order.
+    attribution_frames: Vec<FrameInfo>,
     pub(super) dict: Dictionary,
     spent: Spent,
     /// Decompressed bytes of the last keyframe and the deltas after it.
@@ -225,6 +227,7 @@ impl Recording {
             frames: Vec::new(),
             kernel_frames: Vec::new(),
             kernel_now: None,
+            attribution_frames: Vec::new(),
             dict: Dictionary::new(version),
             spent: Spent::default(),
             chain_bytes: 0,
@@ -399,8 +402,9 @@ impl Recording {
                         .map(|(size, r)| (r, size))
                 } else {
                     let (mut now, mut size) = self.kernel_now.take().unwrap_or_default();
-                    (super::kernel_delta::decode(&p).and_then(|d| d.apply(&mut now, &mut size)))
-                        .map(|()| (now, size))
+                    (super::kernel_delta::decode(&p, self.dict.version)
+                        .and_then(|d| d.apply(&mut now, &mut size)))
+                    .map(|()| (now, size))
                 };
                 self.kernel_now = Some(now.map_err(|Malformed(why)| corrupt(offset, why))?);
                 self.kernel_frames.push(FrameInfo {
@@ -415,6 +419,40 @@ impl Recording {
                     stacks_defined: 0,
                     samples_defined: 0,
                     kernel: None,
+                    attribution: None,
+                });
+            }
+            Kind::Attribution => {
+                if self.dict.version < 8 {
+                    return Err(corrupt(
+                        offset,
+                        "an attribution frame in a recording before its version",
+                    ));
+                }
+                if raw > super::attribution::MAX_FRAME {
+                    return Err(corrupt(offset, "an attribution frame beyond 1 MiB"));
+                }
+                self.spent.indexed_frame().map_err(|l| over(offset, l))?;
+                if self.frames.last().is_some_and(|p| p.elapsed > elapsed) {
+                    return Err(corrupt(offset, "time goes backward"));
+                }
+                // Checked now, so that a damaged frame is refused on opening; decoded again
+                // when a snapshot after it is shown.
+                let p = unpack(h.flags, &payload).map_err(|why| corrupt(offset, why))?;
+                super::attribution::decode(&p).map_err(|Malformed(why)| corrupt(offset, why))?;
+                self.attribution_frames.push(FrameInfo {
+                    offset,
+                    stored_len: h.len,
+                    elapsed,
+                    keyframe: true,
+                    base: self.attribution_frames.len(),
+                    compressed: h.flags != 0,
+                    flags: h.flags,
+                    keys_defined: 0,
+                    stacks_defined: 0,
+                    samples_defined: 0,
+                    kernel: None,
+                    attribution: None,
                 });
             }
             Kind::Keyframe | Kind::Delta => {
@@ -458,6 +496,7 @@ impl Recording {
                     stacks_defined: self.dict.stacks.len(),
                     samples_defined: self.dict.samples.len(),
                     kernel: self.kernel_frames.len().checked_sub(1),
+                    attribution: self.attribution_frames.len().checked_sub(1),
                 });
             }
             Kind::End => {
@@ -588,6 +627,10 @@ impl Frames for Recording {
 
     fn kernel_frame(&self, i: usize) -> Option<&FrameInfo> {
         self.kernel_frames.get(i)
+    }
+
+    fn attribution_frame(&self, i: usize) -> Option<&FrameInfo> {
+        self.attribution_frames.get(i)
     }
 
     fn dictionary(&self) -> &Dictionary {
