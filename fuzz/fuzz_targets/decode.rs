@@ -28,6 +28,7 @@ use std::{
 use dropscope::{
     cli::Format,
     cmd::report::write_report,
+    explain::fill::Origin,
     flamegraph::{self, GraphMeta, MAX_RECTANGLES},
     model::{
         Attribution, DropCount, DropKey, Health, KernelReading, KeySamples, Reason, Sample,
@@ -190,7 +191,8 @@ fn outputs(rec: &Recording, s: &Snapshot) {
     let bound = report_bound(rec.referenced_bytes(), rows);
     for format in [Format::Table, Format::Json] {
         let mut out = Vec::new();
-        write_report(s, 1.0, format, false, None, &mut out).expect("report into memory");
+        write_report(s, 1.0, format, (false, Origin::Recorded), None, &mut out)
+            .expect("report into memory");
         assert!(
             out.len() as u64 <= bound,
             "{format:?} report of {} bytes, beyond its bound of {bound}",

@@ -155,6 +155,9 @@ pub struct JsonReport<'a> {
     /// [`JsonReport::with_kernel`].
     #[serde(skip)]
     samples: SamplesByKey<'a>,
+    /// Where its rows were counted: how their commands enter a namespace.
+    #[serde(skip)]
+    origin: fill::Origin,
 }
 
 /// One program's drop verdict over the window: a row like the probe's.
@@ -330,7 +333,7 @@ impl JsonReport<'_> {
         });
         self.kernel_notes = Some(k.errors.clone());
         let samples = &mut self.samples;
-        let mut ways = fill::Ways::new(Some(k.initial_netns));
+        let mut ways = fill::Ways::new(Some(k.initial_netns), self.origin).named(&k.names);
         self.programs = k.programs.is_some().then(|| {
             program_rows(k)
                 .into_iter()
@@ -382,8 +385,14 @@ impl JsonReport<'_> {
 
 /// Builds the JSON report of a snapshot covering `seconds`.
 pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
+    json_from(s, seconds, fill::Origin::Live)
+}
+
+/// Builds the JSON report of a snapshot covering `seconds`, counted where `origin` says (its
+/// commands enter a recording's namespaces by their recorded names only).
+pub fn json_from(s: &Snapshot, seconds: f64, origin: fill::Origin) -> JsonReport<'_> {
     let mut samples = SamplesByKey::new(s);
-    let mut ways = fill::Ways::new(s.kernel.as_ref().map(|k| k.initial_netns));
+    let mut ways = fill::Ways::new(s.kernel.as_ref().map(|k| k.initial_netns), origin);
     let mut culprits = crate::culprit::culprits(s);
     JsonReport {
         total: s.total,
@@ -420,6 +429,7 @@ pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
         counter_only: None,
         kernel_notes: None,
         samples,
+        origin,
     }
 }
 
