@@ -5,6 +5,7 @@ pub mod fixture;
 pub mod hostile;
 pub mod listen;
 pub mod netkit;
+pub mod nft;
 pub mod serve;
 pub mod tmux;
 pub mod traffic;
