@@ -424,31 +424,22 @@ pub fn decode(payload: &[u8]) -> Result<Attribution, Malformed> {
         attributed,
         ..Default::default()
     };
-    let n = r.count(2)?;
-    if n > MAX_NETNS {
-        return Err(Malformed("an attribution frame with too many namespaces"));
-    }
-    let mut last = None;
-    for _ in 0..n {
-        let ns = r.uvarint()?;
-        if last.is_some_and(|l| l >= ns) {
-            return Err(Malformed("attribution frame namespaces out of order"));
-        }
-        last = Some(ns);
+    super::kernel::each_netns(&mut r, |r, ns| {
         let mask = r.uvarint()?;
         if mask == 0 || mask > 7 {
             return Err(Malformed("an attribution namespace holding nothing known"));
         }
         if mask & 1 != 0 {
-            out.rules.insert(ns, window(&mut r)?);
+            out.rules.insert(ns, window(r)?);
         }
         if mask & 2 != 0 {
-            out.attached.insert(ns, attached(&mut r)?);
+            out.attached.insert(ns, attached(r)?);
         }
         if mask & 4 != 0 {
-            out.listeners.insert(ns, listeners(&mut r)?);
+            out.listeners.insert(ns, listeners(r)?);
         }
-    }
+        Ok(())
+    })?;
     out.notes = super::kernel::read_notes(&mut r)?;
     if out.notes.len() > 1 {
         return Err(Malformed("more than one attribution note"));

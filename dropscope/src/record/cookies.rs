@@ -69,18 +69,11 @@ pub(super) fn diff(before: &BTreeMap<u64, u64>, now: &BTreeMap<u64, u64>) -> Opt
 
 /// Reads a section of changes (inodes strictly ascending, at most [`MAX_NETNS`]).
 pub(super) fn changes(r: &mut Reader) -> Result<Vec<(u64, u64)>, Malformed> {
-    let n = r.count(2)?;
-    if n > MAX_NETNS {
-        return Err(Malformed("more namespace cookies than namespaces"));
-    }
-    let mut out: Vec<(u64, u64)> = Vec::with_capacity(n);
-    for _ in 0..n {
-        let inode = r.uvarint()?;
-        if out.last().is_some_and(|(l, _)| *l >= inode) {
-            return Err(Malformed("namespace cookies out of order"));
-        }
+    let mut out = Vec::new();
+    super::kernel::each_netns(r, |r, inode| {
         out.push((inode, r.uvarint()?));
-    }
+        Ok(())
+    })?;
     Ok(out)
 }
 

@@ -30,6 +30,34 @@ pub struct FrameInfo {
     pub(super) attribution: Option<usize>,
 }
 
+impl FrameInfo {
+    /// A frame at `offset`, whole (`keyframe`) or applied to frame `base` of its kind, that
+    /// defines nothing and follows no kernel or attribution frame: one beside the snapshot
+    /// frames (a kernel or attribution frame), or a snapshot frame's start.
+    pub(super) fn beside(
+        offset: u64,
+        h: &super::format::FrameHeader,
+        elapsed: Duration,
+        keyframe: bool,
+        base: usize,
+    ) -> Self {
+        FrameInfo {
+            offset,
+            stored_len: h.len,
+            elapsed,
+            keyframe,
+            base,
+            compressed: h.flags != 0,
+            flags: h.flags,
+            keys_defined: 0,
+            stacks_defined: 0,
+            samples_defined: 0,
+            kernel: None,
+            attribution: None,
+        }
+    }
+}
+
 /// The error of a damaged frame at `offset`.
 pub(super) fn corrupt(offset: u64, reason: &'static str) -> RecordError {
     RecordError::Corrupt { offset, reason }

@@ -8,7 +8,8 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 use super::{
     format::{Malformed, Reader, put_str, put_uvarint},
     kernel::{
-        MAX_COUNTER_NAME, MAX_KERNEL_FRAME, MAX_NETNS, notes, plain, read_counter_name, read_notes,
+        MAX_COUNTER_NAME, MAX_KERNEL_FRAME, MAX_NETNS, each_netns, notes, plain, read_counter_name,
+        read_notes,
     },
 };
 use crate::model::KernelReading;
@@ -128,31 +129,22 @@ pub fn decode(payload: &[u8], version: u16) -> Result<Delta, Malformed> {
         unix_ms: r.uvarint()?,
         ..Delta::default()
     };
-    let n = r.count(2)?;
-    if n > MAX_NETNS {
-        return Err(Malformed("a kernel delta frame with too many namespaces"));
-    }
-    let mut last_ns = None;
-    for _ in 0..n {
-        let ns = r.uvarint()?;
-        if last_ns.is_some_and(|l| l >= ns) {
-            return Err(Malformed("kernel delta frame namespaces out of order"));
-        }
-        last_ns = Some(ns);
+    each_netns(&mut r, |r, ns| {
         let m = r.count(2)?;
         if m == 0 {
             return Err(Malformed("a kernel delta frame's namespace with no change"));
         }
         let mut changed: Vec<(Arc<str>, u64)> = Vec::with_capacity(m);
         for _ in 0..m {
-            let name = read_counter_name(&mut r)?;
+            let name = read_counter_name(r)?;
             if changed.last().is_some_and(|(l, _)| **l >= *name) {
                 return Err(Malformed("kernel delta frame counters out of order"));
             }
             changed.push((Arc::from(name), r.uvarint()?));
         }
         d.netns.insert(ns, changed);
-    }
+        Ok(())
+    })?;
     d.errors = read_notes(&mut r)?;
     if version >= 8 {
         d.cookies = super::cookies::changes(&mut r)?;
