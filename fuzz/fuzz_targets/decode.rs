@@ -13,7 +13,9 @@
 //! - 1: the rest is a file whose frame checksums are fixed up first, so that mutations reach
 //!   the payload decoders instead of stopping at the checksum;
 //! - 2: the rest drives a generator of snapshots, which are encoded, checked to read back
-//!   identical (up to order), then damaged by a few edits (checksums fixed) and decoded again.
+//!   identical (up to order), then damaged by a few edits (checksums fixed) and decoded again;
+//!   its readings of the kernel carry cookies, rulesets, attached programs and listeners, so
+//!   kernel, kernel delta and attribution frames are all written, read back and damaged.
 #![no_main]
 
 use std::{
@@ -28,11 +30,16 @@ use std::{
 use dropscope::{
     cli::Format,
     cmd::report::write_report,
+    culprit::{
+        programs::{Attached, TcFilter},
+        ruleset::{Chain, ChainId, Grown, Rule, RulesWindow, Verdict},
+    },
+    explain::fill::Origin,
     flamegraph::{self, GraphMeta, MAX_RECTANGLES},
     model::{
         Attribution, DropCount, DropKey, Health, KernelReading, KeySamples, Reason, Sample,
         SessionInfo, Snapshot, StackCount,
-        kernel::Holder,
+        kernel::{Holder, Listener},
         socket::{About, Found, Socket, Via},
     },
     record::{
@@ -190,7 +197,8 @@ fn outputs(rec: &Recording, s: &Snapshot) {
     let bound = report_bound(rec.referenced_bytes(), rows);
     for format in [Format::Table, Format::Json] {
         let mut out = Vec::new();
-        write_report(s, 1.0, format, false, None, &mut out).expect("report into memory");
+        write_report(s, 1.0, format, (false, Origin::Recorded), None, &mut out)
+            .expect("report into memory");
         assert!(
             out.len() as u64 <= bound,
             "{format:?} report of {} bytes, beyond its bound of {bound}",
@@ -276,9 +284,85 @@ fn socket(src: &mut Bytes<'_>, pick: &dyn Fn(u8) -> Arc<str>) -> Socket {
         })
     };
     Socket {
-        via: if b & 16 == 0 { Via::Receiving } else { Via::Owner },
+        via: if b & 16 == 0 {
+            Via::Receiving
+        } else {
+            Via::Owner
+        },
         inode: src.u64() as u32,
         about,
+    }
+}
+
+/// Gives `r` rulesets, attached programs and full listeners (sometimes none) from `src`.
+fn attribution(src: &mut Bytes<'_>, pick: &dyn Fn(u8) -> Arc<str>, r: &mut KernelReading) {
+    let b = src.byte();
+    r.attributed = b & 1 != 0;
+    for _ in 0..(b >> 1) % 3 {
+        let ns = src.u64();
+        let id = ChainId {
+            family: src.byte(),
+            table: pick(src.byte()).to_string(),
+            chain: pick(src.byte()).to_string(),
+        };
+        let c = src.byte();
+        let window = RulesWindow {
+            generation: src.u64() as u32,
+            chains: (0..c % 3)
+                .map(|i| Chain {
+                    id: id.clone(),
+                    hook: (c & 4 != 0).then(|| pick(i).to_string()),
+                    priority: (c & 8 != 0).then(|| src.u64() as i32),
+                    policy_drop: c & 16 != 0,
+                })
+                .collect(),
+            rules: (0..src.byte() % 4)
+                .map(|i| Grown {
+                    rule: Rule {
+                        id: id.clone(),
+                        handle: src.u64(),
+                        position: u32::from(i) + 1,
+                        verdict: [Verdict::Drop, Verdict::Reject, Verdict::Map][usize::from(i % 3)],
+                        packets: (c & 32 != 0).then(|| src.u64()),
+                        comment: (c & 64 != 0).then(|| pick(i).to_string()),
+                        exprs: pick(i + 1).to_string(),
+                    },
+                    grew: (c & 128 != 0).then(|| src.u64()),
+                })
+                .collect(),
+            whole: c & 1 != 0,
+            late: c & 2 != 0,
+            changed: c & 4 != 0,
+            notes: (0..c % 2).map(|i| pick(i).to_string()).collect(),
+        };
+        r.rules.insert(ns, window);
+        if c & 8 != 0 {
+            let a = Attached {
+                device: pick(c).to_string(),
+                hook: pick(c >> 1).to_string(),
+                prog: src.u64() as u32,
+                name: pick(c >> 2).to_string(),
+                filter: (c & 32 != 0).then_some(TcFilter {
+                    pref: src.u64() as u16,
+                    handle: src.u64() as u32,
+                }),
+            };
+            r.attached.insert(ns, vec![a]);
+        }
+        if c & 16 != 0 {
+            let l = Listener {
+                addr: pick(c).to_string(),
+                port: src.u64() as u16,
+                queue: src.u64() as u32,
+                backlog: src.u64() as u32,
+                inode: src.u64(),
+                process: (c & 32 != 0).then(|| Holder {
+                    pid: src.u64() as u32,
+                    comm: pick(c >> 3).to_string(),
+                }),
+            };
+            r.listeners.insert(src.u64(), vec![l]);
+        }
     }
 }
 
@@ -389,6 +473,12 @@ fn generated(data: &[u8]) -> Option<()> {
             r.netns.retain(|_, g| !g.is_empty());
             let netns = &r.netns;
             r.devices.retain(|ns, _| netns.contains_key(ns));
+            // The namespaces' cookies (never 0), and who could have dropped (an attribution
+            // frame where that changed).
+            for _ in 0..src.byte() % 3 {
+                r.cookies.insert(src.u64(), src.u64().max(1));
+            }
+            attribution(&mut src, &pick, &mut r);
             reading = Some(Arc::new(r));
         } else if let Some(prev) = reading.as_ref().filter(|_| b & 16 != 0) {
             // The same reading, one count brought up to date (as programs' verdicts are
@@ -396,6 +486,18 @@ fn generated(data: &[u8]) -> Option<()> {
             let mut r = KernelReading::clone(prev);
             if let Some(v) = r.netns.values_mut().flat_map(|g| g.values_mut()).next() {
                 *v = v.saturating_add(1 + u64::from(src.byte()));
+            }
+            // A rule's counter grew too, or a cookie changed: an attribution frame alone, or
+            // a kernel delta's cookies.
+            let g = src.byte();
+            if let Some(rule) = (r.rules.values_mut().flat_map(|w| w.rules.iter_mut()))
+                .next()
+                .filter(|_| g & 1 != 0)
+            {
+                rule.grew = Some(rule.grew.unwrap_or(0).saturating_add(1));
+            }
+            if g & 2 != 0 {
+                r.cookies.insert(src.u64(), src.u64().max(1));
             }
             reading = Some(Arc::new(r));
         }

@@ -495,6 +495,7 @@ pub fn unattributed(snap: &crate::model::Snapshot) -> HashMap<crate::model::Drop
 pub const NOT_READ: &str = "the kernel's view (rulesets, attached programs) was not read: no \
      reading yet, or counts recorded without one";
 
-/// Why a recorded row names no culprit: recordings do not carry rulesets and programs.
-pub const RECORDED_BEFORE: &str =
-    "recorded before attribution (a recording does not carry rulesets and attached programs)";
+/// Why a recorded row names no culprit: recordings before format 8 do not carry rulesets and
+/// programs.
+pub const RECORDED_BEFORE: &str = "recorded before attribution (a recording before format 8 does not \
+     carry rulesets and attached programs)";

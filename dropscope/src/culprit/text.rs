@@ -4,6 +4,7 @@ use std::io::Write;
 
 use super::Culprit;
 use crate::{
+    explain::fill::{Origin, Ways},
     model::{DropKey, Snapshot},
     sanitize,
 };
@@ -39,14 +40,15 @@ pub fn attributed(snap: &Snapshot) -> Vec<(&DropKey, u64, Culprit)> {
     rows
 }
 
-/// Writes the section (nothing where no row is attributed).
-pub fn write(snap: &Snapshot, mut out: impl Write) -> std::io::Result<()> {
+/// Writes the section (nothing where no row is attributed); its commands enter namespaces as
+/// `origin` says (a recording's by their recorded names only).
+pub fn write(snap: &Snapshot, origin: Origin, mut out: impl Write) -> std::io::Result<()> {
     let rows = attributed(snap);
     if rows.is_empty() {
         return Ok(());
     }
     writeln!(out, "\nwho dropped it:")?;
-    let mut ways = crate::explain::fill::Ways::new(snap.kernel.as_ref().map(|k| k.initial_netns));
+    let mut ways = Ways::new(snap.kernel.as_ref().map(|k| k.initial_netns), origin);
     for (key, count, c) in rows.iter().take(MAX_ROWS) {
         let t = |s: &str| sanitize::terminal(s).into_owned();
         writeln!(out, "  {} ({count})", t(&row(key)))?;

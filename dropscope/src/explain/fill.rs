@@ -5,6 +5,10 @@
 //!
 //! Every value is shell-quoted ([`quote`]); a value with a control character (a device or
 //! namespace name from a hostile recording) is never filled in: its placeholder stays.
+//!
+//! A recording's rows ([`Origin::Recorded`]) are filled in with what the recording says only:
+//! `ip netns exec NAME` where its namespace's recorded name is one `ip netns` could have given,
+//! never a way into a namespace of this machine that happens to have the same inode.
 use std::{borrow::Cow, fmt::Write as _, os::unix::fs::MetadataExt as _, path::Path};
 
 /// How a shell enters a row's network namespace.
@@ -51,20 +55,42 @@ const NETNS_COMMANDS: &[&str] = &[
     "tracepath",
 ];
 
+/// Where a report's rows were counted, so how their commands enter a namespace.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Origin {
+    /// On this machine, now: its namespaces are looked up ([`way_in`]).
+    #[default]
+    Live,
+    /// In a recording (made here or elsewhere): only its recorded names are used.
+    Recorded,
+}
+
 /// How a shell enters each namespace, found once each (see [`way_in`]): the commands of a
 /// report's rows (the guide's checks, who dropped it) are filled in with it.
 pub struct Ways {
     initial: Option<u64>,
+    origin: Origin,
+    /// Namespace names beside the keys' own (a recording's, by inode).
+    names: std::collections::BTreeMap<u64, String>,
     found: std::collections::BTreeMap<u64, Way>,
 }
 
 impl Ways {
-    /// The ways of a snapshot whose initial namespace is `initial` (if known).
-    pub fn new(initial: Option<u64>) -> Self {
+    /// The ways of a snapshot whose initial namespace is `initial` (if known), counted where
+    /// `origin` says.
+    pub fn new(initial: Option<u64>, origin: Origin) -> Self {
         Self {
             initial,
+            origin,
+            names: Default::default(),
             found: Default::default(),
         }
+    }
+
+    /// With the namespace names `names` (by inode) for rows whose key names none.
+    pub fn named(mut self, names: &std::collections::BTreeMap<u64, String>) -> Self {
+        self.names.clone_from(names);
+        self
     }
 
     /// What `key`'s row fills commands with.
@@ -72,6 +98,10 @@ impl Ways {
         let way = match key.attr.netns {
             None => Way::Here,
             Some(ns) if Some(ns) == self.initial => Way::Here,
+            Some(ns) if self.origin == Origin::Recorded => {
+                let name = (key.attr.netns_name.as_deref()).or(self.names.get(&ns).map(|n| &**n));
+                recorded_way(name)
+            }
             Some(ns) => (self.found.entry(ns))
                 .or_insert_with(|| {
                     way_in(
@@ -177,6 +207,27 @@ pub fn first_command(checks: &[String], t: &Target<'_>) -> Option<String> {
     })
 }
 
+/// How a shell enters a recorded namespace whose recorded name is `name`: `ip netns exec
+/// NAME` where the name is one `ip netns` could have given (see [`crate::names`]: not `host`, a
+/// container's `kind:NAME`, a process's `COMM[PID]`, a service, a user's claim, nor a name cut
+/// or escaped), else a placeholder to fill in. Never a lookup on this machine.
+pub fn recorded_way(name: Option<&str>) -> Way {
+    let ip_netns = |n: &str| {
+        !n.is_empty()
+            && n != "host"
+            && n != "."
+            && n != ".."
+            && !n.ends_with(".service")
+            && !n.contains([':', '[', '/', '\\', '…'])
+            && !n.chars().any(char::is_whitespace)
+            && quote(n).is_some()
+    };
+    match name.filter(|n| ip_netns(n)) {
+        Some(n) => Way::Named(n.to_owned()),
+        None => Way::Unknown,
+    }
+}
+
 /// How a shell on this machine enters namespace `inode` (`initial`: the initial one's): a name
 /// under `run_netns` that is it, else the lowest pid under `proc` in it.
 pub fn way_in(inode: u64, initial: u64, run_netns: &Path, proc: &Path) -> Way {
@@ -210,6 +261,61 @@ mod tests {
 
     fn target(way: Way, device: Option<&str>, port: Option<u16>) -> Target<'_> {
         Target { way, device, port }
+    }
+
+    /// A recording's row of a namespace whose inode is one of this machine's (this process's
+    /// own, which a lookup here finds through /proc): its commands use the recorded name, or
+    /// a placeholder, never this machine's way in.
+    #[test]
+    fn a_recordings_rows_enter_namespaces_by_their_recorded_names_only() {
+        let here = std::fs::metadata("/proc/self/ns/net").map(|m| m.ino());
+        let here = here.expect("this process's network namespace");
+        let key = |name: Option<&str>| crate::model::DropKey {
+            reason: crate::model::Reason {
+                code: 2,
+                name: "NO_SOCKET".into(),
+            },
+            location: "__udp4_lib_rcv+0x1".into(),
+            attr: crate::model::Attribution {
+                netns: Some(here),
+                netns_name: name.map(Into::into),
+                ..Default::default()
+            },
+        };
+        // Recorded elsewhere: its initial namespace is not this machine's.
+        let mut ways = Ways::new(Some(1), Origin::Recorded);
+        assert_eq!(
+            ways.target(&key(Some("blue"))).way,
+            Way::Named("blue".into())
+        );
+        let checks = ways.checks(&key(Some("blue"))).join(" ");
+        assert!(
+            !checks.contains("/proc/") || checks.contains("/proc/PID/"),
+            "{checks}"
+        );
+        for other in [
+            "docker:web",
+            "nginx.service",
+            "sh[412]",
+            "user 1000: podman:db",
+            "host",
+        ] {
+            assert_eq!(ways.target(&key(Some(other))).way, Way::Unknown, "{other}");
+        }
+        let mut ways = Ways::new(Some(1), Origin::Recorded);
+        assert_eq!(ways.target(&key(None)).way, Way::Unknown);
+        let named = [(here, "green".to_string())].into();
+        let mut ways = Ways::new(Some(1), Origin::Recorded).named(&named);
+        assert_eq!(ways.target(&key(None)).way, Way::Named("green".into()));
+        // Live, the same inode is this machine's namespace, entered as it is entered here.
+        let mut live = Ways::new(Some(1), Origin::Live);
+        assert!(
+            matches!(
+                live.target(&key(Some("blue"))).way,
+                Way::Pid(_) | Way::Named(_)
+            ),
+            "a namespace of this machine is found"
+        );
     }
 
     #[test]

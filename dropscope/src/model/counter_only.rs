@@ -14,7 +14,7 @@
 //! A `TcpExt:ListenDrops` row names, beside its key, the TCP listeners of its namespace whose
 //! accept queue was full when the counters were read, and the process holding each where one
 //! was found ([`listeners`]; read by [`crate::kcounters::listeners`]); none where none was full
-//! then, and none in a replay (recordings do not carry them).
+//! then, and none in a replay of a recording before format 8 (which does not carry them).
 use std::{collections::BTreeMap, sync::Arc};
 
 use super::{

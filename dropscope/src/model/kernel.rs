@@ -94,26 +94,27 @@ pub struct KernelReading {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub devices: BTreeMap<u64, Devices>,
     /// Per namespace, the TCP listeners whose accept queue was full when it was read (see
-    /// [`Listener`]); a namespace where none was is left out. Recordings do not carry them
-    /// yet: a replayed reading has none.
+    /// [`Listener`]); a namespace where none was is left out. Recordings carry them from
+    /// format 8 on (an older one's replayed readings have none).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub listeners: BTreeMap<u64, Vec<Listener>>,
     /// Per namespace inode, the cookie of the namespace read under it (where it was read):
     /// the kernel gives a freed inode to a later namespace, so a drop whose key has another
     /// cookie is of a namespace that ended, and is never matched with these counters.
-    /// Recordings do not carry them: a replayed reading matches by inode.
+    /// Recordings carry them from format 8 on (an older one's replayed readings match by
+    /// inode).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub cookies: BTreeMap<u64, u64>,
     /// Per namespace, its nftables drop rules and chains as last read, and each counted
-    /// rule's growth (see [`crate::culprit`]). Recordings do not carry them yet.
+    /// rule's growth (see [`crate::culprit`]). Recordings carry them from format 8 on.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub rules: BTreeMap<u64, crate::culprit::ruleset::RulesWindow>,
     /// Per namespace, the BPF programs attached to its devices as last read (see
-    /// [`crate::culprit::programs`]). Recordings do not carry them yet.
+    /// [`crate::culprit::programs`]). Recordings carry them from format 8 on.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub attached: BTreeMap<u64, Vec<crate::culprit::attached::Attached>>,
-    /// Whether `rules` and `attached` were read (a live reading); a recorded one has neither
-    /// (see [`crate::culprit`]).
+    /// Whether `rules` and `attached` were read (a live reading, or one recorded from format 8
+    /// on); a reading of an older recording has neither (see [`crate::culprit`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub attributed: bool,
 }

@@ -155,6 +155,9 @@ pub struct JsonReport<'a> {
     /// [`JsonReport::with_kernel`].
     #[serde(skip)]
     samples: SamplesByKey<'a>,
+    /// Where its rows were counted: how their commands enter a namespace.
+    #[serde(skip)]
+    origin: fill::Origin,
 }
 
 /// One program's drop verdict over the window: a row like the probe's.
@@ -205,7 +208,7 @@ pub struct JsonCounterOnlyDrop {
     /// For `TcpExt:ListenDrops` (and `ListenOverflows`): the TCP listeners of its namespace
     /// whose accept queue was full when the counters were last read, with the process holding
     /// each where one was found; empty where none was full then (none is guessed), for other
-    /// counters, and when replaying (recordings do not carry them).
+    /// counters, and when replaying a recording before format 8 (which does not carry them).
     pub listeners: Vec<JsonListener>,
 }
 
@@ -330,7 +333,7 @@ impl JsonReport<'_> {
         });
         self.kernel_notes = Some(k.errors.clone());
         let samples = &mut self.samples;
-        let mut ways = fill::Ways::new(Some(k.initial_netns));
+        let mut ways = fill::Ways::new(Some(k.initial_netns), self.origin).named(&k.names);
         self.programs = k.programs.is_some().then(|| {
             program_rows(k)
                 .into_iter()
@@ -382,8 +385,14 @@ impl JsonReport<'_> {
 
 /// Builds the JSON report of a snapshot covering `seconds`.
 pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
+    json_from(s, seconds, fill::Origin::Live)
+}
+
+/// Builds the JSON report of a snapshot covering `seconds`, counted where `origin` says (its
+/// commands enter a recording's namespaces by their recorded names only).
+pub fn json_from(s: &Snapshot, seconds: f64, origin: fill::Origin) -> JsonReport<'_> {
     let mut samples = SamplesByKey::new(s);
-    let mut ways = fill::Ways::new(s.kernel.as_ref().map(|k| k.initial_netns));
+    let mut ways = fill::Ways::new(s.kernel.as_ref().map(|k| k.initial_netns), origin);
     let mut culprits = crate::culprit::culprits(s);
     JsonReport {
         total: s.total,
@@ -420,6 +429,7 @@ pub fn json(s: &Snapshot, seconds: f64) -> JsonReport<'_> {
         counter_only: None,
         kernel_notes: None,
         samples,
+        origin,
     }
 }
 

@@ -11,7 +11,7 @@ pub mod table;
 mod views_agree;
 
 pub use self::{
-    json::{JsonReport, json},
+    json::{JsonReport, json, json_from},
     kernel_text::{write_counter_only, write_kernel, write_programs},
     table::{NumberColumn, PIPE_WIDTH, table_width, write_key_table, write_table_fitted},
 };

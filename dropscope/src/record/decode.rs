@@ -406,6 +406,8 @@ pub(crate) trait Frames {
     fn dictionary(&self) -> &Dictionary;
     /// Kernel frame `i`.
     fn kernel_frame(&self, i: usize) -> Option<&FrameInfo>;
+    /// Attribution frame `i`.
+    fn attribution_frame(&self, i: usize) -> Option<&FrameInfo>;
 }
 
 /// A position in a recording with its decoded state: moving forward applies only the frames in
@@ -417,6 +419,9 @@ pub(crate) struct Cursor {
     /// The kernel reading decoded last, by kernel frame index, with its size (see
     /// `kernel_delta::size`).
     kernel: Option<(usize, Arc<KernelReading>, usize)>,
+    /// The reading given last, by kernel and attribution frame index: the kernel frame's
+    /// reading with the attribution frame's rulesets, programs and listeners.
+    attributed: Option<((usize, usize), Arc<KernelReading>)>,
 }
 
 impl Cursor {
@@ -440,11 +445,35 @@ impl Cursor {
         }
         self.at = Some(target);
         let mut snap = self.state.snapshot(f, rec.dictionary());
-        snap.kernel = match f.kernel {
-            Some(k) => Some(self.kernel(rec, k)?),
-            None => None,
+        snap.kernel = match (f.kernel, f.attribution) {
+            (Some(k), Some(a)) => Some(self.attributed(rec, k, a)?),
+            (Some(k), None) => Some(self.kernel(rec, k)?),
+            (None, _) => None,
         };
         Ok(snap)
+    }
+
+    /// Kernel frame `k`'s reading with attribution frame `a`'s (once for the snapshots after
+    /// both).
+    fn attributed(
+        &mut self,
+        rec: &impl Frames,
+        k: usize,
+        a: usize,
+    ) -> Result<Arc<KernelReading>, RecordError> {
+        if let Some((at, r)) = &self.attributed
+            && *at == (k, a)
+        {
+            return Ok(r.clone());
+        }
+        let mut r = KernelReading::clone(&*self.kernel(rec, k)?);
+        let f = rec.attribution_frame(a).ok_or(RecordError::Empty)?;
+        let payload = rec.payload(f)?;
+        (super::attribution::decode(&payload).map_err(|Malformed(why)| corrupt(f.offset, why))?)
+            .apply(&mut r);
+        let r = Arc::new(r);
+        self.attributed = Some(((k, a), r.clone()));
+        Ok(r)
     }
 
     /// Kernel frame `i`, decoded (once for the snapshots after it).
@@ -473,7 +502,7 @@ impl Cursor {
         for j in from..=i {
             let d = rec.kernel_frame(j).ok_or(RecordError::Empty)?;
             let payload = rec.payload(d)?;
-            (super::kernel_delta::decode(&payload)
+            (super::kernel_delta::decode(&payload, rec.dictionary().version)
                 .and_then(|delta| delta.apply(&mut r, &mut size)))
             .map_err(|Malformed(why)| corrupt(d.offset, why))?;
         }

@@ -73,6 +73,9 @@ pub(crate) struct Encoder {
     /// While a delta may follow (the last full kernel frame held the whole reading): its time
     /// and how many deltas followed it.
     kernel_chain: Option<(u64, u32)>,
+    /// The reading whose rulesets, programs and listeners were written last (an attribution
+    /// frame is written when they change).
+    attribution_last: Option<std::sync::Arc<crate::model::KernelReading>>,
     last_keyframe_ns: u64,
     since_keyframe: u32,
 }
@@ -365,6 +368,17 @@ impl Encoder {
                 }
             }
         }
+        // Who could have dropped, where that changed with it.
+        let attribution =
+            kernel.filter(|r| super::attribution::changed(self.attribution_last.as_deref(), r));
+        if let Some(r) = attribution {
+            push_frame(
+                out,
+                Kind::Attribution,
+                elapsed_ns,
+                &super::attribution::encode(r),
+            )?;
+        }
         let keyframe = match &self.prev {
             None => true,
             Some(_) => {
@@ -387,6 +401,9 @@ impl Encoder {
         if let Some(r) = kernel {
             self.kernel_last = Some(r.clone());
             self.kernel_chain = chain;
+        }
+        if let Some(r) = attribution {
+            self.attribution_last = Some(r.clone());
         }
         self.new_samples.clear();
         self.new_strings.clear();

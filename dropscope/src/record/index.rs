@@ -25,6 +25,37 @@ pub struct FrameInfo {
     pub(super) samples_defined: usize,
     /// The latest kernel frame before it (an index into the recording's kernel frames).
     pub(super) kernel: Option<usize>,
+    /// The latest attribution frame before it (an index into the recording's attribution
+    /// frames).
+    pub(super) attribution: Option<usize>,
+}
+
+impl FrameInfo {
+    /// A frame at `offset`, whole (`keyframe`) or applied to frame `base` of its kind, that
+    /// defines nothing and follows no kernel or attribution frame: one beside the snapshot
+    /// frames (a kernel or attribution frame), or a snapshot frame's start.
+    pub(super) fn beside(
+        offset: u64,
+        h: &super::format::FrameHeader,
+        elapsed: Duration,
+        keyframe: bool,
+        base: usize,
+    ) -> Self {
+        FrameInfo {
+            offset,
+            stored_len: h.len,
+            elapsed,
+            keyframe,
+            base,
+            compressed: h.flags != 0,
+            flags: h.flags,
+            keys_defined: 0,
+            stacks_defined: 0,
+            samples_defined: 0,
+            kernel: None,
+            attribution: None,
+        }
+    }
 }
 
 /// The error of a damaged frame at `offset`.

@@ -1,5 +1,5 @@
 //! Kernel frames (format version 4; from version 5 with each namespace's devices by interface
-//! index): a whole reading of the kernel's own counters (growth since the session started),
+//! index, from version 8 with the namespaces' cookies): a whole reading of the kernel's own counters (growth since the session started),
 //! written before the first snapshot frame that carries it. From version 5, kernel delta frames
 //! ([`super::kernel_delta`]) may follow one: a seek then applies them from it.
 use std::sync::Arc;
@@ -33,7 +33,8 @@ const HEADER_ROOM: usize = 64;
 /// can be) is left out too, and a note says how many and names the first.
 pub fn encode(r: &KernelReading) -> (Vec<u8>, bool) {
     let mut whole = true;
-    let room = MAX_KERNEL_FRAME - HEADER_ROOM - NOTES_ROOM - 2 * (MAX_ERROR + 4);
+    let room =
+        MAX_KERNEL_FRAME - HEADER_ROOM - NOTES_ROOM - 2 * (MAX_ERROR + 4) - super::cookies::ROOM;
     let (mut blocks, mut used) = (Vec::new(), 0);
     let (mut left_ns, mut left_counters) = (0usize, 0usize);
     // Names left out (counters, devices), and the first of each.
@@ -116,6 +117,7 @@ pub fn encode(r: &KernelReading) -> (Vec<u8>, bool) {
     for e in &notes {
         put_str(&mut p, e);
     }
+    whole &= super::cookies::put_whole(&mut p, &r.cookies);
     (p, whole)
 }
 
@@ -149,41 +151,59 @@ pub fn decode(payload: &[u8], version: u16) -> Result<KernelReading, Malformed> 
     let mut r = Reader::new(payload);
     let unix_ms = r.uvarint()?;
     let initial_netns = r.uvarint()?;
-    let n = r.count(2)?;
-    if n > MAX_NETNS {
-        return Err(Malformed("a kernel frame with too many namespaces"));
-    }
     let mut out = KernelReading {
         unix_ms,
         initial_netns,
         ..Default::default()
     };
-    let mut last_ns = None;
-    for _ in 0..n {
-        let ns = r.uvarint()?;
-        if last_ns.is_some_and(|l| l >= ns) {
-            return Err(Malformed("kernel frame namespaces out of order"));
-        }
-        last_ns = Some(ns);
+    each_netns(&mut r, |r, ns| {
         let mut g = Growth::new();
         for _ in 0..r.count(2)? {
-            let name = read_counter_name(&mut r)?;
+            let name = read_counter_name(r)?;
             let v = r.uvarint()?;
             if g.insert(Arc::from(name), v).is_some() {
                 return Err(Malformed("a kernel counter twice in one namespace"));
             }
         }
         if version >= 5 {
-            let devices = devices(&mut r)?;
+            let devices = devices(r)?;
             if !devices.is_empty() {
                 out.devices.insert(ns, devices);
             }
         }
         out.netns.insert(ns, g);
-    }
+        Ok(())
+    })?;
     out.errors = read_notes(&mut r)?;
+    if version >= 8 {
+        out.cookies = super::cookies::read_whole(&mut r)?;
+    }
     r.finish()?;
     Ok(out)
+}
+
+/// Reads a frame's namespaces (kernel, kernel delta, attribution, cookies): at most
+/// [`MAX_NETNS`], inodes strictly ascending, each inode followed by what `each` reads.
+pub(super) fn each_netns(
+    r: &mut Reader,
+    mut each: impl FnMut(&mut Reader, u64) -> Result<(), Malformed>,
+) -> Result<(), Malformed> {
+    let n = r.count(2)?;
+    if n > MAX_NETNS {
+        return Err(Malformed(
+            "a frame with more namespaces than a reading holds",
+        ));
+    }
+    let mut last = None;
+    for _ in 0..n {
+        let ns = r.uvarint()?;
+        if last.is_some_and(|l| l >= ns) {
+            return Err(Malformed("a frame's namespaces out of order"));
+        }
+        last = Some(ns);
+        each(r, ns)?;
+    }
+    Ok(())
 }
 
 /// A kernel frame's notes (whole or delta). Notes are prose: shown escaped, like every name
@@ -253,6 +273,7 @@ mod tests {
             .insert("Dev:veth0:RxPackets".into(), 1000);
         r.devices
             .insert(4026532999, [(7, "veth0".to_owned())].into());
+        r.cookies = [(4026531840, 1), (4026532999, 4096)].into();
         r
     }
 

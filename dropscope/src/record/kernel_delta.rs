@@ -8,7 +8,8 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 use super::{
     format::{Malformed, Reader, put_str, put_uvarint},
     kernel::{
-        MAX_COUNTER_NAME, MAX_KERNEL_FRAME, MAX_NETNS, notes, plain, read_counter_name, read_notes,
+        MAX_COUNTER_NAME, MAX_KERNEL_FRAME, MAX_NETNS, each_netns, notes, plain, read_counter_name,
+        read_notes,
     },
 };
 use crate::model::KernelReading;
@@ -43,6 +44,8 @@ pub struct Delta {
     unix_ms: u64,
     netns: BTreeMap<u64, Vec<(Arc<str>, u64)>>,
     errors: Vec<String>,
+    /// Namespace cookies that changed (version 8 on; 0: left the reading).
+    cookies: Vec<(u64, u64)>,
 }
 
 /// The delta frame's payload from `before` (as a reader rebuilds it) to `now`, or `None` when
@@ -111,11 +114,13 @@ pub fn encode(before: &KernelReading, now: &KernelReading, full: usize) -> Optio
     for e in &notes {
         put_str(&mut p, e);
     }
+    p.extend_from_slice(&super::cookies::diff(&before.cookies, &now.cookies)?);
     (p.len() * 2 < full).then_some(p)
 }
 
-/// Decodes a delta frame's payload, refusing anything the writer would not have written.
-pub fn decode(payload: &[u8]) -> Result<Delta, Malformed> {
+/// Decodes a delta frame's payload of a recording of format `version`, refusing anything the
+/// writer would not have written.
+pub fn decode(payload: &[u8], version: u16) -> Result<Delta, Malformed> {
     if payload.len() > MAX_KERNEL_FRAME {
         return Err(Malformed("a kernel delta frame beyond 1 MiB"));
     }
@@ -124,32 +129,26 @@ pub fn decode(payload: &[u8]) -> Result<Delta, Malformed> {
         unix_ms: r.uvarint()?,
         ..Delta::default()
     };
-    let n = r.count(2)?;
-    if n > MAX_NETNS {
-        return Err(Malformed("a kernel delta frame with too many namespaces"));
-    }
-    let mut last_ns = None;
-    for _ in 0..n {
-        let ns = r.uvarint()?;
-        if last_ns.is_some_and(|l| l >= ns) {
-            return Err(Malformed("kernel delta frame namespaces out of order"));
-        }
-        last_ns = Some(ns);
+    each_netns(&mut r, |r, ns| {
         let m = r.count(2)?;
         if m == 0 {
             return Err(Malformed("a kernel delta frame's namespace with no change"));
         }
         let mut changed: Vec<(Arc<str>, u64)> = Vec::with_capacity(m);
         for _ in 0..m {
-            let name = read_counter_name(&mut r)?;
+            let name = read_counter_name(r)?;
             if changed.last().is_some_and(|(l, _)| **l >= *name) {
                 return Err(Malformed("kernel delta frame counters out of order"));
             }
             changed.push((Arc::from(name), r.uvarint()?));
         }
         d.netns.insert(ns, changed);
-    }
+        Ok(())
+    })?;
     d.errors = read_notes(&mut r)?;
+    if version >= 8 {
+        d.cookies = super::cookies::changes(&mut r)?;
+    }
     r.finish()?;
     Ok(d)
 }
@@ -179,6 +178,7 @@ impl Delta {
             }
         }
         base.errors.clone_from(&self.errors);
+        super::cookies::apply(&mut base.cookies, &self.cookies)?;
         if base.netns.len() > MAX_NETNS || *held > MAX_REBUILT {
             return Err(Malformed(
                 "kernel delta frames that make a reading larger than a frame holds",
@@ -191,7 +191,7 @@ impl Delta {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::kernel::tests::reading;
+    use crate::{model::kernel::tests::reading, record::format::VERSION};
 
     fn many(unix_ms: u64, xdp: u64) -> KernelReading {
         let mut r = reading(unix_ms, &[(1, "Xdp:vb:xdpdrv:p#4:drop", xdp)]);
@@ -208,7 +208,10 @@ mod tests {
     fn a_delta_rebuilds_the_later_reading() {
         let mut a = many(10, 5);
         a.errors.push("namespace 9: gone".into());
+        a.cookies = [(3, 30), (7, 70)].into();
         let mut b = many(20, 900);
+        // Namespace 7 ended; 99 was first read.
+        b.cookies = [(3, 30), (99, 990)].into();
         b.netns
             .get_mut(&3)
             .expect("ns")
@@ -223,14 +226,14 @@ mod tests {
         assert!(p.len() * 10 < full, "{} of {full}", p.len());
         let mut rebuilt = a.clone();
         let mut held = size(&a);
-        (decode(&p).expect("decodes"))
+        (decode(&p, VERSION).expect("decodes"))
             .apply(&mut rebuilt, &mut held)
             .expect("applies");
         assert_eq!(rebuilt, b);
         assert_eq!(held, size(&b), "kept up to date");
         // Truncated anywhere: an error, never a panic.
         for n in 0..p.len() {
-            assert!(decode(&p[..n]).is_err(), "{n}");
+            assert!(decode(&p[..n], VERSION).is_err(), "{n}");
         }
     }
 
@@ -285,12 +288,12 @@ mod tests {
             put_uvarint(&mut p, 1);
         }
         put_uvarint(&mut p, 0);
-        assert!(decode(&p).is_err());
+        assert!(decode(&p, 7).is_err());
         let mut p = Vec::new();
         for v in [1, 1, 5, 0, 0] {
             put_uvarint(&mut p, v);
         }
-        assert!(decode(&p).is_err());
+        assert!(decode(&p, 7).is_err());
         // Each delta adds 100 KiB of new counters: the reading it makes stops at what a reader
         // rebuilds.
         let (mut base, mut held) = (KernelReading::default(), 0);
@@ -308,7 +311,7 @@ mod tests {
                 put_uvarint(&mut p, 1);
             }
             put_uvarint(&mut p, 0);
-            let d = decode(&p).expect("each delta is well formed");
+            let d = decode(&p, 7).expect("each delta is well formed");
             if d.apply(&mut base, &mut held).is_err() {
                 refused = true;
                 break;

@@ -7,7 +7,9 @@
 //!   damaged file (with a warning naming the byte offset) and seeks from the nearest keyframe.
 //! - [`replay_feed`] plays a recording as a [`Feed`](crate::source::Feed) with timeline controls;
 //!   [`record_feed`] records a feed to a file: the headless `dropscope record`.
+pub mod attribution;
 pub mod budget;
+mod cookies;
 pub mod crafted;
 mod decode;
 mod encoder;
@@ -28,6 +30,8 @@ mod writer;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_attribution;
 #[cfg(test)]
 mod tests_budget;
 #[cfg(test)]

@@ -15,6 +15,26 @@ use super::{
 };
 use crate::model::{SessionInfo, Snapshot};
 
+/// A kind of frame beside the snapshot frames: its size limit and what is said of it.
+struct Side {
+    max: usize,
+    early: &'static str,
+    too_large: &'static str,
+}
+
+impl Side {
+    const KERNEL: Side = Side {
+        max: super::kernel::MAX_KERNEL_FRAME,
+        early: "a kernel frame in a recording before its version",
+        too_large: "a kernel frame beyond 1 MiB",
+    };
+    const ATTRIBUTION: Side = Side {
+        max: super::attribution::MAX_FRAME,
+        early: "an attribution frame in a recording before its version",
+        too_large: "an attribution frame beyond 1 MiB",
+    };
+}
+
 /// Where the bytes are: a file read with `pread`, memory, or a stream spooled to a file.
 enum Storage {
     File(File),
@@ -60,6 +80,8 @@ pub struct Recording {
     /// The reading the kernel frames so far make, and its size: each delta is checked against
     /// it on opening.
     kernel_now: Option<(crate::model::KernelReading, usize)>,
+    /// Attribution frames (version 8 on: rulesets, attached programs, listeners), in order.
+    attribution_frames: Vec<FrameInfo>,
     pub(super) dict: Dictionary,
     spent: Spent,
     /// Decompressed bytes of the last keyframe and the deltas after it.
@@ -225,6 +247,7 @@ impl Recording {
             frames: Vec::new(),
             kernel_frames: Vec::new(),
             kernel_now: None,
+            attribution_frames: Vec::new(),
             dict: Dictionary::new(version),
             spent: Spent::default(),
             chain_bytes: 0,
@@ -339,6 +362,31 @@ impl Recording {
         }
     }
 
+    /// The decompressed payload of a frame beside the snapshot frames (a kernel or attribution
+    /// frame), after the checks they share: not `early` (in a recording before its version),
+    /// within its size, counted in the index like a snapshot frame (a file of tiny ones must
+    /// not grow the index past the budget), and not before the snapshot frame before it.
+    fn beside(
+        &mut self,
+        offset: u64,
+        (h, payload, raw): (&FrameHeader, &[u8], usize),
+        early: bool,
+        side: Side,
+    ) -> Result<Vec<u8>, RecordError> {
+        if early {
+            return Err(corrupt(offset, side.early));
+        }
+        if raw > side.max {
+            return Err(corrupt(offset, side.too_large));
+        }
+        self.spent.indexed_frame().map_err(|l| over(offset, l))?;
+        let elapsed = Duration::from_nanos(h.elapsed_ns);
+        if self.frames.last().is_some_and(|p| p.elapsed > elapsed) {
+            return Err(corrupt(offset, "time goes backward"));
+        }
+        unpack(h.flags, payload).map_err(|why| corrupt(offset, why))
+    }
+
     /// Checks and indexes the frame at `offset`; returns where the next frame starts, or `None`
     /// after the end marker.
     fn index_one(&mut self, offset: u64, file_len: u64) -> Result<Option<u64>, RecordError> {
@@ -363,25 +411,11 @@ impl Recording {
             }
             Kind::Kernel | Kind::KernelDelta => {
                 let whole = h.kind == Kind::Kernel;
-                if self.dict.version < 4 || (!whole && self.dict.version < 5) {
-                    return Err(corrupt(
-                        offset,
-                        "a kernel frame in a recording before its version",
-                    ));
-                }
-                if raw > super::kernel::MAX_KERNEL_FRAME {
-                    return Err(corrupt(offset, "a kernel frame beyond 1 MiB"));
-                }
-                // Indexed like a snapshot frame: a file of tiny kernel frames must not grow
-                // the index past the budget.
-                self.spent.indexed_frame().map_err(|l| over(offset, l))?;
-                if self.frames.last().is_some_and(|p| p.elapsed > elapsed) {
-                    return Err(corrupt(offset, "time goes backward"));
-                }
+                let early = self.dict.version < 4 || (!whole && self.dict.version < 5);
+                let p = self.beside(offset, (&h, &payload, raw), early, Side::KERNEL)?;
                 // Checked now, so that a damaged reading is refused on opening; decoded
                 // again when a snapshot after it is shown. A delta applies to the reading of
                 // the frames before it, after a whole one and at most `MAX_CHAIN` of them.
-                let p = unpack(h.flags, &payload).map_err(|why| corrupt(offset, why))?;
                 let base = match self.kernel_frames.last() {
                     _ if whole => self.kernel_frames.len(),
                     Some(prev) if self.kernel_frames.len() - prev.base <= MAX_CHAIN => prev.base,
@@ -399,23 +433,21 @@ impl Recording {
                         .map(|(size, r)| (r, size))
                 } else {
                     let (mut now, mut size) = self.kernel_now.take().unwrap_or_default();
-                    (super::kernel_delta::decode(&p).and_then(|d| d.apply(&mut now, &mut size)))
-                        .map(|()| (now, size))
+                    (super::kernel_delta::decode(&p, self.dict.version)
+                        .and_then(|d| d.apply(&mut now, &mut size)))
+                    .map(|()| (now, size))
                 };
                 self.kernel_now = Some(now.map_err(|Malformed(why)| corrupt(offset, why))?);
-                self.kernel_frames.push(FrameInfo {
-                    offset,
-                    stored_len: h.len,
-                    elapsed,
-                    keyframe: whole,
-                    base,
-                    compressed: h.flags != 0,
-                    flags: h.flags,
-                    keys_defined: 0,
-                    stacks_defined: 0,
-                    samples_defined: 0,
-                    kernel: None,
-                });
+                (self.kernel_frames).push(FrameInfo::beside(offset, &h, elapsed, whole, base));
+            }
+            Kind::Attribution => {
+                let early = self.dict.version < 8;
+                let p = self.beside(offset, (&h, &payload, raw), early, Side::ATTRIBUTION)?;
+                // Checked now, so that a damaged frame is refused on opening; decoded again
+                // when a snapshot after it is shown.
+                super::attribution::decode(&p).map_err(|Malformed(why)| corrupt(offset, why))?;
+                let base = self.attribution_frames.len();
+                (self.attribution_frames).push(FrameInfo::beside(offset, &h, elapsed, true, base));
             }
             Kind::Keyframe | Kind::Delta => {
                 let keyframe = h.kind == Kind::Keyframe;
@@ -447,17 +479,12 @@ impl Recording {
                 }
                 self.spent.indexed_frame().map_err(|l| over(offset, l))?;
                 self.frames.push(FrameInfo {
-                    offset,
-                    stored_len: h.len,
-                    elapsed,
-                    keyframe,
-                    base,
-                    compressed: h.flags != 0,
-                    flags: h.flags,
                     keys_defined: self.dict.keys.len(),
                     stacks_defined: self.dict.stacks.len(),
                     samples_defined: self.dict.samples.len(),
                     kernel: self.kernel_frames.len().checked_sub(1),
+                    attribution: self.attribution_frames.len().checked_sub(1),
+                    ..FrameInfo::beside(offset, &h, elapsed, keyframe, base)
                 });
             }
             Kind::End => {
@@ -588,6 +615,10 @@ impl Frames for Recording {
 
     fn kernel_frame(&self, i: usize) -> Option<&FrameInfo> {
         self.kernel_frames.get(i)
+    }
+
+    fn attribution_frame(&self, i: usize) -> Option<&FrameInfo> {
+        self.attribution_frames.get(i)
     }
 
     fn dictionary(&self) -> &Dictionary {

@@ -147,7 +147,7 @@ fn counters_of_oddly_named_devices_are_recorded_or_noted() {
     }
     let (payload, whole) = kernel::encode(&r);
     assert!(whole);
-    let back = kernel::decode(&payload, 5).expect("decoded");
+    let back = kernel::decode(&payload, super::VERSION).expect("decoded");
     assert_eq!(back.netns[&1].get("Dev:eth0\\u{34f}:RxDrop"), Some(&4));
     assert_eq!(back, r);
     // A name no reader would take (from a producer that did not escape it, or too long).
@@ -156,7 +156,7 @@ fn counters_of_oddly_named_devices_are_recorded_or_noted() {
     g.insert(Arc::from(format!("Ethtool:eth1:{}", "x".repeat(300))), 2);
     let (payload, whole) = kernel::encode(&r);
     assert!(!whole);
-    let back = kernel::decode(&payload, 5).expect("decoded");
+    let back = kernel::decode(&payload, super::VERSION).expect("decoded");
     assert_eq!(back.netns[&1].len(), c.len());
     let note = (back.errors.iter())
         .find(|e| e.contains("not recorded"))

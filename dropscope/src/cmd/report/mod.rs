@@ -5,6 +5,7 @@ use super::recorded_window_kernel;
 pub(crate) use crate::output as report;
 use crate::{
     cli::{Format, ReportArgs},
+    explain::fill::Origin,
     ledger::{self, KernelView},
     model::Snapshot,
     sanitize,
@@ -26,11 +27,15 @@ pub async fn report_cmd(args: ReportArgs) -> anyhow::Result<()> {
         let view = (snap.kernel.as_ref()).map(|r| ledger::view(r, &snap, filter));
         (snap, secs, view)
     };
+    let origin = match args.window.input {
+        Some(_) => Origin::Recorded,
+        None => Origin::Live,
+    };
     print_report(
         &snap,
         seconds,
         args.format,
-        args.every.is_some(),
+        (args.every.is_some(), origin),
         kernel.as_ref(),
     )?;
     match &args.pcap {
@@ -65,7 +70,8 @@ async fn live_counts(args: &ReportArgs) -> anyhow::Result<(Snapshot, f64)> {
             return Ok(());
         };
         let kernel = (s.kernel.as_ref()).map(|r| ledger::view(r, s, filter.clone()));
-        print_report(s, s.elapsed.as_secs_f64(), format, true, kernel.as_ref())?;
+        let secs = s.elapsed.as_secs_f64();
+        print_report(s, secs, format, (true, Origin::Live), kernel.as_ref())?;
         // The next report is due one period after this one (never in a burst).
         next = every.map(|d| (at + d).max(s.elapsed));
         Ok(())
@@ -87,23 +93,25 @@ async fn live_counts(_: &ReportArgs) -> anyhow::Result<(Snapshot, f64)> {
     Err(super::no_live("`report` without `--input`"))
 }
 
-/// Prints one report; `lines` puts a JSON report on one line (a stream of them is JSON Lines);
-/// `kernel` adds the kernel's drop counters of the same window.
+/// Prints one report; `lines` puts a JSON report on one line (a stream of them is JSON Lines),
+/// `origin` says where it was counted; `kernel` adds the kernel's drop counters of the same
+/// window.
 fn print_report(
     snap: &Snapshot,
     seconds: f64,
     format: Format,
-    lines: bool,
+    (lines, origin): (bool, Origin),
     kernel: Option<&KernelView>,
 ) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
-    write_report(snap, seconds, format, lines, kernel, &mut out)?;
+    write_report(snap, seconds, format, (lines, origin), kernel, &mut out)?;
     out.flush()?;
     Ok(())
 }
 
 /// Writes one report of `snap` (covering `seconds`) to `out`, as `report` prints it: a table,
-/// or JSON (on one line when `lines`), with the kernel's counters of the same window if any.
+/// or JSON (on one line when `lines`), with the kernel's counters of the same window if any;
+/// its commands enter namespaces as `origin` says (a recording's by their recorded names).
 ///
 /// Names are escaped for a terminal; what is written grows with the keys and the bytes of the
 /// names they reference (see `record::budget::OUTPUT_PER_NAME_BYTE`), never more.
@@ -111,14 +119,14 @@ pub fn write_report(
     snap: &Snapshot,
     seconds: f64,
     format: Format,
-    lines: bool,
+    (lines, origin): (bool, Origin),
     kernel: Option<&KernelView>,
     mut out: impl Write,
 ) -> anyhow::Result<()> {
     match format {
         Format::Table => {
             report::write_table_fitted(snap, seconds, report::table_width(), &mut out)?;
-            crate::culprit::text::write(snap, &mut out)?;
+            crate::culprit::text::write(snap, origin, &mut out)?;
             if let Some(k) = kernel {
                 report::write_programs(k, report::table_width(), &mut out)?;
                 report::write_counter_only(k, report::table_width(), &mut out)?;
@@ -129,7 +137,7 @@ pub fn write_report(
             }
         }
         Format::Json => {
-            let mut report = report::json(snap, seconds);
+            let mut report = report::json_from(snap, seconds, origin);
             if let Some(k) = kernel {
                 report = report.with_kernel(k);
             }
