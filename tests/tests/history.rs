@@ -225,3 +225,51 @@ fn replaying_a_history_shows_its_timeline_with_the_gap_in_tmux() {
     let s = t.wait_for("EXIT=");
     assert!(s.contains("EXIT=0"), "{s}");
 }
+
+/// Needs root (as the other tests of this crate: tmux runs the binary through the runner's
+/// environment). `v` in the replay of a generated history: the last hour against the hour
+/// before, one key ten times more, said as a significant change with then/now per row; Esc
+/// leaves it.
+#[test]
+fn v_compares_a_replayed_window_with_an_hour_earlier_in_tmux() {
+    use dropscope::history::synthetic::{session, write_session};
+    let _serial = root_test();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // Two hours of two keys at about 10/s; in the second hour the first key drops 100/s more.
+    let t0 = 1_790_000_000_000;
+    let mut snaps = dropscope::record::synthetic::snapshots(2, 2, 10, 7200);
+    for (i, s) in snaps.iter_mut().enumerate().skip(3600) {
+        s.drops[0].count += (i as u64 - 3599) * 100;
+        s.total = s.drops.iter().map(|d| d.count).sum();
+    }
+    write_session(tmp.path(), 1, &session("cmp", t0), &snaps, 1800).expect("history");
+    let hot = snaps[0].drops[0].key.location.to_string();
+    let t =
+        dropscope_tests::tmux::Tmux::start("histcmp", &format!("replay {}", tmp.path().display()));
+    t.wait_for("REPLAY");
+    // To the replay's end: the window shown is its whole hour.
+    t.keys("$");
+    t.wait_for("1:59:59 / 1:59:59");
+    t.keys("v");
+    t.wait_for("compare with _");
+    t.keys("1h");
+    t.keys("Enter");
+    let screen = t.wait_for("(1h earlier, p < 0.001)");
+    let row = screen
+        .lines()
+        .find(|l| l.contains(&hot))
+        .unwrap_or_else(|| panic!("no row of {hot}:\n{screen}"));
+    assert!(row.contains("▲ more"), "{row}");
+    let all = screen
+        .lines()
+        .find(|l| l.contains("all drops"))
+        .unwrap_or_else(|| panic!("no total:\n{screen}"));
+    assert!(all.contains("▲ more"), "{all}");
+    t.keys("Escape");
+    t.wait("the table again", |s| {
+        !s.contains("(1h earlier") && s.contains("COUNT")
+    });
+    t.keys("q");
+    let s = t.wait_for("EXIT=");
+    assert!(s.contains("EXIT=0"), "{s}");
+}
