@@ -125,6 +125,62 @@ fn a_history_survives_kill_9_and_report_since_spans_both_runs_with_the_gap() {
     assert_eq!(gaps.len(), 2, "{err}");
 }
 
+/// Needs root. The kernel's counters a real history keeps: `report --input DIR` over its window
+/// shows the test namespace's `Udp:NoPorts` grown by exactly the datagrams sent, beside the
+/// probe's count of them, as a recording's report does (a filter on drops leaves the unseen
+/// drops and the ledger out, as it does for a recording).
+#[test]
+fn report_over_a_real_history_shows_the_kernel_counters_of_the_window() {
+    let _serial = root_test();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("history");
+    let d = dir.to_str().expect("utf-8");
+    let ns = Netns::new("histk");
+    let serve = Serve::start(&["--interval", "100ms", "--history", d]);
+    ns.traffic(&["udp", "9", "300"]);
+    wait_for_drops(&serve, &ns.name, 300);
+    // A reading of the counters after the traffic (serve reads them every 10 s), published with
+    // a snapshot that carries it, which the history writer was handed too.
+    let label = format!("netns_name=\"{}\"", ns.name);
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let (_, _, body) = get(serve.port, "/metrics", "text/plain");
+        let read = body.lines().any(|l| {
+            l.starts_with("dropscope_layer_drops_total{")
+                && l.contains("counter=\"Udp:NoPorts\"")
+                && l.contains(&label)
+                && l.ends_with(" 300")
+        });
+        if read {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no reading of 300: {body}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(serve.signal(libc::SIGTERM).success());
+    let mut cmd = Command::new(dropscope_bin());
+    cmd.args([
+        "report", "--format", "json", "--since", "10m", "--netns", &ns.name,
+    ])
+    .arg("--input")
+    .arg(&dir);
+    let report = json_output(&mut cmd);
+    assert_eq!(
+        count(&report, "NO_SOCKET", "__udp4_lib_rcv"),
+        300,
+        "{report}"
+    );
+    let noports = (report["kernel_counters"].as_array())
+        .unwrap_or_else(|| panic!("no kernel_counters: {report}"))
+        .iter()
+        .find(|c| {
+            c["counter"].as_str() == Some("Udp:NoPorts")
+                && c["netns_name"].as_str() == Some(ns.name.as_str())
+        })
+        .and_then(|c| c["delta"].as_u64());
+    assert_eq!(noports, Some(300), "{report}");
+}
+
 #[test]
 fn a_full_disk_pauses_history_while_metrics_go_on() {
     let _serial = root_test();

@@ -15,6 +15,8 @@ use crate::{
         Snapshot,
         compare::{self as model, Comparison},
         group::{self, Dim, Filter},
+        notes::SINCE_START,
+        programs,
     },
     sanitize::terminal,
 };
@@ -24,7 +26,8 @@ use crate::{
 pub struct Side {
     /// How messages name it: the directory and the window.
     pub name: String,
-    /// Its drops over the window (exact, summed across sessions).
+    /// Its drops over the window (exact, summed across sessions), with the kernel's counters
+    /// over it where the segments hold them (the programs' verdicts among them).
     pub snap: Snapshot,
     /// Seconds the counts cover (time dropscope did not run left out of rates).
     pub seconds: f64,
@@ -79,10 +82,16 @@ fn side(cat: &Catalog, shown: &str, w: Window) -> anyhow::Result<Side> {
     let gaps = (c.gaps.iter())
         .map(|&(a, b, counted)| format!("{name}: {}", super::input::gap_note(a, b, counted)));
     let notes = gaps.chain(c.notes.iter().map(|n| format!("note: {n}")));
+    let mut snap = c.snap;
+    // Counters that span more than the window (read first after its start) are not its own:
+    // neither its programs' verdicts nor its packets.
+    snap.kernel = (c.kernel)
+        .filter(|(r, _)| !r.errors.iter().any(|e| e.starts_with(SINCE_START)))
+        .map(|(r, _)| std::sync::Arc::new(r));
     Ok(Side {
         notes: notes.collect(),
         name,
-        snap: c.snap,
+        snap,
         seconds: c.covered_ms as f64 / 1000.0,
     })
 }
@@ -138,7 +147,12 @@ pub fn compare_window(
         let snap = group::apply(&s.snap, filter, by);
         let mut side = model::Side::of(&snap, s.seconds, model::packets(&s.snap, filter));
         side.sent = model::sent(&s.snap, filter);
-        side
+        // The programs' verdicts, where counted and no filter on drops hides them (as `diff`).
+        if filter.is_set() || programs::counted(&s.snap).is_err() {
+            side
+        } else {
+            side.with_programs(&programs::of_snapshot(&s.snap), by)
+        }
     };
     let comparison = model::compare(&one(&base), &one(&new), alpha);
     Ok(Compared {
