@@ -16,14 +16,7 @@
 //!   identical (up to order), then damaged by a few edits (checksums fixed) and decoded again.
 #![no_main]
 
-use std::{
-    alloc::{GlobalAlloc, Layout, System},
-    sync::{
-        Arc,
-        atomic::{AtomicUsize, Ordering},
-    },
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 
 use dropscope::{
     cli::Format,
@@ -37,81 +30,15 @@ use dropscope::{
     },
     record::{
         Recording,
-        budget::{MEMORY_BUDGET, OUTPUT_PER_RECTANGLE, OUTPUT_PER_ROW, report_bound},
+        budget::{OUTPUT_PER_RECTANGLE, OUTPUT_PER_ROW, report_bound},
         encode,
     },
 };
 use libfuzzer_sys::fuzz_target;
 
-/// Heap bytes in use, and the most in use since the last reset.
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-/// The system allocator, counting the bytes in use.
-struct Counting;
-
-impl Counting {
-    fn grew(by: usize) {
-        let now = LIVE.fetch_add(by, Ordering::Relaxed) + by;
-        PEAK.fetch_max(now, Ordering::Relaxed);
-    }
-}
-
-// SAFETY: every call is forwarded unchanged to the system allocator; the counters only observe.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: same contract as the caller's.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            Self::grew(layout.size());
-        }
-        p
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: same contract as the caller's.
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            Self::grew(layout.size());
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: same contract as the caller's.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-            Self::grew(new_size);
-        }
-        p
-    }
-}
-
-#[global_allocator]
-static ALLOC: Counting = Counting;
-
-/// Runs `f`, failing if it held more than the reader's memory budget at any moment.
-fn within_budget<T>(f: impl FnOnce() -> T) -> T {
-    let base = LIVE.load(Ordering::Relaxed);
-    PEAK.store(base, Ordering::Relaxed);
-    let out = f();
-    let peak = PEAK.load(Ordering::Relaxed) - base;
-    assert!(
-        peak <= MEMORY_BUDGET,
-        "reading one input held {peak} bytes, beyond the budget of {MEMORY_BUDGET}"
-    );
-    out
-}
-
-const FILE_HEADER: usize = 16;
-const FRAME_HEADER: usize = 20;
+#[path = "common/mod.rs"]
+mod common;
+use common::{FILE_HEADER, FRAME_HEADER, fix_checksums, within_budget};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else {
@@ -218,25 +145,6 @@ fn outputs(rec: &Recording, s: &Snapshot) {
     }
 }
 
-/// Rewrites every complete frame's CRC32 (over header bytes 0..16, then the payload).
-fn fix_checksums(b: &mut [u8]) {
-    let mut at = FILE_HEADER;
-    while at + FRAME_HEADER <= b.len() {
-        let len = u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]) as usize;
-        let Some(end) = (at + FRAME_HEADER)
-            .checked_add(len)
-            .filter(|&e| e <= b.len())
-        else {
-            return;
-        };
-        let mut h = crc32fast::Hasher::new();
-        h.update(&b[at..at + 16]);
-        h.update(&b[at + FRAME_HEADER..end]);
-        b[at + 16..at + 20].copy_from_slice(&h.finalize().to_le_bytes());
-        at = end;
-    }
-}
-
 /// A byte source that yields zeros when exhausted.
 struct Bytes<'a>(&'a [u8]);
 
@@ -276,7 +184,11 @@ fn socket(src: &mut Bytes<'_>, pick: &dyn Fn(u8) -> Arc<str>) -> Socket {
         })
     };
     Socket {
-        via: if b & 16 == 0 { Via::Receiving } else { Via::Owner },
+        via: if b & 16 == 0 {
+            Via::Receiving
+        } else {
+            Via::Owner
+        },
         inode: src.u64() as u32,
         about,
     }
