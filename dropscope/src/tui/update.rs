@@ -436,6 +436,32 @@ fn on_key(state: &mut State, key: KeyEvent) -> Option<Effect> {
     None
 }
 
+/// Whether wall time `ms` lies outside the stretch of history replayed (another session, or a
+/// gap), where a seek on this session's clock would land on the wrong snapshot.
+fn outside_replay(state: &State, ms: u64) -> bool {
+    let (Some(t), Some(r)) = (&state.timeline, &state.replay) else {
+        return false;
+    };
+    ms < t.replay_from_ms || ms > t.wall_ms(r.duration)
+}
+
+/// What `t` says of a time outside the stretch replayed.
+fn outside_message(state: &State, ms: u64) -> String {
+    use crate::history::when::local;
+    let (from, to) = match (&state.timeline, &state.replay) {
+        (Some(t), Some(r)) => (t.replay_from_ms, t.wall_ms(r.duration)),
+        _ => (0, 0),
+    };
+    format!(
+        "{} is outside the stretch replayed ({} – {}): another session, or a gap; quit and \
+         replay the history with --to {} to see it",
+        local(ms),
+        local(from),
+        local(to),
+        local(ms)
+    )
+}
+
 /// A key while typing the interval `v` compares with: `Enter` asks for the comparison of the
 /// window shown (the replay's first snapshot to its position) with the same window that much
 /// earlier, `Esc` gives up.
@@ -491,6 +517,9 @@ fn on_goto_key(state: &mut State, key: KeyEvent) -> Option<Effect> {
             let typed = state.goto.take().unwrap_or_default();
             let position = state.replay.as_ref()?.position;
             match crate::history::when::parse_time(&typed) {
+                Ok(crate::history::when::TimeArg::Wall(ms)) if outside_replay(state, ms) => {
+                    state.status = Some(outside_message(state, ms));
+                }
                 Ok(t) => {
                     let target = t.session(state.info.started_unix_ms);
                     let by = target.as_secs_f64() - position.as_secs_f64();

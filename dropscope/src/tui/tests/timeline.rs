@@ -208,3 +208,45 @@ fn v_compares_the_window_shown_with_the_same_window_an_interval_earlier() {
     );
     assert!(s.compare.is_none());
 }
+
+#[test]
+fn t_to_a_time_outside_the_stretch_replayed_says_so_instead_of_seeking() {
+    let mut s = state((120, 20));
+    let t0 = 1_790_000_000_000;
+    // The session started at the epoch (see `info`); the stretch replayed is its 100 s to 200 s.
+    s.replay = Some(ReplayStatus {
+        position: Duration::from_secs(150),
+        duration: Duration::from_secs(200),
+        speed: 1.0,
+        ..Default::default()
+    });
+    s.timeline = Some(Timeline {
+        from_ms: 0,
+        to_ms: t0,
+        buckets: vec![Some(1.0); 4],
+        replay_started_ms: 0,
+        replay_from_ms: 100_000,
+    });
+    let mut jump = |typed: &str| {
+        press(&mut s, KeyCode::Char('t'));
+        for c in typed.chars() {
+            press(&mut s, KeyCode::Char(c));
+        }
+        let e = press(&mut s, KeyCode::Enter);
+        (e, s.status.clone().unwrap_or_default())
+    };
+    // Within the stretch: a seek.
+    assert_eq!(
+        jump("1970-01-01T00:02:30Z").0,
+        Some(Effect::Replay(ReplayCommand::SeekBy(0.0)))
+    );
+    // Later than the stretch (another session of the history): said, no seek.
+    let (e, msg) = jump("2026-09-21T14:13:20Z");
+    assert_eq!(e, None);
+    assert!(msg.contains("outside the stretch replayed"), "{msg}");
+    assert!(msg.contains("--to"), "{msg}");
+    // Before it (a gap, or an earlier session): the same.
+    let (e, msg) = jump("1970-01-01T00:00:30Z");
+    assert_eq!(e, None);
+    assert!(msg.contains("outside the stretch replayed"), "{msg}");
+}
