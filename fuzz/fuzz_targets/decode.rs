@@ -38,7 +38,7 @@ use libfuzzer_sys::fuzz_target;
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{FILE_HEADER, FRAME_HEADER, fix_checksums, within_budget};
+use common::{Bytes, FILE_HEADER, FRAME_HEADER, fix_checksums, within_budget};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else {
@@ -142,25 +142,6 @@ fn outputs(rec: &Recording, s: &Snapshot) {
         assert!(svg.len() as u64 <= svg_bound, "{} bytes of SVG", svg.len());
         let rects = svg.windows(5).filter(|w| w == b"<rect").count();
         assert!(rects <= MAX_RECTANGLES + 2, "{rects} rectangles");
-    }
-}
-
-/// A byte source that yields zeros when exhausted.
-struct Bytes<'a>(&'a [u8]);
-
-impl Bytes<'_> {
-    fn byte(&mut self) -> u8 {
-        let (&b, rest) = self.0.split_first().unwrap_or((&0, &[]));
-        self.0 = rest;
-        b
-    }
-    fn u64(&mut self) -> u64 {
-        // Mostly small numbers, sometimes huge ones.
-        match self.byte() {
-            0..=200 => u64::from(self.byte()),
-            201..=250 => u64::from(u16::from_le_bytes([self.byte(), self.byte()])) << 8,
-            _ => u64::from_le_bytes(std::array::from_fn(|_| self.byte())),
-        }
     }
 }
 

@@ -29,7 +29,7 @@ use libfuzzer_sys::fuzz_target;
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{FILE_HEADER, fix_checksums, within_budget};
+use common::{Bytes, FILE_HEADER, fix_checksums, within_budget};
 
 /// Segments in one input, at most.
 const SEGMENTS: usize = 4;
@@ -123,20 +123,6 @@ fn read(dir: &std::path::Path) {
         to_ms: hi,
     };
     let _ = compare_window(dir, now, vs, &Default::default(), &[], 0.001);
-}
-
-/// A byte source that yields zeros when exhausted.
-struct Bytes<'a>(&'a [u8]);
-
-impl Bytes<'_> {
-    fn byte(&mut self) -> u8 {
-        let (&b, rest) = self.0.split_first().unwrap_or((&0, &[]));
-        self.0 = rest;
-        b
-    }
-    fn u16(&mut self) -> u64 {
-        u64::from(u16::from_le_bytes([self.byte(), self.byte()]))
-    }
 }
 
 /// A segment generated from `data`: up to 16 snapshots of up to 4 keys, times and counts that

@@ -37,6 +37,17 @@ fn wait_for_drops(serve: &Serve, ns: &str, want: u64) {
     }
 }
 
+/// `report --format json --since 10m --netns NS --input DIR`.
+fn report_of(dir: &Path, ns: &str) -> serde_json::Value {
+    let mut cmd = Command::new(dropscope_bin());
+    cmd.args([
+        "report", "--format", "json", "--since", "10m", "--netns", ns,
+    ])
+    .arg("--input")
+    .arg(dir);
+    json_output(&mut cmd)
+}
+
 /// A history listing.
 fn listing(dir: &Path) -> String {
     let out = run(Command::new(dropscope_bin()).arg("history").arg(dir));
@@ -99,13 +110,7 @@ fn a_history_survives_kill_9_and_report_since_spans_both_runs_with_the_gap() {
     assert!(list.contains("gap: not recorded"), "{list}");
     assert!(list.contains("in 2 spans"), "{list}");
 
-    let mut cmd = Command::new(dropscope_bin());
-    cmd.args([
-        "report", "--format", "json", "--since", "10m", "--netns", &ns.name,
-    ])
-    .arg("--input")
-    .arg(&dir);
-    let report = json_output(&mut cmd);
+    let report = report_of(&dir, &ns.name);
     assert_eq!(
         count(&report, "NO_SOCKET", "__udp4_lib_rcv"),
         500,
@@ -158,13 +163,7 @@ fn report_over_a_real_history_shows_the_kernel_counters_of_the_window() {
         std::thread::sleep(Duration::from_millis(200));
     }
     assert!(serve.signal(libc::SIGTERM).success());
-    let mut cmd = Command::new(dropscope_bin());
-    cmd.args([
-        "report", "--format", "json", "--since", "10m", "--netns", &ns.name,
-    ])
-    .arg("--input")
-    .arg(&dir);
-    let report = json_output(&mut cmd);
+    let report = report_of(&dir, &ns.name);
     assert_eq!(
         count(&report, "NO_SOCKET", "__udp4_lib_rcv"),
         300,

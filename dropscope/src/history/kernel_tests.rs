@@ -2,7 +2,7 @@
 //! readings at its ends, summed across sessions, with the probe's drops to match them.
 use super::{
     catalog::Catalog,
-    range::{Window, count},
+    range::{Counted, Window, count},
     synthetic::{INITIAL_NETNS, session, with_counters, write_session},
 };
 
@@ -10,27 +10,29 @@ const T0: u64 = 1_790_000_000_000;
 
 /// Session A: 20 s at 10 drops/s from T0; session B: 20 s at 20/s from T0 + 100 s. Segments
 /// of 6 snapshots, so readings are carried across segment boundaries.
-pub(super) fn two_counted_sessions(dir: &std::path::Path) {
+fn two_counted_sessions(dir: &std::path::Path) {
     let seq = write_session(dir, 1, &session("k", T0), &with_counters(T0, 10, 20), 6).expect("a");
     let b = with_counters(T0 + 100_000, 20, 20);
     write_session(dir, seq, &session("k", T0 + 100_000), &b, 6).expect("b");
 }
 
-#[test]
-fn a_window_across_sessions_carries_the_counters_growth_exactly() {
+/// The window from T0 + `from_ms` to T0 + `to_ms` of [`two_counted_sessions`].
+fn counted(from_ms: u64, to_ms: u64) -> Counted {
     let tmp = tempfile::tempdir().expect("tempdir");
     two_counted_sessions(tmp.path());
     let cat = Catalog::open(tmp.path()).expect("open");
+    let w = Window {
+        from_ms: T0 + from_ms,
+        to_ms: T0 + to_ms,
+    };
+    count(&cat, w).expect("count")
+}
+
+#[test]
+fn a_window_across_sessions_carries_the_counters_growth_exactly() {
     // From 7.5 s into A (its snapshot at 7 s carries the reading at 5 s) to 12.5 s into B
     // (the snapshot at 12 s carries the reading at 10 s).
-    let c = count(
-        &cat,
-        Window {
-            from_ms: T0 + 7_500,
-            to_ms: T0 + 112_500,
-        },
-    )
-    .expect("count");
+    let c = counted(7_500, 112_500);
     // The probe: A from 7 s to 20 s (130), B from its start to 12 s (240).
     assert_eq!(c.snap.total, 130 + 240);
     let (reading, seen) = c.kernel.expect("the counters over the window");
@@ -55,18 +57,8 @@ fn a_window_across_sessions_carries_the_counters_growth_exactly() {
 
 #[test]
 fn a_window_that_starts_before_the_first_reading_says_so() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    two_counted_sessions(tmp.path());
-    let cat = Catalog::open(tmp.path()).expect("open");
     // From 2.5 s into A (no reading yet) to 15.5 s.
-    let c = count(
-        &cat,
-        Window {
-            from_ms: T0 + 2_500,
-            to_ms: T0 + 15_500,
-        },
-    )
-    .expect("count");
+    let c = counted(2_500, 15_500);
     let (reading, seen) = c.kernel.expect("the counters");
     // Since the session's start, said, and matched with the drops over the same span.
     assert_eq!(reading.netns[&INITIAL_NETNS]["Udp:NoPorts"], 150);

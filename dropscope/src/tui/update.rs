@@ -462,41 +462,46 @@ fn outside_message(state: &State, ms: u64) -> String {
     )
 }
 
+/// A key typed into the line `slot` (at most `max` bytes): `Esc` gives up, `Backspace` takes
+/// a character back; `Enter` ends the line and returns it.
+fn type_into(slot: &mut Option<String>, key: KeyEvent, max: usize) -> Option<String> {
+    let typed = slot.as_mut()?;
+    match key.code {
+        KeyCode::Esc => *slot = None,
+        KeyCode::Backspace => {
+            typed.pop();
+        }
+        KeyCode::Char(c) if !key.modifiers.contains(KeyModifiers::CONTROL) && typed.len() < max => {
+            typed.push(c);
+        }
+        KeyCode::Enter => return slot.take(),
+        _ => {}
+    }
+    None
+}
+
 /// A key while typing the interval `v` compares with: `Enter` asks for the comparison of the
 /// window shown (the replay's first snapshot to its position) with the same window that much
 /// earlier, `Esc` gives up.
 fn on_compare_key(state: &mut State, key: KeyEvent) -> Option<Effect> {
-    let typed = state.compare_typed.as_mut()?;
-    match key.code {
-        KeyCode::Esc => state.compare_typed = None,
-        KeyCode::Backspace => {
-            typed.pop();
+    let typed = type_into(&mut state.compare_typed, key, 32)?;
+    let (t, r) = (state.timeline.as_ref()?, state.replay.as_ref()?);
+    let now = crate::history::range::Window {
+        from_ms: t.replay_from_ms,
+        to_ms: t.wall_ms(r.position).max(t.replay_from_ms),
+    };
+    match crate::cli::parse_duration(&typed) {
+        Ok(vs) if vs >= Duration::from_secs(1) => {
+            state.status = Some(format!(
+                "comparing {} to {} with {} earlier...",
+                crate::history::when::local(now.from_ms),
+                crate::history::when::local(now.to_ms),
+                crate::format::duration(vs)
+            ));
+            return Some(Effect::Compare { now, vs });
         }
-        KeyCode::Char(c) if !key.modifiers.contains(KeyModifiers::CONTROL) && typed.len() < 32 => {
-            typed.push(c);
-        }
-        KeyCode::Enter => {
-            let typed = state.compare_typed.take().unwrap_or_default();
-            let (t, r) = (state.timeline.as_ref()?, state.replay.as_ref()?);
-            let now = crate::history::range::Window {
-                from_ms: t.replay_from_ms,
-                to_ms: t.wall_ms(r.position).max(t.replay_from_ms),
-            };
-            match crate::cli::parse_duration(&typed) {
-                Ok(vs) if vs >= Duration::from_secs(1) => {
-                    state.status = Some(format!(
-                        "comparing {} to {} with {} earlier...",
-                        crate::history::when::local(now.from_ms),
-                        crate::history::when::local(now.to_ms),
-                        crate::format::duration(vs)
-                    ));
-                    return Some(Effect::Compare { now, vs });
-                }
-                Ok(_) => state.status = Some("compare with at least 1s earlier".into()),
-                Err(e) => state.status = Some(crate::sanitize::terminal(&e).into_owned()),
-            }
-        }
-        _ => {}
+        Ok(_) => state.status = Some("compare with at least 1s earlier".into()),
+        Err(e) => state.status = Some(crate::sanitize::terminal(&e).into_owned()),
     }
     None
 }
@@ -504,31 +509,18 @@ fn on_compare_key(state: &mut State, key: KeyEvent) -> Option<Effect> {
 /// A key while typing a time to jump to: `Enter` jumps (a duration is session time, anything
 /// else a wall-clock time placed on the session's clock), `Esc` gives up.
 fn on_goto_key(state: &mut State, key: KeyEvent) -> Option<Effect> {
-    let typed = state.goto.as_mut()?;
-    match key.code {
-        KeyCode::Esc => state.goto = None,
-        KeyCode::Backspace => {
-            typed.pop();
+    let typed = type_into(&mut state.goto, key, 64)?;
+    let position = state.replay.as_ref()?.position;
+    match crate::history::when::parse_time(&typed) {
+        Ok(crate::history::when::TimeArg::Wall(ms)) if outside_replay(state, ms) => {
+            state.status = Some(outside_message(state, ms));
         }
-        KeyCode::Char(c) if !key.modifiers.contains(KeyModifiers::CONTROL) && typed.len() < 64 => {
-            typed.push(c);
+        Ok(t) => {
+            let target = t.session(state.info.started_unix_ms);
+            let by = target.as_secs_f64() - position.as_secs_f64();
+            return Some(Effect::Replay(ReplayCommand::SeekBy(by)));
         }
-        KeyCode::Enter => {
-            let typed = state.goto.take().unwrap_or_default();
-            let position = state.replay.as_ref()?.position;
-            match crate::history::when::parse_time(&typed) {
-                Ok(crate::history::when::TimeArg::Wall(ms)) if outside_replay(state, ms) => {
-                    state.status = Some(outside_message(state, ms));
-                }
-                Ok(t) => {
-                    let target = t.session(state.info.started_unix_ms);
-                    let by = target.as_secs_f64() - position.as_secs_f64();
-                    return Some(Effect::Replay(ReplayCommand::SeekBy(by)));
-                }
-                Err(e) => state.status = Some(crate::sanitize::terminal(&e).into_owned()),
-            }
-        }
-        _ => {}
+        Err(e) => state.status = Some(crate::sanitize::terminal(&e).into_owned()),
     }
     None
 }

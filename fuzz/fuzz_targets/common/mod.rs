@@ -1,6 +1,8 @@
 //! What the fuzz targets share: a counting allocator that checks a reader's memory budget, and
 //! the frame layout to fix a recording's checksums after a mutation (so that it reaches the
-//! payload decoders instead of stopping at the checksum).
+//! payload decoders instead of stopping at the checksum), and a byte source for generators.
+// Each target uses a part of it.
+#![allow(dead_code)]
 use std::{
     alloc::{GlobalAlloc, Layout, System},
     sync::atomic::{AtomicUsize, Ordering},
@@ -94,5 +96,29 @@ pub fn fix_checksums(b: &mut [u8]) {
         h.update(&b[at + FRAME_HEADER..end]);
         b[at + 16..at + 20].copy_from_slice(&h.finalize().to_le_bytes());
         at = end;
+    }
+}
+
+/// A byte source that yields zeros when exhausted.
+pub struct Bytes<'a>(pub &'a [u8]);
+
+impl Bytes<'_> {
+    /// Two bytes, little-endian.
+    pub fn u16(&mut self) -> u64 {
+        u64::from(u16::from_le_bytes([self.byte(), self.byte()]))
+    }
+
+    pub fn byte(&mut self) -> u8 {
+        let (&b, rest) = self.0.split_first().unwrap_or((&0, &[]));
+        self.0 = rest;
+        b
+    }
+    pub fn u64(&mut self) -> u64 {
+        // Mostly small numbers, sometimes huge ones.
+        match self.byte() {
+            0..=200 => u64::from(self.byte()),
+            201..=250 => u64::from(u16::from_le_bytes([self.byte(), self.byte()])) << 8,
+            _ => u64::from_le_bytes(std::array::from_fn(|_| self.byte())),
+        }
     }
 }
