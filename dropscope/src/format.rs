@@ -190,6 +190,28 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 2, 10s, 1m30s, 500ms)"))
 }
 
+/// A ratio of two rates: `2.00x`, `new` where the earlier had none (and the later `count`
+/// drops), `-` where neither had any.
+pub fn ratio(ratio: Option<f64>, count: u64) -> String {
+    match ratio {
+        None if count == 0 => "-".into(),
+        None => "new".into(),
+        Some(x) if x < 10.0 => format!("{x:.2}x"),
+        Some(x) => format!("{x:.0}x"),
+    }
+}
+
+/// A p-value: three decimals, or two significant digits below 0.001.
+pub fn p_value(p: f64) -> String {
+    if p >= 0.001 {
+        format!("{p:.3}")
+    } else if p < 1e-300 {
+        "<1e-300".into()
+    } else {
+        format!("{p:.1e}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

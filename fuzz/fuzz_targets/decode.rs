@@ -18,14 +18,7 @@
 //!   kernel, kernel delta and attribution frames are all written, read back and damaged.
 #![no_main]
 
-use std::{
-    alloc::{GlobalAlloc, Layout, System},
-    sync::{
-        Arc,
-        atomic::{AtomicUsize, Ordering},
-    },
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 
 use dropscope::{
     cli::Format,
@@ -44,81 +37,15 @@ use dropscope::{
     },
     record::{
         Recording,
-        budget::{MEMORY_BUDGET, OUTPUT_PER_RECTANGLE, OUTPUT_PER_ROW, report_bound},
+        budget::{OUTPUT_PER_RECTANGLE, OUTPUT_PER_ROW, report_bound},
         encode,
     },
 };
 use libfuzzer_sys::fuzz_target;
 
-/// Heap bytes in use, and the most in use since the last reset.
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-/// The system allocator, counting the bytes in use.
-struct Counting;
-
-impl Counting {
-    fn grew(by: usize) {
-        let now = LIVE.fetch_add(by, Ordering::Relaxed) + by;
-        PEAK.fetch_max(now, Ordering::Relaxed);
-    }
-}
-
-// SAFETY: every call is forwarded unchanged to the system allocator; the counters only observe.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: same contract as the caller's.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            Self::grew(layout.size());
-        }
-        p
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: same contract as the caller's.
-        let p = unsafe { System.alloc_zeroed(layout) };
-        if !p.is_null() {
-            Self::grew(layout.size());
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: same contract as the caller's.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-            Self::grew(new_size);
-        }
-        p
-    }
-}
-
-#[global_allocator]
-static ALLOC: Counting = Counting;
-
-/// Runs `f`, failing if it held more than the reader's memory budget at any moment.
-fn within_budget<T>(f: impl FnOnce() -> T) -> T {
-    let base = LIVE.load(Ordering::Relaxed);
-    PEAK.store(base, Ordering::Relaxed);
-    let out = f();
-    let peak = PEAK.load(Ordering::Relaxed) - base;
-    assert!(
-        peak <= MEMORY_BUDGET,
-        "reading one input held {peak} bytes, beyond the budget of {MEMORY_BUDGET}"
-    );
-    out
-}
-
-const FILE_HEADER: usize = 16;
-const FRAME_HEADER: usize = 20;
+#[path = "common/mod.rs"]
+mod common;
+use common::{Bytes, FILE_HEADER, FRAME_HEADER, fix_checksums, within_budget};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, rest)) = data.split_first() else {
@@ -223,44 +150,6 @@ fn outputs(rec: &Recording, s: &Snapshot) {
         assert!(svg.len() as u64 <= svg_bound, "{} bytes of SVG", svg.len());
         let rects = svg.windows(5).filter(|w| w == b"<rect").count();
         assert!(rects <= MAX_RECTANGLES + 2, "{rects} rectangles");
-    }
-}
-
-/// Rewrites every complete frame's CRC32 (over header bytes 0..16, then the payload).
-fn fix_checksums(b: &mut [u8]) {
-    let mut at = FILE_HEADER;
-    while at + FRAME_HEADER <= b.len() {
-        let len = u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]) as usize;
-        let Some(end) = (at + FRAME_HEADER)
-            .checked_add(len)
-            .filter(|&e| e <= b.len())
-        else {
-            return;
-        };
-        let mut h = crc32fast::Hasher::new();
-        h.update(&b[at..at + 16]);
-        h.update(&b[at + FRAME_HEADER..end]);
-        b[at + 16..at + 20].copy_from_slice(&h.finalize().to_le_bytes());
-        at = end;
-    }
-}
-
-/// A byte source that yields zeros when exhausted.
-struct Bytes<'a>(&'a [u8]);
-
-impl Bytes<'_> {
-    fn byte(&mut self) -> u8 {
-        let (&b, rest) = self.0.split_first().unwrap_or((&0, &[]));
-        self.0 = rest;
-        b
-    }
-    fn u64(&mut self) -> u64 {
-        // Mostly small numbers, sometimes huge ones.
-        match self.byte() {
-            0..=200 => u64::from(self.byte()),
-            201..=250 => u64::from(u16::from_le_bytes([self.byte(), self.byte()])) << 8,
-            _ => u64::from_le_bytes(std::array::from_fn(|_| self.byte())),
-        }
     }
 }
 

@@ -112,7 +112,7 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
     };
     cargo_with_runner(&test, &runner)?;
     if fuzz_seconds > 0 {
-        step("fuzzing the recording decoder");
+        step("fuzzing the recording decoder and the history reader");
         setup::fuzz(fuzz_seconds)?;
         // The sanitized build (about 1 GB) is not read again by this run, and a small disk
         // needs the room for vmtest's kernels; it is rebuilt in a minute or two.

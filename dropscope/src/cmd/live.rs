@@ -66,6 +66,7 @@ pub async fn live_tui(live: &LiveArgs, dir: &Path) -> anyhow::Result<()> {
         filter: live.select.describe(),
         by: live.select.by.clone(),
         timeline: None,
+        compare: None,
     };
     // The TUI ends on `q`, a signal, or the feed closing; then the probe is detached, and a
     // collector failure, if that is what closed the feed, is reported.

@@ -9,7 +9,7 @@ mod diff;
 pub mod dispatch;
 mod flamegraph;
 mod generate;
-pub(crate) mod history;
+pub mod history;
 #[cfg(feature = "live")]
 pub mod live;
 mod reasons;

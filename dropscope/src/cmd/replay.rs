@@ -16,7 +16,7 @@ pub async fn replay_cmd(
     if file.is_dir() {
         let (rec, timeline) = crate::history::replay::open(file, window)?;
         require_terminal("replay")?;
-        return replay_recording(rec, dir, select, Some(timeline)).await;
+        return replay_recording(rec, dir, select, Some((timeline, file))).await;
     }
     if window.from.is_some() || window.to.is_some() || window.since.is_some() {
         anyhow::bail!(
@@ -42,15 +42,27 @@ pub async fn replay_cmd(
     replay_recording(rec, dir, select, None).await
 }
 
-/// Replays `rec` in the TUI, grouped and filtered by `select`.
+/// Replays `rec` in the TUI, grouped and filtered by `select`; a window of a history comes with
+/// its timeline and directory (for the strip, and the windows `v` compares).
 async fn replay_recording(
     rec: record::Recording,
     dir: &Path,
     select: &crate::cli::Selection,
-    timeline: Option<crate::history::timeline::Timeline>,
+    history: Option<(crate::history::timeline::Timeline, &Path)>,
 ) -> anyhow::Result<()> {
     // What the recording holds so far decides which filters and groupings it can take.
     let (filter, by) = select.recorded(&rec.snapshot_at(rec.duration()).unwrap_or_default())?;
+    let (timeline, compare) = match history {
+        Some((t, h)) => (
+            Some(t),
+            Some(tui::CompareSource {
+                dir: h.to_path_buf(),
+                filter: filter.clone(),
+                by: by.clone(),
+            }),
+        ),
+        None => (None, None),
+    };
     let sel = select.clone();
     let feed = record::replay_feed(rec).map(move |s| sel.by_culprit(&s, &filter, &by));
     let opts = tui::TuiOptions {
@@ -63,6 +75,7 @@ async fn replay_recording(
             select.by.clone()
         },
         timeline,
+        compare,
     };
     tui::run(feed, opts).await
 }

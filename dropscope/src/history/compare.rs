@@ -1,5 +1,6 @@
 //! Now versus then: the last D of a history and the same D an interval earlier, as the two
-//! runs of `diff --history DIR --last D --vs I`.
+//! runs of `diff --history DIR --last D --vs I`, and a replayed window against the same window
+//! earlier (the TUI's `v`).
 use std::{path::Path, time::Duration};
 
 use anyhow::bail;
@@ -9,17 +10,29 @@ use super::{
     range::{self, Window},
     when::local,
 };
-use crate::{model::Snapshot, sanitize::terminal};
+use crate::{
+    model::{
+        Snapshot,
+        compare::{self as model, Comparison},
+        group::{self, Dim, Filter},
+        notes::SINCE_START,
+        programs,
+    },
+    sanitize::terminal,
+};
 
 /// One side of the comparison.
 #[derive(Debug)]
 pub struct Side {
     /// How messages name it: the directory and the window.
     pub name: String,
-    /// Its drops over the window (exact, summed across sessions).
+    /// Its drops over the window (exact, summed across sessions), with the kernel's counters
+    /// over it where the segments hold them (the programs' verdicts among them).
     pub snap: Snapshot,
     /// Seconds the counts cover (time dropscope did not run left out of rates).
     pub seconds: f64,
+    /// Its gaps and notes, as sentences (not escaped).
+    pub notes: Vec<String>,
 }
 
 /// The two windows: NEW is the `last` before `end`, BASE the same window `vs` earlier.
@@ -29,15 +42,12 @@ pub fn windows(end_ms: u64, last: Duration, vs: Duration) -> (Window, Window) {
         from_ms: end_ms.saturating_sub(ms(last)),
         to_ms: end_ms,
     };
-    let base = Window {
-        from_ms: new.from_ms.saturating_sub(ms(vs)),
-        to_ms: new.to_ms.saturating_sub(ms(vs)),
-    };
+    let base = earlier(new, vs);
     (base, new)
 }
 
 /// BASE and NEW of the history in `dir`: the `last` before `end_ms` (default: the history's
-/// last snapshot) and the same window `vs` earlier.
+/// last snapshot) and the same window `vs` earlier. Their gaps and notes go to stderr.
 pub fn sides(
     dir: &Path,
     last: Duration,
@@ -54,28 +64,106 @@ pub fn sides(
         );
     }
     let (base, new) = windows(end_ms.unwrap_or(hi), last, vs);
-    let side = |w: Window| -> anyhow::Result<Side> {
-        let c = range::count(&cat, w)?;
-        let name = format!("{shown} {} to {}", local(w.from_ms), local(w.to_ms));
-        if c.sessions == 0 || c.covered_ms == 0 {
-            bail!("{name}: not recorded (dropscope not running, or history paused)");
+    let sides = (side(&cat, &shown, base)?, side(&cat, &shown, new)?);
+    for n in sides.0.notes.iter().chain(&sides.1.notes) {
+        eprintln!("dropscope: {n}");
+    }
+    Ok(sides)
+}
+
+/// The drops of `w` in `cat` (whose directory is shown as `shown`) as one side; a window with
+/// nothing recorded is an error, never zero drops.
+fn side(cat: &Catalog, shown: &str, w: Window) -> anyhow::Result<Side> {
+    let c = range::count(cat, w)?;
+    let name = format!("{shown} {} to {}", local(w.from_ms), local(w.to_ms));
+    if c.sessions == 0 || c.covered_ms == 0 {
+        bail!("{name}: not recorded (dropscope not running, or history paused)");
+    }
+    let gaps = (c.gaps.iter())
+        .map(|&(a, b, counted)| format!("{name}: {}", super::input::gap_note(a, b, counted)));
+    let notes = gaps.chain(c.notes.iter().map(|n| format!("note: {n}")));
+    let mut snap = c.snap;
+    // Counters that span more than the window (read first after its start) are not its own:
+    // neither its programs' verdicts nor its packets.
+    snap.kernel = (c.kernel)
+        .filter(|(r, _)| !r.errors.iter().any(|e| e.starts_with(SINCE_START)))
+        .map(|(r, _)| std::sync::Arc::new(r));
+    Ok(Side {
+        notes: notes.collect(),
+        name,
+        snap,
+        seconds: c.covered_ms as f64 / 1000.0,
+    })
+}
+
+/// `w` moved `vs` earlier.
+pub fn earlier(w: Window, vs: Duration) -> Window {
+    let ms = u64::try_from(vs.as_millis()).unwrap_or(u64::MAX);
+    Window {
+        from_ms: w.from_ms.saturating_sub(ms),
+        to_ms: w.to_ms.saturating_sub(ms),
+    }
+}
+
+/// A window of a history compared with the same window an interval earlier, key by key (the
+/// TUI's `v`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Compared {
+    /// The window compared (NEW).
+    pub now: Window,
+    /// The same window `vs` earlier (BASE).
+    pub then: Window,
+    /// How much earlier.
+    pub vs: Duration,
+    /// Key by key, with the significance test of `diff`.
+    pub comparison: Comparison,
+    /// The significance level the changes were tested at.
+    pub alpha: f64,
+    /// Seconds each window's counts cover (then, now).
+    pub seconds: (f64, f64),
+    /// The windows' gaps and notes.
+    pub notes: Vec<String>,
+}
+
+/// Compares the window `now` of the history in `dir` with the same window `vs` earlier, the
+/// drops filtered and grouped by `filter` and `by` (as the replay shows them), each change
+/// tested at `alpha`.
+pub fn compare_window(
+    dir: &Path,
+    now: Window,
+    vs: Duration,
+    filter: &Filter,
+    by: &[Dim],
+    alpha: f64,
+) -> anyhow::Result<Compared> {
+    if vs.is_zero() {
+        bail!("compare with a window at least a second earlier");
+    }
+    let (cat, _) = Catalog::open_to_read(dir)?;
+    let shown = terminal(&dir.to_string_lossy()).into_owned();
+    let then = earlier(now, vs);
+    let (base, new) = (side(&cat, &shown, then)?, side(&cat, &shown, now)?);
+    let one = |s: &Side| {
+        let snap = group::apply(&s.snap, filter, by);
+        let mut side = model::Side::of(&snap, s.seconds, model::packets(&s.snap, filter));
+        side.sent = model::sent(&s.snap, filter);
+        // The programs' verdicts, where counted and no filter on drops hides them (as `diff`).
+        if filter.is_set() || programs::counted(&s.snap).is_err() {
+            side
+        } else {
+            side.with_programs(&programs::of_snapshot(&s.snap), by)
         }
-        for &(a, b, counted) in &c.gaps {
-            eprintln!(
-                "dropscope: {name}: {}",
-                super::input::gap_note(a, b, counted)
-            );
-        }
-        for n in &c.notes {
-            eprintln!("dropscope: note: {n}");
-        }
-        Ok(Side {
-            name,
-            snap: c.snap,
-            seconds: c.covered_ms as f64 / 1000.0,
-        })
     };
-    Ok((side(base)?, side(new)?))
+    let comparison = model::compare(&one(&base), &one(&new), alpha);
+    Ok(Compared {
+        now,
+        then,
+        vs,
+        comparison,
+        alpha,
+        seconds: (base.seconds, new.seconds),
+        notes: base.notes.into_iter().chain(new.notes).collect(),
+    })
 }
 
 #[cfg(test)]

@@ -107,6 +107,12 @@ pub fn recorded_window(
         eprintln!("dropscope: note: {n}");
     }
     let (filter, by) = sel.recorded(&counted.snap)?;
-    let snap = sel.by_culprit(&counted.snap, &filter, &by);
-    Ok((counted.info, snap, (Duration::ZERO, covered), None))
+    let group = |s: &crate::model::Snapshot| sel.by_culprit(s, &filter, &by);
+    let kernel = (counted.kernel).map(|(r, seen)| (std::sync::Arc::new(r), group(&seen)));
+    Ok((
+        counted.info,
+        group(&counted.snap),
+        (Duration::ZERO, covered),
+        kernel,
+    ))
 }

@@ -28,6 +28,8 @@ pub mod when;
 pub mod writer;
 
 #[cfg(test)]
+mod kernel_tests;
+#[cfg(test)]
 mod tests;
 
 pub use retention::Retention;

@@ -3,8 +3,8 @@
 //! snapshot covers reported as gaps, never as zero drops.
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
-use super::catalog::{Catalog, Piece, Span, wall_ms};
-use crate::model::{DropKey, KeySamples, SessionInfo, Snapshot, StackCount, window};
+use super::catalog::{Catalog, Piece, SEAM, Span, wall_ms};
+use crate::model::{DropKey, KernelReading, KeySamples, SessionInfo, Snapshot, StackCount, window};
 
 /// A stack's identity: its key and frames.
 type StackId = (DropKey, Arc<[Arc<str>]>);
@@ -43,6 +43,10 @@ pub struct Counted {
     /// The wall-clock times of the snapshots the counts are between (each end's last snapshot
     /// at or before it, or a session's start): in a coarse segment they fall on the minute.
     pub counted: Option<(u64, u64)>,
+    /// The kernel's counters over the window (their growth between the readings at its ends,
+    /// summed across sessions) and the probe's drops over a span that holds theirs, to match
+    /// them with (as a recording's window pairs them), where the segments hold readings.
+    pub kernel: Option<(KernelReading, Snapshot)>,
 }
 
 /// The runs of pieces of one session, in order of writing.
@@ -80,6 +84,7 @@ fn first(pieces: &[Piece]) -> anyhow::Result<Snapshot> {
 pub fn count(cat: &Catalog, w: Window) -> anyhow::Result<Counted> {
     let mut out = Counted::default();
     let mut parts = Vec::new();
+    let mut kernels = Vec::new();
     let mut intervals = Vec::new();
     for run in sessions(cat) {
         let pieces = &cat.pieces[run];
@@ -118,17 +123,123 @@ pub fn count(cat: &Catalog, w: Window) -> anyhow::Result<Counted> {
             Some((a, b)) => (a.min(from), b.max(to)),
             None => (from, to),
         });
+        let at_start = earlier.elapsed.is_zero() && earlier.total == 0;
+        if let Some(k) = kernel_window(pieces, w.from_ms, &earlier, &later, at_start)? {
+            kernels.push(k);
+        }
         parts.push(window::between(&earlier, &later));
         out.info = info.clone();
         out.sessions += 1;
     }
     out.snap = sum(parts);
+    out.kernel = sum_kernel(kernels);
     let (_, gaps) = coverage(&cat.spans(), w);
     out.gaps = gaps
         .into_iter()
         .map(|(a, b)| (a, b, intervals.iter().any(|&(f, t)| f <= a && b <= t)))
         .collect();
     Ok(out)
+}
+
+/// A session's kernel counters over a window from `earlier` (at or before `from_ms`; at the
+/// session's start where `at_start`) to `later`, with the probe's drops to match them with,
+/// as `report --input FILE` pairs them: the growth between the two readings, and the drops from
+/// the last snapshot before the earlier reading came (so no drop the probe saw reads as
+/// unseen). Without a reading at the window's start, the counters since the session's start,
+/// said in a note.
+fn kernel_window(
+    pieces: &[Piece],
+    from_ms: u64,
+    earlier: &Snapshot,
+    later: &Snapshot,
+    at_start: bool,
+) -> anyhow::Result<Option<(KernelReading, Snapshot)>> {
+    let Some(b) = &later.kernel else {
+        return Ok(None);
+    };
+    if at_start {
+        return Ok(Some(((**b).clone(), later.clone())));
+    }
+    Ok(match &earlier.kernel {
+        Some(a) => before_reading(pieces, from_ms, a.unix_ms)?
+            .map(|base| (b.since(a), window::between(&base, later))),
+        None => {
+            let mut r = (**b).clone();
+            r.errors.push(format!(
+                "{}{}: the history read them first after it (the window shows no program rows)",
+                crate::model::notes::SINCE_START,
+                super::when::local(from_ms)
+            ));
+            Some((r, later.clone()))
+        }
+    })
+}
+
+/// The last snapshot of the session `pieces` taken before the reading of the kernel's
+/// counters made at `reading_ms` that the snapshot at `ms` carries: its counts are all older
+/// than the reading. Empty if the reading came with the session's first snapshot; `None` if it
+/// is further back than the readings are carried (64 snapshots) or older than the history.
+fn before_reading(pieces: &[Piece], ms: u64, reading_ms: u64) -> anyhow::Result<Option<Snapshot>> {
+    let Some(mut pi) = pieces.iter().rposition(|p| p.from_ms() <= ms) else {
+        return Ok(None);
+    };
+    let mut rec = pieces[pi].open()?;
+    let t = Duration::from_millis(ms.saturating_sub(pieces[pi].info.started_unix_ms))
+        + Duration::from_nanos(999_999);
+    let Some(mut i) = rec.frame_at(t) else {
+        return Ok(None);
+    };
+    for _ in 0..64 {
+        while i == 0 {
+            if pi == 0 {
+                return Ok((pieces[0].first <= SEAM).then(Snapshot::default));
+            }
+            pi -= 1;
+            rec = pieces[pi].open()?;
+            i = rec.len();
+        }
+        let s = rec.snapshot_of(i - 1)?;
+        if s.kernel.as_ref().is_none_or(|r| r.unix_ms != reading_ms) {
+            return Ok(Some(s));
+        }
+        i -= 1;
+    }
+    Ok(None)
+}
+
+/// The kernel's counters of several sessions' windows together: growth added per namespace
+/// and counter, the devices, listeners and notes of each kept; with the probe's drops they are
+/// matched with, summed as [`sum`] does.
+fn sum_kernel(parts: Vec<(KernelReading, Snapshot)>) -> Option<(KernelReading, Snapshot)> {
+    let mut parts = parts.into_iter();
+    let (mut out, seen) = parts.next()?;
+    let mut seen = vec![seen];
+    for (r, s) in parts {
+        for (ns, g) in r.netns {
+            let into = out.netns.entry(ns).or_default();
+            for (name, v) in g {
+                let c = into.entry(name).or_default();
+                *c = c.saturating_add(v);
+            }
+        }
+        for (ns, d) in r.devices {
+            out.devices.entry(ns).or_default().extend(d);
+        }
+        out.listeners.extend(r.listeners);
+        out.cookies.extend(r.cookies);
+        out.rules.extend(r.rules);
+        out.attached.extend(r.attached);
+        for e in r.errors {
+            if !out.errors.contains(&e) {
+                out.errors.push(e);
+            }
+        }
+        out.unix_ms = out.unix_ms.max(r.unix_ms);
+        out.initial_netns = r.initial_netns;
+        out.attributed &= r.attributed;
+        seen.push(s);
+    }
+    Some((out, sum(seen)))
 }
 
 /// Time of `w` the spans cover, and the parts they do not.

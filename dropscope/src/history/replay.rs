@@ -53,6 +53,7 @@ pub fn open(dir: &Path, w: &InputWindow) -> anyhow::Result<(Recording, Timeline)
     let tmp = tempfile::NamedTempFile::new().context("creating a temporary file for the window")?;
     let mut rec = Recorder::to_stream(Box::new(tmp.reopen()?), info)?;
     let mut written = 0usize;
+    let mut first_ms = None;
     for p in pieces
         .iter()
         .filter(|p| p.to_ms() >= win.from_ms && p.from_ms() <= win.to_ms)
@@ -65,6 +66,7 @@ pub fn open(dir: &Path, w: &InputWindow) -> anyhow::Result<(Recording, Timeline)
                 break;
             }
             if at >= win.from_ms {
+                first_ms.get_or_insert(at);
                 rec.write(&s)?;
                 written += 1;
             }
@@ -76,6 +78,7 @@ pub fn open(dir: &Path, w: &InputWindow) -> anyhow::Result<(Recording, Timeline)
     rec.finish()?;
     let mut timeline = super::timeline::build(&cat, super::timeline::BUCKETS)?;
     timeline.replay_started_ms = info.started_unix_ms;
+    timeline.replay_from_ms = first_ms.unwrap_or(win.from_ms);
     // The recording keeps its own descriptor; the name goes with `tmp`.
     Ok((Recording::open(tmp.path())?, timeline))
 }

@@ -17,6 +17,9 @@ pub struct Timeline {
     /// Where session time 0 is on the wall clock for the session replayed (to place the
     /// replay's position on the strip).
     pub replay_started_ms: u64,
+    /// Where the replay's first snapshot is on the wall clock: the window shown runs from it
+    /// to the replay's position (what `v` compares).
+    pub replay_from_ms: u64,
 }
 
 /// One reading of a session's cumulative total.
@@ -96,6 +99,7 @@ pub fn build(cat: &Catalog, n: usize) -> anyhow::Result<Timeline> {
         to_ms,
         buckets,
         replay_started_ms,
+        replay_from_ms: from_ms,
     })
 }
 
@@ -134,6 +138,12 @@ impl Timeline {
                 (false, Some(r)) => BARS[((r / max * 7.0).round() as usize).min(7)],
             })
             .collect()
+    }
+
+    /// Where session time `position` of the replayed session is on the wall clock.
+    pub fn wall_ms(&self, position: std::time::Duration) -> u64 {
+        self.replay_started_ms
+            .saturating_add(u64::try_from(position.as_millis()).unwrap_or(u64::MAX))
     }
 }
 

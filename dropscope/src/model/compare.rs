@@ -17,6 +17,9 @@ use super::{
     poisson,
 };
 
+/// The significance level a change is tested at unless told otherwise (`diff --alpha`).
+pub const DEFAULT_ALPHA: f64 = 0.001;
+
 /// Longest name a key's description shows in full (longer ones are cut with `…`).
 pub const DESCRIBED_CHARS: usize = 96;
 

@@ -1,4 +1,5 @@
-//! The side effects the update function asks for: flamegraph files and recordings.
+//! The side effects the update function asks for: flamegraph files, recordings and the
+//! comparisons of a history's windows.
 use std::{
     path::{Path, PathBuf},
     time::SystemTime,
@@ -56,6 +57,23 @@ pub fn spawn_flamegraph(
             ),
         };
         let _ = done.send(Msg::Status(msg));
+    });
+}
+
+/// Compares the window `now` of the history with the same window `vs` earlier off the event
+/// loop (it reads segments); the comparison or its error comes back as a message.
+pub fn spawn_compare(
+    src: super::CompareSource,
+    now: crate::history::range::Window,
+    vs: std::time::Duration,
+    done: mpsc::UnboundedSender<Msg>,
+) {
+    tokio::task::spawn_blocking(move || {
+        let alpha = crate::model::compare::DEFAULT_ALPHA;
+        let result =
+            crate::history::compare::compare_window(&src.dir, now, vs, &src.filter, &src.by, alpha)
+                .map_err(|e| sanitize::terminal(&format!("{e:#}")).into_owned());
+        let _ = done.send(Msg::Compared(Box::new(result)));
     });
 }
 

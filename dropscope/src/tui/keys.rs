@@ -70,6 +70,8 @@ pub enum Action {
     Faster,
     /// Type a time to jump to.
     GoTo,
+    /// Compare the window shown with the same window an interval earlier (a history).
+    Compare,
 }
 
 /// Where a key applies.
@@ -373,6 +375,13 @@ pub const REPLAY: &[Key] = &[
         &[(C::Char('t'), A::GoTo)],
         Replay,
     ),
+    key(
+        "v",
+        "history: compare the window shown with the same window a typed interval earlier \
+         (1h, 1d, 90 = seconds); Esc leaves",
+        &[(C::Char('v'), A::Compare)],
+        Replay,
+    ),
     hint(
         key(
             "-  +",
@@ -404,16 +413,18 @@ pub fn action(code: KeyCode) -> Option<Action> {
         .map(|(_, a)| *a)
 }
 
-/// Whether `k` does something in `state`'s mode: live or replay, and `b` only where a coarser
-/// grouping exists. The footer and the `?` overlay offer only such keys.
+/// Whether `k` does something in `state`'s mode: live or replay, `b` only where a coarser
+/// grouping exists, and `v` only in the replay of a history. The footer and the `?` overlay
+/// offer only such keys.
 pub fn offered(k: &Key, state: &State) -> bool {
     let mode = match k.applies {
         Both => true,
         Live => !state.is_replay(),
         Replay => state.is_replay(),
     };
-    let regroup = k.bind.iter().any(|(_, a)| *a == A::Regroup);
-    mode && (!regroup || state.groupings().len() > 1)
+    let does = |a: Action| k.bind.iter().any(|(_, b)| *b == a);
+    mode && (!does(A::Regroup) || state.groupings().len() > 1)
+        && (!does(A::Compare) || state.timeline.is_some())
 }
 
 /// The footer hints of `state`'s screen (the table or the stack view), for the keys

@@ -58,6 +58,20 @@ pub struct TuiOptions {
     pub by: Vec<crate::model::group::Dim>,
     /// Replaying a history: drops per second over its whole range, shown as a strip.
     pub timeline: Option<crate::history::timeline::Timeline>,
+    /// Replaying a history: where `v` reads the windows it compares.
+    pub compare: Option<CompareSource>,
+}
+
+/// The history `v` compares windows of, and the filter and grouping the replay applies (the
+/// comparison applies them too).
+#[derive(Clone, Debug)]
+pub struct CompareSource {
+    /// The history directory.
+    pub dir: PathBuf,
+    /// The drop filters of the command line.
+    pub filter: crate::model::group::Filter,
+    /// The grouping of the command line.
+    pub by: Vec<crate::model::group::Dim>,
 }
 
 /// Least time between two redraws caused by data (snapshots, replay position).
@@ -340,6 +354,13 @@ impl Session {
                 effects::spawn_flamegraph(req, &self.info, dir, done);
             }
             Some(Effect::Copy(command)) => effects::copy(&command)?,
+            Some(Effect::Compare { now, vs }) => match &self.opts.compare {
+                Some(src) => effects::spawn_compare(src.clone(), now, vs, self.done_tx.clone()),
+                None => {
+                    let msg = Msg::Status("no history to compare with".into());
+                    update(&mut self.state, msg);
+                }
+            },
             Some(Effect::ToggleRecording) => {
                 let latest = self.state.tracker.latest();
                 let dir = &self.opts.record_dir;

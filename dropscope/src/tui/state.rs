@@ -191,6 +191,15 @@ impl StackView {
     }
 }
 
+/// The comparison of the window shown with the same window an interval earlier (`v`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CompareView {
+    /// The two windows compared, key by key.
+    pub compared: crate::history::compare::Compared,
+    /// First row shown.
+    pub scroll: usize,
+}
+
 /// The file being recorded, for the header.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RecordingStatus {
@@ -255,6 +264,10 @@ pub struct State {
     pub goto: Option<String>,
     /// Replaying a history: its timeline strip.
     pub timeline: Option<crate::history::timeline::Timeline>,
+    /// An interval being typed to compare the window shown with (`v` in a history's replay).
+    pub compare_typed: Option<String>,
+    /// The comparison shown in place of the table, until Esc.
+    pub compare: Option<CompareView>,
     /// The grouping the counts come in (`--by`); empty: as found in the data (replay).
     pub by: Vec<Dim>,
     /// Which of [`State::groupings`] the table shows (0: as counted).
@@ -298,6 +311,8 @@ impl State {
             filters: None,
             goto: None,
             timeline: None,
+            compare_typed: None,
+            compare: None,
             by: Vec::new(),
             grouping: 0,
             ways: Default::default(),

@@ -9,7 +9,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::{
     keys::{self, Action},
-    state::{Panel, RecordingStatus, Screen, StackScope, StackView, State},
+    state::{CompareView, Panel, RecordingStatus, Screen, StackScope, StackView, State},
     view,
 };
 use crate::{
@@ -35,6 +35,8 @@ pub enum Msg {
     Recording(Option<RecordingStatus>),
     /// A message for the status line.
     Status(String),
+    /// The comparison `v` asked for, or why there is none.
+    Compared(Box<Result<crate::history::compare::Compared, String>>),
 }
 
 /// A flamegraph to write: the stacks of the current view.
@@ -61,6 +63,13 @@ pub enum Effect {
     ToggleRecording,
     /// Put this command on the clipboard (OSC 52 to the terminal).
     Copy(String),
+    /// Compare this window of the history with the same window `vs` earlier.
+    Compare {
+        /// The window shown.
+        now: crate::history::range::Window,
+        /// How much earlier the other window is.
+        vs: Duration,
+    },
 }
 
 /// Seek steps of the replay keys, in seconds.
@@ -111,6 +120,17 @@ pub fn update(state: &mut State, msg: Msg) -> Option<Effect> {
         Msg::Replay(status) => state.replay = Some(status),
         Msg::Recording(r) => state.recording = r,
         Msg::Status(s) => state.status = Some(s),
+        Msg::Compared(result) => match *result {
+            Ok(compared) => {
+                state.status = None;
+                state.screen = Screen::Table;
+                state.compare = Some(CompareView {
+                    compared,
+                    scroll: 0,
+                });
+            }
+            Err(e) => state.status = Some(format!("no comparison: {e}")),
+        },
     }
     None
 }
@@ -177,6 +197,11 @@ fn scroll_stacks(state: &mut State, delta: isize) {
 
 /// Moves by `delta` lines in whichever screen is shown.
 fn step(state: &mut State, delta: isize) {
+    if let (Some(c), Screen::Table) = (&mut state.compare, &state.screen) {
+        let last = c.compared.comparison.rows.len().saturating_sub(1);
+        c.scroll = c.scroll.saturating_add_signed(delta).min(last);
+        return;
+    }
     match state.screen {
         Screen::Table => move_selection(state, delta),
         Screen::Stacks(_) => scroll_stacks(state, delta),
@@ -318,6 +343,9 @@ fn on_key(state: &mut State, key: KeyEvent) -> Option<Effect> {
     if state.goto.is_some() {
         return on_goto_key(state, key);
     }
+    if state.compare_typed.is_some() {
+        return on_compare_key(state, key);
+    }
     if state.help {
         state.help = false;
         return (key.code == KeyCode::Char('q')).then_some(Effect::Quit);
@@ -383,6 +411,9 @@ fn on_key(state: &mut State, key: KeyEvent) -> Option<Effect> {
         }
         Action::Stacks => {}
         Action::AllStacks => open_stacks(state, StackScope::Set(state.filter.clone())),
+        Action::Back if state.compare.is_some() && matches!(state.screen, Screen::Table) => {
+            state.compare = None;
+        }
         Action::Back if !matches!(state.screen, Screen::Table) => {
             state.screen = Screen::Table;
             fix_selection(state);
@@ -403,6 +434,82 @@ fn on_key(state: &mut State, key: KeyEvent) -> Option<Effect> {
         | Action::Faster => return replay_key(state, action),
         Action::GoTo if state.replay.is_some() => state.goto = Some(String::new()),
         Action::GoTo => {}
+        Action::Compare if state.timeline.is_some() => state.compare_typed = Some(String::new()),
+        Action::Compare => {
+            state.status = Some(
+                "v compares a history's windows: replay a history directory (replay DIR)".into(),
+            );
+        }
+    }
+    None
+}
+
+/// Whether wall time `ms` lies outside the stretch of history replayed (another session, or a
+/// gap), where a seek on this session's clock would land on the wrong snapshot.
+fn outside_replay(state: &State, ms: u64) -> bool {
+    let (Some(t), Some(r)) = (&state.timeline, &state.replay) else {
+        return false;
+    };
+    ms < t.replay_from_ms || ms > t.wall_ms(r.duration)
+}
+
+/// What `t` says of a time outside the stretch replayed.
+fn outside_message(state: &State, ms: u64) -> String {
+    use crate::history::when::local;
+    let (from, to) = match (&state.timeline, &state.replay) {
+        (Some(t), Some(r)) => (t.replay_from_ms, t.wall_ms(r.duration)),
+        _ => (0, 0),
+    };
+    format!(
+        "{} is outside the stretch replayed ({} – {}): another session, or a gap; quit and \
+         replay the history with --to {} to see it",
+        local(ms),
+        local(from),
+        local(to),
+        local(ms)
+    )
+}
+
+/// A key typed into the line `slot` (at most `max` bytes): `Esc` gives up, `Backspace` takes
+/// a character back; `Enter` ends the line and returns it.
+fn type_into(slot: &mut Option<String>, key: KeyEvent, max: usize) -> Option<String> {
+    let typed = slot.as_mut()?;
+    match key.code {
+        KeyCode::Esc => *slot = None,
+        KeyCode::Backspace => {
+            typed.pop();
+        }
+        KeyCode::Char(c) if !key.modifiers.contains(KeyModifiers::CONTROL) && typed.len() < max => {
+            typed.push(c);
+        }
+        KeyCode::Enter => return slot.take(),
+        _ => {}
+    }
+    None
+}
+
+/// A key while typing the interval `v` compares with: `Enter` asks for the comparison of the
+/// window shown (the replay's first snapshot to its position) with the same window that much
+/// earlier, `Esc` gives up.
+fn on_compare_key(state: &mut State, key: KeyEvent) -> Option<Effect> {
+    let typed = type_into(&mut state.compare_typed, key, 32)?;
+    let (t, r) = (state.timeline.as_ref()?, state.replay.as_ref()?);
+    let now = crate::history::range::Window {
+        from_ms: t.replay_from_ms,
+        to_ms: t.wall_ms(r.position).max(t.replay_from_ms),
+    };
+    match crate::cli::parse_duration(&typed) {
+        Ok(vs) if vs >= Duration::from_secs(1) => {
+            state.status = Some(format!(
+                "comparing {} to {} with {} earlier...",
+                crate::history::when::local(now.from_ms),
+                crate::history::when::local(now.to_ms),
+                crate::format::duration(vs)
+            ));
+            return Some(Effect::Compare { now, vs });
+        }
+        Ok(_) => state.status = Some("compare with at least 1s earlier".into()),
+        Err(e) => state.status = Some(crate::sanitize::terminal(&e).into_owned()),
     }
     None
 }
@@ -410,28 +517,18 @@ fn on_key(state: &mut State, key: KeyEvent) -> Option<Effect> {
 /// A key while typing a time to jump to: `Enter` jumps (a duration is session time, anything
 /// else a wall-clock time placed on the session's clock), `Esc` gives up.
 fn on_goto_key(state: &mut State, key: KeyEvent) -> Option<Effect> {
-    let typed = state.goto.as_mut()?;
-    match key.code {
-        KeyCode::Esc => state.goto = None,
-        KeyCode::Backspace => {
-            typed.pop();
+    let typed = type_into(&mut state.goto, key, 64)?;
+    let position = state.replay.as_ref()?.position;
+    match crate::history::when::parse_time(&typed) {
+        Ok(crate::history::when::TimeArg::Wall(ms)) if outside_replay(state, ms) => {
+            state.status = Some(outside_message(state, ms));
         }
-        KeyCode::Char(c) if !key.modifiers.contains(KeyModifiers::CONTROL) && typed.len() < 64 => {
-            typed.push(c);
+        Ok(t) => {
+            let target = t.session(state.info.started_unix_ms);
+            let by = target.as_secs_f64() - position.as_secs_f64();
+            return Some(Effect::Replay(ReplayCommand::SeekBy(by)));
         }
-        KeyCode::Enter => {
-            let typed = state.goto.take().unwrap_or_default();
-            let position = state.replay.as_ref()?.position;
-            match crate::history::when::parse_time(&typed) {
-                Ok(t) => {
-                    let target = t.session(state.info.started_unix_ms);
-                    let by = target.as_secs_f64() - position.as_secs_f64();
-                    return Some(Effect::Replay(ReplayCommand::SeekBy(by)));
-                }
-                Err(e) => state.status = Some(crate::sanitize::terminal(&e).into_owned()),
-            }
-        }
-        _ => {}
+        Err(e) => state.status = Some(crate::sanitize::terminal(&e).into_owned()),
     }
     None
 }

@@ -1,6 +1,7 @@
 //! Checks of the `.deb` that `cargo xtask test` runs: lintian reports no errors, the man page
-//! renders without warnings, and the installed completions load and complete in bash (and are
-//! valid zsh and fish where those shells are installed).
+//! renders without warnings, the installed completions load and complete in bash (and are
+//! valid zsh and fish where those shells are installed), and the `serve` unit is shipped with
+//! the maintainer scripts that enable, start and stop it.
 use std::{
     path::{Path, PathBuf},
     process::Command,
@@ -90,7 +91,64 @@ pub fn check(deb: &Path) -> anyhow::Result<()> {
     let tree = unpack(deb)?;
     man_page(&tree.join("usr/share/man/man1/dropscope.1.gz"))?;
     completions(&tree)?;
-    eprintln!("dist: lintian, man and shell completions: ok");
+    service(deb, &tree)?;
+    eprintln!("dist: lintian, man, shell completions and the serve unit: ok");
+    Ok(())
+}
+
+/// The unit runs the packaged binary with the history in its state directory, and the
+/// maintainer scripts enable and start it (where systemd runs), stop it on removal and forget
+/// it on purge.
+fn service(deb: &Path, tree: &Path) -> anyhow::Result<()> {
+    use super::unit::{UNIT, UNIT_PATH};
+    let unit = std::fs::read_to_string(tree.join(UNIT_PATH))
+        .with_context(|| format!("the .deb has no /{UNIT_PATH}"))?;
+    for want in [
+        "\nExecStart=/usr/bin/dropscope serve ",
+        " --history /var/lib/private/dropscope",
+        "\nStateDirectory=dropscope\n",
+        "\nStateDirectoryMode=0700\n",
+        "\nWantedBy=multi-user.target\n",
+    ] {
+        if !unit.contains(want) {
+            bail!("/{UNIT_PATH} has no {want:?}:\n{unit}");
+        }
+    }
+    let control = crate::target_dir().join("dist/deb-control");
+    if control.exists() {
+        std::fs::remove_dir_all(&control)?;
+    }
+    output(Command::new("dpkg-deb").arg("-e").arg(deb).arg(&control))?;
+    for (name, wants) in [
+        (
+            "postinst",
+            &[
+                format!("deb-systemd-helper enable '{UNIT}'"),
+                "if [ -d /run/systemd/system ]; then".to_string(),
+                format!("deb-systemd-invoke $_action '{UNIT}'"),
+            ][..],
+        ),
+        ("prerm", &[format!("deb-systemd-invoke stop '{UNIT}'")][..]),
+        (
+            "postrm",
+            &[
+                format!("deb-systemd-helper mask '{UNIT}'"),
+                format!("deb-systemd-helper purge '{UNIT}'"),
+            ][..],
+        ),
+    ] {
+        let path = control.join(name);
+        let script = std::fs::read_to_string(&path)
+            .with_context(|| format!("the .deb has no {name} script"))?;
+        let mode =
+            std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path)?.permissions());
+        if mode & 0o777 != 0o755 {
+            bail!("{name} has mode {:o}, not 0755", mode & 0o777);
+        }
+        if let Some(w) = wants.iter().find(|w| !script.contains(w.as_str())) {
+            bail!("{name} has no {w:?}:\n{script}");
+        }
+    }
     Ok(())
 }
 

@@ -149,12 +149,13 @@ pub fn history(dir: &Path, args: &crate::cli::DiffArgs) -> anyhow::Result<(Input
         None => None,
     };
     let (base, new) = crate::history::compare::sides(dir, last, vs, at)?;
+    // The programs' verdicts over each window, from the kernel's counters its segments hold.
     let input = |s: crate::history::compare::Side| Input {
+        programs: programs::of_snapshot(&s.snap),
+        programs_counted: programs::counted(&s.snap),
         name: s.name,
         snapshot: s.snap,
         seconds: s.seconds,
-        programs: Vec::new(),
-        programs_counted: Err("a history window carries no program verdicts yet".into()),
     };
     Ok((input(base), input(new)))
 }

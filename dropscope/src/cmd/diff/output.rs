@@ -2,6 +2,7 @@
 //! for CI. Every name comes from a recording or the kernel, so each is escaped for where it
 //! goes: for the terminal (`sanitize::terminal`), in JSON (`sanitize::json`), and in XML
 //! (valid XML 1.0 characters only, then XML-escaped).
+use crate::format::p_value;
 use std::{io::Write, time::Duration};
 
 use quick_xml::{
@@ -74,25 +75,9 @@ pub fn regression_message(row: &Row, alpha: f64) -> String {
     )
 }
 
-/// A ratio of rates: `2.00x`, `new` where the baseline had none, `-` where neither had any.
+/// A ratio of rates (see [`crate::format::ratio`]).
 fn ratio(r: &Rates) -> String {
-    match r.ratio {
-        None if r.new_count == 0 => "-".into(),
-        None => "new".into(),
-        Some(x) if x < 10.0 => format!("{x:.2}x"),
-        Some(x) => format!("{x:.0}x"),
-    }
-}
-
-/// A p-value: three decimals, or two significant digits below 0.001.
-fn p_value(p: f64) -> String {
-    if p >= 0.001 {
-        format!("{p:.3}")
-    } else if p < 1e-300 {
-        "<1e-300".into()
-    } else {
-        format!("{p:.1e}")
-    }
+    crate::format::ratio(r.ratio, r.new_count)
 }
 
 /// Writes what `diff` found in `format`, the table fitted to `width` columns.

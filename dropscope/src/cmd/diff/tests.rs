@@ -314,3 +314,63 @@ fn a_program_reloaded_between_runs_is_the_same_key() {
     assert!(recorded(&with_program(None)).programs_counted.is_err());
     assert_eq!(base.programs_counted, Ok(()));
 }
+
+#[test]
+fn diff_history_compares_the_programs_verdicts_of_its_windows() {
+    use crate::history::synthetic::{session, with_counters, write_session};
+    use clap::Parser as _;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let t0 = 1_790_000_000_000;
+    let seq = write_session(
+        tmp.path(),
+        1,
+        &session("d", t0),
+        &with_counters(t0, 10, 20),
+        6,
+    )
+    .expect("a");
+    let b = with_counters(t0 + 100_000, 40, 20);
+    write_session(tmp.path(), seq, &session("d", t0 + 100_000), &b, 6).expect("b");
+    // NEW: 5 s to 15 s into the second session; BASE: the same 100 s earlier, in the first.
+    let at = "2026-09-21T14:15:15Z";
+    assert_eq!(
+        crate::history::when::parse_wall(at, &jiff::Zoned::now()),
+        Ok(t0 + 115_000)
+    );
+    let dir = tmp.path().to_str().expect("utf-8");
+    let args = [
+        "dropscope",
+        "diff",
+        "--history",
+        dir,
+        "--last",
+        "10s",
+        "--vs",
+        "100s",
+    ];
+    let cli = crate::cli::Cli::try_parse_from(args.into_iter().chain(["--at", at])).expect("args");
+    let Some(crate::cli::Command::Diff(args)) = cli.command else {
+        panic!("not diff");
+    };
+    let (base, new) = input::history(tmp.path(), &args).expect("sides");
+    assert_eq!((base.snapshot.total, new.snapshot.total), (100, 400));
+    assert_eq!(
+        (base.programs_counted.clone(), new.programs_counted.clone()),
+        (Ok(()), Ok(()))
+    );
+    // The verdicts between the readings at 5 s and 15 s: 5/s, then 20/s.
+    let verdicts = |i: &input::Input| i.programs.iter().map(|d| d.count).sum::<u64>();
+    assert_eq!((verdicts(&base), verdicts(&new)), (50, 200));
+    let (b, n) = (
+        side(&base, &Filter::default(), &Dim::ALL, None),
+        side(&new, &Filter::default(), &Dim::ALL, None),
+    );
+    let c = compare::compare(&b, &n, 0.001);
+    let xdp = (c.rows.iter())
+        .find(|r| &*r.key.reason == "XDP_DROP")
+        .unwrap_or_else(|| panic!("no XDP_DROP row: {c:#?}"));
+    assert_eq!((xdp.rates.base_count, xdp.rates.new_count), (50, 200));
+    assert_eq!(xdp.rates.change, Some(Change::Regression));
+    // Not in the probe's total.
+    assert_eq!((c.total.base_count, c.total.new_count), (100, 400));
+}

@@ -1,7 +1,7 @@
 //! Replaying a history: the strip of drops/s over its whole range in the header, gaps blank,
 //! the replay's position marked.
 use super::*;
-use crate::history::timeline::Timeline;
+use crate::{history::timeline::Timeline, model::group::Dim};
 
 #[test]
 fn a_history_replay_shows_its_strip_with_the_gap_and_the_position() {
@@ -22,6 +22,7 @@ fn a_history_replay_shows_its_strip_with_the_gap_and_the_position() {
         to_ms: 40_000,
         buckets,
         replay_started_ms: 0,
+        replay_from_ms: 0,
     });
     let shown = screen(&s);
     let line = shown
@@ -85,4 +86,167 @@ fn t_jumps_to_a_typed_session_or_wall_clock_time() {
     press(&mut s, KeyCode::Char('q'));
     assert_eq!(press(&mut s, KeyCode::Esc), None);
     assert!(s.goto.is_none());
+}
+
+/// A history of one session, 3 h of snapshots 10 s apart from `t0`: UDP drops 1/s all along,
+/// TCP none until the last hour, then 10/s.
+fn generated_history(dir: &std::path::Path, t0: u64) {
+    use crate::history::synthetic::{session, write_session};
+    let (mut udp, mut tcp) = (0, 0);
+    let snaps: Vec<Snapshot> = (1..=1080u64)
+        .map(|m| {
+            udp += 10;
+            if m > 720 {
+                tcp += 100;
+            }
+            let mut s = snap(m * 10, &[(UDP, udp), (TCP, tcp)], 0);
+            s.stacks.clear();
+            s.unix_ms = t0 + m * 10_000;
+            s
+        })
+        .collect();
+    write_session(dir, 1, &session("h", t0), &snaps, 360).expect("history");
+}
+
+#[test]
+fn v_compares_the_window_shown_with_the_same_window_an_interval_earlier() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let t0 = 1_790_000_000_000;
+    generated_history(tmp.path(), t0);
+    let mut s = state((120, 24));
+    // `v` needs a history: in a recording's replay it says so and waits for nothing.
+    s.replay = Some(ReplayStatus {
+        position: Duration::from_secs(10_800),
+        duration: Duration::from_secs(10_800),
+        speed: 1.0,
+        ..Default::default()
+    });
+    assert_eq!(press(&mut s, KeyCode::Char('v')), None);
+    assert!(s.compare_typed.is_none());
+    assert!(s.status.as_deref().is_some_and(|m| m.contains("history")));
+    // The replay of the last 10 minutes, at its end.
+    s.timeline = Some(Timeline {
+        from_ms: t0,
+        to_ms: t0 + 10_800_000,
+        buckets: vec![Some(1.0); 10],
+        replay_started_ms: t0,
+        replay_from_ms: t0 + 10_200_000,
+    });
+    assert!(
+        screen(&s).contains("v "),
+        "the key is offered in the footer or help"
+    );
+    assert_eq!(press(&mut s, KeyCode::Char('v')), None);
+    for c in "1h".chars() {
+        assert_eq!(press(&mut s, KeyCode::Char(c)), None);
+    }
+    assert!(screen(&s).contains("compare with 1h_"), "{}", screen(&s));
+    let effect = press(&mut s, KeyCode::Enter);
+    let now = crate::history::range::Window {
+        from_ms: t0 + 10_200_000,
+        to_ms: t0 + 10_800_000,
+    };
+    let vs = Duration::from_secs(3600);
+    assert_eq!(effect, Some(Effect::Compare { now, vs }));
+    // What the event loop computes from the history, given back.
+    let compared = crate::history::compare::compare_window(
+        tmp.path(),
+        now,
+        vs,
+        &Default::default(),
+        &[Dim::Reason, Dim::Location],
+        crate::model::compare::DEFAULT_ALPHA,
+    )
+    .expect("compared");
+    assert_eq!(compared.comparison.total.base_count, 600);
+    assert_eq!(compared.comparison.total.new_count, 6_600);
+    update(&mut s, Msg::Compared(Box::new(Ok(compared))));
+    let shown = screen(&s);
+    assert!(
+        shown.contains("(1h earlier, p < 0.001)"),
+        "the windows compared: {shown}"
+    );
+    assert!(shown.contains("now 20"), "{shown}");
+    let line = |what: &str| -> String {
+        shown
+            .lines()
+            .find(|l| l.contains(what))
+            .unwrap_or_else(|| panic!("no {what} row:\n{shown}"))
+            .to_string()
+    };
+    // Then, now and the change per row: TCP is new (significant), UDP the same.
+    let tcp = line("tcp_v4_rcv");
+    assert!(tcp.contains("▲ more"), "{tcp}");
+    assert!(tcp.contains("0.0/s") && tcp.contains("10.0/s"), "{tcp}");
+    assert!(tcp.contains("6,000") && tcp.contains("new"), "{tcp}");
+    let udp = line("__udp4_lib_rcv");
+    assert!(!udp.contains('▲') && !udp.contains('▼'), "{udp}");
+    assert!(udp.contains("1.0/s") && udp.contains("1.00x"), "{udp}");
+    let total = line("all drops");
+    assert!(total.contains("600") && total.contains("6,600"), "{total}");
+    // Esc leaves the comparison for the table.
+    assert_eq!(press(&mut s, KeyCode::Esc), None);
+    assert!(s.compare.is_none());
+    assert!(screen(&s).contains("COUNT"), "the table again");
+    // A window with nothing recorded is said, never compared as zero drops.
+    let err = crate::history::compare::compare_window(
+        tmp.path(),
+        now,
+        Duration::from_secs(86_400),
+        &Default::default(),
+        &[],
+        0.001,
+    )
+    .expect_err("a day before the history");
+    update(&mut s, Msg::Compared(Box::new(Err(format!("{err:#}")))));
+    assert!(
+        s.status
+            .as_deref()
+            .is_some_and(|m| m.contains("not recorded")),
+        "{:?}",
+        s.status
+    );
+    assert!(s.compare.is_none());
+}
+
+#[test]
+fn t_to_a_time_outside_the_stretch_replayed_says_so_instead_of_seeking() {
+    let mut s = state((120, 20));
+    let t0 = 1_790_000_000_000;
+    // The session started at the epoch (see `info`); the stretch replayed is its 100 s to 200 s.
+    s.replay = Some(ReplayStatus {
+        position: Duration::from_secs(150),
+        duration: Duration::from_secs(200),
+        speed: 1.0,
+        ..Default::default()
+    });
+    s.timeline = Some(Timeline {
+        from_ms: 0,
+        to_ms: t0,
+        buckets: vec![Some(1.0); 4],
+        replay_started_ms: 0,
+        replay_from_ms: 100_000,
+    });
+    let mut jump = |typed: &str| {
+        press(&mut s, KeyCode::Char('t'));
+        for c in typed.chars() {
+            press(&mut s, KeyCode::Char(c));
+        }
+        let e = press(&mut s, KeyCode::Enter);
+        (e, s.status.clone().unwrap_or_default())
+    };
+    // Within the stretch: a seek.
+    assert_eq!(
+        jump("1970-01-01T00:02:30Z").0,
+        Some(Effect::Replay(ReplayCommand::SeekBy(0.0)))
+    );
+    // Later than the stretch (another session of the history): said, no seek.
+    let (e, msg) = jump("2026-09-21T14:13:20Z");
+    assert_eq!(e, None);
+    assert!(msg.contains("outside the stretch replayed"), "{msg}");
+    assert!(msg.contains("--to"), "{msg}");
+    // Before it (a gap, or an earlier session): the same.
+    let (e, msg) = jump("1970-01-01T00:00:30Z");
+    assert_eq!(e, None);
+    assert!(msg.contains("outside the stretch replayed"), "{msg}");
 }

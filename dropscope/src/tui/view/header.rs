@@ -48,10 +48,7 @@ fn timeline_line(
         crate::history::when::local(t.from_ms),
         crate::history::when::local(t.to_ms)
     );
-    let cursor = state.replay.as_ref().map(|r| {
-        t.replay_started_ms
-            .saturating_add(u64::try_from(r.position.as_millis()).unwrap_or(u64::MAX))
-    });
+    let cursor = state.replay.as_ref().map(|r| t.wall_ms(r.position));
     let room = width
         .saturating_sub(label.len() + ends.chars().count())
         .max(8);

@@ -1,4 +1,5 @@
 //! The view: a pure function from [`State`] to what is on screen.
+mod compare;
 mod header;
 mod packets;
 pub(super) mod panel;
@@ -72,7 +73,10 @@ pub fn render(frame: &mut Frame<'_>, state: &State) {
     let [main, sampled, under] = split_body(state, body);
     match &state.screen {
         Screen::Table => {
-            table::render(frame, main, state);
+            match &state.compare {
+                Some(v) => compare::render(frame, main, v),
+                None => table::render(frame, main, state),
+            }
             panel::render(frame, under, state);
         }
         Screen::Stacks(view) => {
@@ -109,6 +113,17 @@ fn footer(state: &State) -> Line<'static> {
             Span::styled("_", Style::new().add_modifier(Modifier::SLOW_BLINK)),
             Span::styled(
                 "   Enter jumps (90s, 03:12, 2026-11-27 03:12), Esc gives up",
+                Style::new().fg(Color::DarkGray),
+            ),
+        ]);
+    }
+    if let Some(typed) = &state.compare_typed {
+        return Line::from(vec![
+            Span::styled("compare with ", key),
+            Span::raw(crate::sanitize::terminal(typed).into_owned()),
+            Span::styled("_", Style::new().add_modifier(Modifier::SLOW_BLINK)),
+            Span::styled(
+                " earlier   Enter compares (1h, 1d, 90 = seconds), Esc gives up",
                 Style::new().fg(Color::DarkGray),
             ),
         ]);
