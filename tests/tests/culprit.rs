@@ -1,8 +1,8 @@
 //! Who dropped it: real nftables and iptables rules dropping real traffic in namespaces of the
 //! test's own, named by `report` with the counts the kernel's own tools (`nft -j`,
-//! `iptables-save -c`) show. Before 6.7, where every netfilter drop is in `nf_hook_slow`, a
-//! rule's drops and a policy's are told apart only by counters. Needs root, nft and iptables
-//! (nft backend).
+//! `iptables-save -c`) show. On a kernel where every netfilter drop is in `nf_hook_slow`
+//! (before 6.7, unless the change was backported), a rule's drops and a policy's are told
+//! apart only by counters. Needs root, nft and iptables (nft backend).
 mod common;
 
 use dropscope_tests::{Counting, Netns, root_test};
@@ -43,13 +43,19 @@ fn handle_of(ns: &Netns, family: &str, table: &str, chain: &str, comment: &str) 
         .unwrap_or_else(|| panic!("no rule commented {comment} in {v}"))
 }
 
-/// Whether nftables drops inside `nft_do_chain` on the running kernel (6.7+): a rule's verdict
-/// and a chain's policy at two call sites. Before, every netfilter drop is in `nf_hook_slow`,
-/// where they cannot be told apart.
-fn nft_drops_in_nft_do_chain() -> bool {
+/// Whether nftables drops inside `nft_do_chain` on the running kernel, a rule's verdict and a
+/// chain's policy at two call sites: always from 6.7, and on older kernels that have the
+/// change (Debian's 6.1 does), as the kernel's own drop locations in `report` show. Without
+/// it every netfilter drop is in `nf_hook_slow`, where the two cannot be told apart.
+fn nft_drops_in_nft_do_chain(report: &Value) -> bool {
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").expect("release");
     let mut v = (release.trim().split(['.', '-'])).map(|p| p.parse::<u32>().unwrap_or(0));
     (v.next().unwrap_or(0), v.next().unwrap_or(0)) >= (6, 7)
+        || (nf_rows(report).iter()).any(|d| {
+            d["location"]
+                .as_str()
+                .is_some_and(|l| l.starts_with("nft_do_chain+"))
+        })
 }
 
 /// The NETFILTER_DROP rows of a JSON report.
@@ -100,8 +106,8 @@ fn a_counted_rule_and_an_uncounted_one_are_candidates_and_the_policy_is_exact() 
     });
     let counted = handle_of(&ns, "inet", "dsc", "input", "counted");
     assert_eq!(nft_packets(&ns, "inet", "dsc", "input", counted), 300);
-    if !nft_drops_in_nft_do_chain() {
-        // Before 6.7 the rules' verdicts and the policy drop at one site: one row of all 600,
+    if !nft_drops_in_nft_do_chain(&report) {
+        // Without it the rules' verdicts and the policy drop at one site: one row of all 600,
         // whose candidates are both rules, the counted one with its count, and the policy.
         let row = row_of(&report, 600);
         let at = row["location"].as_str().expect("location");
