@@ -27,8 +27,11 @@ pub struct Column {
 /// The tests the guests run: the kernel-sensitive ones of the tests crate, those the
 /// hand-written suite checked before: exact counts of UDP, TCP, raw and receive-buffer drops
 /// through both hooks, attribution and names, stacks, the ledger's qdisc layer, programs that
-/// drop (XDP, tc, tcx, AF_XDP, netkit), recordings, and the kernel's reason table.
-pub const COLUMNS: [Column; 8] = [
+/// drop (XDP, tc, tcx, AF_XDP, netkit), recordings, and the kernel's reason table; and who
+/// dropped it where kernels differ: which call site of netfilter drops (`nft_do_chain`'s
+/// two since 6.7, `nf_hook_slow` before), the attach point of a tc program, and the socket a
+/// receive drop reached (`rx_sk`, 6.11+).
+pub const COLUMNS: [Column; 10] = [
     Column {
         name: "kernels",
         tests: &["reasons_btf_of_this_kernel_matches_the_running_table"],
@@ -71,7 +74,27 @@ pub const COLUMNS: [Column; 8] = [
         name: "record",
         tests: &["a_recording_replays_the_exact_live_counts_without_root"],
     },
+    Column {
+        name: "culprit",
+        tests: &[
+            "a_counted_rule_and_an_uncounted_one_are_candidates_and_the_policy_is_exact",
+            "a_policy_alone_is_the_only_candidate_and_says_nothing_counted_it",
+            "two_counted_rules_split_the_drops_exactly",
+            "an_iptables_rule_is_named_with_its_comment_and_its_counter",
+            TC_CULPRIT,
+        ],
+    },
+    Column {
+        name: "sockets",
+        tests: &[
+            "a_udp_socket_that_never_reads_is_named_by_its_process_and_port",
+            "sockets_made_in_bulk_take_at_most_their_share_of_the_keys",
+        ],
+    },
 ];
+
+/// The culprit test of a tc program shooting on a veth, through a clsact filter and a tcx link.
+const TC_CULPRIT: &str = "a_tc_program_shooting_on_a_veth_is_named_by_its_attach_point";
 
 /// The table's columns: the kernel's reasons (read in the guest, compared on the host with
 /// `reasons --btf` of its BTF file), then a column per test binary.
@@ -95,6 +118,7 @@ pub fn left_out(series: &str) -> Vec<(&'static str, &'static str)> {
             ("programs", TIME),
             ("netkit", "netkit came with 6.7"),
             ("record", RECORD),
+            (TC_CULPRIT, "its tcx link: tcx came with 6.6"),
         ],
         "6.12" => vec![("attribution", TIME), ("ledger", TIME), ("record", RECORD)],
         "host" => vec![(
