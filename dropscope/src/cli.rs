@@ -257,7 +257,7 @@ pub struct DiffArgs {
     #[arg(long, value_enum, default_value_t = JudgeFormat::Table)]
     pub format: JudgeFormat,
     /// Significance level: a change is significant when its p-value is below P.
-    #[arg(long, default_value_t = crate::model::compare::DEFAULT_ALPHA, value_parser = parse_alpha, value_name = "P")]
+    #[arg(long, default_value_t = crate::vocab::DEFAULT_ALPHA, value_parser = parse_alpha, value_name = "P")]
     pub alpha: f64,
     /// Budget clauses NEW must keep (repeatable, or a comma list): `total<5/s`, a reason's
     /// rate (`NO_SOCKET<1/s`; /s, /m or /h), `ratio<0.1%` (drops per packet received, from

@@ -229,10 +229,12 @@ fn the_flamegraph_says_where_it_wrote() {
 /// `--by reason,culprit` on a recording: rows grouped by who dropped them after the culprit is
 /// derived, nothing lost; rows that cannot be attributed group under `unknown` (a rule's drops
 /// recorded without the kernel's view), rows nobody is named for under `none`; `--culprit`
-/// keeps the matching rows; `diff` refuses the grouping with a usage error.
+/// keeps the matching rows; `diff` refuses the grouping with a usage error. The recording is
+/// one of format 1 (no kernel view at all) with firewall drops in it.
 #[test]
 fn a_recording_groups_and_filters_by_culprit() {
-    let sample = sample();
+    let sample =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/record/testdata/version1.dsrec");
     let sample = sample.to_str().expect("utf-8");
     let json = |args: &[&str]| -> serde_json::Value {
         let out = run(dropscope()

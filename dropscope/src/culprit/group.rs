@@ -10,8 +10,7 @@ use std::{
     sync::Arc,
 };
 
-use serde::{Deserialize, Serialize};
-
+pub use super::who::Grouped;
 use super::{Culprit, Who};
 use crate::model::{
     DropKey, Snapshot,
@@ -24,16 +23,6 @@ pub const NONE: &str = "none";
 pub const UNKNOWN: &str = "unknown";
 /// The most distinct reasons a merged row's culprit lists.
 const MAX_BECAUSE: usize = 4;
-
-/// A row's culprit where rows are grouped by it: the label it groups by, and the culprit of
-/// the rows it merged (`None`: nobody is named).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Grouped {
-    /// What rows group by: the certainty and who is named, without counts.
-    pub label: Arc<str>,
-    /// The culprit (counts summed over the rows merged).
-    pub culprit: Option<Culprit>,
-}
 
 /// The label rows with `culprit` group by.
 pub fn label(culprit: Option<&Culprit>) -> String {

@@ -17,8 +17,7 @@ use super::{
     poisson,
 };
 
-/// The significance level a change is tested at unless told otherwise (`diff --alpha`).
-pub const DEFAULT_ALPHA: f64 = 0.001;
+pub use crate::vocab::DEFAULT_ALPHA;
 
 /// Longest name a key's description shows in full (longer ones are cut with `…`).
 pub const DESCRIBED_CHARS: usize = 96;

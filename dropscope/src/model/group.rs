@@ -280,6 +280,7 @@ pub fn coarser(key: &DropKey, by: &[Dim]) -> DropKey {
         // Without its namespace an interface is known by its name alone (`lo` of every
         // namespace is one row, as it reads).
         k.attr.netns = None;
+        k.attr.netns_cookie = None;
         k.attr.netns_name = None;
         k.attr.ifindex = None;
     }

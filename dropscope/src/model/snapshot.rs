@@ -57,7 +57,7 @@ pub struct Attribution {
     /// beside the key from the kernel's view, per snapshot, and part of the grouped row's
     /// identity by its label (see [`crate::culprit::group`]). `None` where not grouped by it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub culprit: Option<Arc<crate::culprit::group::Grouped>>,
+    pub culprit: Option<Arc<crate::culprit::who::Grouped>>,
 }
 
 /// The fields that say which packets an [`Attribution`] is of (its names excluded).

@@ -481,7 +481,7 @@ fn tracepoint_offsets(config: &mut Config) -> Result<(TracefsMount, (u32, u32)),
             .ok_or_else(|| ProbeError::Tracefs(format!("kfree_skb has no `{f}` field")))
     };
     config.tp_skb = off("skbaddr")?;
-    config.tp_rx_sk = tracefs::field_offset(&format, "rx_skaddr").unwrap_or(0);
+    config.tp_rx_sk = tracefs::field_offset(&format, "rx_sk").unwrap_or(0);
     Ok((mount, (off("location")?, off("reason")?)))
 }
 

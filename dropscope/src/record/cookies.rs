@@ -4,10 +4,7 @@
 //! (see [`crate::model::KernelReading::reads`]).
 use std::collections::BTreeMap;
 
-use super::{
-    format::{Malformed, Reader, put_uvarint},
-    kernel::MAX_NETNS,
-};
+use super::format::{MAX_NETNS, Malformed, Reader, each_netns, put_uvarint};
 
 /// Most a section holds: 20 bytes per cookie, at most [`MAX_NETNS`] of them.
 pub(super) const ROOM: usize = MAX_NETNS * 20 + 10;
@@ -70,7 +67,7 @@ pub(super) fn diff(before: &BTreeMap<u64, u64>, now: &BTreeMap<u64, u64>) -> Opt
 /// Reads a section of changes (inodes strictly ascending, at most [`MAX_NETNS`]).
 pub(super) fn changes(r: &mut Reader) -> Result<Vec<(u64, u64)>, Malformed> {
     let mut out = Vec::new();
-    super::kernel::each_netns(r, |r, inode| {
+    each_netns(r, |r, inode| {
         out.push((inode, r.uvarint()?));
         Ok(())
     })?;

@@ -303,6 +303,33 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// Most namespaces in one reading.
+pub(super) const MAX_NETNS: usize = 4096;
+
+/// Reads a frame's namespaces (kernel, kernel delta, attribution, cookies): at most
+/// [`MAX_NETNS`], inodes strictly ascending, each inode followed by what `each` reads.
+pub(super) fn each_netns(
+    r: &mut Reader,
+    mut each: impl FnMut(&mut Reader, u64) -> Result<(), Malformed>,
+) -> Result<(), Malformed> {
+    let n = r.count(2)?;
+    if n > MAX_NETNS {
+        return Err(Malformed(
+            "a frame with more namespaces than a reading holds",
+        ));
+    }
+    let mut last = None;
+    for _ in 0..n {
+        let ns = r.uvarint()?;
+        if last.is_some_and(|l| l >= ns) {
+            return Err(Malformed("a frame's namespaces out of order"));
+        }
+        last = Some(ns);
+        each(r, ns)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

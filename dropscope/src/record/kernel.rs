@@ -10,8 +10,7 @@ use crate::model::{KernelReading, devices::Devices, kernel::Growth};
 /// Largest kernel frame payload, decompressed: a bound on what one reading can make us keep
 /// and print.
 pub const MAX_KERNEL_FRAME: usize = 1 << 20;
-/// Most namespaces in one reading.
-pub(super) const MAX_NETNS: usize = 4096;
+pub(super) use super::format::{MAX_NETNS, each_netns};
 /// Longest counter name (`Dev:<interface>:RxDrop`, escaped).
 pub(super) const MAX_COUNTER_NAME: usize = 256;
 /// Longest device name (escaped).
@@ -180,30 +179,6 @@ pub fn decode(payload: &[u8], version: u16) -> Result<KernelReading, Malformed> 
     }
     r.finish()?;
     Ok(out)
-}
-
-/// Reads a frame's namespaces (kernel, kernel delta, attribution, cookies): at most
-/// [`MAX_NETNS`], inodes strictly ascending, each inode followed by what `each` reads.
-pub(super) fn each_netns(
-    r: &mut Reader,
-    mut each: impl FnMut(&mut Reader, u64) -> Result<(), Malformed>,
-) -> Result<(), Malformed> {
-    let n = r.count(2)?;
-    if n > MAX_NETNS {
-        return Err(Malformed(
-            "a frame with more namespaces than a reading holds",
-        ));
-    }
-    let mut last = None;
-    for _ in 0..n {
-        let ns = r.uvarint()?;
-        if last.is_some_and(|l| l >= ns) {
-            return Err(Malformed("a frame's namespaces out of order"));
-        }
-        last = Some(ns);
-        each(r, ns)?;
-    }
-    Ok(())
 }
 
 /// A kernel frame's notes (whole or delta). Notes are prose: shown escaped, like every name

@@ -20,6 +20,18 @@ use crate::{
     sanitize,
 };
 
+/// The history `v` compares windows of, and the filter and grouping the replay applies (the
+/// comparison applies them too).
+#[derive(Clone, Debug)]
+pub struct CompareSource {
+    /// The history directory.
+    pub dir: PathBuf,
+    /// The drop filters of the command line.
+    pub filter: crate::model::group::Filter,
+    /// The grouping of the command line.
+    pub by: Vec<crate::model::group::Dim>,
+}
+
 /// Puts `command` on the clipboard through the terminal (OSC 52): base64, so nothing in it
 /// reaches the terminal as a control sequence.
 pub fn copy(command: &str) -> std::io::Result<()> {
@@ -63,7 +75,7 @@ pub fn spawn_flamegraph(
 /// Compares the window `now` of the history with the same window `vs` earlier off the event
 /// loop (it reads segments); the comparison or its error comes back as a message.
 pub fn spawn_compare(
-    src: super::CompareSource,
+    src: CompareSource,
     now: crate::history::range::Window,
     vs: std::time::Duration,
     done: mpsc::UnboundedSender<Msg>,

@@ -14,6 +14,7 @@ pub mod view;
 pub mod warnings;
 
 mod effects;
+pub use effects::CompareSource;
 #[cfg(test)]
 mod tests;
 
@@ -60,18 +61,6 @@ pub struct TuiOptions {
     pub timeline: Option<crate::history::timeline::Timeline>,
     /// Replaying a history: where `v` reads the windows it compares.
     pub compare: Option<CompareSource>,
-}
-
-/// The history `v` compares windows of, and the filter and grouping the replay applies (the
-/// comparison applies them too).
-#[derive(Clone, Debug)]
-pub struct CompareSource {
-    /// The history directory.
-    pub dir: PathBuf,
-    /// The drop filters of the command line.
-    pub filter: crate::model::group::Filter,
-    /// The grouping of the command line.
-    pub by: Vec<crate::model::group::Dim>,
 }
 
 /// Least time between two redraws caused by data (snapshots, replay position).

@@ -1,7 +1,12 @@
 //! The words the readers, the probe, the command line and the model share, below all of them:
 //! the dimensions a drop is grouped and filtered by and the names of their values
-//! ([`dims`]), the kernel counters' names and a reading's notes, typed ([`counter`], [`note`]). Nothing here imports another
-//! module of the crate.
+//! ([`dims`]), the kernel counters' names and a reading's notes, typed ([`counter`], [`note`]),
+//! and the significance level changes are tested at. Nothing here imports another module of
+//! the crate.
 pub mod counter;
 pub mod dims;
 pub mod note;
+
+/// The significance level a change is tested at unless told otherwise (`diff --alpha`, the
+/// TUI's comparison).
+pub const DEFAULT_ALPHA: f64 = 0.001;

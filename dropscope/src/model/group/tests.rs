@@ -8,7 +8,9 @@ fn count(reason: &str, netns: u64, device: &str, proto: &str, n: u64) -> DropCou
         key: DropKey {
             attr: Attribution {
                 netns: Some(netns),
-                netns_cookie: None,
+                // A cookie of its own per namespace (its identity): merging the namespace
+                // away merges the cookie away too.
+                netns_cookie: Some(netns + 4096),
                 netns_name: Some(format!("ns{netns}").into()),
                 ifindex: Some(if device == "lo" { 1 } else { 7 }),
                 device: Some(device.into()),
