@@ -119,14 +119,17 @@ fn sample() -> anyhow::Result<()> {
     cargo(&["build", "--package", "dropscope-tests", "--bins"])?;
     let bin = target_dir().join("debug/sample");
     let out = root().join("assets/sample.dsrec");
-    step("recording the sample (about 20 s)");
-    let mut cmd = if setup::is_root() {
-        Command::new(&bin)
-    } else {
-        let mut c = Command::new("sudo");
-        c.arg("-E").arg(&bin);
-        c
-    };
+    step(
+        "recording the sample (about 20 s; holding the tests' lock, so no test's drops are in it)",
+    );
+    // The generator records every drop of the host: under the lock the root tests take per
+    // binary, no test of another run on this machine drops packets meanwhile.
+    let mut cmd = Command::new("flock");
+    cmd.arg(test::TESTS_LOCK_FILE);
+    if !setup::is_root() {
+        cmd.args(["sudo", "-E"]);
+    }
+    cmd.arg(&bin);
     let status = cmd
         .arg(&out)
         .status()
