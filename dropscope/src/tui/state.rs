@@ -23,20 +23,6 @@ const COARSER: &[&[Dim]] = &[
     &[Dim::Culprit],
 ];
 
-/// The name of a dimension, as `--by` spells it.
-pub fn dim_name(d: Dim) -> &'static str {
-    match d {
-        Dim::Reason => "reason",
-        Dim::Location => "location",
-        Dim::Netns => "netns",
-        Dim::Device => "device",
-        Dim::Protocol => "protocol",
-        Dim::Port => "port",
-        Dim::Socket => "socket",
-        Dim::Culprit => "culprit",
-    }
-}
-
 /// The groupings `b` cycles through for counts keyed by `finest`: `finest` first, then each
 /// coarser grouping it can be merged into.
 pub fn groupings(finest: &[Dim]) -> Vec<Vec<Dim>> {

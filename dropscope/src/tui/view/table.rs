@@ -16,7 +16,7 @@ use crate::{
         table::{Row as TableRow, SortKey},
     },
     sanitize,
-    tui::state::{State, dim_name},
+    tui::state::State,
 };
 
 /// An attribution column: its heading, width bounds, and the text of a key's cell.
@@ -108,7 +108,7 @@ pub fn page(height: u16) -> usize {
 fn title(state: &State, shown: usize) -> Line<'static> {
     let t = state.shown();
     let (dims, coarser) = state.grouping_dims();
-    let names: Vec<&str> = dims.iter().map(|d| dim_name(*d)).collect();
+    let names: Vec<&str> = dims.iter().map(|d| d.name()).collect();
     let mut spans = vec![Span::styled(
         format!(" drops by {} ", names.join(",")),
         Style::new().add_modifier(Modifier::BOLD),
