@@ -46,10 +46,25 @@ fn rows_of(report: &Value, inode: u64) -> Vec<&Value> {
 
 #[test]
 fn a_udp_socket_that_never_reads_is_named_by_its_process_and_port() {
+    named_by_its_process_and_port(&[]);
+}
+
+/// The same through the classic tracepoint (`--probe tracepoint`), which passes the receiving
+/// socket as its `rx_sk` field (6.11+): read at the field's offset from the tracefs format.
+#[test]
+fn the_classic_tracepoint_names_the_receiving_socket_too() {
+    named_by_its_process_and_port(&["--probe", "tracepoint"]);
+}
+
+/// A socket that never reads, counted with `probe` (extra arguments of `report`): its drops
+/// exactly on one row naming it, where the kernel passes the receiving socket.
+fn named_by_its_process_and_port(probe: &[&str]) {
     let _serial = root_test();
     let rx_sk = kernel_passes_rx_sk();
     let ns = Netns::new("sock");
-    let report = Counting::start(&["report", "--format", "json"]);
+    let mut args = vec!["report", "--format", "json"];
+    args.extend_from_slice(probe);
+    let report = Counting::start(&args);
     let mut holder = Holder::start(&ns, 10, 0);
     let dropped = holder.dropped();
     assert!(dropped > 0, "a socket of buffer {} took all", holder.rcvbuf);
