@@ -1,8 +1,12 @@
 //! Builders the unit tests share: drop keys, snapshots and kernel readings. A test names what
 //! it varies (a reason's code, the namespace that is the initial one) and takes the rest here.
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
-use crate::model::{DropCount, DropKey, KernelReading, Reason, Snapshot};
+use crate::model::{
+    DropCount, DropKey, KernelReading, Reason, Snapshot,
+    kernel::Holder,
+    socket::{About, Found, Socket, Via},
+};
 
 /// A key of reason `name` (code `code`) at `location`, with no attribution.
 pub fn key(code: u32, name: &str, location: &str) -> DropKey {
@@ -14,6 +18,32 @@ pub fn key(code: u32, name: &str, location: &str) -> DropKey {
         location: location.into(),
         attr: Default::default(),
     }
+}
+
+/// `k` with a socket (inode 4242) found `via` the receiving socket or the skb's owner, known
+/// as `about`.
+pub fn with_socket(mut k: DropKey, via: Via, about: About) -> DropKey {
+    k.attr.socket = Some(Arc::new(Socket {
+        via,
+        inode: 4242,
+        about,
+    }));
+    k
+}
+
+/// A socket found held by `comm` (pid 812) alone: UDP, bound to `local`, its receive buffer
+/// `rcvbuf` bytes.
+pub fn found(comm: &str, local: &str, rcvbuf: u32) -> About {
+    About::Exact(Found {
+        holders: vec![Holder {
+            pid: 812,
+            comm: comm.into(),
+        }],
+        more_holders: 0,
+        protocol: Some("udp".into()),
+        local: Some(local.into()),
+        rcvbuf: Some(rcvbuf),
+    })
 }
 
 /// A snapshot at `secs` of `drops` and `overflow` (drops no key kept), its total their sum.

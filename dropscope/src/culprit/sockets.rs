@@ -105,39 +105,15 @@ pub fn named(key: &DropKey) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
-    use crate::model::{Reason, kernel::Holder, socket::Found};
 
     fn key(reason: &str, via: Via, about: About) -> DropKey {
-        let mut k = DropKey {
-            reason: Reason {
-                code: 9,
-                name: reason.into(),
-            },
-            location: "udp_queue_rcv_one_skb+0x437".into(),
-            attr: Default::default(),
-        };
-        k.attr.socket = Some(Arc::new(Socket {
-            via,
-            inode: 4242,
-            about,
-        }));
-        k
+        let k = crate::fixtures::key(9, reason, "udp_queue_rcv_one_skb+0x437");
+        crate::fixtures::with_socket(k, via, about)
     }
 
     fn found() -> About {
-        About::Exact(Found {
-            holders: vec![Holder {
-                pid: 812,
-                comm: "nginx\u{1b}[2J".into(),
-            }],
-            more_holders: 0,
-            protocol: Some("udp".into()),
-            local: Some("127.0.0.1:5353".into()),
-            rcvbuf: Some(2304),
-        })
+        crate::fixtures::found("nginx\u{1b}[2J", "127.0.0.1:5353", 2304)
     }
 
     #[test]

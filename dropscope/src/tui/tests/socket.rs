@@ -3,32 +3,17 @@
 use super::*;
 use crate::model::{
     group::Dim,
-    kernel::Holder,
-    socket::{About, Found, Socket, Via},
+    socket::{About, Via},
 };
 
 fn with_socket(about: About) -> DropKey {
     let mut k = key("SOCKET_RCVBUFF", "udp_queue_rcv_one_skb+0x437");
     k.attr.protocol = Some("udp".into());
-    k.attr.socket = Some(Arc::new(Socket {
-        via: Via::Receiving,
-        inode: 4242,
-        about,
-    }));
-    k
+    crate::fixtures::with_socket(k, Via::Receiving, about)
 }
 
 fn found() -> About {
-    About::Exact(Found {
-        holders: vec![Holder {
-            pid: 812,
-            comm: "nginx".into(),
-        }],
-        more_holders: 0,
-        protocol: Some("udp".into()),
-        local: Some("0.0.0.0:53".into()),
-        rcvbuf: Some(4608),
-    })
+    crate::fixtures::found("nginx", "0.0.0.0:53", 4608)
 }
 
 fn snap_of(secs: u64, about: About, count: u64) -> Snapshot {
