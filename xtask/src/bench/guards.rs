@@ -38,7 +38,17 @@ pub fn other_namespaces(ours: &str) -> Vec<String> {
     names
 }
 
-/// A detached tmux session, killed on drop.
+/// `tmux` on the server of session `name` alone (a socket of its own, `-L`), its panes run by
+/// `/bin/sh` (sudo may have set `$SHELL` to a `nologin` shell, which takes the server down). A
+/// shared server exits with its last session, and a session started meanwhile fails.
+fn tmux(name: &str) -> Command {
+    let mut cmd = Command::new("tmux");
+    cmd.env("SHELL", "/bin/sh").args(["-L", name]);
+    cmd
+}
+
+/// A detached tmux session on a server of its own, the server killed and its socket removed on
+/// drop.
 pub struct TmuxSession {
     name: String,
 }
@@ -47,8 +57,7 @@ impl TmuxSession {
     /// Starts `command` in a new detached session of the given size.
     pub fn start(name: &str, cols: u16, rows: u16, command: &str) -> anyhow::Result<Self> {
         let (cols, rows) = (cols.to_string(), rows.to_string());
-        // tmux runs panes with `$SHELL`, which sudo may have set to a `nologin` shell.
-        run_quiet(Command::new("tmux").env("SHELL", "/bin/sh").args([
+        run_quiet(tmux(name).args([
             "new-session",
             "-d",
             "-s",
@@ -66,7 +75,7 @@ impl TmuxSession {
 
     /// The pid of the pane's process.
     pub fn pane_pid(&self) -> anyhow::Result<u32> {
-        let out = run_quiet(Command::new("tmux").args([
+        let out = run_quiet(tmux(&self.name).args([
             "list-panes",
             "-t",
             &self.name,
@@ -80,18 +89,24 @@ impl TmuxSession {
 
     /// The visible screen.
     pub fn screen(&self) -> anyhow::Result<String> {
-        run_quiet(Command::new("tmux").args(["capture-pane", "-p", "-t", &self.name]))
+        run_quiet(tmux(&self.name).args(["capture-pane", "-p", "-t", &self.name]))
     }
 
     /// Types `keys` into the pane.
     pub fn send_keys(&self, keys: &str) -> anyhow::Result<()> {
-        run_quiet(Command::new("tmux").args(["send-keys", "-t", &self.name, keys])).map(drop)
+        run_quiet(tmux(&self.name).args(["send-keys", "-t", &self.name, keys])).map(drop)
     }
 }
 
 impl Drop for TmuxSession {
     fn drop(&mut self) {
-        let _ = run_quiet(Command::new("tmux").args(["kill-session", "-t", &self.name]));
+        let socket = run_quiet(tmux(&self.name).args(["display", "-p", "#{socket_path}"]))
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
+        let _ = run_quiet(tmux(&self.name).arg("kill-server"));
+        if !socket.is_empty() {
+            let _ = std::fs::remove_file(socket);
+        }
     }
 }
 
@@ -144,5 +159,45 @@ impl ScratchDir {
 impl Drop for ScratchDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    /// A session runs on a server of its own: two sessions at once, each killed on drop with
+    /// its server, its socket removed and its pane's process gone, the other untouched.
+    #[test]
+    fn a_sessions_server_is_its_own_and_goes_with_it() {
+        let tag = std::process::id();
+        let a =
+            TmuxSession::start(&format!("ds-guard-a-{tag}"), 80, 24, "echo one; sleep 60").unwrap();
+        let b =
+            TmuxSession::start(&format!("ds-guard-b-{tag}"), 80, 24, "echo two; sleep 60").unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !(a.screen().unwrap().contains("one") && b.screen().unwrap().contains("two")) {
+            assert!(Instant::now() < deadline, "no screens: {:?}", a.screen());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let socket = run_quiet(tmux(&a.name).args(["display", "-p", "#{socket_path}"]))
+            .unwrap()
+            .trim()
+            .to_string();
+        let pid = a.pane_pid().unwrap();
+        assert!(std::path::Path::new(&socket).exists(), "{socket}");
+        drop(a);
+        assert!(!std::path::Path::new(&socket).exists(), "{socket} left");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            assert!(Instant::now() < deadline, "pane {pid} still runs");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(
+            b.screen().unwrap().contains("two"),
+            "the other session went too"
+        );
     }
 }
