@@ -133,7 +133,9 @@ pub enum Command {
     ///
     /// Limits: 64 open connections in all and 16 per peer (an IPv4 address or an IPv6 /64); at
     /// either cap a new connection takes the place of the least recently active one, so a
-    /// client that holds connections idle cannot lock a scraper out. A connection must send a
+    /// client that holds connections idle cannot lock a scraper out (while all of a peer's
+    /// connections wait on the server, its request unread or its password being verified, the
+    /// peer's new one is refused instead). A connection must send a
     /// request head within 5 s of opening or of its previous answer (the idle timeout, which
     /// also bounds the TLS handshake); a write that makes no progress for 5 s (a client not
     /// reading) closes it; it is closed after 100 requests; a response must be ready within

@@ -1,7 +1,8 @@
 //! The exporter's connection limits: a cap on open connections in all and per peer, shedding
 //! a connection whose last request failed basic auth, else the least recently active one, to
 //! make room for a new one (so that a client holding every slot it can cannot lock a scraper
-//! out), a write timeout, and the activity clock that shedding reads.
+//! out), refusing a peer's new connection while all of its own wait on the server, a write
+//! timeout, and the activity clock that shedding reads.
 use std::{
     collections::HashMap,
     io,
@@ -89,6 +90,8 @@ pub struct Activity {
     /// Whether its request's password is being verified: the connection waits on the server,
     /// not idles, however long bcrypt takes on a busy machine.
     verifying: AtomicBool,
+    /// Whether the server has written to it (an answer, or a TLS handshake).
+    written: AtomicBool,
     shed: Notify,
 }
 
@@ -99,6 +102,7 @@ impl Activity {
             last_ms: AtomicU64::new(0),
             auth_failed: AtomicBool::new(false),
             verifying: AtomicBool::new(false),
+            written: AtomicBool::new(false),
             shed: Notify::new(),
         };
         a.touch();
@@ -129,6 +133,24 @@ impl Activity {
         self.verifying.load(Ordering::Relaxed)
     }
 
+    /// Notes that the server wrote to the connection.
+    fn wrote(&self) {
+        self.written.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the connection waits on the server: its password is being verified, or its
+    /// first request is still unread in its socket (`socket`, a duplicate of the connection's
+    /// descriptor), nothing written to it yet. A client that opened a connection and asked has
+    /// asked, however busy the server is; one that opened and sent nothing has not.
+    fn waiting(&self, socket: Option<&std::net::TcpStream>) -> bool {
+        if self.auth_failed() {
+            return false;
+        }
+        self.verifying()
+            || (!self.written.load(Ordering::Relaxed)
+                && socket.is_some_and(|s| s.peek(&mut [0u8]).is_ok_and(|n| n > 0)))
+    }
+
     fn last(&self) -> u64 {
         self.last_ms.load(Ordering::Relaxed)
     }
@@ -152,6 +174,9 @@ pub struct ConnectionInfo {
 struct Entry {
     peer: IpAddr,
     activity: Arc<Activity>,
+    /// A duplicate of the connection's descriptor, non-blocking, to see whether its request
+    /// waits unread (`None` where there is no socket, in tests).
+    socket: Option<std::net::TcpStream>,
 }
 
 /// The open connections, for the caps and for shedding.
@@ -208,8 +233,16 @@ impl Registry {
     /// auth, else one of the peer holding the most connections. Among those, one whose last
     /// request failed auth goes first, then the least recently active: a client that holds
     /// connections without using them, or keeps failing auth on them, loses them to one that
-    /// asks now. Returns the slot and whether one was shed.
-    pub fn admit(self: &Arc<Self>, ip: IpAddr) -> (Slot, bool) {
+    /// asks now. At the per-peer cap, while every connection of the peer waits on the server
+    /// (being verified, or its first request unread), the new one is refused instead (`None`):
+    /// a local flood's newer connections never push out a login the busy server has not read
+    /// yet. `socket` duplicates the new connection's descriptor, non-blocking. Returns the
+    /// slot and whether one was shed.
+    pub fn admit(
+        self: &Arc<Self>,
+        ip: IpAddr,
+        socket: Option<std::net::TcpStream>,
+    ) -> Option<(Slot, bool)> {
         let peer = peer_of(ip);
         let mut guard = self.lock();
         let (next, conns) = &mut *guard;
@@ -218,7 +251,11 @@ impl Registry {
             *per_peer.entry(e.peer).or_default() += 1;
         }
         let shed = if per_peer.get(&peer).copied().unwrap_or(0) >= self.limits.per_peer {
-            first_to_shed(conns.iter().filter(|(_, e)| e.peer == peer))
+            let id = first_to_shed(conns.iter().filter(|(_, e)| e.peer == peer));
+            if id.is_some_and(|id| conns[&id].activity.waiting(conns[&id].socket.as_ref())) {
+                return None;
+            }
+            id
         } else if conns.len() >= self.limits.max_connections {
             first_to_shed(conns.iter().filter(|(_, e)| e.activity.auth_failed())).or_else(|| {
                 let busiest = per_peer.iter().max_by_key(|(_, n)| **n).map(|(p, _)| *p)?;
@@ -240,29 +277,31 @@ impl Registry {
             Entry {
                 peer,
                 activity: Arc::clone(&activity),
+                socket,
             },
         );
         drop(guard);
-        (
+        Some((
             Slot {
                 registry: Arc::clone(self),
                 id,
                 activity,
             },
             shed.is_some(),
-        )
+        ))
     }
 }
 
 /// Of `candidates`, the one to shed: one whose last request failed auth, else one not waiting
-/// for its password's verification (a login waits on the server, however long bcrypt takes:
-/// newer connections of a flood never push it out), else the least recently active.
+/// on the server (a login waits however long bcrypt takes, and so does a first request the
+/// busy server has not read yet: newer connections of a flood never push them out), else the
+/// least recently active.
 fn first_to_shed<'a>(candidates: impl Iterator<Item = (&'a u64, &'a Entry)>) -> Option<u64> {
     candidates
         .min_by_key(|(id, e)| {
             (
                 !e.activity.auth_failed(),
-                e.activity.verifying(),
+                e.activity.waiting(e.socket.as_ref()),
                 e.activity.last(),
                 **id,
             )
@@ -349,6 +388,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.wrote();
+        }
         self.after_write(cx, r)
     }
 
@@ -358,6 +400,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.wrote();
+        }
         self.after_write(cx, r)
     }
 

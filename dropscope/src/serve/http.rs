@@ -5,6 +5,7 @@
 //! response timeout and a body limit; with a web config, by TLS and basic auth.
 use std::{
     net::SocketAddr,
+    os::fd::AsFd as _,
     sync::{
         Arc, OnceLock,
         atomic::{AtomicU32, Ordering},
@@ -136,7 +137,17 @@ pub async fn serve(
                 continue;
             }
         };
-        let (slot, shed) = registry.admit(peer.ip());
+        // A duplicate of the descriptor (closed with the slot), to see whether its request
+        // waits unread; without one the connection counts as not waiting.
+        let socket = stream
+            .as_fd()
+            .try_clone_to_owned()
+            .ok()
+            .map(std::net::TcpStream::from);
+        let Some((slot, shed)) = registry.admit(peer.ip(), socket) else {
+            tracing::debug!("at {peer}'s cap, all its connections waiting: refused a new one");
+            continue;
+        };
         if shed {
             tracing::debug!("at a connection cap: shed the least recently active connection");
         }
