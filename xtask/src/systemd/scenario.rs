@@ -1,0 +1,290 @@
+//! What `cargo xtask systemd` does in the container, step by step, as a new user would: each
+//! step fails with what it saw.
+use std::{
+    path::Path,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, bail, ensure};
+
+use super::container::Container;
+use crate::dist::unit::UNIT;
+
+/// The history's directory as users name it: with `DynamicUser=`, a link to
+/// [`PRIVATE_HISTORY`].
+const HISTORY: &str = "/var/lib/dropscope";
+
+/// Where systemd keeps the history of a `DynamicUser=` service.
+const PRIVATE_HISTORY: &str = "/var/lib/private/dropscope";
+
+/// The network namespace made in the container for the drops.
+const NETNS: &str = "drops";
+
+/// Datagrams sent to a closed UDP port: exactly as many NO_SOCKET drops.
+const DROPS: u64 = 1000;
+
+/// How long the service runs before the drops: the quiet window `diff` compares them with is
+/// at most this long.
+const QUIET: Duration = Duration::from_secs(20);
+
+/// The bound on anything waited for (the service's start, the history holding the drops):
+/// far above what each took here (seconds), so only a defect reaches it.
+const LIMIT: Duration = Duration::from_secs(90);
+
+/// Runs every step against the `.deb` at `deb`.
+pub fn run(c: &Container, deb: &Path) -> anyhow::Result<()> {
+    let data = std::fs::read(deb).with_context(|| format!("reading {}", deb.display()))?;
+    c.write("/tmp/dropscope.deb", &data)?;
+
+    step("dpkg -i: postinst enables and starts the unit");
+    let t = Instant::now();
+    c.run_timeout(&["dpkg", "-i", "/tmp/dropscope.deb"], LIMIT)?;
+    let (_, enabled) = c.status_stdout(&["systemctl", "is-enabled", UNIT])?;
+    ensure!(
+        enabled.trim() == "enabled",
+        "after dpkg -i, {UNIT} is {:?}, not enabled",
+        enabled.trim()
+    );
+    let metrics = wait_for("/metrics on 127.0.0.1:9818", || {
+        let (status, m) = c.status_stdout(&["curl", "-sf", "http://127.0.0.1:9818/metrics"])?;
+        ensure_active(c)?;
+        Ok((status == 0 && m.contains("dropscope_history_segments")).then_some(m))
+    })?;
+    let up = Instant::now();
+    eprintln!(
+        "systemd: installed, enabled and serving /metrics in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    ensure!(
+        metric(&metrics, "dropscope_history_paused") == Some(0.0),
+        "the history is paused:\n{}",
+        grep(&metrics, "dropscope_history")
+    );
+    let link = c.stdout(&["readlink", HISTORY])?;
+    ensure!(
+        link.trim() == "private/dropscope",
+        "{HISTORY} links to {:?}, not private/dropscope",
+        link.trim()
+    );
+    let owner = c.stdout(&["stat", "-c", "%a %u", PRIVATE_HISTORY])?;
+    ensure!(
+        owner.starts_with("700 ") && !owner.trim().ends_with(" 0"),
+        "{PRIVATE_HISTORY} is not 0700 and the service's own user's: {owner}"
+    );
+
+    step("known drops in a network namespace, read back from the history");
+    c.run(&["ip", "netns", "add", NETNS])?;
+    c.run(&["ip", "-n", NETNS, "link", "set", "lo", "up"])?;
+    let inode = c
+        .stdout(&["stat", "-L", "-c", "%i", &format!("/run/netns/{NETNS}")])?
+        .trim()
+        .to_string();
+    // The quiet window diff compares the drops with: the service's first seconds.
+    crate::bench::interrupt::sleep(QUIET.saturating_sub(up.elapsed()))?;
+    let before = now(c)?;
+    let send = format!("for i in $(seq {DROPS}); do printf x > /dev/udp/127.0.0.1/9; done");
+    c.run_timeout(&["ip", "netns", "exec", NETNS, "bash", "-c", &send], LIMIT)?;
+    let filter = [
+        "--netns",
+        &inode,
+        "--reason",
+        "NO_SOCKET",
+        "--format",
+        "json",
+    ];
+    wait_for("the history to hold the drops", || {
+        let mut args = vec!["dropscope", "report", "--input", HISTORY];
+        args.extend(filter);
+        let total = total(&c.stdout(&args)?)?;
+        ensure!(
+            total <= DROPS,
+            "the history holds {total} drops, {DROPS} were made"
+        );
+        Ok((total == DROPS).then_some(()))
+    })?;
+    // The window's end after the snapshot that holds them (times are to the second).
+    crate::bench::interrupt::sleep(Duration::from_millis(1100))?;
+    let after = now(c)?;
+    eprintln!(
+        "systemd: {DROPS} drops at {} to {} in namespace {inode}",
+        before.1, after.1
+    );
+
+    step("dropscope history, report --from --to, diff --last --vs, through the link");
+    let listing = c.stdout(&["dropscope", "history", HISTORY])?;
+    eprintln!("{}", listing.trim_end());
+    ensure!(
+        listing.contains("seg-"),
+        "`dropscope history` lists no segment:\n{listing}"
+    );
+    let mut args = vec![
+        "dropscope",
+        "report",
+        "--input",
+        HISTORY,
+        "--from",
+        &before.1,
+        "--to",
+        &after.1,
+    ];
+    args.extend(filter);
+    let report = c.stdout(&args)?;
+    let counted = total(&report)?;
+    ensure!(
+        counted == DROPS,
+        "report --from {} --to {} counts {counted} drops, not {DROPS}:\n{report}",
+        before.1,
+        after.1
+    );
+    let window = format!("{}s", after.0 - before.0 + 1);
+    let diff = c.stdout(&[
+        "dropscope",
+        "diff",
+        "--history",
+        HISTORY,
+        "--last",
+        &window,
+        "--vs",
+        &window,
+        "--at",
+        &after.1,
+        "--netns",
+        &inode,
+        "--reason",
+        "NO_SOCKET",
+    ])?;
+    eprintln!("{}", diff.trim_end());
+    check_diff(&diff)?;
+
+    step("the history's disk use");
+    let du = c.stdout(&["du", "-sb", PRIVATE_HISTORY])?;
+    let bytes: u64 = du
+        .split_whitespace()
+        .next()
+        .and_then(|b| b.parse().ok())
+        .with_context(|| format!("du says {du}"))?;
+    let metrics = c.stdout(&["curl", "-sf", "http://127.0.0.1:9818/metrics"])?;
+    eprintln!(
+        "systemd: {PRIVATE_HISTORY} takes {bytes} bytes after {:.0} s; /metrics says:\n{}",
+        up.elapsed().as_secs_f64(),
+        grep(&metrics, "dropscope_history_")
+    );
+
+    step("dpkg -r stops the unit (prerm), dpkg --purge forgets it (postrm)");
+    c.run_timeout(&["dpkg", "-r", "dropscope"], LIMIT)?;
+    let (_, active) = c.status_stdout(&["systemctl", "is-active", UNIT])?;
+    ensure!(
+        active.trim() == "inactive",
+        "after dpkg -r, {UNIT} is {:?}, not inactive",
+        active.trim()
+    );
+    let (status, _) = c.status_stdout(&["test", "-e", "/usr/bin/dropscope"])?;
+    ensure!(
+        status != 0,
+        "/usr/bin/dropscope is still there after dpkg -r"
+    );
+    let kept = c.stdout(&["ls", PRIVATE_HISTORY])?;
+    ensure!(
+        kept.contains("seg-"),
+        "dpkg -r removed the history: {kept:?}"
+    );
+    c.run_timeout(&["dpkg", "--purge", "dropscope"], LIMIT)?;
+    let (_, state) = c.status_stdout(&["systemctl", "is-enabled", UNIT])?;
+    ensure!(
+        !matches!(state.trim(), "enabled" | "masked" | "disabled"),
+        "after dpkg --purge, {UNIT} is {:?}",
+        state.trim()
+    );
+    let (left, _) = c.status_stdout(&[
+        "sh",
+        "-c",
+        &format!(
+            "ls /etc/systemd/system/*/{UNIT} /etc/systemd/system/{UNIT} \
+             /var/lib/systemd/deb-systemd-helper-enabled/{UNIT} 2>/dev/null"
+        ),
+    ])?;
+    ensure!(
+        left != 0,
+        "dpkg --purge left the unit's links or state behind"
+    );
+    let kept = c.stdout(&["ls", PRIVATE_HISTORY])?;
+    ensure!(
+        kept.contains("seg-"),
+        "dpkg --purge removed the history: {kept:?}"
+    );
+    Ok(())
+}
+
+fn step(what: &str) {
+    eprintln!("systemd: -- {what}");
+}
+
+/// Fails unless the unit is active (or still starting).
+fn ensure_active(c: &Container) -> anyhow::Result<()> {
+    let (_, active) = c.status_stdout(&["systemctl", "is-active", UNIT])?;
+    if !matches!(active.trim(), "active" | "activating") {
+        bail!("{UNIT} is {:?}", active.trim());
+    }
+    Ok(())
+}
+
+/// Calls `probe` until it returns a value, failing past [`LIMIT`] or on its error.
+fn wait_for<T>(
+    what: &str,
+    mut probe: impl FnMut() -> anyhow::Result<Option<T>>,
+) -> anyhow::Result<T> {
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        if let Some(v) = probe().with_context(|| format!("waiting for {what}"))? {
+            return Ok(v);
+        }
+        if Instant::now() > deadline {
+            bail!("waited {} s for {what}", LIMIT.as_secs());
+        }
+        crate::bench::interrupt::sleep(Duration::from_millis(250))?;
+    }
+}
+
+/// The container's clock now: Unix seconds and the RFC 3339 stamp of that second (UTC).
+fn now(c: &Container) -> anyhow::Result<(u64, String)> {
+    let out = c.stdout(&["date", "-u", "+%s %Y-%m-%dT%H:%M:%SZ"])?;
+    let (secs, stamp) = out.trim().split_once(' ').context("date's output")?;
+    Ok((secs.parse().context("date +%s")?, stamp.to_string()))
+}
+
+/// The `total` of a `report --format json`.
+fn total(json: &str) -> anyhow::Result<u64> {
+    let v: serde_json::Value =
+        serde_json::from_str(json).with_context(|| format!("report's JSON: {json}"))?;
+    v["total"]
+        .as_u64()
+        .with_context(|| format!("no total in the report: {json}"))
+}
+
+/// A metric's value (the first series of that name).
+fn metric(metrics: &str, name: &str) -> Option<f64> {
+    metrics.lines().find_map(|l| {
+        let rest = l.strip_prefix(name)?;
+        let value = rest
+            .strip_prefix(' ')
+            .or_else(|| rest.split_once("} ").map(|(_, v)| v))?;
+        value.trim().parse().ok()
+    })
+}
+
+/// The lines of `text` starting with `prefix`.
+fn grep(text: &str, prefix: &str) -> String {
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The diff of the window with the drops against the quiet one before shows them all as new.
+fn check_diff(diff: &str) -> anyhow::Result<()> {
+    ensure!(
+        diff.contains("NO_SOCKET") && diff.contains(&DROPS.to_string()),
+        "diff does not show the {DROPS} NO_SOCKET drops:\n{diff}"
+    );
+    Ok(())
+}
