@@ -147,6 +147,23 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
         "--test-threads=1",
     ];
     cargo_with_runner_env(&first, &runner, &[("DROPSCOPE_BIN", bin.as_os_str())])?;
+    step("the .deb under a real systemd (a container with systemd as PID 1): cargo xtask systemd");
+    if as_root {
+        crate::systemd::run(&crate::systemd::SystemdArgs {
+            deb: Some(host.deb.clone()),
+        })?;
+    } else {
+        let xtask = std::env::current_exe().context("path of xtask")?;
+        setup::run(
+            Command::new("sudo")
+                .args(["-E", "env"])
+                .arg(format!("PATH={}", setup::path_with_tools()))
+                .arg(xtask)
+                .args(["systemd", "--deb"])
+                .arg(&host.deb)
+                .current_dir(root()),
+        )?;
+    }
     if !no_vmtest {
         step(
             "vmtest: the suite on Debian's 6.1 and 6.12 kernels (amd64, arm64) and the running one",

@@ -136,6 +136,7 @@ pub fn run(c: &Container, deb: &Path) -> anyhow::Result<()> {
         before.1,
         after.1
     );
+    check_rows(&report)?;
     let window = format!("{}s", after.0 - before.0 + 1);
     let diff = c.stdout(&[
         "dropscope",
@@ -278,6 +279,23 @@ fn grep(text: &str, prefix: &str) -> String {
         .filter(|l| l.starts_with(prefix))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// Every row of the report is the drops made, at the place the kernel drops them: its name
+/// read from /proc/kallsyms (the service's CAP_SYSLOG), never `[unknown]`.
+fn check_rows(json: &str) -> anyhow::Result<()> {
+    let v: serde_json::Value = serde_json::from_str(json).context("report's JSON")?;
+    let rows = v["drops"].as_array().context("no drops in the report")?;
+    ensure!(!rows.is_empty(), "the report has no row:\n{json}");
+    for row in rows {
+        let location = row["location"].as_str().unwrap_or_default();
+        ensure!(
+            row["reason"] == "NO_SOCKET" && location.starts_with("__udp4_lib_rcv+"),
+            "a row of the report is not NO_SOCKET at __udp4_lib_rcv (location {location:?}): \
+             {row}"
+        );
+    }
+    Ok(())
 }
 
 /// The diff of the window with the drops against the quiet one before shows them all as new.
