@@ -44,6 +44,10 @@ ln -s /proc/self/fd/2 "$root/dev/stderr"
 mount -t tmpfs -o mode=0755 run "$root/run"
 mount -t tmpfs -o mode=1777 tmp "$root/tmp"
 
+# A machine image built with Docker carries a policy-rc.d that forbids starting services on
+# install (deb-systemd-invoke obeys it); a booted Debian has none, so neither has the container.
+rm -f "$root/usr/sbin/policy-rc.d"
+
 # Modules are the host kernel's: none is loaded from here (and the capability is dropped).
 ln -sf /dev/null "$root/etc/systemd/system/systemd-modules-load.service"
 

@@ -297,6 +297,7 @@ fn new_cgroup() -> anyhow::Result<PathBuf> {
     {
         let name = e.file_name().to_string_lossy().into_owned();
         if let Some(pid) = name.strip_prefix(CGROUP_PREFIX)
+            && let Ok(pid) = pid.parse::<u32>()
             && !Path::new(&format!("/proc/{pid}")).exists()
         {
             remove_cgroup(&e.path())?;

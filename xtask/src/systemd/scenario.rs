@@ -20,8 +20,12 @@ const PRIVATE_HISTORY: &str = "/var/lib/private/dropscope";
 /// The network namespace made in the container for the drops.
 const NETNS: &str = "drops";
 
-/// Datagrams sent to a closed UDP port: exactly as many NO_SOCKET drops.
+/// Datagrams sent to a closed UDP port: exactly as many NO_SOCKET drops (from 1,000 to
+/// 999,999: `check_diff` writes it with its thousands separator).
 const DROPS: u64 = 1000;
+
+/// The unit's `--retain-size` (1 GiB): the most its history may take.
+const RETAIN_SIZE: u64 = 1 << 30;
 
 /// How long the service runs before the drops: the quiet window `diff` compares them with is
 /// at most this long.
@@ -93,9 +97,16 @@ pub fn run(c: &Container, deb: &Path) -> anyhow::Result<()> {
         "json",
     ];
     wait_for("the history to hold the drops", || {
-        let mut args = vec!["dropscope", "report", "--input", HISTORY];
-        args.extend(filter);
-        let total = total(&c.stdout(&args)?)?;
+        // Unfiltered: until the namespace's first drop is in, a filter naming it is refused.
+        let all = c.stdout(&[
+            "dropscope",
+            "report",
+            "--input",
+            HISTORY,
+            "--format",
+            "json",
+        ])?;
+        let total = drops_in(&all, &inode)?;
         ensure!(
             total <= DROPS,
             "the history holds {total} drops, {DROPS} were made"
@@ -171,8 +182,21 @@ pub fn run(c: &Container, deb: &Path) -> anyhow::Result<()> {
         grep(&metrics, "dropscope_history_")
     );
 
+    ensure!(
+        metric(&metrics, "dropscope_history_bytes").is_some_and(|m| m > 0.0 && m <= bytes as f64)
+            && bytes <= RETAIN_SIZE,
+        "the history takes {bytes} bytes: more than /metrics says or than --retain-size"
+    );
+
     step("dpkg -r stops the unit (prerm), dpkg --purge forgets it (postrm)");
+    // The package's binary, kept to read the history once the package is gone.
+    c.run(&["cp", "/usr/bin/dropscope", "/tmp/dropscope"])?;
+    let t = Instant::now();
     c.run_timeout(&["dpkg", "-r", "dropscope"], LIMIT)?;
+    eprintln!(
+        "systemd: dpkg -r took {:.1} s (the unit stopped)",
+        t.elapsed().as_secs_f64()
+    );
     let (_, active) = c.status_stdout(&["systemctl", "is-active", UNIT])?;
     ensure!(
         active.trim() == "inactive",
@@ -184,10 +208,11 @@ pub fn run(c: &Container, deb: &Path) -> anyhow::Result<()> {
         status != 0,
         "/usr/bin/dropscope is still there after dpkg -r"
     );
-    let kept = c.stdout(&["ls", PRIVATE_HISTORY])?;
+    // Stopped by SIGTERM, the writer ended its segment cleanly (its end marker written).
+    let listing = c.stdout(&["/tmp/dropscope", "history", HISTORY])?;
     ensure!(
-        kept.contains("seg-"),
-        "dpkg -r removed the history: {kept:?}"
+        listing.contains("seg-") && !listing.contains("unfinished") && !listing.contains("cut"),
+        "after dpkg -r, the history is not there or its segment is not finished:\n{listing}"
     );
     c.run_timeout(&["dpkg", "--purge", "dropscope"], LIMIT)?;
     let (_, state) = c.status_stdout(&["systemctl", "is-enabled", UNIT])?;
@@ -262,6 +287,18 @@ fn total(json: &str) -> anyhow::Result<u64> {
         .with_context(|| format!("no total in the report: {json}"))
 }
 
+/// The NO_SOCKET drops of a `report --format json` in the network namespace `inode`.
+fn drops_in(json: &str, inode: &str) -> anyhow::Result<u64> {
+    let v: serde_json::Value =
+        serde_json::from_str(json).with_context(|| format!("report's JSON: {json}"))?;
+    let rows = v["drops"].as_array().context("no drops in the report")?;
+    Ok(rows
+        .iter()
+        .filter(|r| r["reason"] == "NO_SOCKET" && r["netns"].as_u64() == inode.parse().ok())
+        .filter_map(|r| r["count"].as_u64())
+        .sum())
+}
+
 /// A metric's value (the first series of that name).
 fn metric(metrics: &str, name: &str) -> Option<f64> {
     metrics.lines().find_map(|l| {
@@ -298,11 +335,21 @@ fn check_rows(json: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The diff of the window with the drops against the quiet one before shows them all as new.
+/// The diff of the window with the drops against the quiet one before it: nothing then, every
+/// drop now, the key marked new.
 fn check_diff(diff: &str) -> anyhow::Result<()> {
+    let line = |prefix: &str| {
+        diff.lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_default()
+    };
+    let drops = format!(", {},{:03} drops (", DROPS / 1000, DROPS % 1000);
     ensure!(
-        diff.contains("NO_SOCKET") && diff.contains(&DROPS.to_string()),
-        "diff does not show the {DROPS} NO_SOCKET drops:\n{diff}"
+        line("base: ").contains(", 0 drops (")
+            && line("new: ").contains(&drops)
+            && line("NO_SOCKET ").contains(" new "),
+        "diff does not show the window before with no drop and the window after with \
+         {DROPS}, the key new:\n{diff}"
     );
     Ok(())
 }
