@@ -10,7 +10,7 @@ use std::{path::PathBuf, time::Instant};
 
 use anyhow::Context as _;
 
-use crate::dist::Arch;
+use crate::dist::{Arch, unit::UNIT};
 
 /// Options of `cargo xtask systemd`.
 #[derive(clap::Args, Debug, Default)]
@@ -45,16 +45,20 @@ pub fn run(args: &SystemdArgs) -> anyhow::Result<()> {
     );
     let result = scenario::run(&c, &deb);
     let result = result.map_err(|e| {
-        let journal = c
-            .stdout(&[
+        // Read even after Ctrl-C (the container's commands refuse to start then).
+        let journal = dropscope_tests::run_timeout(
+            &mut c.command(&[
                 "journalctl",
                 "--no-pager",
                 "-o",
                 "short-precise",
                 "-u",
-                "dropscope-serve",
-            ])
-            .unwrap_or_else(|j| format!("(journalctl failed: {j:#})"));
+                UNIT,
+            ]),
+            std::time::Duration::from_secs(60),
+        )
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_else(|j| format!("(journalctl failed: {j:#})"));
         e.context(format!(
             "the packaged service under systemd failed; `journalctl -u dropscope-serve` in \
              the container:\n{}",

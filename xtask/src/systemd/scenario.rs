@@ -353,3 +353,52 @@ fn check_diff(diff: &str) -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `diff --history` printed in the check (the base window quiet, the drops new).
+    const DIFF: &str = "\
+REASON     LOCATION              NETNS       DEVICE  PROTO    BASE/s     NEW/s   RATIO         P       CHANGE
+NO_SOCKET  __udp4_lib_rcv+0x4bc  4026532253  if1     udp         0.0       285     new  4.9e-269   regression
+base: /var/lib/dropscope 2026-11-28 03:58:30 to 2026-11-28 03:58:33, 3s, 0 drops (0.0/s), 0 packets received
+new: /var/lib/dropscope 2026-11-28 03:58:33 to 2026-11-28 03:58:36, 3.5s, 1,000 drops (285/s), 0 packets received
+";
+
+    #[test]
+    fn the_diff_check_takes_the_drops_as_new_and_nothing_else() {
+        check_diff(DIFF).expect("the check's own diff");
+        let base_had_drops = DIFF.replace(", 0 drops (0.0/s)", ", 3 drops (1.0/s)");
+        assert!(check_diff(&base_had_drops).is_err());
+        let fewer = DIFF.replace("1,000 drops", "999 drops");
+        assert!(check_diff(&fewer).is_err());
+        let not_new = DIFF.replace("     new  ", "   284.0  ");
+        assert!(check_diff(&not_new).is_err());
+    }
+
+    #[test]
+    fn rows_must_be_the_drops_made_with_their_location_named() {
+        let row = |location: &str| {
+            format!(
+                r#"{{"total":1000,"drops":[{{"reason":"NO_SOCKET","location":"{location}",
+                "netns":4026532253,"count":1000}}]}}"#
+            )
+        };
+        check_rows(&row("__udp4_lib_rcv+0x4bc")).expect("named");
+        assert!(check_rows(&row("[unknown]")).is_err());
+        assert!(check_rows(r#"{"total":0,"drops":[]}"#).is_err());
+        assert_eq!(drops_in(&row("x"), "4026532253").expect("json"), 1000);
+        assert_eq!(drops_in(&row("x"), "4026531833").expect("json"), 0);
+        assert_eq!(total(&row("x")).expect("json"), 1000);
+    }
+
+    #[test]
+    fn metrics_are_read_by_name_with_or_without_labels() {
+        let m = "# HELP x\ndropscope_history_bytes 3869\n\
+                 dropscope_drops_total{reason=\"NO_SOCKET\"} 7\ndropscope_history_bytes_x 1\n";
+        assert_eq!(metric(m, "dropscope_history_bytes"), Some(3869.0));
+        assert_eq!(metric(m, "dropscope_drops_total"), Some(7.0));
+        assert_eq!(metric(m, "dropscope_history_paused"), None);
+    }
+}
