@@ -3,6 +3,7 @@
 mod bench;
 mod dist;
 mod setup;
+mod systemd;
 mod test;
 mod vmtest;
 
@@ -61,6 +62,10 @@ enum Task {
     /// in each (amd64 and the running kernel: the tests crate's binaries; arm64: an exact-count
     /// suite) (root); prints a kernel × check table.
     Vmtest(vmtest::VmtestArgs),
+    /// Install this machine's .deb in a container with systemd as PID 1 (root): the unit
+    /// enabled and started, known drops read back from its history (`history`, `report`,
+    /// `diff`), then `dpkg -r` and `--purge`; the host's files are not changed.
+    Systemd(systemd::SystemdArgs),
     /// The suite vmtest runs inside the arm64 guests (internal).
     #[command(hide = true)]
     VmtestGuest(vmtest::guest::GuestArgs),
@@ -84,6 +89,10 @@ fn main() -> anyhow::Result<()> {
         Task::Vmtest(args) => {
             require_root("vmtest boots kernels and attaches the probe")?;
             vmtest::run(&args)
+        }
+        Task::Systemd(args) => {
+            require_root("the check boots systemd in a container and attaches the probe")?;
+            systemd::run(&args)
         }
         Task::VmtestGuest(args) => vmtest::guest::run(&args),
         Task::VmtestTests(args) => vmtest::test_binaries::run(&args),

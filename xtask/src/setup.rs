@@ -44,7 +44,7 @@ pub fn run(cmd: &mut Command) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn have(cmd: &str) -> bool {
+pub(crate) fn have(cmd: &str) -> bool {
     Command::new("sh")
         .args(["-c", &format!("command -v {cmd}")])
         .output()
@@ -53,7 +53,7 @@ fn have(cmd: &str) -> bool {
 }
 
 /// Installs system packages; from a user, through sudo (only apt runs as root).
-fn apt_install(pkgs: &[&str]) -> anyhow::Result<()> {
+pub(crate) fn apt_install(pkgs: &[&str]) -> anyhow::Result<()> {
     eprintln!("setup: installing {} (apt)", pkgs.join(" "));
     let apt = || {
         if is_root() {

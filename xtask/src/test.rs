@@ -147,6 +147,14 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
         "--test-threads=1",
     ];
     cargo_with_runner_env(&first, &runner, &[("DROPSCOPE_BIN", bin.as_os_str())])?;
+    step("the .deb under a real systemd (a container with systemd as PID 1): cargo xtask systemd");
+    if as_root {
+        crate::systemd::run(&crate::systemd::SystemdArgs {
+            deb: Some(host.deb.clone()),
+        })?;
+    } else {
+        xtask_as_root(&["systemd".as_ref(), "--deb".as_ref(), host.deb.as_os_str()])?;
+    }
     if !no_vmtest {
         step(
             "vmtest: the suite on Debian's 6.1 and 6.12 kernels (amd64, arm64) and the running one",
@@ -167,19 +175,24 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
                 crate::vmtest::foreign::tools(*arch)?;
             }
             crate::vmtest::test_binaries::binaries(None)?;
-            let xtask = std::env::current_exe().context("path of xtask")?;
-            // sudo resets PATH: handed over explicitly (vng may be in ~/.local/bin).
-            setup::run(
-                Command::new("sudo")
-                    .args(["-E", "env"])
-                    .arg(format!("PATH={}", setup::path_with_tools()))
-                    .arg(xtask)
-                    .args(["vmtest", "--host-tested"])
-                    .current_dir(root()),
-            )?;
+            xtask_as_root(&["vmtest".as_ref(), "--host-tested".as_ref()])?;
         }
     }
     Ok(())
+}
+
+/// Runs this xtask again as root through sudo, with `args` (a step that needs root, from a run
+/// as a user). sudo resets PATH: it is handed over explicitly (vng may be in ~/.local/bin).
+fn xtask_as_root(args: &[&std::ffi::OsStr]) -> anyhow::Result<()> {
+    let xtask = std::env::current_exe().context("path of xtask")?;
+    setup::run(
+        Command::new("sudo")
+            .args(["-E", "env"])
+            .arg(format!("PATH={}", setup::path_with_tools()))
+            .arg(xtask)
+            .args(args)
+            .current_dir(root()),
+    )
 }
 
 /// The lock every test binary holds while it runs: one for all runs on the machine (`flock`,

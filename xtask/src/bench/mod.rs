@@ -12,7 +12,7 @@ mod collector;
 mod examples;
 mod flood;
 mod guards;
-mod interrupt;
+pub(crate) mod interrupt;
 mod layers;
 mod loss;
 mod machine;

@@ -2,7 +2,7 @@
 //! (x86_64, and aarch64 cross-built) and a `.deb` of each (`deb`).
 pub mod check;
 mod deb;
-mod unit;
+pub mod unit;
 
 use std::{
     fs,
