@@ -36,6 +36,9 @@ pub struct Piece {
     pub finished: bool,
     /// What the reader found wrong with it (a cut tail), kept.
     pub warnings: Vec<String>,
+    /// Its session's cumulative totals a minute apart (session time, total), from its index;
+    /// empty when it was read whole.
+    pub totals: Vec<(Duration, u64)>,
 }
 
 impl Piece {
@@ -122,6 +125,9 @@ impl Catalog {
                     snapshots: usize::try_from(idx.snapshots).unwrap_or(usize::MAX),
                     finished: idx.finished,
                     warnings: idx.warnings,
+                    totals: (idx.totals.iter())
+                        .map(|t| (Duration::from_millis(t[0]), t[1]))
+                        .collect(),
                     info: idx.info,
                     file,
                 }),
@@ -160,6 +166,7 @@ impl Catalog {
                 snapshots: rec.len(),
                 finished: rec.finished(),
                 warnings: rec.warnings().to_vec(),
+                totals: Vec::new(),
                 file,
             }),
             Ok(_) => Err(Refused {

@@ -22,8 +22,12 @@ use crate::{
 pub const SUFFIX: &str = ".idx";
 /// The version of the index's layout written here; others are read in full instead.
 const FORMAT: u32 = 1;
-/// An index is a few hundred bytes: a larger file is not one (and is not read).
-const MAX_BYTES: u64 = 64 << 10;
+/// An index is a few kilobytes: a larger file is not one (and is not read).
+const MAX_BYTES: u64 = 256 << 10;
+/// Totals an index keeps at most (one a minute of an hour's segment is 61).
+pub const MAX_TOTALS: usize = 4096;
+/// The step between the totals an index keeps, at least.
+const TOTALS_STEP: Duration = Duration::from_secs(60);
 /// Frames looked at before the first snapshot and after the last: the writer puts a handful
 /// there (names, the kernel's counters, attribution, the end marker).
 const MAX_WALK: usize = 16;
@@ -55,6 +59,10 @@ pub struct SegmentIndex {
     pub finished: bool,
     /// What its reader found wrong with it (a cut tail).
     pub warnings: Vec<String>,
+    /// The session's cumulative total at its first snapshot, then at the first at or after
+    /// each minute of session time, and at its last: `[session time in ms, total]`, for the
+    /// timeline strip (counts of windows are always read from the segment).
+    pub totals: Vec<[u64; 2]>,
 }
 
 impl SegmentIndex {
@@ -67,6 +75,22 @@ impl SegmentIndex {
     pub fn last(&self) -> Duration {
         Duration::from_nanos(self.last_ns)
     }
+
+    /// Whether its totals are in order (times and totals never going back), within its first
+    /// and last snapshot, and as many as are kept at most.
+    fn totals_in_order(&self) -> bool {
+        let ms = |ns: u64| ns / 1_000_000;
+        self.totals.len() <= MAX_TOTALS
+            && self
+                .totals
+                .first()
+                .is_some_and(|t| t[0] == ms(self.first_ns))
+            && self.totals.last().is_some_and(|t| t[0] == ms(self.last_ns))
+            && self
+                .totals
+                .windows(2)
+                .all(|w| w[0][0] <= w[1][0] && w[0][1] <= w[1][1])
+    }
 }
 
 /// The path of `segment`'s index.
@@ -78,11 +102,23 @@ pub fn path_of(segment: &Path) -> PathBuf {
 
 /// The index of the recording `rec` read from a file of `bytes` bytes; `None` if it holds no
 /// snapshot.
-pub fn of_recording(rec: &Recording, bytes: u64) -> Option<SegmentIndex> {
+pub fn of_recording(rec: &Recording, bytes: u64) -> anyhow::Result<Option<SegmentIndex>> {
     let frames = rec.frames();
-    let (first, last) = (frames.first()?, frames.last()?);
+    let (Some(first), Some(last)) = (frames.first(), frames.last()) else {
+        return Ok(None);
+    };
     let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-    Some(SegmentIndex {
+    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let step = TOTALS_STEP.max((last.elapsed - first.elapsed) / (MAX_TOTALS as u32 - 2));
+    let mut totals = Vec::new();
+    let mut next = first.elapsed;
+    for (i, f) in frames.iter().enumerate() {
+        if f.elapsed >= next || i + 1 == frames.len() {
+            totals.push([ms(f.elapsed), rec.snapshot_of(i)?.total]);
+            next = f.elapsed + step;
+        }
+    }
+    Ok(Some(SegmentIndex {
         format: FORMAT,
         bytes,
         info: rec.info().clone(),
@@ -93,7 +129,8 @@ pub fn of_recording(rec: &Recording, bytes: u64) -> Option<SegmentIndex> {
         snapshots: frames.len() as u64,
         finished: rec.finished(),
         warnings: rec.warnings().iter().take(MAX_WARNINGS).cloned().collect(),
-    })
+        totals,
+    }))
 }
 
 /// Reads segment `segment` whole and writes its index beside it (replacing a stale one).
@@ -102,7 +139,7 @@ pub fn index_segment(segment: &Path) -> anyhow::Result<()> {
         .with_context(|| format!("reading {}", segment.display()))?
         .len();
     let rec = Recording::open(segment).with_context(|| format!("reading {}", segment.display()))?;
-    let Some(idx) = of_recording(&rec, bytes) else {
+    let Some(idx) = of_recording(&rec, bytes)? else {
         return Ok(());
     };
     // Written to meanwhile (or not what was read): not indexed now.
@@ -223,6 +260,9 @@ pub fn verify(segment: &Path, idx: &SegmentIndex) -> Result<(), String> {
         || idx.snapshots > idx.bytes
     {
         return Err("its first and last snapshots do not agree with each other".into());
+    }
+    if !idx.totals_in_order() {
+        return Err("its totals are out of order".into());
     }
     let bad = |what: &str, e: &dyn std::fmt::Display| format!("{what} ({e})");
     // Up to the first snapshot: only frames beside the snapshots.

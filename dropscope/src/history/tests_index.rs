@@ -124,6 +124,11 @@ fn an_index_that_lies_is_caught_and_the_segment_read_in_full() {
         ("count", Box::new(|i| i.snapshots = 1)),
         ("not finished", Box::new(|i| i.finished = false)),
         ("layout", Box::new(|i| i.format = 99)),
+        ("totals out of order", Box::new(|i| i.totals.swap(0, 1))),
+        (
+            "totals past the last",
+            Box::new(|i| i.totals.push([u64::MAX, u64::MAX])),
+        ),
     ];
     for (what, lie) in lies {
         caught(tmp.path(), seg, lie, what);
@@ -140,7 +145,7 @@ fn a_truncated_planted_or_huge_index_is_caught() {
     let text = std::fs::read(&path).expect("read");
     std::fs::write(&path, &text[..text.len() / 2]).expect("truncate");
     assert!(matches!(index::load(seg), Loaded::Rejected(w) if w.contains("parse")));
-    std::fs::write(&path, vec![b' '; 100 << 10]).expect("huge");
+    std::fs::write(&path, vec![b' '; 300 << 10]).expect("huge");
     assert!(matches!(index::load(seg), Loaded::Rejected(w) if w.contains("too large")));
     // A link is never followed, and writing the index replaces the link, not its target.
     std::fs::remove_file(&path).expect("rm");
@@ -208,4 +213,36 @@ fn the_sweep_indexes_closed_segments_and_removes_orphans() {
     assert!(matches!(index::load(&segs[1]), Loaded::Verified(_)));
     // Never the segment being written.
     assert!(matches!(index::load(&segs[2]), Loaded::Missing));
+}
+
+#[test]
+fn the_strip_reads_the_same_from_indexes_without_opening_the_segments() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // 10 minutes dropping, a 10-minute gap, 10 minutes of another session.
+    let a = snapshots(4, 4, 50, 601);
+    let b = snapshots(4, 2, 30, 601);
+    let seq = write_session(tmp.path(), 1, &session("h", T0), &a, 240).expect("a");
+    write_session(tmp.path(), seq, &session("h", T0 + 1_200_000), &b, 240).expect("b");
+    let whole =
+        super::timeline::build(&Catalog::open(tmp.path()).expect("open"), 30).expect("timeline");
+    for s in dir::list(tmp.path()).expect("list").segments {
+        index::index_segment(&s.path).expect("index");
+    }
+    let cat = Catalog::open(tmp.path()).expect("open");
+    assert!(cat.pieces.iter().all(|p| !p.totals.is_empty()));
+    // Unopened: the segments' bytes are not needed for the strip.
+    for p in &cat.pieces {
+        std::fs::write(&p.file.path, b"gone").expect("overwrite");
+    }
+    let indexed = super::timeline::build(&cat, 30).expect("timeline");
+    assert_eq!(
+        (indexed.from_ms, indexed.to_ms),
+        (whole.from_ms, whole.to_ms)
+    );
+    let gaps =
+        |t: &super::timeline::Timeline| t.buckets.iter().map(Option::is_none).collect::<Vec<_>>();
+    assert_eq!(gaps(&indexed), gaps(&whole));
+    let sum = |t: &super::timeline::Timeline| -> f64 { t.buckets.iter().flatten().sum() };
+    let (x, y) = (sum(&indexed), sum(&whole));
+    assert!((x - y).abs() / y < 0.02, "{x} vs {y}");
 }
