@@ -152,7 +152,12 @@ fn read(dir: &std::path::Path) {
         from_ms: mid,
         to_ms: hi,
     };
-    let _ = compare_window(dir, now, vs, &Default::default(), &[], 0.001);
+    let budget: Vec<_> = ["total<5/s", "NO_SOCKET<1/s", "ratio<0.1%", "new-reasons=0"]
+        .iter()
+        .filter_map(|c| dropscope::model::budget::parse(c).ok())
+        .collect();
+    let _ = compare_window(dir, now, vs, (&Default::default(), &[]), 0.001, &budget)
+        .map(|c| c.over_budget(None).len());
 }
 
 /// A segment generated from `data`: up to 16 snapshots of up to 4 keys, times and counts that
