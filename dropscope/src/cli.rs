@@ -91,7 +91,7 @@ pub enum Command {
     Replay {
         /// The recording; `-` reads one from standard input and follows it as it grows; a
         /// history directory (`serve --history DIR`) replays its last hour, or the window of
-        /// --since/--from/--to (within one stretch without a gap).
+        /// --since/--from/--to (across its sessions and gaps).
         #[arg(value_name = "FILE|DIR")]
         file: PathBuf,
         /// Of a history: the window's start, a wall-clock time (03:10, 2026-11-27 03:10,

@@ -20,6 +20,9 @@ pub struct Timeline {
     /// Where the replay's first snapshot is on the wall clock: the window shown runs from it
     /// to the replay's position (what `v` compares).
     pub replay_from_ms: u64,
+    /// The parts of the window replayed that nothing recorded (wall clock, ms since the epoch):
+    /// the replay moves over them, and says so when its position is in one.
+    pub gaps: Vec<(u64, u64)>,
 }
 
 /// One reading of a session's cumulative total.
@@ -126,6 +129,7 @@ pub fn build(cat: &Catalog, n: usize) -> anyhow::Result<Timeline> {
         buckets,
         replay_started_ms,
         replay_from_ms: from_ms,
+        gaps: Vec::new(),
     })
 }
 
@@ -164,6 +168,11 @@ impl Timeline {
                 (false, Some(r)) => BARS[((r / max * 7.0).round() as usize).min(7)],
             })
             .collect()
+    }
+
+    /// The gap of the window replayed that wall time `ms` lies in, if any.
+    pub fn gap_at(&self, ms: u64) -> Option<(u64, u64)> {
+        self.gaps.iter().copied().find(|&(a, b)| a < ms && ms < b)
     }
 
     /// Where session time `position` of the replayed session is on the wall clock.

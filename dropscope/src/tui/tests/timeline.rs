@@ -23,6 +23,7 @@ fn a_history_replay_shows_its_strip_with_the_gap_and_the_position() {
         buckets,
         replay_started_ms: 0,
         replay_from_ms: 0,
+        ..Default::default()
     });
     let shown = screen(&s);
     let line = shown
@@ -131,6 +132,7 @@ fn v_compares_the_window_shown_with_the_same_window_an_interval_earlier() {
         buckets: vec![Some(1.0); 10],
         replay_started_ms: t0,
         replay_from_ms: t0 + 10_200_000,
+        ..Default::default()
     });
     assert!(
         screen(&s).contains("v "),
@@ -226,6 +228,7 @@ fn t_to_a_time_outside_the_stretch_replayed_says_so_instead_of_seeking() {
         buckets: vec![Some(1.0); 4],
         replay_started_ms: 0,
         replay_from_ms: 100_000,
+        ..Default::default()
     });
     let mut jump = |typed: &str| {
         press(&mut s, KeyCode::Char('t'));
@@ -310,4 +313,39 @@ fn v_with_budgets_marks_the_rows_over_budget() {
     assert!(!line(&screen2, "all drops").contains("over"), "{screen2}");
     // Without budgets: no column.
     assert!(!shown(judged(&[])).contains("BUDGET"));
+}
+
+#[test]
+fn a_position_in_a_gap_is_said_in_the_header_never_as_zero_drops() {
+    let mut s = state((160, 20));
+    s.replay = Some(ReplayStatus {
+        position: Duration::from_secs(15),
+        duration: Duration::from_secs(40),
+        speed: 1.0,
+        ..Default::default()
+    });
+    let mut buckets = vec![Some(10.0); 10];
+    buckets.extend([None; 10]);
+    buckets.extend([Some(5.0); 20]);
+    s.timeline = Some(Timeline {
+        from_ms: 0,
+        to_ms: 40_000,
+        buckets,
+        gaps: vec![(10_000, 20_000)],
+        ..Default::default()
+    });
+    let line = |s: &State| {
+        screen(s)
+            .lines()
+            .find(|l| l.starts_with("history "))
+            .expect("the strip")
+            .to_string()
+    };
+    let in_gap = line(&s);
+    assert!(in_gap.contains("in a gap: not recorded"), "{in_gap}");
+    assert!(in_gap.contains("not zero drops"), "{in_gap}");
+    if let Some(r) = s.replay.as_mut() {
+        r.position = Duration::from_secs(25);
+    }
+    assert!(!line(&s).contains("in a gap"), "{}", line(&s));
 }
