@@ -17,7 +17,7 @@ use dropscope::{
         range::{Window, count},
         synthetic::{session, write_session},
     },
-    model::{DropCount, DropKey, Reason, Snapshot},
+    model::Snapshot,
     record::{Recorder, synthetic},
 };
 
@@ -40,27 +40,13 @@ const ROUNDS: usize = 5;
 /// Drops a key gains each second in the generated week.
 const RATE: u64 = 1_000_000;
 
-/// The keys of the generated week.
-fn keys(n: usize) -> Vec<DropKey> {
-    (0..n)
-        .map(|k| DropKey {
-            reason: Reason {
-                code: k as u32 % 90,
-                name: format!("REASON_{}", k % 90).into(),
-            },
-            location: format!("func_{k}+0x{k:x}").into(),
-            attr: Default::default(),
-        })
-        .collect()
-}
-
 /// A week of `n` keys all changing every second, as `serve --history` leaves it with the
 /// default policy: hourly segments, the last day at full resolution and the six before it
 /// coarse (one snapshot a minute, as `compact` keeps them), one session a day (restarted
 /// 10 minutes before midnight: a gap). Every closed segment indexed, the newest not (it is
 /// the one being written). Returns the wall-clock end.
 fn generate_week(dir: &Path, n: usize) -> anyhow::Result<u64> {
-    let keys = keys(n);
+    let keys = synthetic::keys(n);
     let mut seq = 1;
     let mut end = T0;
     for day in 0..7u64 {
@@ -87,14 +73,7 @@ fn generate_week(dir: &Path, n: usize) -> anyhow::Result<u64> {
                     *c += RATE + (s * 7919 + k as u64) % (RATE / 10);
                 }
                 if full || (s - first).is_multiple_of(60) || s == hour_end {
-                    let drops: Vec<DropCount> = keys
-                        .iter()
-                        .zip(&counts)
-                        .map(|(key, &count)| DropCount {
-                            key: key.clone(),
-                            count,
-                        })
-                        .collect();
+                    let drops = synthetic::drops(&keys, &counts);
                     rec.write(&Snapshot {
                         elapsed: Duration::from_secs(s),
                         unix_ms: started + s * 1000,
