@@ -1,19 +1,24 @@
 //! Measures a history's size per day (full resolution and coarse, at 10, 1,000 and 10,000 keys
-//! all changing every second), and, on a generated seven-day history, the time to open it,
-//! to count a minute of it (a seek) and to count all seven days.
+//! all changing every second), and, on a generated seven-day history (1,000 keys by default),
+//! the time to open it, to count a minute of it (a seek) and to count all seven days, with its
+//! segments' indexes and without, and the reader's peak memory.
 //!
 //! `cargo run --release -p dropscope --example history_bench [KEYS_FOR_THE_WEEK]`
-use std::time::{Duration, Instant};
+use std::{
+    path::Path,
+    time::{Duration, Instant},
+};
 
 use dropscope::{
     history::{
         catalog::Catalog,
         compact::{COARSE_STEP, compact},
-        dir,
+        dir, index,
         range::{Window, count},
         synthetic::{session, write_session},
     },
-    record::synthetic,
+    model::Snapshot,
+    record::{Recorder, synthetic},
 };
 
 const HOUR: usize = 3600;
@@ -30,12 +35,181 @@ fn day_sizes(keys: usize, frames: usize) -> anyhow::Result<(u64, u64)> {
     Ok((full * per_day, coarse * per_day))
 }
 
+/// Interleaved rounds of reading the generated week (with its indexes, then without).
+const ROUNDS: usize = 5;
+/// Drops a key gains each second in the generated week.
+const RATE: u64 = 1_000_000;
+
+/// A week of `n` keys all changing every second, as `serve --history` leaves it with the
+/// default policy: hourly segments, the last day at full resolution and the six before it
+/// coarse (one snapshot a minute, as `compact` keeps them), one session a day (restarted
+/// 10 minutes before midnight: a gap). Every closed segment indexed, the newest not (it is
+/// the one being written). Returns the wall-clock end.
+fn generate_week(dir: &Path, n: usize) -> anyhow::Result<u64> {
+    let keys = synthetic::keys(n);
+    let mut seq = 1;
+    let mut end = T0;
+    for day in 0..7u64 {
+        let started = T0 + day * 86_400_000;
+        let info = session("bench", started);
+        let full = day == 6;
+        let mut counts = vec![0u64; n];
+        let seconds = 86_400 - 600;
+        let mut s = 1;
+        while s <= seconds {
+            let hour_end = (s + HOUR as u64 - 1).min(seconds);
+            let opened = started + s * 1000;
+            let name = if full {
+                dir::segment_name(seq, opened)
+            } else {
+                dir::coarse_name(seq, opened)
+            };
+            let path = dir.join(&name);
+            let file = dir::create_segment(dir, &name)?;
+            let mut rec = Recorder::to_stream(Box::new(std::io::BufWriter::new(file)), &info)?;
+            let first = s;
+            while s <= hour_end {
+                for (k, c) in counts.iter_mut().enumerate() {
+                    *c += RATE + (s * 7919 + k as u64) % (RATE / 10);
+                }
+                if full || (s - first).is_multiple_of(60) || s == hour_end {
+                    let drops = synthetic::drops(&keys, &counts);
+                    rec.write(&Snapshot {
+                        elapsed: Duration::from_secs(s),
+                        unix_ms: started + s * 1000,
+                        total: counts.iter().sum(),
+                        drops,
+                        ..Default::default()
+                    })?;
+                }
+                s += 1;
+            }
+            end = started + hour_end * 1000;
+            let newest = day == 6 && s > seconds;
+            if newest {
+                // Being written: no end marker, no index.
+                drop(rec);
+            } else {
+                rec.finish()?;
+                index::index_segment(&path)?;
+            }
+            seq += 1;
+        }
+    }
+    Ok(end)
+}
+
+/// What one reading of the week measured.
+struct Read {
+    open: Duration,
+    seek_full: Duration,
+    seek_coarse: Duration,
+    all: Duration,
+    max_rss_kib: u64,
+}
+
+/// The process's peak resident memory since it started (`VmHWM`, which an exec resets), KiB.
+fn max_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Opens the history in `dir` and counts a minute of its full-resolution day, a minute of a
+/// coarse day and all of it (run in a process of its own, for its peak memory).
+fn read_week(dir: &Path, end: u64) -> anyhow::Result<()> {
+    let t = Instant::now();
+    let cat = Catalog::open(dir)?;
+    let open = t.elapsed();
+    let minute = |at: u64| Window {
+        from_ms: at,
+        to_ms: at + 60_000,
+    };
+    let t = Instant::now();
+    let full = count(&cat, minute(end - 5 * 3_600_000 - 1_234_567))?;
+    let seek_full = t.elapsed();
+    let t = Instant::now();
+    let coarse = count(&cat, minute(T0 + 3 * 86_400_000 + 7_654_321))?;
+    let seek_coarse = t.elapsed();
+    let t = Instant::now();
+    let all = count(
+        &cat,
+        Window {
+            from_ms: 0,
+            to_ms: u64::MAX,
+        },
+    )?;
+    let whole = t.elapsed();
+    anyhow::ensure!(
+        full.snap.total > 0 && coarse.snap.total > 0 && all.snap.total > full.snap.total,
+        "empty counts"
+    );
+    anyhow::ensure!(all.sessions == 7, "{} sessions", all.sessions);
+    println!(
+        "read {} {} {} {} {}",
+        open.as_micros(),
+        seek_full.as_micros(),
+        seek_coarse.as_micros(),
+        whole.as_micros(),
+        max_rss_kib()
+    );
+    Ok(())
+}
+
+/// Runs [`read_week`] in a child process.
+fn read_in_child(dir: &Path, end: u64) -> anyhow::Result<Read> {
+    let out = std::process::Command::new(std::env::current_exe()?)
+        .arg("--read")
+        .arg(dir)
+        .arg(end.to_string())
+        .output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "reading the week failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout)?;
+    let v: Vec<u64> = text
+        .trim()
+        .strip_prefix("read ")
+        .ok_or_else(|| anyhow::anyhow!("unexpected output {text:?}"))?
+        .split(' ')
+        .map(str::parse)
+        .collect::<Result<_, _>>()?;
+    anyhow::ensure!(v.len() == 5, "unexpected output {text:?}");
+    let us = Duration::from_micros;
+    Ok(Read {
+        open: us(v[0]),
+        seek_full: us(v[1]),
+        seek_coarse: us(v[2]),
+        all: us(v[3]),
+        max_rss_kib: v[4],
+    })
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
 fn main() -> anyhow::Result<()> {
-    let week_keys: usize = std::env::args()
-        .nth(1)
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--read") {
+        let (Some(dir), Some(end)) = (args.get(1), args.get(2)) else {
+            anyhow::bail!("--read DIR END");
+        };
+        return read_week(Path::new(dir), end.parse()?);
+    }
+    let week_keys: usize = args
+        .first()
         .map(|a| a.parse())
         .transpose()?
-        .unwrap_or(100);
+        .unwrap_or(1_000);
     println!(
         "history bytes per day, every key changing by ~1M drops every second (one hour \
          measured, 10,000 keys: 4 minutes; coarse: one snapshot per {} s):",
@@ -49,72 +223,52 @@ fn main() -> anyhow::Result<()> {
             full_day + 6 * coarse_day
         );
     }
-    // A week of `week_keys` keys: hourly segments, the first six days coarse.
     let tmp = tempfile::tempdir()?;
-    let info = session("bench", T0);
-    let hour = synthetic::snapshots(week_keys, week_keys, 1_000_000, HOUR);
-    let mut seq = 1;
-    // Each hour adds the first hour's counts again.
-    let carried = hour[HOUR - 1].clone();
-    for h in 0..24 * 7 {
-        // Hour h continues the cumulative counts of the hours before it.
-        let snaps: Vec<_> = hour
-            .iter()
-            .map(|s| {
-                let mut s = s.clone();
-                s.elapsed += Duration::from_secs(h as u64 * HOUR as u64);
-                for (d, c) in s.drops.iter_mut().zip(&carried.drops) {
-                    d.count += c.count * h as u64;
-                }
-                s.total += carried.total * h as u64;
-                s
-            })
-            .collect();
-        seq = write_session(tmp.path(), seq, &info, &snaps, HOUR)?;
-        if h < 24 * 6 {
-            let l = dir::list(tmp.path())?;
-            let last = l
-                .segments
-                .last()
-                .ok_or_else(|| anyhow::anyhow!("no segment"))?;
-            compact(tmp.path(), last)?;
-        }
+    let indexed = tmp.path().join("indexed");
+    let bare = tmp.path().join("without-indexes");
+    dir::create_dir(&indexed)?;
+    dir::create_dir(&bare)?;
+    let t = Instant::now();
+    let end = generate_week(&indexed, week_keys)?;
+    let generated = t.elapsed();
+    let listing = dir::list(&indexed)?;
+    let bytes: u64 = listing.segments.iter().map(|s| s.bytes).sum();
+    for s in &listing.segments {
+        let name = s
+            .path
+            .file_name()
+            .ok_or_else(|| anyhow::anyhow!("a name"))?;
+        std::fs::hard_link(&s.path, bare.join(name))?;
     }
-    let bytes: u64 = dir::list(tmp.path())?
-        .segments
-        .iter()
-        .map(|s| s.bytes)
-        .sum();
-    let t = Instant::now();
-    let cat = Catalog::open(tmp.path())?;
-    let open = t.elapsed();
-    let t = Instant::now();
-    let minute = T0 + 3 * 86_400_000 + 7_200_000;
-    let c = count(
-        &cat,
-        Window {
-            from_ms: minute,
-            to_ms: minute + 60_000,
-        },
-    )?;
-    let seek = t.elapsed();
-    let t = Instant::now();
-    let all = count(
-        &cat,
-        Window {
-            from_ms: 0,
-            to_ms: u64::MAX,
-        },
-    )?;
-    let whole = t.elapsed();
-    anyhow::ensure!(
-        c.snap.total > 0 && all.snap.total > c.snap.total,
-        "empty counts"
-    );
     println!(
-        "a week of {week_keys} keys all changing every second ({} segments, {bytes} B): \
-         open {open:?}, count one minute {seek:?}, count all 7 days {whole:?}",
-        cat.pieces.len()
+        "a generated week: {week_keys} keys all changing every second, 7 sessions (a restart \
+         a day), {} segments, the last day full, six coarse: {bytes} B ({:.0} MiB), generated \
+         in {generated:.1?}",
+        listing.segments.len(),
+        bytes as f64 / (1 << 20) as f64
     );
+    let mut with = Vec::new();
+    let mut without = Vec::new();
+    for _ in 0..ROUNDS {
+        with.push(read_in_child(&indexed, end)?);
+        without.push(read_in_child(&bare, end)?);
+    }
+    println!("reading it, medians of {ROUNDS} interleaved runs (each in a process of its own):");
+    println!(
+        "                     open   a minute (full day)  a minute (coarse day)  all 7 days  \
+         peak memory"
+    );
+    for (what, runs) in [("indexed", &with), ("without indexes", &without)] {
+        let m = |f: fn(&Read) -> Duration| median(runs.iter().map(f).collect());
+        let rss = runs.iter().map(|r| r.max_rss_kib).max().unwrap_or(0);
+        println!(
+            "  {what:<16} {:>9.1?}  {:>19.1?}  {:>21.1?}  {:>10.1?}  {:>8} KiB",
+            m(|r| r.open),
+            m(|r| r.seek_full),
+            m(|r| r.seek_coarse),
+            m(|r| r.all),
+            rss
+        );
+    }
     Ok(())
 }

@@ -91,7 +91,7 @@ pub enum Command {
     Replay {
         /// The recording; `-` reads one from standard input and follows it as it grows; a
         /// history directory (`serve --history DIR`) replays its last hour, or the window of
-        /// --since/--from/--to (within one stretch without a gap).
+        /// --since/--from/--to (across its sessions and gaps).
         #[arg(value_name = "FILE|DIR")]
         file: PathBuf,
         /// Of a history: the window's start, a wall-clock time (03:10, 2026-11-27 03:10,
@@ -107,6 +107,12 @@ pub enum Command {
         /// Directory where `f` writes flamegraph SVGs.
         #[arg(long, default_value = ".", value_name = "DIR")]
         output_dir: PathBuf,
+        /// Of a history: budget clauses `v` judges the window shown against, as `diff
+        /// --history --budget` judges NEW (repeatable, or a comma list): `total<5/s`, a
+        /// reason's rate (`NO_SOCKET<1/s`), `ratio<0.1%`, `new-reasons=0`; rows over budget
+        /// are marked.
+        #[arg(long, value_delimiter = ',', value_parser = parse_clause, value_name = "SPEC")]
+        budget: Vec<budget::Clause>,
         /// Grouping and filters, applied to the recording's counts as live.
         #[command(flatten)]
         select: Selection,

@@ -285,3 +285,18 @@ fn a_recording_groups_and_filters_by_culprit() {
         text(&diff.stderr)
     );
 }
+
+#[test]
+fn replay_takes_budgets_for_a_history_and_refuses_them_for_a_recording() {
+    assert!(flags(&["replay"]).contains(&"budget".to_string()));
+    let out = run(dropscope()
+        .args(["replay", "--budget", "total<5/s"])
+        .arg(sample()));
+    assert!(!out.status.success(), "{out:?}");
+    let err = text(&out.stderr);
+    assert!(err.contains("--budget is judged by `v`"), "{err}");
+    let out = run(dropscope()
+        .args(["replay", "--budget", "total>5/s"])
+        .arg(sample()));
+    assert!(text(&out.stderr).contains("upper limit"), "{out:?}");
+}

@@ -9,7 +9,10 @@
 //! - 0: the rest is the file, as is;
 //! - 1: the rest is the file, its frame checksums fixed first (to reach the payload decoders);
 //! - 2: the rest drives a generated segment (a session's start, its snapshots' times and counts,
-//!   kernel readings), encoded, then damaged by a few edits with the checksums fixed.
+//!   kernel readings), encoded, then damaged by a few edits with the checksums fixed;
+//!
+//! and the same byte divided by 3 gives the segment its index (`SEGMENT.idx`): none, the one the
+//! writer writes, that one with a byte changed, or the segment's own bytes as the index.
 #![no_main]
 
 use std::{sync::Arc, time::Duration};
@@ -19,6 +22,7 @@ use dropscope::{
         catalog::Catalog,
         compare::compare_window,
         dir::segment_name,
+        index,
         range::{Window, count},
         timeline,
     },
@@ -60,14 +64,40 @@ fuzz_target!(|data: &[u8]| {
                 None => continue,
             },
         };
-        let name = segment_name(seq, opened);
-        if std::fs::write(dir.path().join(name), bytes).is_err() {
+        let path = dir.path().join(segment_name(seq, opened));
+        if std::fs::write(&path, &bytes).is_err() {
             return;
         }
+        with_index(&path, mode / 3, body);
         seq += 1;
     }
     within_budget(|| read(dir.path()));
 });
+
+/// Gives the segment at `path` an index as `how` picks: none, the one the writer writes, that
+/// one with a byte changed (picked by `body`), or `body` itself as the index's text.
+fn with_index(path: &std::path::Path, how: u8, body: &[u8]) {
+    let target = index::path_of(path);
+    match how % 4 {
+        0 => {}
+        1 => {
+            let _ = index::index_segment(path);
+        }
+        2 => {
+            if index::index_segment(path).is_ok()
+                && let Ok(mut text) = std::fs::read(&target)
+                && !text.is_empty()
+            {
+                let at = body.first().map_or(0, |&b| usize::from(b)) * 7 % text.len();
+                text[at] = body.get(1).copied().unwrap_or(b'9');
+                let _ = std::fs::write(&target, text);
+            }
+        }
+        _ => {
+            let _ = std::fs::write(&target, body);
+        }
+    }
+}
 
 /// Everything that reads a history, on `dir`.
 fn read(dir: &std::path::Path) {
@@ -122,7 +152,12 @@ fn read(dir: &std::path::Path) {
         from_ms: mid,
         to_ms: hi,
     };
-    let _ = compare_window(dir, now, vs, &Default::default(), &[], 0.001);
+    let budget: Vec<_> = ["total<5/s", "NO_SOCKET<1/s", "ratio<0.1%", "new-reasons=0"]
+        .iter()
+        .filter_map(|c| dropscope::model::budget::parse(c).ok())
+        .collect();
+    let _ = compare_window(dir, now, vs, (&Default::default(), &[]), 0.001, &budget)
+        .map(|c| c.over_budget(None).len());
 }
 
 /// A segment generated from `data`: up to 16 snapshots of up to 4 keys, times and counts that

@@ -1,6 +1,7 @@
 //! `serve --history`: real drops kept through a `kill -9` and a restart, counted exactly across
-//! both runs by `report --input DIR --since`, with the gap between them shown; one writer per
-//! directory; a full disk pauses history while /metrics goes on.
+//! both runs by `report --input DIR --since` and replayed across the gap by `replay DIR`, with
+//! the gap between them shown; one writer per directory; a full disk pauses history while
+//! /metrics goes on.
 use std::{
     path::Path,
     process::{Command, Stdio},
@@ -128,6 +129,23 @@ fn a_history_survives_kill_9_and_report_since_spans_both_runs_with_the_gap() {
         .filter(|l| l.contains(": not recorded"))
         .collect();
     assert_eq!(gaps.len(), 2, "{err}");
+
+    // The replay runs across the kill -9 gap: both runs' drops, on one clock, counts carried
+    // on (the replay of one stretch showed the second run's 200 alone).
+    let t = dropscope_tests::tmux::Tmux::start(
+        "histkill",
+        &format!("replay {d} --since 10m --netns {}", ns.name),
+    );
+    t.wait_for("REPLAY");
+    t.keys("$");
+    let screen = t.wait("the end of both runs", |s| {
+        s.lines()
+            .any(|l| l.contains("__udp4_lib_rcv") && l.contains("500"))
+    });
+    assert!(screen.contains("history "), "the strip: {screen}");
+    t.keys("q");
+    let s = t.wait_for("EXIT=");
+    assert!(s.contains("EXIT=0"), "{s}");
 }
 
 /// Needs root. The kernel's counters a real history keeps: `report --input DIR` over its window

@@ -33,6 +33,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             to,
             since,
             output_dir,
+            budget,
             select,
         }) => {
             let window = InputWindow {
@@ -41,7 +42,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 to,
                 since,
             };
-            replay::replay_cmd(&window, &output_dir, &select).await
+            replay::replay_cmd(&window, &output_dir, &select, budget).await
         }
         Some(Command::Flamegraph(args)) => flamegraph::flamegraph_cmd(args).await,
         Some(Command::Diff(args)) => diff::diff_cmd(args),

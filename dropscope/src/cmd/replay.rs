@@ -11,12 +11,19 @@ pub async fn replay_cmd(
     window: &crate::cli::InputWindow,
     dir: &Path,
     select: &crate::cli::Selection,
+    budget: Vec<crate::model::budget::Clause>,
 ) -> anyhow::Result<()> {
     let file = window.input.as_deref().unwrap_or(Path::new("-"));
     if file.is_dir() {
         let (rec, timeline) = crate::history::replay::open(file, window)?;
         require_terminal("replay")?;
-        return replay_recording(rec, dir, select, Some((timeline, file))).await;
+        return replay_recording(rec, dir, select, Some((timeline, file, budget))).await;
+    }
+    if !budget.is_empty() {
+        anyhow::bail!(
+            "--budget is judged by `v`, the comparison of a history's windows: replay a history \
+             directory (for two recordings, `dropscope diff BASE NEW --budget ...`)"
+        );
     }
     if window.from.is_some() || window.to.is_some() || window.since.is_some() {
         anyhow::bail!(
@@ -48,17 +55,22 @@ async fn replay_recording(
     rec: record::Recording,
     dir: &Path,
     select: &crate::cli::Selection,
-    history: Option<(crate::history::timeline::Timeline, &Path)>,
+    history: Option<(
+        crate::history::timeline::Timeline,
+        &Path,
+        Vec<crate::model::budget::Clause>,
+    )>,
 ) -> anyhow::Result<()> {
     // What the recording holds so far decides which filters and groupings it can take.
     let (filter, by) = select.recorded(&rec.snapshot_at(rec.duration()).unwrap_or_default())?;
     let (timeline, compare) = match history {
-        Some((t, h)) => (
+        Some((t, h, budget)) => (
             Some(t),
             Some(tui::CompareSource {
                 dir: h.to_path_buf(),
                 filter: filter.clone(),
                 by: by.clone(),
+                budget,
             }),
         ),
         None => (None, None),

@@ -36,6 +36,9 @@ pub struct Piece {
     pub finished: bool,
     /// What the reader found wrong with it (a cut tail), kept.
     pub warnings: Vec<String>,
+    /// Its session's cumulative totals a minute apart (session time, total), from its index;
+    /// empty when it was read whole.
+    pub totals: Vec<(Duration, u64)>,
 }
 
 impl Piece {
@@ -94,7 +97,8 @@ fn shown(f: &SegmentFile) -> String {
 }
 
 impl Catalog {
-    /// Opens every segment of `dir` (validating each as `replay` validates a recording).
+    /// Opens every segment of `dir`: from its index where one matches the segment, else read
+    /// whole (validating it as `replay` validates a recording).
     pub fn open(dir: &Path) -> anyhow::Result<Catalog> {
         let listing = dir::list(dir)?;
         let mut cat = Catalog {
@@ -102,41 +106,78 @@ impl Catalog {
             ..Catalog::default()
         };
         for file in listing.segments {
-            match Recording::open(&file.path) {
+            let idx = match super::index::load(&file.path) {
+                super::index::Loaded::Verified(idx) => Some(idx),
+                super::index::Loaded::Missing => None,
+                super::index::Loaded::Rejected(why) => {
+                    cat.notes.push(format!(
+                        "segment {}: its index was not used ({}): read in full",
+                        shown(&file),
+                        crate::sanitize::terminal(&why)
+                    ));
+                    None
+                }
+            };
+            let piece = match idx {
+                Some(idx) => Ok(Piece {
+                    first: idx.first(),
+                    last: idx.last(),
+                    snapshots: usize::try_from(idx.snapshots).unwrap_or(usize::MAX),
+                    finished: idx.finished,
+                    warnings: idx.warnings,
+                    totals: (idx.totals.iter())
+                        .map(|t| (Duration::from_millis(t[0]), t[1]))
+                        .collect(),
+                    info: idx.info,
+                    file,
+                }),
+                None => Self::read_whole(file),
+            };
+            match piece {
                 // Session time only goes forward: a segment of the same session that starts
                 // before the one before it ends is a copy or crafted, and would reorder counts.
-                Ok(rec)
-                    if cat.pieces.last().is_some_and(|p| {
-                        p.info == *rec.info() && !rec.is_empty() && rec.start() < p.last
-                    }) =>
+                Ok(p)
+                    if cat
+                        .pieces
+                        .last()
+                        .is_some_and(|b| b.info == p.info && p.first < b.last) =>
                 {
                     cat.refused.push(Refused {
-                        file,
+                        file: p.file,
                         why: "overlaps the segment before it (same session, earlier session \
                               time): a copy, or crafted"
                             .into(),
                     });
                 }
-                Ok(rec) if !rec.is_empty() => cat.pieces.push(Piece {
-                    info: rec.info().clone(),
-                    first: rec.start(),
-                    last: rec.duration(),
-                    snapshots: rec.len(),
-                    finished: rec.finished(),
-                    warnings: rec.warnings().to_vec(),
-                    file,
-                }),
-                Ok(_) => cat.refused.push(Refused {
-                    file,
-                    why: "holds no snapshot".into(),
-                }),
-                Err(e) => cat.refused.push(Refused {
-                    why: crate::sanitize::terminal(&e.to_string()).into_owned(),
-                    file,
-                }),
+                Ok(p) => cat.pieces.push(p),
+                Err(r) => cat.refused.push(r),
             }
         }
         Ok(cat)
+    }
+
+    /// Reads segment `file` whole (as `replay` reads a recording).
+    fn read_whole(file: SegmentFile) -> Result<Piece, Refused> {
+        match Recording::open(&file.path) {
+            Ok(rec) if !rec.is_empty() => Ok(Piece {
+                info: rec.info().clone(),
+                first: rec.start(),
+                last: rec.duration(),
+                snapshots: rec.len(),
+                finished: rec.finished(),
+                warnings: rec.warnings().to_vec(),
+                totals: Vec::new(),
+                file,
+            }),
+            Ok(_) => Err(Refused {
+                file,
+                why: "holds no snapshot".into(),
+            }),
+            Err(e) => Err(Refused {
+                why: crate::sanitize::terminal(&e.to_string()).into_owned(),
+                file,
+            }),
+        }
     }
 
     /// [`Catalog::open`] for a command that reads the history: each refused segment is said on
@@ -151,6 +192,9 @@ impl Catalog {
                 shown(&r.file),
                 r.why
             );
+        }
+        for n in &cat.notes {
+            eprintln!("dropscope: note: {where_}: {n}");
         }
         let spans = cat.spans();
         let (Some(lo), Some(hi)) = (

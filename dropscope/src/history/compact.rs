@@ -60,6 +60,8 @@ pub fn compact(dir: &Path, seg: &SegmentFile) -> anyhow::Result<(u64, u64)> {
         .map_err(|e| e.error)
         .with_context(|| format!("naming {}", coarse.display()))?;
     std::fs::remove_file(&seg.path).with_context(|| format!("removing {shown}"))?;
+    let _ = std::fs::remove_file(super::index::path_of(&seg.path));
+    super::index::index_segment(&coarse)?;
     Ok((seg.bytes, bytes))
 }
 

@@ -13,6 +13,7 @@ use super::{
 use crate::{
     model::{
         Snapshot,
+        budget::{self, Clause, Subject, Verdict},
         compare::{self as model, Comparison},
         group::{self, Dim, Filter},
         notes::SINCE_START,
@@ -123,18 +124,41 @@ pub struct Compared {
     pub seconds: (f64, f64),
     /// The windows' gaps and notes.
     pub notes: Vec<String>,
+    /// The budget clauses given, judged on the window shown (NOW), with the clauses judged.
+    pub verdicts: Vec<(Clause, Verdict)>,
+}
+
+impl Compared {
+    /// The broken budget clauses that count the row of `key` (`None`: the total): a clause on
+    /// the total or the ratio counts the total, one on a reason the rows of that reason, and
+    /// `new-reasons` the rows it names.
+    pub fn over_budget(&self, key: Option<&crate::model::compare::DiffKey>) -> Vec<&Verdict> {
+        (self.verdicts.iter())
+            .filter(|(c, v)| {
+                !v.ok
+                    && match (&c.subject, key) {
+                        (Subject::Total | Subject::Ratio, None) => true,
+                        (Subject::Reason(r), Some(k)) => *k.reason == **r,
+                        (Subject::NewReasons, Some(k)) => v.keys.contains(k),
+                        _ => false,
+                    }
+            })
+            .map(|(_, v)| v)
+            .collect()
+    }
 }
 
 /// Compares the window `now` of the history in `dir` with the same window `vs` earlier, the
 /// drops filtered and grouped by `filter` and `by` (as the replay shows them), each change
-/// tested at `alpha`.
+/// tested at `alpha`, and judges the window against the `budget` clauses (as `diff --history
+/// --budget` judges NEW; a clause the windows cannot answer is said in a note).
 pub fn compare_window(
     dir: &Path,
     now: Window,
     vs: Duration,
-    filter: &Filter,
-    by: &[Dim],
+    (filter, by): (&Filter, &[Dim]),
     alpha: f64,
+    budget: &[Clause],
 ) -> anyhow::Result<Compared> {
     if vs.is_zero() {
         bail!("compare with a window at least a second earlier");
@@ -154,7 +178,16 @@ pub fn compare_window(
             side.with_programs(&programs::of_snapshot(&s.snap), by)
         }
     };
-    let comparison = model::compare(&one(&base), &one(&new), alpha);
+    let sides = (one(&base), one(&new));
+    let comparison = model::compare(&sides.0, &sides.1, alpha);
+    let mut notes: Vec<String> = base.notes.into_iter().chain(new.notes).collect();
+    let verdicts = match budget::judge(budget, &sides.1, Some(&sides.0), "the window shown") {
+        Ok(v) => budget.iter().cloned().zip(v).collect(),
+        Err(e) => {
+            notes.push(format!("budget not judged: {e}"));
+            Vec::new()
+        }
+    };
     Ok(Compared {
         now,
         then,
@@ -162,7 +195,8 @@ pub fn compare_window(
         comparison,
         alpha,
         seconds: (base.seconds, new.seconds),
-        notes: base.notes.into_iter().chain(new.notes).collect(),
+        notes,
+        verdicts,
     })
 }
 

@@ -5,6 +5,7 @@
 //! - [`writer`]: the writer thread, off the poll path; rotation; pause and resume on disk errors.
 //! - [`retention`]: which segments to remove, oldest first.
 //! - [`compact`]: coarser frames (one a minute) for segments older than the full-resolution age.
+//! - [`index`]: the index beside each closed segment, checked against it on every read.
 //! - [`catalog`]: the segments read back, on the wall clock, with the gaps between them.
 //! - [`range`]: the drops of a wall-clock window, across segments and sessions, gaps kept.
 //! - [`compare`]: the last D against the same D an interval earlier, for `diff --history`.
@@ -18,6 +19,7 @@ pub mod catalog;
 pub mod compact;
 pub mod compare;
 pub mod dir;
+pub mod index;
 pub mod input;
 pub mod range;
 pub mod replay;
@@ -31,6 +33,8 @@ pub mod writer;
 mod kernel_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_index;
 
 pub use retention::Retention;
 pub use writer::{HistoryWriter, Running, Status, StatusView};

@@ -1,84 +1,143 @@
-//! A window of a history as one recording, for `replay DIR`: the snapshots of one span (one
-//! session without a gap) between the window's ends, written to a private temporary file as they
-//! are read, so memory holds one snapshot at a time whatever the window's length.
+//! A window of a history as one recording, for `replay DIR`: the snapshots of every span (each
+//! session's stretches without a gap) between the window's ends, on one clock (the wall clock
+//! from the first session's start), each later session's counts carried on from where the one
+//! before ended so no count goes back; the gaps between them kept for the strip and the status
+//! line. Written to a private temporary file as they are read, so memory holds one snapshot
+//! (and the counts carried) at a time whatever the window's length.
 use std::path::Path;
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 
 use super::{
     catalog::{Catalog, wall_ms},
     input::window_of,
+    range::{self, Window},
     timeline::Timeline,
     when::local,
 };
 use crate::{
     cli::InputWindow,
+    model::Snapshot,
     record::{Recorder, Recording},
     sanitize::terminal,
 };
 
-/// The window `w` of the history in `dir` (by default its last hour), clipped to the span that
-/// holds its end, as a recording; what lies outside that span is said on stderr.
+/// The window `w` of the history in `dir` (by default its last hour) across its sessions and
+/// gaps, as a recording; notes on stderr where the window reaches past the history.
 pub fn open(dir: &Path, w: &InputWindow) -> anyhow::Result<(Recording, Timeline)> {
     let (cat, (lo, hi)) = Catalog::open_to_read(dir)?;
-    let spans = cat.spans();
     let shown = terminal(&dir.to_string_lossy()).into_owned();
     let mut win = window_of(w, lo, hi, super::dir::now_unix_ms())?;
     if w.from.is_none() && w.since.is_none() {
         win.from_ms = win.to_ms.saturating_sub(3_600_000);
     }
-    let Some(span) = spans
-        .iter()
-        .rev()
-        .find(|s| s.from_ms <= win.to_ms && s.to_ms >= win.from_ms)
-    else {
-        bail!(
+    let (tmp, origin, first_ms, notes) = write_window(&cat, win)?.ok_or_else(|| {
+        anyhow::anyhow!(
             "the history {shown} holds no snapshot between {} and {} (`dropscope history \
-             {shown}` lists its ranges)",
+                 {shown}` lists its ranges)",
             local(win.from_ms),
             local(win.to_ms)
-        );
-    };
-    if span.from_ms > win.from_ms || spans.iter().filter(|s| s.to_ms >= win.from_ms).count() > 1 {
-        eprintln!(
-            "dropscope: note: replaying {} to {}, the one stretch without a gap that holds the \
-             window's end; before it: not recorded, or another session (`dropscope history` \
-             lists them; `report --input` counts across them)",
-            local(span.from_ms.max(win.from_ms)),
-            local(span.to_ms.min(win.to_ms)),
-        );
+        )
+    })?;
+    for n in notes {
+        eprintln!("dropscope: note: {n}");
     }
-    let pieces = &cat.pieces[span.pieces.clone()];
-    let info = &pieces[0].info;
-    let tmp = tempfile::NamedTempFile::new().context("creating a temporary file for the window")?;
-    let mut rec = Recorder::to_stream(Box::new(tmp.reopen()?), info)?;
-    let mut written = 0usize;
-    let mut first_ms = None;
-    for p in pieces
-        .iter()
+    let mut timeline = super::timeline::build(&cat, super::timeline::BUCKETS)?;
+    timeline.replay_started_ms = origin;
+    timeline.replay_from_ms = first_ms;
+    let (_, gaps) = range::coverage(
+        &cat.spans(),
+        Window {
+            from_ms: first_ms,
+            to_ms: win.to_ms.min(hi),
+        },
+    );
+    timeline.gaps = gaps;
+    // The recording keeps its own descriptor; the name goes with `tmp`.
+    Ok((Recording::open(tmp.path())?, timeline))
+}
+
+/// A replay's temporary recording, where its clock starts (ms since the epoch), the wall time
+/// of its first snapshot, and notes.
+type Written = (tempfile::NamedTempFile, u64, u64, Vec<String>);
+
+/// Writes the snapshots of `cat` within `win` to a temporary recording, on one clock from the
+/// first session's start, counts carried across sessions; `None` if none is in the window.
+pub fn write_window(cat: &Catalog, win: Window) -> anyhow::Result<Option<Written>> {
+    let pieces: Vec<_> = (cat.pieces.iter())
         .filter(|p| p.to_ms() >= win.from_ms && p.from_ms() <= win.to_ms)
-    {
+        .collect();
+    let Some(first) = pieces.first() else {
+        return Ok(None);
+    };
+    let origin = first.info.started_unix_ms;
+    let mut info = first.info.clone();
+    info.started_unix_ms = origin;
+    let tmp = tempfile::NamedTempFile::new().context("creating a temporary file for the window")?;
+    let mut rec = Recorder::to_stream(Box::new(tmp.reopen()?), &info)?;
+    let mut notes = Vec::new();
+    // The counts of the sessions before (their last snapshot's), carried onto later ones.
+    let mut carried: Option<Snapshot> = None;
+    let mut last: Option<(usize, Snapshot)> = None;
+    let mut session = 0usize;
+    let mut prev_info = &first.info;
+    let (mut written, mut first_ms, mut last_elapsed) = (0usize, None, None);
+    for p in pieces {
+        if p.info != *prev_info {
+            session += 1;
+            prev_info = &p.info;
+        }
         let seg = p.open()?;
         for s in seg.snapshots() {
-            let s = s.with_context(|| format!("reading {}", p.file.path.display()))?;
-            let at = wall_ms(info, s.elapsed);
+            let mut s = s.with_context(|| format!("reading {}", p.file.path.display()))?;
+            let at = wall_ms(&p.info, s.elapsed);
             if at > win.to_ms {
                 break;
             }
-            if at >= win.from_ms {
-                first_ms.get_or_insert(at);
-                rec.write(&s)?;
-                written += 1;
+            if at < win.from_ms {
+                continue;
             }
+            if let Some((_, end)) = last.take_if(|(n, _)| *n != session) {
+                let ended = Snapshot {
+                    drops: end.drops,
+                    stacks: end.stacks,
+                    total: end.total,
+                    overflow: end.overflow,
+                    ..Default::default()
+                };
+                carried = Some(match carried.take() {
+                    Some(c) => range::sum(vec![c, ended]),
+                    None => ended,
+                });
+            }
+            let elapsed = std::time::Duration::from_millis(at.saturating_sub(origin));
+            // A clock set back between sessions: what would go back in time is left out.
+            if last_elapsed.is_some_and(|l| elapsed <= l) {
+                if notes.is_empty() {
+                    notes.push(format!(
+                        "snapshots at {} and after overlap the session before on the wall \
+                         clock (a clock set back): left out of the replay",
+                        local(at)
+                    ));
+                }
+                continue;
+            }
+            last = Some((session, s.clone()));
+            if let Some(c) = &carried {
+                let kernel = s.kernel.take();
+                s = range::sum(vec![c.clone(), s]);
+                s.kernel = kernel;
+            }
+            s.elapsed = elapsed;
+            first_ms.get_or_insert(at);
+            last_elapsed = Some(elapsed);
+            rec.write(&s)?;
+            written += 1;
         }
     }
     if written == 0 {
-        bail!("the history {shown} holds no snapshot in that window");
+        return Ok(None);
     }
     rec.finish()?;
-    let mut timeline = super::timeline::build(&cat, super::timeline::BUCKETS)?;
-    timeline.replay_started_ms = info.started_unix_ms;
-    timeline.replay_from_ms = first_ms.unwrap_or(win.from_ms);
-    // The recording keeps its own descriptor; the name goes with `tmp`.
-    Ok((Recording::open(tmp.path())?, timeline))
+    Ok(Some((tmp, origin, first_ms.unwrap_or(win.from_ms), notes)))
 }

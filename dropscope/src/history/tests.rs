@@ -250,3 +250,40 @@ fn a_pause_within_a_session_is_a_gap_whose_drops_are_counted_and_timed() {
     );
     assert_eq!(not.len(), 2, "{:?}", c.gaps);
 }
+
+#[test]
+fn a_replay_runs_across_sessions_and_gaps_on_one_clock_without_counts_going_back() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (a, b) = two_sessions(tmp.path());
+    let cat = Catalog::open(tmp.path()).expect("open");
+    let (file, origin, first_ms, notes) = super::replay::write_window(
+        &cat,
+        Window {
+            from_ms: 0,
+            to_ms: u64::MAX,
+        },
+    )
+    .expect("written")
+    .expect("some snapshots");
+    assert!(notes.is_empty(), "{notes:?}");
+    assert_eq!(origin, T0);
+    assert_eq!(first_ms, T0 + 3);
+    let rec = crate::record::Recording::open(file.path()).expect("reads");
+    assert_eq!(rec.len(), a.len() + b.len());
+    // One clock: the second session's snapshots sit 100 s on, across the gap.
+    assert_eq!(rec.duration(), Duration::from_millis(100_000 + 9_003));
+    let snaps: Vec<Snapshot> = rec.snapshots().map(|s| s.expect("snapshot")).collect();
+    for w in snaps.windows(2) {
+        assert!(w[0].elapsed < w[1].elapsed);
+        assert!(w[0].total <= w[1].total, "a count went back");
+        let d = window::between(&w[0], &w[1]);
+        assert!(d.drops.iter().all(|x| x.count <= w[1].total));
+    }
+    // The second session's counts carried on from the first's end: exact over both.
+    let end = snaps.last().expect("last");
+    assert_eq!(end.total, a[9].total + b[9].total);
+    assert_eq!(end.keyed_sum(), end.total);
+    // Over the gap (the last of a, the first of b): b's drops before its first snapshot.
+    let across = window::between(&snaps[9], &snaps[10]);
+    assert_eq!(across.total, b[0].total);
+}

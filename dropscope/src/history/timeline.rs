@@ -20,6 +20,9 @@ pub struct Timeline {
     /// Where the replay's first snapshot is on the wall clock: the window shown runs from it
     /// to the replay's position (what `v` compares).
     pub replay_from_ms: u64,
+    /// The parts of the window replayed that nothing recorded (wall clock, ms since the epoch):
+    /// the replay moves over them, and says so when its position is in one.
+    pub gaps: Vec<(u64, u64)>,
 }
 
 /// One reading of a session's cumulative total.
@@ -31,8 +34,9 @@ struct Sample {
 }
 
 /// The timeline of `cat` in `n` buckets: each session's cumulative totals read at every bucket
-/// boundary its segments hold (each segment opened once), so a bucket's drops are exact sums
-/// of the differences within it.
+/// boundary its segments hold (each segment opened once), or for an indexed segment its
+/// index's totals a minute apart (unopened), so a bucket's drops are exact sums of the
+/// differences within it (to the minute, for indexed segments).
 pub fn build(cat: &Catalog, n: usize) -> anyhow::Result<Timeline> {
     let spans = cat.spans();
     let (Some(from_ms), Some(to_ms)) = (
@@ -56,6 +60,15 @@ pub fn build(cat: &Catalog, n: usize) -> anyhow::Result<Timeline> {
                 at_ms: p.info.started_unix_ms,
                 total: 0,
             });
+        }
+        if !p.totals.is_empty() {
+            // Indexed: its totals a minute apart, without reading it.
+            samples.extend(p.totals.iter().map(|&(t, total)| Sample {
+                session,
+                at_ms: wall_ms(&p.info, t),
+                total,
+            }));
+            continue;
         }
         let rec = p.open()?;
         let (a, b) = (p.from_ms(), p.to_ms());
@@ -85,10 +98,26 @@ pub fn build(cat: &Catalog, n: usize) -> anyhow::Result<Timeline> {
         if a.session != b.session || b.at_ms - a.at_ms > SEAM.as_millis() as u64 + width {
             continue;
         }
-        let i = usize::try_from((a.at_ms.max(from_ms) - from_ms) / width).unwrap_or(0);
-        let i = i.min(n - 1);
-        drops[i] = drops[i].saturating_add(b.total.saturating_sub(a.total));
-        covered[i] = covered[i].saturating_add(b.at_ms - a.at_ms);
+        // The drops between two readings, spread over the buckets they span by time.
+        let (lo, hi) = (a.at_ms.max(from_ms), b.at_ms.max(from_ms));
+        let diff = b.total.saturating_sub(a.total);
+        let first = usize::try_from((lo - from_ms) / width)
+            .unwrap_or(0)
+            .min(n - 1);
+        if hi <= lo {
+            drops[first] = drops[first].saturating_add(diff);
+            continue;
+        }
+        for i in first..n {
+            let (start, end) = (boundary(i as u64), boundary(i as u64 + 1));
+            let (x, y) = (lo.max(start), if i == n - 1 { hi } else { hi.min(end) });
+            if y <= x {
+                break;
+            }
+            let share = (u128::from(diff) * u128::from(y - x) / u128::from(hi - lo)) as u64;
+            drops[i] = drops[i].saturating_add(share);
+            covered[i] = covered[i].saturating_add(y - x);
+        }
     }
     let buckets = (0..n)
         .map(|i| (covered[i] > 0).then(|| drops[i] as f64 * 1000.0 / covered[i] as f64))
@@ -100,6 +129,7 @@ pub fn build(cat: &Catalog, n: usize) -> anyhow::Result<Timeline> {
         buckets,
         replay_started_ms,
         replay_from_ms: from_ms,
+        gaps: Vec::new(),
     })
 }
 
@@ -138,6 +168,11 @@ impl Timeline {
                 (false, Some(r)) => BARS[((r / max * 7.0).round() as usize).min(7)],
             })
             .collect()
+    }
+
+    /// The gap of the window replayed that wall time `ms` lies in, if any.
+    pub fn gap_at(&self, ms: u64) -> Option<(u64, u64)> {
+        self.gaps.iter().copied().find(|&(a, b)| a < ms && ms < b)
     }
 
     /// Where session time `position` of the replayed session is on the wall clock.

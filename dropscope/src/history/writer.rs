@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use super::{
     HistoryOptions, compact,
     dir::{self, DirLock},
-    retention,
+    index, retention,
 };
 use crate::{
     model::{SessionInfo, Snapshot},
@@ -179,6 +179,8 @@ struct Segments {
     last_prune: Instant,
     /// Bytes of the closed segments at the last listing.
     closed_bytes: u64,
+    /// Segments that could not be indexed (not tried again by this writer).
+    unindexed: std::collections::HashSet<u64>,
 }
 
 impl Segments {
@@ -195,6 +197,7 @@ impl Segments {
             retry_at: None,
             last_prune: Instant::now(),
             closed_bytes: 0,
+            unindexed: Default::default(),
         }
     }
 
@@ -206,6 +209,7 @@ impl Segments {
         }
         self.compact_one(current);
         if let Ok(l) = dir::list(&self.dir) {
+            index::sweep(&self.dir, &l.segments, current, &mut self.unindexed);
             if let Some(last) = l.segments.last() {
                 self.next_seq = self.next_seq.max(last.seq.saturating_add(1));
             }
@@ -301,6 +305,10 @@ impl Segments {
                 tracing::warn!("finishing the history segment {}: {e}", o.path.display());
             }
             let _ = o.file.sync_data();
+            // Closed: indexed now, so readers need not read it whole.
+            if let Err(e) = index::index_segment(&o.path) {
+                tracing::warn!("indexing the history segment: {e:#}");
+            }
         }
     }
 
@@ -409,6 +417,9 @@ mod tests {
             assert_eq!(rec.len(), 1);
             assert_eq!(rec.snapshot_of(0).expect("snapshot").total, snap.total);
             assert_eq!(rec.finished(), seg.seq != 6, "{}", seg.path.display());
+            // Closed segments are indexed as they close; the cut one is not (yet).
+            let indexed = matches!(index::load(&seg.path), index::Loaded::Verified(_));
+            assert_eq!(indexed, seg.seq != 6, "{}", seg.path.display());
         }
     }
 

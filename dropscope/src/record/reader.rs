@@ -36,14 +36,14 @@ impl Side {
 }
 
 /// Where the bytes are: a file read with `pread`, memory, or a stream spooled to a file.
-enum Storage {
+pub(super) enum Storage {
     File(File),
     Bytes(Vec<u8>),
     Spool(File, Arc<Spool>),
 }
 
 impl Storage {
-    fn len(&self) -> Result<u64, RecordError> {
+    pub(super) fn len(&self) -> Result<u64, RecordError> {
         Ok(match self {
             Storage::File(f) => f.metadata()?.len(),
             Storage::Bytes(b) => b.len() as u64,
@@ -52,7 +52,7 @@ impl Storage {
     }
 
     /// Fills `buf` from `offset`; the caller has checked the range against the length.
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), RecordError> {
+    pub(super) fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<(), RecordError> {
         match self {
             Storage::File(f) | Storage::Spool(f, _) => f.read_exact_at(buf, offset)?,
             Storage::Bytes(b) => {
@@ -117,7 +117,7 @@ fn raw_len(flags: u8, stored: &[u8]) -> Result<usize, &'static str> {
 }
 
 /// Reads frame `offset`'s header; `Ok(None)` when fewer than a header's bytes remain.
-fn read_header(
+pub(super) fn read_header(
     s: &Storage,
     offset: u64,
     file_len: u64,
@@ -135,7 +135,7 @@ fn read_header(
 }
 
 /// Reads and checks frame `offset`'s stored payload; `Ok(None)` when the file ends inside it.
-fn read_payload(
+pub(super) fn read_payload(
     s: &Storage,
     offset: u64,
     file_len: u64,
@@ -167,6 +167,52 @@ fn read_info(payload: &[u8]) -> Result<SessionInfo, Malformed> {
         started_unix_ms,
         probe,
     })
+}
+
+/// Checks a recording's file header and reads its session information frame: the session,
+/// the format version, and where the frame after it starts.
+pub(super) fn read_head(
+    storage: &Storage,
+    file_len: u64,
+) -> Result<(SessionInfo, u16, u64), RecordError> {
+    let mut head = [0u8; FILE_HEADER_LEN];
+    let have = file_len.min(FILE_HEADER_LEN as u64) as usize;
+    storage.read_at(0, &mut head[..have])?;
+    let m = have.min(MAGIC.len());
+    if head[..m] != MAGIC[..m] {
+        return Err(RecordError::NotARecording);
+    }
+    if have < FILE_HEADER_LEN {
+        return Err(RecordError::Truncated { offset: file_len });
+    }
+    let version = u16::from_le_bytes([head[MAGIC.len()], head[MAGIC.len() + 1]]);
+    if version > VERSION {
+        return Err(RecordError::NewerVersion {
+            found: version,
+            supported: VERSION,
+        });
+    }
+    if version == 0 {
+        return Err(corrupt(MAGIC.len() as u64, "format version 0"));
+    }
+
+    let offset = FILE_HEADER_LEN as u64;
+    let (raw, h) =
+        read_header(storage, offset, file_len)?.ok_or(RecordError::Truncated { offset })?;
+    if h.kind != Kind::Info {
+        return Err(corrupt(offset, "the session information frame is missing"));
+    }
+    let payload = read_payload(storage, offset, file_len, &raw, &h)?
+        .ok_or(RecordError::Truncated { offset })?;
+    let info = unpack(h.flags, &payload)
+        .map_err(|why| corrupt(offset, why))
+        .and_then(|p| read_info(&p).map_err(|Malformed(why)| corrupt(offset, why)))?;
+
+    Ok((
+        info,
+        version,
+        offset + FRAME_HEADER_LEN as u64 + u64::from(h.len),
+    ))
 }
 
 impl Recording {
@@ -208,39 +254,7 @@ impl Recording {
         indexed: Option<Arc<std::sync::atomic::AtomicU64>>,
     ) -> Result<Recording, RecordError> {
         let file_len = storage.len()?;
-        let mut head = [0u8; FILE_HEADER_LEN];
-        let have = file_len.min(FILE_HEADER_LEN as u64) as usize;
-        storage.read_at(0, &mut head[..have])?;
-        let m = have.min(MAGIC.len());
-        if head[..m] != MAGIC[..m] {
-            return Err(RecordError::NotARecording);
-        }
-        if have < FILE_HEADER_LEN {
-            return Err(RecordError::Truncated { offset: file_len });
-        }
-        let version = u16::from_le_bytes([head[MAGIC.len()], head[MAGIC.len() + 1]]);
-        if version > VERSION {
-            return Err(RecordError::NewerVersion {
-                found: version,
-                supported: VERSION,
-            });
-        }
-        if version == 0 {
-            return Err(corrupt(MAGIC.len() as u64, "format version 0"));
-        }
-
-        let offset = FILE_HEADER_LEN as u64;
-        let (raw, h) =
-            read_header(&storage, offset, file_len)?.ok_or(RecordError::Truncated { offset })?;
-        if h.kind != Kind::Info {
-            return Err(corrupt(offset, "the session information frame is missing"));
-        }
-        let payload = read_payload(&storage, offset, file_len, &raw, &h)?
-            .ok_or(RecordError::Truncated { offset })?;
-        let info = unpack(h.flags, &payload)
-            .map_err(|why| corrupt(offset, why))
-            .and_then(|p| read_info(&p).map_err(|Malformed(why)| corrupt(offset, why)))?;
-
+        let (info, version, next) = read_head(&storage, file_len)?;
         let mut rec = Recording {
             storage,
             info,
@@ -253,7 +267,7 @@ impl Recording {
             chain_bytes: 0,
             warnings: Vec::new(),
             finished: false,
-            next: offset + FRAME_HEADER_LEN as u64 + u64::from(h.len),
+            next,
             seen: 0,
             done: false,
             indexed,

@@ -3,10 +3,9 @@ use std::time::Duration;
 
 use crate::model::{DropCount, DropKey, Health, Reason, Snapshot};
 
-/// `frames` snapshots at 1/s of `keys` keys of which `changing` change each second, each by
-/// about `rate` drops (varying by up to 10%), with stacks off.
-pub fn snapshots(keys: usize, changing: usize, rate: u64, frames: usize) -> Vec<Snapshot> {
-    let keys: Vec<DropKey> = (0..keys)
+/// `n` keys of 90 reasons, each at a location of its own.
+pub fn keys(n: usize) -> Vec<DropKey> {
+    (0..n)
         .map(|k| DropKey {
             reason: Reason {
                 code: k as u32 % 90,
@@ -15,7 +14,24 @@ pub fn snapshots(keys: usize, changing: usize, rate: u64, frames: usize) -> Vec<
             location: format!("func_{k}+0x{k:x}").into(),
             attr: Default::default(),
         })
-        .collect();
+        .collect()
+}
+
+/// The drops of `keys` with `counts` (in the same order).
+pub fn drops(keys: &[DropKey], counts: &[u64]) -> Vec<DropCount> {
+    keys.iter()
+        .zip(counts)
+        .map(|(key, &count)| DropCount {
+            key: key.clone(),
+            count,
+        })
+        .collect()
+}
+
+/// `frames` snapshots at 1/s of `keys` keys of which `changing` change each second, each by
+/// about `rate` drops (varying by up to 10%), with stacks off.
+pub fn snapshots(keys: usize, changing: usize, rate: u64, frames: usize) -> Vec<Snapshot> {
+    let keys = self::keys(keys);
     let mut counts = vec![0u64; keys.len()];
     (0..frames)
         .map(|i| {
@@ -23,14 +39,7 @@ pub fn snapshots(keys: usize, changing: usize, rate: u64, frames: usize) -> Vec<
                 let k = (i * 7 + c * 13) % counts.len();
                 counts[k] += rate + (i as u64 * 7919 + c as u64) % (rate / 10 + 1);
             }
-            let drops: Vec<DropCount> = keys
-                .iter()
-                .zip(&counts)
-                .map(|(key, &count)| DropCount {
-                    key: key.clone(),
-                    count,
-                })
-                .collect();
+            let drops = self::drops(&keys, &counts);
             Snapshot {
                 elapsed: Duration::from_millis(1000 * i as u64 + 3),
                 unix_ms: 1_750_000_000_000 + 1000 * i as u64,

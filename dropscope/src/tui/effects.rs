@@ -30,6 +30,8 @@ pub struct CompareSource {
     pub filter: crate::model::group::Filter,
     /// The grouping of the command line.
     pub by: Vec<crate::model::group::Dim>,
+    /// The budget clauses of the command line, judged on the window shown.
+    pub budget: Vec<crate::model::budget::Clause>,
 }
 
 /// Puts `command` on the clipboard through the terminal (OSC 52): base64, so nothing in it
@@ -82,9 +84,15 @@ pub fn spawn_compare(
 ) {
     tokio::task::spawn_blocking(move || {
         let alpha = crate::model::compare::DEFAULT_ALPHA;
-        let result =
-            crate::history::compare::compare_window(&src.dir, now, vs, &src.filter, &src.by, alpha)
-                .map_err(|e| sanitize::terminal(&format!("{e:#}")).into_owned());
+        let result = crate::history::compare::compare_window(
+            &src.dir,
+            now,
+            vs,
+            (&src.filter, &src.by),
+            alpha,
+            &src.budget,
+        )
+        .map_err(|e| sanitize::terminal(&format!("{e:#}")).into_owned());
         let _ = done.send(Msg::Compared(Box::new(result)));
     });
 }

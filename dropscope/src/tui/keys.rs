@@ -378,7 +378,8 @@ pub const REPLAY: &[Key] = &[
     key(
         "v",
         "history: compare the window shown with the same window a typed interval earlier \
-         (1h, 1d, 90 = seconds); Esc leaves",
+         (1h, 1d, 90 = seconds), judged against replay's --budget, rows over it marked; Esc \
+         leaves",
         &[(C::Char('v'), A::Compare)],
         Replay,
     ),

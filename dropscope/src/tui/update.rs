@@ -461,8 +461,8 @@ fn outside_message(state: &State, ms: u64) -> String {
         _ => (0, 0),
     };
     format!(
-        "{} is outside the stretch replayed ({} – {}): another session, or a gap; quit and \
-         replay the history with --to {} to see it",
+        "{} is outside the stretch replayed ({} – {}); quit and replay the history with --to {} \
+         to see it",
         local(ms),
         local(from),
         local(to),

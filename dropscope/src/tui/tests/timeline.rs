@@ -23,6 +23,7 @@ fn a_history_replay_shows_its_strip_with_the_gap_and_the_position() {
         buckets,
         replay_started_ms: 0,
         replay_from_ms: 0,
+        ..Default::default()
     });
     let shown = screen(&s);
     let line = shown
@@ -131,6 +132,7 @@ fn v_compares_the_window_shown_with_the_same_window_an_interval_earlier() {
         buckets: vec![Some(1.0); 10],
         replay_started_ms: t0,
         replay_from_ms: t0 + 10_200_000,
+        ..Default::default()
     });
     assert!(
         screen(&s).contains("v "),
@@ -153,9 +155,9 @@ fn v_compares_the_window_shown_with_the_same_window_an_interval_earlier() {
         tmp.path(),
         now,
         vs,
-        &Default::default(),
-        &[Dim::Reason, Dim::Location],
+        (&Default::default(), &[Dim::Reason, Dim::Location]),
         crate::model::compare::DEFAULT_ALPHA,
+        &[],
     )
     .expect("compared");
     assert_eq!(compared.comparison.total.base_count, 600);
@@ -193,9 +195,9 @@ fn v_compares_the_window_shown_with_the_same_window_an_interval_earlier() {
         tmp.path(),
         now,
         Duration::from_secs(86_400),
-        &Default::default(),
-        &[],
+        (&Default::default(), &[]),
         0.001,
+        &[],
     )
     .expect_err("a day before the history");
     update(&mut s, Msg::Compared(Box::new(Err(format!("{err:#}")))));
@@ -226,6 +228,7 @@ fn t_to_a_time_outside_the_stretch_replayed_says_so_instead_of_seeking() {
         buckets: vec![Some(1.0); 4],
         replay_started_ms: 0,
         replay_from_ms: 100_000,
+        ..Default::default()
     });
     let mut jump = |typed: &str| {
         press(&mut s, KeyCode::Char('t'));
@@ -249,4 +252,100 @@ fn t_to_a_time_outside_the_stretch_replayed_says_so_instead_of_seeking() {
     let (e, msg) = jump("1970-01-01T00:00:30Z");
     assert_eq!(e, None);
     assert!(msg.contains("outside the stretch replayed"), "{msg}");
+}
+
+#[test]
+fn v_with_budgets_marks_the_rows_over_budget() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let t0 = 1_790_000_000_000;
+    generated_history(tmp.path(), t0);
+    let now = crate::history::range::Window {
+        from_ms: t0 + 10_200_000,
+        to_ms: t0 + 10_800_000,
+    };
+    let judged = |clauses: &[&str]| {
+        let budget: Vec<_> = (clauses.iter())
+            .map(|c| crate::model::budget::parse(c).expect("clause"))
+            .collect();
+        crate::history::compare::compare_window(
+            tmp.path(),
+            now,
+            Duration::from_secs(3600),
+            (&Default::default(), &[Dim::Reason, Dim::Location]),
+            crate::model::compare::DEFAULT_ALPHA,
+            &budget,
+        )
+        .expect("compared")
+    };
+    let shown = |compared| {
+        let mut s = state((160, 24));
+        update(&mut s, Msg::Compared(Box::new(Ok(compared))));
+        screen(&s)
+    };
+    let line = |shown: &str, what: &str| -> String {
+        shown
+            .lines()
+            .find(|l| l.contains(what))
+            .unwrap_or_else(|| panic!("no {what} row:\n{shown}"))
+            .to_string()
+    };
+    // The window shown drops 11/s (1/s UDP, 10/s TCP, both NO_SOCKET): over a total of 5/s,
+    // within 20/s of NO_SOCKET.
+    let c = judged(&["total<5/s", "NO_SOCKET<20/s"]);
+    assert_eq!(c.verdicts.len(), 2);
+    let screen1 = shown(c);
+    assert!(screen1.contains("BUDGET"), "{screen1}");
+    assert!(line(&screen1, "all drops").contains("✗ over"), "{screen1}");
+    assert!(!line(&screen1, "tcp_v4_rcv").contains("over"), "{screen1}");
+    assert!(
+        !line(&screen1, "__udp4_lib_rcv").contains("over"),
+        "{screen1}"
+    );
+    assert!(screen1.contains("over budget: "), "{screen1}");
+    assert!(screen1.contains("within budget: "), "{screen1}");
+    // A reason's clause marks the rows of that reason, not the total.
+    let screen2 = shown(judged(&["NO_SOCKET<5/s"]));
+    assert!(line(&screen2, "tcp_v4_rcv").contains("✗ over"), "{screen2}");
+    assert!(
+        line(&screen2, "__udp4_lib_rcv").contains("✗ over"),
+        "{screen2}"
+    );
+    assert!(!line(&screen2, "all drops").contains("over"), "{screen2}");
+    // Without budgets: no column.
+    assert!(!shown(judged(&[])).contains("BUDGET"));
+}
+
+#[test]
+fn a_position_in_a_gap_is_said_in_the_header_never_as_zero_drops() {
+    let mut s = state((160, 20));
+    s.replay = Some(ReplayStatus {
+        position: Duration::from_secs(15),
+        duration: Duration::from_secs(40),
+        speed: 1.0,
+        ..Default::default()
+    });
+    let mut buckets = vec![Some(10.0); 10];
+    buckets.extend([None; 10]);
+    buckets.extend([Some(5.0); 20]);
+    s.timeline = Some(Timeline {
+        from_ms: 0,
+        to_ms: 40_000,
+        buckets,
+        gaps: vec![(10_000, 20_000)],
+        ..Default::default()
+    });
+    let line = |s: &State| {
+        screen(s)
+            .lines()
+            .find(|l| l.starts_with("history "))
+            .expect("the strip")
+            .to_string()
+    };
+    let in_gap = line(&s);
+    assert!(in_gap.contains("in a gap: not recorded"), "{in_gap}");
+    assert!(in_gap.contains("not zero drops"), "{in_gap}");
+    if let Some(r) = s.replay.as_mut() {
+        r.position = Duration::from_secs(25);
+    }
+    assert!(!line(&s).contains("in a gap"), "{}", line(&s));
 }

@@ -25,10 +25,11 @@ fn mark(r: &Rates) -> (&'static str, Style) {
     }
 }
 
-/// The cells of one row: change, then, now (rates and counts), ratio, and what is counted.
-fn cells(r: &Rates, what: String) -> (Vec<String>, Style) {
-    let (m, style) = mark(r);
-    let cells = vec![
+/// The cells of one row: over budget (where budgets were given), change, then, now (rates
+/// and counts), ratio, and what is counted.
+fn cells(r: &Rates, what: String, budget: Option<bool>) -> (Vec<String>, Style) {
+    let (m, mut style) = mark(r);
+    let mut cells = vec![
         m.to_string(),
         format!("{}/s", format::rate(r.base_rate)),
         format!("{}/s", format::rate(r.new_rate)),
@@ -37,6 +38,12 @@ fn cells(r: &Rates, what: String) -> (Vec<String>, Style) {
         format::ratio(r.ratio, r.new_count),
         what,
     ];
+    if let Some(over) = budget {
+        cells.insert(0, if over { "✗ over" } else { "" }.to_string());
+        if over {
+            style = Style::new().fg(Color::Red).add_modifier(Modifier::BOLD);
+        }
+    }
     (cells, style)
 }
 
@@ -87,8 +94,10 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, v: &CompareView) {
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let c = &v.compared;
+    let judged = !c.verdicts.is_empty();
+    let over = |key| judged.then(|| !c.over_budget(key).is_empty());
     let mut lines = Vec::new();
-    let (total, style) = cells(&c.comparison.total, "all drops".into());
+    let (total, style) = cells(&c.comparison.total, "all drops".into(), over(None));
     lines.push((total, style.add_modifier(Modifier::BOLD)));
     let n = c.comparison.rows.len();
     let scroll = v.scroll.min(n.saturating_sub(1));
@@ -96,9 +105,12 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, v: &CompareView) {
     let more = n.saturating_sub(scroll + page);
     for r in c.comparison.rows.iter().skip(scroll).take(page) {
         let what = sanitize::terminal(&r.key.describe()).into_owned();
-        lines.push(cells(&r.rates, what));
+        lines.push(cells(&r.rates, what, over(Some(&r.key))));
     }
-    let heads = ["CHANGE", "THEN", "NOW", "THEN#", "NOW#", "RATIO", "DROPS"];
+    let mut heads = vec!["CHANGE", "THEN", "NOW", "THEN#", "NOW#", "RATIO", "DROPS"];
+    if judged {
+        heads.insert(0, "BUDGET");
+    }
     let widths: Vec<u16> = (0..heads.len() - 1)
         .map(|i| {
             (lines.iter().map(|(l, _)| l[i].chars().count()))
@@ -112,7 +124,7 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, v: &CompareView) {
     let rows = lines
         .into_iter()
         .map(|(l, style)| Row::new(l.into_iter().map(Cell::from)).style(style));
-    let header = Row::new(heads).style(Style::new().add_modifier(Modifier::BOLD));
+    let header = Row::new(heads.clone()).style(Style::new().add_modifier(Modifier::BOLD));
     let [table, notes] =
         ratatui::layout::Layout::vertical([Constraint::Fill(1), Constraint::Length(2)])
             .areas(inner);
@@ -127,6 +139,14 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, v: &CompareView) {
         .iter()
         .map(|n| sanitize::terminal(n).into_owned())
         .collect();
+    for (_, verdict) in &c.verdicts {
+        let m = sanitize::terminal(&verdict.message);
+        text.push(if verdict.ok {
+            format!("within budget: {m}")
+        } else {
+            format!("over budget: {m}")
+        });
+    }
     if more > 0 {
         text.insert(0, format!("{more} more rows (Down, PgDn)"));
     }

@@ -49,14 +49,27 @@ fn timeline_line(
         crate::history::when::local(t.to_ms)
     );
     let cursor = state.replay.as_ref().map(|r| t.wall_ms(r.position));
+    let gap = cursor.and_then(|c| t.gap_at(c)).map(|(a, b)| {
+        format!(
+            "  in a gap: not recorded {} – {} (not zero drops)",
+            crate::history::when::local(a),
+            crate::history::when::local(b)
+        )
+    });
     let room = width
-        .saturating_sub(label.len() + ends.chars().count())
+        .saturating_sub(
+            label.len() + ends.chars().count() + gap.as_ref().map_or(0, |g| g.chars().count()),
+        )
         .max(8);
-    Line::from(vec![
+    let mut spans = vec![
         Span::styled(label, Style::new().add_modifier(Modifier::BOLD)),
         Span::styled(t.strip(room, cursor), Style::new().fg(Color::Red)),
         Span::raw(ends),
-    ])
+    ];
+    if let Some(g) = gap {
+        spans.push(Span::styled(g, Style::new().fg(Color::Yellow)));
+    }
+    Line::from(spans)
 }
 
 /// Puts groups of spans on as few lines as fit in `width`, never splitting a group.
