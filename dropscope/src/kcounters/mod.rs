@@ -392,7 +392,7 @@ impl KernelCounters {
             // device renamed between them.
             let named: BTreeSet<&str> = g
                 .keys()
-                .filter_map(|n| crate::model::devices::device_of(n))
+                .filter_map(|n| crate::vocab::devices::device_of(n))
                 .collect();
             let known = (self.devices.get(ns).into_iter().flatten())
                 .filter(|(_, name)| named.contains(name.as_str()))

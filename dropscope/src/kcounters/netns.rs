@@ -33,7 +33,7 @@ use std::{
 use anyhow::Context as _;
 
 use super::{hooks::Hooked, parse, parse::Counters, rtnl::Found};
-use crate::model::{devices::Devices, kernel::RUN_NETNS};
+use crate::{model::kernel::RUN_NETNS, vocab::devices::Devices};
 
 /// The most namespaces read in one poll, the initial one included.
 pub const MAX_READ_PER_POLL: usize = 256;

@@ -27,7 +27,7 @@ use super::{
     netlink::{DUMP_TIME, RECV_TIMEOUT},
     parse::Counters,
 };
-use crate::{model::devices::Devices, vocab::counter::Counter};
+use crate::vocab::{counter::Counter, devices::Devices};
 
 /// The most links, or qdiscs, one dump reads in one namespace.
 pub const MAX_ENTRIES: usize = 2048;

@@ -13,11 +13,11 @@ use std::{
 
 use serde::{Deserialize, Serialize};
 
-use super::{
+use super::verdict_counter;
+use crate::vocab::{
+    counter::Counter,
     devices::{self, Devices},
-    verdict_counter,
 };
-use crate::vocab::counter::Counter;
 
 /// Where named namespaces are bound (`ip netns add`): where the readers look for them, and
 /// where the commands a row suggests enter them.

@@ -3,7 +3,6 @@
 pub mod budget;
 pub mod compare;
 pub mod counter_only;
-pub mod devices;
 pub mod group;
 pub mod kernel;
 pub mod notes;

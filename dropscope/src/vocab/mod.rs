@@ -1,9 +1,11 @@
 //! The words the readers, the probe, the command line and the model share, below all of them:
 //! the dimensions a drop is grouped and filtered by and the names of their values
 //! ([`dims`]), the kernel counters' names and a reading's notes, typed ([`counter`], [`note`]),
-//! and the significance level changes are tested at. Nothing here imports another module of
+//! a namespace's devices by interface index and a per-device counter followed across a rename
+//! ([`devices`]), and the significance level changes are tested at. Nothing here imports another module of
 //! the crate.
 pub mod counter;
+pub mod devices;
 pub mod dims;
 pub mod note;
 
