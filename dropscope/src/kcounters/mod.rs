@@ -16,6 +16,12 @@
 //! namespace but the initial one is held open between calls, so none is kept alive. Where a
 //! namespace's `TcpExt:ListenDrops` is not zero, its reading also finds the TCP listeners
 //! whose accept queue is full, and who holds them ([`listeners`]).
+//!
+//! A window's bookkeeping over the values read, before a reading is made of them: a device
+//! renamed or gone between two readings ([`rename`]), a counter that went back or left a
+//! reading ([`resets`]), and whether a counter grew in the window ([`window`]). It needs the
+//! raw values and each namespace's baseline, which only the readers hold (a reading carries
+//! growth alone).
 pub mod ethtool;
 mod guarded;
 pub mod holders;
@@ -25,8 +31,11 @@ pub mod netlink;
 pub mod netns;
 pub mod nftables;
 pub mod parse;
+pub mod rename;
+pub mod resets;
 pub mod rtnl;
 pub mod sockets;
+pub mod window;
 pub mod xsk;
 
 #[cfg(test)]
@@ -43,7 +52,6 @@ use self::{
     parse::Counters,
 };
 use crate::{
-    ledger::{rename, resets, window},
     model::{KernelReading, Snapshot, kernel::Growth},
     vocab::counter::{Counter, SOFTNET_DROPPED},
 };

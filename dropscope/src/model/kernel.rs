@@ -67,9 +67,6 @@ impl Direction {
     }
 }
 
-/// Counters by `Group:Name` (`nstat` names them `GroupName`), as a reading reads them.
-pub type Counters = BTreeMap<String, u64>;
-
 /// Counter growth per counter name in one namespace.
 pub type Growth = BTreeMap<Arc<str>, u64>;
 

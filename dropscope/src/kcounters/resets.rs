@@ -11,7 +11,7 @@
 use std::collections::HashSet;
 
 use super::{rename::GoneBudget, window::Window};
-use crate::model::kernel::Counters;
+use crate::vocab::counter::Counters;
 use crate::vocab::devices::{Devices, split};
 
 /// Adds to `now_counters` each counter of `previous` (the latest reading, its names as they

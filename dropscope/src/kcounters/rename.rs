@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 
 use super::window::Window;
-use crate::model::kernel::Counters;
+use crate::vocab::counter::Counters;
 use crate::vocab::devices::split;
 pub use crate::vocab::devices::{Devices, follow};
 
