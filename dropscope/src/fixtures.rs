@@ -2,10 +2,9 @@
 //! it varies (a reason's code, the namespace that is the initial one) and takes the rest here.
 use std::{sync::Arc, time::Duration};
 
-use crate::model::{
-    DropCount, DropKey, KernelReading, Reason, Snapshot,
-    kernel::Holder,
-    socket::{About, Found, Socket, Via},
+use crate::{
+    model::{DropCount, DropKey, KernelReading, Reason, Snapshot},
+    vocab::socket::{About, Found, Holder, Socket, Via},
 };
 
 /// A key of reason `name` (code `code`) at `location`, with no attribution.

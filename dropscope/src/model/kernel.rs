@@ -133,16 +133,7 @@ pub struct Listener {
     /// The socket's inode number.
     pub inode: u64,
     /// The process holding it (the first found with the socket open), where one was found.
-    pub process: Option<Holder>,
-}
-
-/// A process holding a socket open.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Holder {
-    /// Its pid (in dropscope's pid namespace).
-    pub pid: u32,
-    /// Its command name (`comm`), escaped.
-    pub comm: String,
+    pub process: Option<crate::vocab::socket::Holder>,
 }
 
 impl Listener {

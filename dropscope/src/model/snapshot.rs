@@ -52,7 +52,7 @@ pub struct Attribution {
     /// The socket the drop had reached (its inode), with what was found of it (shared: a key
     /// is cloned often, and most have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub socket: Option<Arc<super::socket::Socket>>,
+    pub socket: Option<Arc<crate::vocab::socket::Socket>>,
     /// Who dropped them, where the counts are grouped by culprit (`--by culprit`): derived
     /// beside the key from the kernel's view, per snapshot, and part of the grouped row's
     /// identity by its label (see [`crate::culprit::group`]). `None` where not grouped by it.
@@ -68,7 +68,7 @@ type Identity<'a> = (
     Option<&'a str>,
     Option<&'a str>,
     Option<u16>,
-    Option<(super::socket::Via, u32)>,
+    Option<(crate::vocab::socket::Via, u32)>,
     Option<&'a str>,
 );
 

@@ -702,7 +702,7 @@ mod tests {
 
     #[test]
     fn a_listen_drops_row_names_the_full_listeners_of_its_namespace() {
-        use crate::model::kernel::{Holder, Listener};
+        use crate::{model::kernel::Listener, vocab::socket::Holder};
         let mut reading = crate::model::KernelReading {
             initial_netns: 1,
             ..Default::default()

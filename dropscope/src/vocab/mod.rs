@@ -2,12 +2,14 @@
 //! the dimensions a drop is grouped and filtered by and the names of their values
 //! ([`dims`]), the kernel counters' names and a reading's notes, typed ([`counter`], [`note`]),
 //! a namespace's devices by interface index and a per-device counter followed across a rename
-//! ([`devices`]), and the significance level changes are tested at. Nothing here imports another module of
+//! ([`devices`]), a socket a drop had reached and the processes holding one ([`socket`]), and
+//! the significance level changes are tested at. Nothing here imports another module of
 //! the crate.
 pub mod counter;
 pub mod devices;
 pub mod dims;
 pub mod note;
+pub mod socket;
 
 /// The significance level a change is tested at unless told otherwise (`diff --alpha`, the
 /// TUI's comparison).
