@@ -52,8 +52,9 @@ use self::{
     parse::Counters,
 };
 use crate::{
-    model::{KernelReading, Snapshot, kernel::Growth},
+    model::Snapshot,
     vocab::counter::{Counter, SOFTNET_DROPPED},
+    vocab::reading::{Growth, KernelReading, Listener},
 };
 
 /// Reads the kernel's counters at the start of a window and on every poll.
@@ -82,7 +83,7 @@ pub struct KernelCounters {
     carried: BTreeMap<u64, Counters>,
     /// The TCP listeners whose accept queue was full, per namespace, as its latest reading
     /// found them.
-    listeners: BTreeMap<u64, Vec<crate::model::kernel::Listener>>,
+    listeners: BTreeMap<u64, Vec<Listener>>,
     /// The cookie of the namespace each inode's latest reading read (where it was read).
     cookies: BTreeMap<u64, u64>,
     /// Each namespace's drop rules and their counters' growth (see [`nftables`]).

@@ -71,7 +71,7 @@ pub struct Found {
     /// What could not be read, or was cut.
     pub notes: Vec<String>,
     /// The TCP listeners whose accept queue is full (see [`super::listeners`]).
-    pub listeners: Vec<crate::model::kernel::Listener>,
+    pub listeners: Vec<crate::vocab::reading::Listener>,
     /// The namespace's nftables ruleset (see [`super::nftables`]).
     pub ruleset: Option<crate::culprit::ruleset::Ruleset>,
 }

@@ -16,7 +16,7 @@ pub mod table;
 pub mod verdict_counter;
 pub mod window;
 
-pub use kernel::KernelReading;
+pub use crate::vocab::reading::KernelReading;
 pub use packet::Sample;
 pub use snapshot::{
     Attribution, DropCount, DropKey, Health, KeySamples, Reason, SessionInfo, Snapshot, StackCount,

@@ -195,7 +195,7 @@ pub struct Snapshot {
     /// The kernel's own counters, read before this snapshot's counts (where read: live when a
     /// consumer asks for them, and in recordings made so).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kernel: Option<Arc<super::kernel::KernelReading>>,
+    pub kernel: Option<Arc<crate::vocab::reading::KernelReading>>,
 }
 
 impl Snapshot {

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use super::format::{Malformed, Reader, put_str, put_uvarint};
 use crate::{
-    model::{KernelReading, kernel::Growth},
-    vocab::devices::Devices,
+    model::KernelReading,
+    vocab::{devices::Devices, reading::Growth},
 };
 
 /// Largest kernel frame payload, decompressed: a bound on what one reading can make us keep

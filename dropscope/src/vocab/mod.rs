@@ -3,12 +3,15 @@
 //! ([`dims`]), the kernel counters' names and a reading's notes, typed ([`counter`], [`note`]),
 //! a namespace's devices by interface index and a per-device counter followed across a rename
 //! ([`devices`]), a socket a drop had reached and the processes holding one ([`socket`]), and
-//! the significance level changes are tested at. Nothing here imports another module of
-//! the crate.
+//! a reading of the kernel's own counters as the readers make it and a snapshot carries it
+//! ([`reading`]), and the significance level changes are tested at. Nothing here imports another module of
+//! the crate but the culprit's two data types a reading carries (`culprit::ruleset`,
+//! `culprit::attached`), which import nothing themselves.
 pub mod counter;
 pub mod devices;
 pub mod dims;
 pub mod note;
+pub mod reading;
 pub mod socket;
 
 /// The significance level a change is tested at unless told otherwise (`diff --alpha`, the

@@ -30,9 +30,10 @@ use aya_obj::generated::bpf_prog_type;
 
 use crate::{
     kcounters::Hooked,
-    model::{DropKey, KernelReading, KeySamples, Sample},
+    model::{DropKey, KeySamples, Sample},
     vocab::counter::{Counter, ProgramLayer},
     vocab::note::{PROGRAM_NOTE, UNCOUNTED},
+    vocab::reading::KernelReading,
 };
 
 /// The most programs watched at once.
