@@ -28,7 +28,7 @@ impl Collector {
         let searching = k.programs.as_ref().is_ok_and(|p| p.searching());
         let due = last || searching || k.read_at.is_none_or(|t| t.elapsed() >= k.pace.get());
         if due && !k.counters.awaiting() {
-            let mut wanted = kcounters::drop_netns(&self.last);
+            let mut wanted = super::kernel_source::drop_netns(&self.last);
             if let Ok(p) = &k.programs {
                 wanted.extend(p.homes());
             }

@@ -51,10 +51,9 @@ use self::{
     netns::{Keep, MAX_READ_PER_POLL, Namespaces, Reading},
     parse::Counters,
 };
-use crate::{
-    model::Snapshot,
-    vocab::counter::{Counter, SOFTNET_DROPPED},
-    vocab::reading::{Growth, KernelReading, Listener},
+use crate::vocab::{
+    counter::{Counter, SOFTNET_DROPPED},
+    reading::{Growth, KernelReading, Listener},
 };
 
 /// Reads the kernel's counters at the start of a window and on every poll.
@@ -425,12 +424,4 @@ impl KernelCounters {
             attributed: true,
         }
     }
-}
-
-/// The namespaces where drops were seen (inode numbers), to read their counters too.
-pub fn drop_netns(snap: &Snapshot) -> Vec<u64> {
-    let mut v: Vec<u64> = snap.drops.iter().filter_map(|d| d.key.attr.netns).collect();
-    v.sort_unstable();
-    v.dedup();
-    v
 }
