@@ -6,7 +6,6 @@ pub mod counter_only;
 pub mod group;
 pub mod kernel;
 pub mod notes;
-pub mod packet;
 pub mod poisson;
 pub mod programs;
 pub mod snapshot;
@@ -16,8 +15,8 @@ pub mod table;
 pub mod verdict_counter;
 pub mod window;
 
+pub use crate::vocab::packet::Sample;
 pub use crate::vocab::reading::KernelReading;
-pub use packet::Sample;
 pub use snapshot::{
     Attribution, DropCount, DropKey, Health, KeySamples, Reason, SessionInfo, Snapshot, StackCount,
 };

@@ -3,8 +3,8 @@ use std::{sync::Arc, time::Duration};
 
 use serde::{Deserialize, Serialize};
 
-use super::packet::Sample;
 pub use crate::vocab::dims::Reason;
+use crate::vocab::packet::Sample;
 
 /// What a drop count is keyed by: reason, symbolized kernel location, and which packets.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -30,9 +30,10 @@ use aya_obj::generated::bpf_prog_type;
 
 use crate::{
     kcounters::Hooked,
-    model::{DropKey, KeySamples, Sample},
+    model::{DropKey, KeySamples},
     vocab::counter::{Counter, ProgramLayer},
     vocab::note::{PROGRAM_NOTE, UNCOUNTED},
+    vocab::packet::Sample,
     vocab::reading::KernelReading,
 };
 
