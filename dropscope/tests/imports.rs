@@ -504,8 +504,6 @@ const KNOWN: &[&str] = &[
     "cli.rs -> model/budget.rs",
     "cli/selection.rs -> model/group.rs",
     "cli/selection.rs -> model/snapshot.rs",
-    "probe/verdicts/mod.rs -> model/programs.rs",
-    "probe/verdicts/mod.rs -> model/snapshot.rs",
 ];
 
 #[test]
