@@ -6,8 +6,7 @@
 //! taken per direction, as everywhere: receive-side drops over the packets the kernel received
 //! in the same window, transmit-side drops (qdiscs, `tx_*`) over the packets its devices sent,
 //! in percent, and the clause judges the larger; a direction without packets has no ratio, and
-//! where neither has one the clause neither holds nor breaks ([`Unanswerable::NoRatio`]). A reason is named as everywhere else (any case, with or without
-//! `SKB_DROP_REASON_`).
+//! where neither has one the clause neither holds nor breaks ([`Unanswerable::NoRatio`]).
 use serde::Serialize;
 
 use super::{
@@ -273,31 +272,10 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::vocab::budget::parse;
-
-    fn key(reason: &str, netns: &str) -> DiffKey {
-        DiffKey {
-            reason: Arc::from(reason),
-            location: Arc::from("f+0x1"),
-            netns: Some(Arc::from(netns)),
-            device: None,
-            protocol: None,
-            port: None,
-        }
-    }
-
-    fn side(counts: &[(&str, &str, u64)], seconds: f64, packets: Option<u64>) -> Side {
-        let counts: std::collections::BTreeMap<DiffKey, u64> =
-            counts.iter().map(|&(r, n, c)| (key(r, n), c)).collect();
-        Side {
-            total: counts.values().sum(),
-            counts,
-            seconds,
-            packets,
-            sent: None,
-            programs: false,
-        }
-    }
+    use crate::{
+        fixtures::{diff_key, reading, side},
+        vocab::budget::parse,
+    };
 
     #[test]
     fn a_ratio_divides_transmit_side_drops_by_the_packets_sent() {
@@ -361,7 +339,7 @@ mod tests {
         assert!(!v[3].ok && v[3].value == 0.002, "{:?}", v[3]);
         assert!(v[3].message.contains("0.20%"), "{}", v[3].message);
         assert!(!v[4].ok && v[4].value == 1.0);
-        assert_eq!(v[4].keys, [key("OTHERHOST", "web")]);
+        assert_eq!(v[4].keys, [diff_key("OTHERHOST", "web")]);
         assert!(v[4].message.contains("OTHERHOST"), "{}", v[4].message);
         assert!(v[5].ok && v[5].value == 0.0, "a reason absent is none");
     }
@@ -406,7 +384,7 @@ mod tests {
     #[test]
     fn a_clause_on_verdicts_is_refused_where_an_attached_program_was_not_counted() {
         use crate::model::{
-            KernelReading, Snapshot,
+            Snapshot,
             programs::{UNCOUNTED, counted},
         };
         let clauses = ["NO_SOCKET<1/s", "xdp_drop<5/s"].map(|c| parse(c).expect(c));
@@ -419,8 +397,7 @@ mod tests {
             "{e}"
         );
         // A reading with every program counted: judged.
-        let mut r = KernelReading::default();
-        (r.netns.entry(7).or_default()).insert(Arc::from("Xdp:vb:xdpdrv:ds_drop#42:drop"), 500);
+        let mut r = reading(0, 0, &[(7, "Xdp:vb:xdpdrv:ds_drop#42:drop", 500)]);
         snap.kernel = Some(Arc::new(r.clone()));
         assert_eq!(judged(&snap), Ok(()));
         // The collector's notes when the kernel refuses.
