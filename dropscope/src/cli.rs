@@ -4,7 +4,7 @@ use std::{net::SocketAddr, path::PathBuf, time::Duration};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 pub use crate::format::parse_duration;
-use crate::{model::budget, probe::ProbeChoice};
+use crate::{probe::ProbeChoice, vocab::budget};
 
 mod selection;
 pub use selection::{DEFAULT_BY, Selection, check_reason};

@@ -2,10 +2,12 @@
 //! it varies (a reason's code, the namespace that is the initial one) and takes the rest here.
 use std::{sync::Arc, time::Duration};
 
-use crate::model::{
-    DropCount, DropKey, KernelReading, Reason, Snapshot,
-    kernel::Holder,
-    socket::{About, Found, Socket, Via},
+use crate::{
+    model::{
+        DropCount, DropKey, KernelReading, Reason, Snapshot,
+        compare::{DiffKey, Side},
+    },
+    vocab::socket::{About, Found, Holder, Socket, Via},
 };
 
 /// A key of reason `name` (code `code`) at `location`, with no attribution.
@@ -70,4 +72,27 @@ pub fn reading(unix_ms: u64, initial: u64, counters: &[(u64, &str, u64)]) -> Ker
         r.netns.entry(ns).or_default().insert(name.into(), v);
     }
     r
+}
+
+/// A key as two runs share it: reason `name` at `f+0x1` in the namespace named `netns`.
+pub fn diff_key(name: &str, netns: &str) -> DiffKey {
+    let mut k = key(0, name, "f+0x1");
+    k.attr.netns_name = Some(netns.into());
+    DiffKey::of(&k)
+}
+
+/// A run's side of (reason, namespace name, drops) ([`diff_key`]) over `seconds`, its total
+/// their sum, `packets` received where read (none sent, no programs' verdicts).
+pub fn side(counts: &[(&str, &str, u64)], seconds: f64, packets: Option<u64>) -> Side {
+    let counts: std::collections::BTreeMap<DiffKey, u64> = (counts.iter())
+        .map(|&(r, n, c)| (diff_key(r, n), c))
+        .collect();
+    Side {
+        total: counts.values().sum(),
+        counts,
+        seconds,
+        packets,
+        sent: None,
+        programs: false,
+    }
 }

@@ -1,13 +1,11 @@
-//! `--by` and the filters on the command line, and what they become: the model's [`Filter`],
-//! resolved against this machine for counting live, or taken as written for a recording.
+//! `--by` and the filters on the command line, and what they become: the [`Filter`] and
+//! [`Dim`]s the model groups and filters by, resolved against this machine for counting live,
+//! or taken as written for a recording (checked against one by the commands, `cmd::selection`).
 use clap::{Args, ValueEnum, builder::PossibleValue};
 
 use crate::{
-    model::{
-        Snapshot,
-        group::{self, Dim, Filter, MissingDim, NetnsFilter},
-    },
     names::spec,
+    vocab::dims::{self, Dim, Filter, NetnsFilter},
 };
 
 /// The grouping when `--by` is not given: answers "which namespace, interface and protocol"
@@ -114,12 +112,6 @@ impl Selection {
         Dim::counted(&by)
     }
 
-    /// Counts of the dimensions of [`Self::counted_by`] filtered by the culprit and grouped by
-    /// `--by` (the other filters applied by the kernel, or by `filter`).
-    pub fn by_culprit(&self, s: &Snapshot, filter: &Filter, by: &[Dim]) -> Snapshot {
-        crate::culprit::group::apply(s, filter, by, self.culprit.as_deref())
-    }
-
     /// The filter as given, with the namespace taken as written (a recording's namespace is
     /// matched by its name or inode, whatever this machine has).
     pub fn filter(&self) -> Filter {
@@ -154,63 +146,6 @@ impl Selection {
         Ok(f)
     }
 
-    /// The filter and grouping for counts read from a recording: refused if the recording
-    /// lacks a dimension they need, or names no namespace or interface given.
-    pub fn recorded(&self, s: &Snapshot) -> anyhow::Result<(Filter, Vec<Dim>)> {
-        self.recorded_all(&[s])
-    }
-
-    /// [`Selection::recorded`] for counts read from several inputs that are shown side by
-    /// side: an unchanged `--by` groups them by the dimensions they all have; a filter or
-    /// grouping is refused if one lacks a dimension it needs, and a namespace, interface or
-    /// reason given must be known to one of them.
-    pub fn recorded_all(&self, snaps: &[&Snapshot]) -> anyhow::Result<(Filter, Vec<Dim>)> {
-        let f = self.filter();
-        // An unchanged --by shows the recordings as they were counted.
-        let by = if self.default_by() {
-            let had: Vec<Vec<Dim>> = snaps.iter().filter_map(|s| group::dims_of(s)).collect();
-            if had.is_empty() {
-                Dim::ALL.to_vec()
-            } else {
-                (Dim::ALL.into_iter())
-                    .filter(|d| had.iter().all(|h| h.contains(d)))
-                    .collect()
-            }
-        } else {
-            self.by.clone()
-        };
-        for s in snaps {
-            group::check(s, &f, &by).map_err(|e: MissingDim| anyhow::anyhow!("{e}"))?;
-        }
-        let drops = || snaps.iter().flat_map(|s| s.drops.iter());
-        let empty = drops().next().is_none();
-        if let Some(ns) = &f.netns {
-            let known = drops().any(|d| {
-                d.key.attr.netns_name.as_deref() == Some(ns.text.as_str())
-                    || d.key.attr.netns == ns.inode
-            });
-            if !known && !empty {
-                anyhow::bail!(
-                    "--netns {:?}: no namespace of this name in the recording",
-                    ns.text
-                );
-            }
-        }
-        // A reason no kernel has (a typo) would match nothing, silently.
-        let seen: std::collections::BTreeSet<String> =
-            drops().map(|d| d.key.reason.name.to_string()).collect();
-        for name in f.reasons.iter().chain(&f.exclude_reasons) {
-            check_reason(name, &seen)?;
-        }
-        if let Some(dev) = &f.device
-            && !empty
-            && !drops().any(|d| d.key.attr.device.as_deref() == Some(dev.as_str()))
-        {
-            anyhow::bail!("--device {dev:?}: no interface of this name in the recording");
-        }
-        Ok((f, by))
-    }
-
     /// A one-line description of the filters, for headers and reports (None without any).
     pub fn describe(&self) -> Option<String> {
         let mut parts = Vec::new();
@@ -221,7 +156,7 @@ impl Selection {
             parts.push(format!("device {d}"));
         }
         if let Some(p) = self.protocol {
-            parts.push(format!("protocol {}", group::protocol_name(p)));
+            parts.push(format!("protocol {}", dims::protocol_name(p)));
         }
         if let Some(p) = self.port {
             parts.push(format!("port {p}"));
@@ -242,7 +177,7 @@ impl Selection {
 /// Refuses a reason name that neither `seen` (names of the counts at hand) nor the reason
 /// guide has, with the closest names: a typo would match nothing, silently.
 pub fn check_reason(name: &str, seen: &std::collections::BTreeSet<String>) -> anyhow::Result<()> {
-    let n = group::reason_name(name);
+    let n = dims::reason_name(name);
     let guide = crate::explain::Guide::builtin();
     if !seen.contains(&n) && !guide.reasons().iter().any(|e| e.name == n) {
         let near = crate::suggest::did_you_mean(
@@ -257,7 +192,7 @@ pub fn check_reason(name: &str, seen: &std::collections::BTreeSet<String>) -> an
 }
 
 fn parse_protocol(s: &str) -> Result<u8, String> {
-    group::protocol_number(s).ok_or_else(|| {
+    dims::protocol_number(s).ok_or_else(|| {
         format!("{s:?}: give udp, tcp, icmp, icmpv6, sctp, hopopt or a number 0-255")
     })
 }

@@ -17,13 +17,14 @@ use crate::{
     cli::{CheckArgs, JudgeFormat},
     model::{
         DropKey,
-        budget::{self, Clause, Verdict},
+        budget::{self, Verdict},
         compare::{self, DiffKey, Side},
         group::Dim,
         programs::{self, is_program_reason},
     },
     output::{NumberColumn, write_key_table},
     probe::reasons::ReasonTable,
+    vocab::budget::Clause,
 };
 
 /// How often `check` reads the kernel's counters while it counts (for a ratio budget).
@@ -209,7 +210,8 @@ mod tests {
             sent: None,
             programs: false,
         };
-        let clauses = ["NO_SOCKET<1/s", "total<1000/s"].map(|c| budget::parse(c).expect(c));
+        let clauses =
+            ["NO_SOCKET<1/s", "total<1000/s"].map(|c| crate::vocab::budget::parse(c).expect(c));
         let verdicts = budget::judge(&clauses, &side, None, "live").expect("judged");
         let result = CheckOutput {
             run: Run {

@@ -15,6 +15,7 @@ pub mod live;
 mod reasons;
 mod replay;
 pub mod report;
+mod selection;
 
 use std::{io::IsTerminal, path::Path, sync::Arc, time::Duration};
 

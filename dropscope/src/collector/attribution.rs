@@ -3,7 +3,7 @@
 use super::*;
 use crate::{
     clock::{monotonic_ms, unix_ms},
-    model::socket::{About, Socket, Via},
+    vocab::socket::{About, Socket, Via},
 };
 
 impl Collector {

@@ -28,7 +28,7 @@ impl Collector {
         let searching = k.programs.as_ref().is_ok_and(|p| p.searching());
         let due = last || searching || k.read_at.is_none_or(|t| t.elapsed() >= k.pace.get());
         if due && !k.counters.awaiting() {
-            let mut wanted = kcounters::drop_netns(&self.last);
+            let mut wanted = super::kernel_source::drop_netns(&self.last);
             if let Ok(p) = &k.programs {
                 wanted.extend(p.homes());
             }
@@ -90,7 +90,8 @@ impl Collector {
     }
 
     /// Puts the frames XDP programs dropped (read with their counts) among the snapshot's
-    /// samples, as the samples of their verdict's row, in place of those put there before.
+    /// samples, as the samples of their verdict's row (keyed as
+    /// [`crate::model::programs::counter_key`] keys it), in place of those put there before.
     pub(super) fn program_samples(&mut self) {
         let Some(k) = &self.kernel else {
             return;
@@ -100,7 +101,14 @@ impl Collector {
         };
         let samples = &mut self.last.samples;
         samples.retain(|s| !crate::model::programs::is_program(&s.key));
-        samples.extend(p.samples(k.counters.initial_netns()));
+        let initial = k.counters.initial_netns();
+        samples.extend(p.samples().into_iter().filter_map(|v| {
+            let key = crate::model::programs::counter_key(v.netns, &v.counter, initial, None)?;
+            Some(crate::model::KeySamples {
+                key,
+                packets: v.packets,
+            })
+        }));
     }
 
     /// Runs a collector on a thread of its own (the symbolizer is not `Send`), feeding a

@@ -2,7 +2,7 @@
 //! probe's maps.
 use std::{sync::Arc, time::Instant};
 
-use crate::{kcounters::KernelCounters, source::KernelPace};
+use crate::{kcounters::KernelCounters, model::Snapshot, source::KernelPace};
 
 /// The kernel's counters as the collector reads them: before the maps, on their own pace.
 pub struct KernelSource {
@@ -43,4 +43,12 @@ impl KernelSource {
             }
         }
     }
+}
+
+/// The namespaces where drops were seen (inode numbers), to read their counters too.
+pub(super) fn drop_netns(snap: &Snapshot) -> Vec<u64> {
+    let mut v: Vec<u64> = snap.drops.iter().filter_map(|d| d.key.attr.netns).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
 }

@@ -13,7 +13,7 @@ use std::{
 
 use crate::{
     kcounters::{holders::Bounds, sockets},
-    model::socket::About,
+    vocab::socket::About,
 };
 
 /// Sockets remembered (more than the probe's keys hold: each key has at most one).

@@ -10,9 +10,9 @@
 use std::collections::HashMap;
 
 use super::{Culprit, Who};
-use crate::model::{
-    DropKey, Snapshot,
-    socket::{About, Socket, Via, buffer_reason},
+use crate::{
+    model::{DropKey, Snapshot, socket::buffer_reason},
+    vocab::socket::{About, Socket, Via},
 };
 
 /// Whether a drop of reason `name` is the socket's doing (its buffer, its filter, its queue).
@@ -73,7 +73,7 @@ pub fn culprit(key: &DropKey) -> Option<Culprit> {
     })
 }
 
-fn who(s: &Socket, f: &crate::model::socket::Found, buffer: bool) -> Who {
+fn who(s: &Socket, f: &crate::vocab::socket::Found, buffer: bool) -> Who {
     let t = |x: &str| crate::sanitize::terminal(x).into_owned();
     let mut processes: Vec<String> = (f.holders.iter())
         .map(|h| format!("{}[{}]", t(&h.comm), h.pid))

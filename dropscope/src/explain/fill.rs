@@ -107,7 +107,7 @@ impl Ways {
                     way_in(
                         ns,
                         self.initial.unwrap_or(0),
-                        Path::new(crate::model::kernel::RUN_NETNS),
+                        Path::new(crate::vocab::reading::RUN_NETNS),
                         Path::new("/proc"),
                     )
                 })

@@ -8,7 +8,7 @@ use std::{
     path::Path,
 };
 
-use crate::model::kernel::Holder;
+use crate::vocab::socket::Holder;
 
 /// How far one scan looks.
 #[derive(Clone, Copy, Debug)]

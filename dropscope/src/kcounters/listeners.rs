@@ -29,7 +29,7 @@ use super::{
     },
     parse::Counters,
 };
-use crate::model::kernel::{Holder, Listener};
+use crate::vocab::{reading::Listener, socket::Holder};
 
 /// The counter whose growth a full accept queue explains.
 pub const LISTEN_DROPS: &str = "TcpExt:ListenDrops";

@@ -16,6 +16,12 @@
 //! namespace but the initial one is held open between calls, so none is kept alive. Where a
 //! namespace's `TcpExt:ListenDrops` is not zero, its reading also finds the TCP listeners
 //! whose accept queue is full, and who holds them ([`listeners`]).
+//!
+//! A window's bookkeeping over the values read, before a reading is made of them: a device
+//! renamed or gone between two readings ([`rename`]), a counter that went back or left a
+//! reading ([`resets`]), and whether a counter grew in the window ([`window`]). It needs the
+//! raw values and each namespace's baseline, which only the readers hold (a reading carries
+//! growth alone).
 pub mod ethtool;
 mod guarded;
 pub mod holders;
@@ -25,8 +31,11 @@ pub mod netlink;
 pub mod netns;
 pub mod nftables;
 pub mod parse;
+pub mod rename;
+pub mod resets;
 pub mod rtnl;
 pub mod sockets;
+pub mod window;
 pub mod xsk;
 
 #[cfg(test)]
@@ -42,10 +51,9 @@ use self::{
     netns::{Keep, MAX_READ_PER_POLL, Namespaces, Reading},
     parse::Counters,
 };
-use crate::{
-    ledger::{rename, resets, window},
-    model::{KernelReading, Snapshot, kernel::Growth},
-    vocab::counter::{Counter, SOFTNET_DROPPED},
+use crate::vocab::{
+    counter::{Counter, SOFTNET_DROPPED},
+    reading::{Growth, KernelReading, Listener},
 };
 
 /// Reads the kernel's counters at the start of a window and on every poll.
@@ -74,7 +82,7 @@ pub struct KernelCounters {
     carried: BTreeMap<u64, Counters>,
     /// The TCP listeners whose accept queue was full, per namespace, as its latest reading
     /// found them.
-    listeners: BTreeMap<u64, Vec<crate::model::kernel::Listener>>,
+    listeners: BTreeMap<u64, Vec<Listener>>,
     /// The cookie of the namespace each inode's latest reading read (where it was read).
     cookies: BTreeMap<u64, u64>,
     /// Each namespace's drop rules and their counters' growth (see [`nftables`]).
@@ -392,7 +400,7 @@ impl KernelCounters {
             // device renamed between them.
             let named: BTreeSet<&str> = g
                 .keys()
-                .filter_map(|n| crate::model::devices::device_of(n))
+                .filter_map(|n| crate::vocab::devices::device_of(n))
                 .collect();
             let known = (self.devices.get(ns).into_iter().flatten())
                 .filter(|(_, name)| named.contains(name.as_str()))
@@ -416,12 +424,4 @@ impl KernelCounters {
             attributed: true,
         }
     }
-}
-
-/// The namespaces where drops were seen (inode numbers), to read their counters too.
-pub fn drop_netns(snap: &Snapshot) -> Vec<u64> {
-    let mut v: Vec<u64> = snap.drops.iter().filter_map(|d| d.key.attr.netns).collect();
-    v.sort_unstable();
-    v.dedup();
-    v
 }

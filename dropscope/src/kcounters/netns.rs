@@ -33,7 +33,7 @@ use std::{
 use anyhow::Context as _;
 
 use super::{hooks::Hooked, parse, parse::Counters, rtnl::Found};
-use crate::model::{devices::Devices, kernel::RUN_NETNS};
+use crate::vocab::{devices::Devices, reading::RUN_NETNS};
 
 /// The most namespaces read in one poll, the initial one included.
 pub const MAX_READ_PER_POLL: usize = 256;
@@ -87,7 +87,7 @@ pub struct Reading {
     /// The devices of each namespace whose links were read, by interface index.
     pub devices: BTreeMap<u64, Devices>,
     /// The TCP listeners whose accept queue was full, per namespace read where any was.
-    pub listeners: BTreeMap<u64, Vec<crate::model::kernel::Listener>>,
+    pub listeners: BTreeMap<u64, Vec<crate::vocab::reading::Listener>>,
     /// The nftables ruleset of each namespace read (where the kernel has nf_tables).
     pub rulesets: BTreeMap<u64, crate::culprit::ruleset::Ruleset>,
 }

@@ -2,8 +2,8 @@
 //! header and value lines), `/proc/net/snmp6` (a name and a value per line),
 //! `/proc/net/softnet_stat` (hex columns per CPU) and `/proc/net/dev`.
 
-pub use crate::model::kernel::Counters;
 use crate::vocab::counter::Counter;
+pub use crate::vocab::counter::Counters;
 
 /// Adds the counters of an SNMP-style file that `keep` wants: `Group: Name1 Name2` followed
 /// by `Group: v1 v2`. Malformed lines are skipped (the file is the kernel's; nothing here can

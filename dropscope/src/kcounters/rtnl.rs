@@ -27,7 +27,7 @@ use super::{
     netlink::{DUMP_TIME, RECV_TIMEOUT},
     parse::Counters,
 };
-use crate::{model::devices::Devices, vocab::counter::Counter};
+use crate::vocab::{counter::Counter, devices::Devices};
 
 /// The most links, or qdiscs, one dump reads in one namespace.
 pub const MAX_ENTRIES: usize = 2048;
@@ -71,7 +71,7 @@ pub struct Found {
     /// What could not be read, or was cut.
     pub notes: Vec<String>,
     /// The TCP listeners whose accept queue is full (see [`super::listeners`]).
-    pub listeners: Vec<crate::model::kernel::Listener>,
+    pub listeners: Vec<crate::vocab::reading::Listener>,
     /// The namespace's nftables ruleset (see [`super::nftables`]).
     pub ruleset: Option<crate::culprit::ruleset::Ruleset>,
 }

@@ -13,7 +13,7 @@ use std::{
 };
 
 use super::holders::{self, Bounds};
-use crate::model::socket::{About, Found, MAX_HOLDERS};
+use crate::vocab::socket::{About, Found, MAX_HOLDERS};
 
 /// How far one lookup looks for the holders of the sockets asked about.
 pub const BOUNDS: Bounds = Bounds {

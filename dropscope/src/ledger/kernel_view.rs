@@ -43,7 +43,7 @@ pub struct KernelView {
     pub counter_only: Option<Vec<crate::model::DropCount>>,
     /// The TCP listeners whose accept queue was full when the counters were read, per
     /// namespace (see [`listeners`]): shown on the namespace's `TcpExt:ListenDrops` row.
-    pub listeners: BTreeMap<u64, Vec<crate::model::kernel::Listener>>,
+    pub listeners: BTreeMap<u64, Vec<crate::vocab::reading::Listener>>,
 }
 
 impl KernelView {
@@ -66,7 +66,7 @@ impl KernelView {
 
     /// The full listeners a counter-only row names (see
     /// [`crate::model::counter_only::listeners`]); none for any other row.
-    pub fn listeners_of(&self, key: &crate::model::DropKey) -> &[crate::model::kernel::Listener] {
+    pub fn listeners_of(&self, key: &crate::model::DropKey) -> &[crate::vocab::reading::Listener] {
         crate::model::counter_only::listeners(&self.listeners, key)
     }
 

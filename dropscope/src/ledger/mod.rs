@@ -1,7 +1,6 @@
 //! The drop ledger, pure: the kernel's counters as the readers of [`crate::kcounters`] read
 //! them, taken over one window and set beside the probe's drops. Which counters count which
-//! drops ([`map`]) and which layer each belongs to ([`layers`]); a window's bookkeeping when a
-//! device is renamed or gone ([`rename`]) or a counter goes back ([`resets`]); the drops only a
+//! drops ([`map`]) and which layer each belongs to ([`layers`]); the drops only a
 //! counter saw ([`unseen`]), drop ratios ([`ratio`]) and every layer reconciled
 //! ([`reconcile`]). No I/O: the TUI, `report` and the exporter import this, never the readers.
 mod kernel_view;
@@ -9,10 +8,7 @@ pub mod layers;
 pub mod map;
 pub mod ratio;
 pub mod reconcile;
-pub mod rename;
-pub mod resets;
 pub mod unseen;
-pub mod window;
 
 pub use self::{
     kernel_view::{KernelView, view},

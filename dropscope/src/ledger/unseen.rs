@@ -9,8 +9,8 @@ use super::{
     layers::{self, Role},
     map::{self, Scope},
 };
-use crate::model::{KernelReading, kernel::Counters};
 use crate::vocab::counter::Counter;
+use crate::{model::KernelReading, vocab::counter::Counters};
 
 /// How much one kernel counter grew in one namespace over the window.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

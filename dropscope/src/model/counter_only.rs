@@ -17,13 +17,12 @@
 //! then, and none in a replay of a recording before format 8 (which does not carry them).
 use std::{collections::BTreeMap, sync::Arc};
 
-use super::{
-    Attribution, DropCount, DropKey, KernelReading, Reason, Snapshot, kernel::Listener, programs,
-};
+use super::{Attribution, DropCount, DropKey, KernelReading, Reason, Snapshot, programs};
 use crate::ledger::{
     layers,
     unseen::{self, Alone},
 };
+use crate::vocab::reading::Listener;
 
 /// The bit set in a counter-only row's reason code (kernel reasons are small enum values,
 /// programs' rows have [`programs::PROGRAM_REASON`]).

@@ -3,10 +3,11 @@
 //! the encoding in `probe::filter`).
 use std::{collections::HashMap, sync::Arc};
 
-use super::{DropCount, DropKey, KeySamples, Reason, Sample, Snapshot, StackCount, packet};
+use super::{DropCount, DropKey, KeySamples, Reason, Sample, Snapshot, StackCount};
 pub use crate::vocab::dims::{
     Dim, Filter, NetnsFilter, protocol_name, protocol_number, reason_name,
 };
+use crate::vocab::packet;
 
 /// A stack's frames, as a snapshot holds them.
 type Frames = Arc<[Arc<str>]>;

@@ -3,11 +3,9 @@
 pub mod budget;
 pub mod compare;
 pub mod counter_only;
-pub mod devices;
 pub mod group;
 pub mod kernel;
 pub mod notes;
-pub mod packet;
 pub mod poisson;
 pub mod programs;
 pub mod snapshot;
@@ -17,8 +15,8 @@ pub mod table;
 pub mod verdict_counter;
 pub mod window;
 
-pub use kernel::KernelReading;
-pub use packet::Sample;
+pub use crate::vocab::packet::Sample;
+pub use crate::vocab::reading::KernelReading;
 pub use snapshot::{
     Attribution, DropCount, DropKey, Health, KeySamples, Reason, SessionInfo, Snapshot, StackCount,
 };

@@ -11,10 +11,10 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use super::{
-    kernel::KernelReading,
     snapshot::{Attribution, DropCount, DropKey, Reason, Snapshot},
     verdict_counter::parse,
 };
+use crate::vocab::reading::KernelReading;
 
 /// The bit set in a program row's reason code (kernel reasons are small enum values).
 pub const PROGRAM_REASON: u32 = dropscope_common::reason::PROGRAM;

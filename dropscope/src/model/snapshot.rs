@@ -3,8 +3,8 @@ use std::{sync::Arc, time::Duration};
 
 use serde::{Deserialize, Serialize};
 
-use super::packet::Sample;
 pub use crate::vocab::dims::Reason;
+use crate::vocab::packet::Sample;
 
 /// What a drop count is keyed by: reason, symbolized kernel location, and which packets.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -52,7 +52,7 @@ pub struct Attribution {
     /// The socket the drop had reached (its inode), with what was found of it (shared: a key
     /// is cloned often, and most have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub socket: Option<Arc<super::socket::Socket>>,
+    pub socket: Option<Arc<crate::vocab::socket::Socket>>,
     /// Who dropped them, where the counts are grouped by culprit (`--by culprit`): derived
     /// beside the key from the kernel's view, per snapshot, and part of the grouped row's
     /// identity by its label (see [`crate::culprit::group`]). `None` where not grouped by it.
@@ -68,7 +68,7 @@ type Identity<'a> = (
     Option<&'a str>,
     Option<&'a str>,
     Option<u16>,
-    Option<(super::socket::Via, u32)>,
+    Option<(crate::vocab::socket::Via, u32)>,
     Option<&'a str>,
 );
 
@@ -195,7 +195,7 @@ pub struct Snapshot {
     /// The kernel's own counters, read before this snapshot's counts (where read: live when a
     /// consumer asks for them, and in recordings made so).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kernel: Option<Arc<super::kernel::KernelReading>>,
+    pub kernel: Option<Arc<crate::vocab::reading::KernelReading>>,
 }
 
 impl Snapshot {

@@ -233,8 +233,8 @@ pub struct JsonListener {
     pub detail: String,
 }
 
-impl From<&crate::model::kernel::Listener> for JsonListener {
-    fn from(l: &crate::model::kernel::Listener) -> Self {
+impl From<&crate::vocab::reading::Listener> for JsonListener {
+    fn from(l: &crate::vocab::reading::Listener) -> Self {
         JsonListener {
             addr: crate::sanitize::terminal(&l.addr).into_owned(),
             port: l.port,
@@ -702,7 +702,7 @@ mod tests {
 
     #[test]
     fn a_listen_drops_row_names_the_full_listeners_of_its_namespace() {
-        use crate::model::kernel::{Holder, Listener};
+        use crate::vocab::{reading::Listener, socket::Holder};
         let mut reading = crate::model::KernelReading {
             initial_netns: 1,
             ..Default::default()

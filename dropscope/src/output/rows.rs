@@ -84,7 +84,7 @@ impl<'a> NameRanks<'a> {
         [Option<u32>; 3],
         Option<u16>,
         Option<u32>,
-        Option<(crate::model::socket::Via, u32)>,
+        Option<(crate::vocab::socket::Via, u32)>,
         Option<std::sync::Arc<str>>,
     ) {
         let (k, a) = (&d.key, &d.key.attr);

@@ -21,10 +21,8 @@ use crate::{
         programs::{Attached, TcFilter},
         ruleset::{Chain, ChainId, Grown, Rule, RulesWindow, Verdict},
     },
-    model::{
-        KernelReading,
-        kernel::{Holder, Listener},
-    },
+    model::KernelReading,
+    vocab::{reading::Listener, socket::Holder},
 };
 
 /// Largest attribution frame payload, decompressed.

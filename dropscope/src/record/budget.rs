@@ -41,7 +41,7 @@ pub const MAX_CHAIN_BYTES: u64 = 256 << 20;
 /// Sampled packets a recording may define (the kernel samples 1,024 keys at a time, 8 each).
 pub const MAX_SAMPLES: usize = 64 << 10;
 /// Sampled packets of one key (the first few drops of a key are kept, never more).
-pub const MAX_SAMPLES_PER_KEY: usize = crate::model::packet::PER_KEY;
+pub const MAX_SAMPLES_PER_KEY: usize = crate::vocab::packet::PER_KEY;
 /// Times a key's names (namespace, device) may be written again after its definition: a
 /// name that keeps changing (a process renaming itself) is recorded this often, then kept.
 pub const MAX_RENAMES_PER_KEY: u8 = 8;

@@ -9,7 +9,10 @@ use super::{
     format::{FILE_HEADER_LEN, Kind, MAGIC, MAX_STRING, VERSION, push_frame, put_str, put_uvarint},
     health,
 };
-use crate::model::{Sample, SessionInfo, Snapshot, packet::PER_KEY};
+use crate::{
+    model::{Sample, SessionInfo, Snapshot},
+    vocab::packet::PER_KEY,
+};
 
 /// A keyframe is written at least this often (in recorded time) ...
 pub const KEYFRAME_EVERY: Duration = Duration::from_secs(30);

@@ -5,7 +5,10 @@
 use std::sync::Arc;
 
 use super::format::{Malformed, Reader, put_str, put_uvarint};
-use crate::model::{KernelReading, devices::Devices, kernel::Growth};
+use crate::{
+    model::KernelReading,
+    vocab::{devices::Devices, reading::Growth},
+};
 
 /// Largest kernel frame payload, decompressed: a bound on what one reading can make us keep
 /// and print.

@@ -62,7 +62,7 @@ pub fn encode(before: &KernelReading, now: &KernelReading, full: usize) -> Optio
     {
         return None;
     }
-    let empty = crate::model::kernel::Growth::new();
+    let empty = crate::vocab::reading::Growth::new();
     let mut blocks = Vec::new();
     let namespaces: std::collections::BTreeSet<&u64> =
         before.netns.keys().chain(now.netns.keys()).collect();

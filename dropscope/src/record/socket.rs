@@ -8,7 +8,7 @@ use super::{
     budget::MAX_RENAMES_PER_KEY,
     format::{Malformed, Reader, put_uvarint},
 };
-use crate::model::socket::{About, Found, MAX_HOLDERS, Socket, Via};
+use crate::vocab::socket::{About, Found, Holder, MAX_HOLDERS, Socket, Via};
 
 /// What a socket's `about` is written as: its bytes with string ids (compared to know when it
 /// changed).
@@ -92,7 +92,7 @@ pub(super) fn decode(
                 .map(|_| {
                     let pid = r.u32()?;
                     let comm = take(r.uvarint()?)?.to_string();
-                    Ok(crate::model::kernel::Holder { pid, comm })
+                    Ok(Holder { pid, comm })
                 })
                 .collect::<Result<Vec<_>, Malformed>>()?;
             let more_holders = r.u32()?;

@@ -8,10 +8,9 @@ use super::{
     socket,
     tests::{decode_all, key, session},
 };
-use crate::model::{
-    DropCount, DropKey, Snapshot,
-    kernel::Holder,
-    socket::{About, Found, MAX_HOLDERS, Socket, Via},
+use crate::{
+    model::{DropCount, DropKey, Snapshot},
+    vocab::socket::{About, Found, Holder, MAX_HOLDERS, Socket, Via},
 };
 
 fn with_socket(inode: u32, about: About) -> DropKey {

@@ -848,7 +848,7 @@ fn a_series_names_its_culprit_in_a_label() {
 /// place of --max-series: 3 sockets and another site under a cap of 2 are both exported.
 #[test]
 fn a_drop_sites_sockets_are_one_series_of_one_place() {
-    use crate::model::socket::{About, Socket, Via};
+    use crate::vocab::socket::{About, Socket, Via};
     let sock = |inode: u32, count: u64| {
         let mut d = attributed(
             "SOCKET_RCVBUFF",

@@ -292,7 +292,7 @@ impl Session {
         let way = crate::explain::fill::way_in(
             ns,
             k.initial_netns,
-            std::path::Path::new(crate::model::kernel::RUN_NETNS),
+            std::path::Path::new(crate::vocab::reading::RUN_NETNS),
             std::path::Path::new("/proc"),
         );
         self.state.ways.insert(ns, way);

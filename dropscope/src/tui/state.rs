@@ -5,11 +5,12 @@ use crate::{
     ledger::KernelView,
     model::group::{self as select, Dim},
     model::{
-        DropKey, Sample, SessionInfo, StackCount, packet,
+        DropKey, Sample, SessionInfo, StackCount,
         stacks::{StackTree, TreeLine},
         table::{Row, SortKey, Tracker, matches},
     },
     source::ReplayStatus,
+    vocab::packet,
 };
 
 /// The coarser groupings `b` offers after the finest one (each where the finest has all of

@@ -2,7 +2,10 @@
 //! (`Link:eth0:rx_dropped`, `Xdp:veth1:xdpdrv:drop_udp#42:drop`, `Udp:NoPorts`) is the one
 //! readings, recordings, JSON and metric labels carry: [`Counter::parse`] reads it, `Display`
 //! writes it back unchanged.
-use std::fmt;
+use std::{collections::BTreeMap, fmt};
+
+/// Counters by `Group:Name` (`nstat` names them `GroupName`), as a reading reads them.
+pub type Counters = BTreeMap<String, u64>;
 
 /// `Softnet:Dropped`: the machine's backlog drops, the sum of the CPUs'.
 pub const SOFTNET_DROPPED: &str = "Softnet:Dropped";

@@ -16,12 +16,13 @@ use super::Outcome;
 use crate::{
     cli::{DiffArgs, check_reason},
     model::{
-        budget::{self, Clause, Verdict},
+        budget::{self, Verdict},
         compare::{self, Comparison, Side},
         group::{Dim, Filter},
         programs,
     },
     record,
+    vocab::budget::Clause,
 };
 
 /// Runs `diff`.

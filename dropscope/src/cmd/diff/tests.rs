@@ -221,7 +221,7 @@ fn a_programs_verdicts_are_keys_of_the_diff_and_judged_by_budgets_never_in_the_t
         "total<150/s",
         "new-reasons=0",
     ]
-    .map(|c| budget::parse(c).expect(c));
+    .map(|c| crate::vocab::budget::parse(c).expect(c));
     let v = budget::judge(&clauses, &n, Some(&b), "new").expect("judged");
     let ok: Vec<bool> = v.iter().map(|v| v.ok).collect();
     assert_eq!(ok, [false, true, true, false], "{v:#?}");
@@ -271,8 +271,7 @@ fn a_programs_verdicts_are_keys_of_the_diff_and_judged_by_budgets_never_in_the_t
 
 #[test]
 fn a_clause_on_a_programs_verdicts_is_refused_with_drops_filtered() {
-    use crate::model::budget;
-    let clauses = ["XDP_DROP<1/s"].map(|c| budget::parse(c).expect(c));
+    let clauses = ["XDP_DROP<1/s"].map(|c| crate::vocab::budget::parse(c).expect(c));
     let filter = Filter {
         device: Some("vb".into()),
         ..Default::default()
@@ -283,7 +282,7 @@ fn a_clause_on_a_programs_verdicts_is_refused_with_drops_filtered() {
         "{err}"
     );
     assert!(super::refuse_filtered_programs(&clauses, &Filter::default()).is_ok());
-    let other = ["NO_SOCKET<1/s"].map(|c| budget::parse(c).expect(c));
+    let other = ["NO_SOCKET<1/s"].map(|c| crate::vocab::budget::parse(c).expect(c));
     assert!(super::refuse_filtered_programs(&other, &filter).is_ok());
     // A program verdict's name is known without the reason guide having it.
     super::check_budget_reasons(&clauses, &Default::default()).expect("known");

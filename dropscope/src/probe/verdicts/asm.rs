@@ -60,7 +60,7 @@ const KTIME_GET_NS: i32 = 5;
 const PROBE_READ_KERNEL: i32 = 113;
 
 /// Frames kept per XDP program: its first dropped ones.
-pub const SAMPLES_PER_PROGRAM: u32 = crate::model::packet::PER_KEY as u32;
+pub const SAMPLES_PER_PROGRAM: u32 = crate::vocab::packet::PER_KEY as u32;
 /// Bytes kept of each, from its MAC header: a VLAN-tagged Ethernet header and 128 more.
 pub const SAMPLE_BYTES: usize = 160;
 

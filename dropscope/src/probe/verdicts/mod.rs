@@ -30,9 +30,10 @@ use aya_obj::generated::bpf_prog_type;
 
 use crate::{
     kcounters::Hooked,
-    model::{DropKey, KernelReading, KeySamples, Sample},
     vocab::counter::{Counter, ProgramLayer},
     vocab::note::{PROGRAM_NOTE, UNCOUNTED},
+    vocab::packet::Sample,
+    vocab::reading::KernelReading,
 };
 
 /// The most programs watched at once.
@@ -59,6 +60,17 @@ pub const MAX_REFUSED: usize = 1024;
 /// Complete readings that look in every namespace a process is in after a new XDP or tc
 /// program is found (it may be attached a moment after it is loaded).
 pub const SEARCH_READINGS: u32 = 2;
+
+/// The frames a program dropped with one verdict, sampled in the kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerdictSamples {
+    /// The namespace (inode) of the device the program is counted on.
+    pub netns: u64,
+    /// Its verdict counter's name (`Xdp:<dev>:<hook>:<prog>#<id>:<verdict>`).
+    pub counter: String,
+    /// The frames, oldest first.
+    pub packets: Vec<Sample>,
+}
 
 /// The kind of program watched, and the verdicts that are drops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -382,12 +394,12 @@ impl Programs {
         }
     }
 
-    /// The frames each placed XDP program dropped, as the samples of its verdict's row (keyed
-    /// as [`crate::model::programs::rows`] keys it; `initial`: the initial namespace's inode).
-    /// Only IPv4 and IPv6 packets are kept, as the probe keeps them: an ARP frame, or one too
-    /// short for its link-layer header, has no header to show (and takes one of the places).
-    pub fn samples(&self, initial: u64) -> Vec<KeySamples> {
-        let mut out: Vec<KeySamples> = Vec::new();
+    /// The frames each placed XDP program dropped, by its verdict counter (the collector keys
+    /// them as the verdict's row). Only IPv4 and IPv6 packets are kept, as the probe keeps
+    /// them: an ARP frame, or one too short for its link-layer header, has no header to show
+    /// (and takes one of the places).
+    pub fn samples(&self) -> Vec<VerdictSamples> {
+        let mut out: Vec<VerdictSamples> = Vec::new();
         for (id, (ns, device, hook)) in &self.placed {
             let Some(w) = self.watched.get(id) else {
                 continue;
@@ -400,10 +412,11 @@ impl Programs {
                 if packets.is_empty() {
                     continue;
                 }
-                let counter = counter_name(w.kind, device, hook, &w.name, *id, name);
-                let key: Option<DropKey> =
-                    crate::model::programs::counter_key(*ns, &counter, initial, None);
-                out.extend(key.map(|key| KeySamples { key, packets }));
+                out.push(VerdictSamples {
+                    netns: *ns,
+                    counter: counter_name(w.kind, device, hook, &w.name, *id, name),
+                    packets,
+                });
             }
         }
         out

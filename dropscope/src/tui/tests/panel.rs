@@ -334,9 +334,9 @@ fn replay_says_when_a_recording_holds_no_counters() {
 
 #[test]
 fn a_listen_drops_row_explained_names_its_full_listener() {
-    use crate::model::{
-        counter_only,
-        kernel::{Holder, Listener},
+    use crate::{
+        model::counter_only,
+        vocab::{reading::Listener, socket::Holder},
     };
     let mut k = KernelView {
         initial_netns: 1,

@@ -1,9 +1,9 @@
 //! Whose socket in the TUI: the SOCKET column, and the row's socket line above its stacks
 //! (Enter), as found now: a socket named after Enter shows its name without leaving the view.
 use super::*;
-use crate::model::{
-    group::Dim,
-    socket::{About, Via},
+use crate::{
+    model::group::Dim,
+    vocab::socket::{About, Via},
 };
 
 fn with_socket(about: About) -> DropKey {

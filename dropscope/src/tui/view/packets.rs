@@ -7,11 +7,7 @@ use ratatui::{
     widgets::{Block, Borders, Paragraph},
 };
 
-use crate::{
-    model::group::protocol_name,
-    model::{Sample, packet},
-    sanitize,
-};
+use crate::{model::Sample, model::group::protocol_name, sanitize, vocab::packet};
 
 /// Rows the packet list wants for `packets`: title and heading, one per packet (one line
 /// saying there are none when empty).

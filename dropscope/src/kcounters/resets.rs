@@ -11,8 +11,8 @@
 use std::collections::HashSet;
 
 use super::{rename::GoneBudget, window::Window};
-use crate::model::devices::{Devices, split};
-use crate::model::kernel::Counters;
+use crate::vocab::counter::Counters;
+use crate::vocab::devices::{Devices, split};
 
 /// Adds to `now_counters` each counter of `previous` (the latest reading, its names as they
 /// are now) that this reading lacks and that grew in the `window`, unless its device is gone
@@ -104,7 +104,7 @@ pub fn carry_resets(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::devices::tests::{counters, devices};
+    use crate::vocab::devices::tests::{counters, devices};
 
     /// The window's growth of `name`.
     fn growth(now: &Counters, base: &Counters, carried: &Counters, name: &str) -> u64 {

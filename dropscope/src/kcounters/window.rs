@@ -1,6 +1,6 @@
 //! A namespace's window over the counters: its baseline and the growth carried from counters
-//! that went back ([`crate::ledger::resets`]), which say whether a counter grew in it.
-use crate::model::kernel::Counters;
+//! that went back ([`crate::kcounters::resets`]), which say whether a counter grew in it.
+use crate::vocab::counter::Counters;
 
 /// A namespace's baseline and carried growth: whether a counter grew in the window.
 #[derive(Clone, Copy, Debug, Default)]

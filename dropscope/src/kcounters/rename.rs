@@ -12,9 +12,9 @@
 use std::collections::HashMap;
 
 use super::window::Window;
-use crate::model::devices::split;
-pub use crate::model::devices::{Devices, follow};
-use crate::model::kernel::Counters;
+use crate::vocab::counter::Counters;
+use crate::vocab::devices::split;
+pub use crate::vocab::devices::{Devices, follow};
 
 /// Adds to `now_counters` (read with the devices `now`) the counters of `latest` (read with
 /// the devices `before`) of each device gone since, and of each kept so before, that grew
@@ -147,7 +147,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::model::devices::tests::{counters, devices};
+    use crate::vocab::devices::tests::{counters, devices};
 
     #[test]
     fn a_gone_device_keeps_its_last_values_unless_its_name_was_taken() {
