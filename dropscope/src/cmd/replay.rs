@@ -11,7 +11,7 @@ pub async fn replay_cmd(
     window: &crate::cli::InputWindow,
     dir: &Path,
     select: &crate::cli::Selection,
-    budget: Vec<crate::model::budget::Clause>,
+    budget: Vec<crate::vocab::budget::Clause>,
 ) -> anyhow::Result<()> {
     let file = window.input.as_deref().unwrap_or(Path::new("-"));
     if file.is_dir() {
@@ -58,7 +58,7 @@ async fn replay_recording(
     history: Option<(
         crate::history::timeline::Timeline,
         &Path,
-        Vec<crate::model::budget::Clause>,
+        Vec<crate::vocab::budget::Clause>,
     )>,
 ) -> anyhow::Result<()> {
     // What the recording holds so far decides which filters and groupings it can take.

@@ -13,13 +13,14 @@ use super::{
 use crate::{
     model::{
         Snapshot,
-        budget::{self, Clause, Subject, Verdict},
+        budget::{self, Verdict},
         compare::{self as model, Comparison},
         group::{self, Dim, Filter},
         notes::SINCE_START,
         programs,
     },
     sanitize::terminal,
+    vocab::budget::{Clause, Subject},
 };
 
 /// One side of the comparison.

@@ -31,7 +31,7 @@ pub struct CompareSource {
     /// The grouping of the command line.
     pub by: Vec<crate::model::group::Dim>,
     /// The budget clauses of the command line, judged on the window shown.
-    pub budget: Vec<crate::model::budget::Clause>,
+    pub budget: Vec<crate::vocab::budget::Clause>,
 }
 
 /// Puts `command` on the clipboard through the terminal (OSC 52): base64, so nothing in it

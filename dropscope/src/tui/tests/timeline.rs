@@ -265,7 +265,7 @@ fn v_with_budgets_marks_the_rows_over_budget() {
     };
     let judged = |clauses: &[&str]| {
         let budget: Vec<_> = (clauses.iter())
-            .map(|c| crate::model::budget::parse(c).expect("clause"))
+            .map(|c| crate::vocab::budget::parse(c).expect("clause"))
             .collect();
         crate::history::compare::compare_window(
             tmp.path(),
