@@ -554,6 +554,7 @@ mod tests {
             device: None,
             protocol: None,
             port: None,
+            culprit: None,
         }
     }
 
