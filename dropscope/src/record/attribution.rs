@@ -1,5 +1,5 @@
-//! Attribution frames (format version 8; their deltas, version 9, in
-//! [`super::attribution_delta`]): what a kernel reading says of who could have dropped,
+//! Attribution frames (format version 8; their deltas, version 9, are
+//! `attribution_delta`'s): what a kernel reading says of who could have dropped,
 //! beside its counters: each namespace's nftables drop rules and chains with their counters'
 //! growth ([`RulesWindow`]), the BPF programs attached to its devices ([`Attached`]) and its
 //! full TCP listeners ([`Listener`]). Written when they change, before the first snapshot frame
@@ -157,9 +157,14 @@ fn chain_id(r: &mut Reader) -> Result<ChainId, Malformed> {
     })
 }
 
+/// A window's flags as a frame writes them.
+pub(super) fn bits(w: &RulesWindow) -> u64 {
+    u64::from(w.whole) | u64::from(w.late) << 1 | u64::from(w.changed) << 2
+}
+
 fn put_window(out: &mut Vec<u8>, w: &RulesWindow) {
     put_uvarint(out, u64::from(w.generation));
-    put_uvarint(out, super::attribution_delta::bits(w));
+    put_uvarint(out, bits(w));
     let chains = &w.chains[..w.chains.len().min(MAX_RULES)];
     let rules = &w.rules[..w.rules.len().min(MAX_RULES - chains.len())];
     put_uvarint(out, chains.len() as u64);

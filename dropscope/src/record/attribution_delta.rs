@@ -7,7 +7,7 @@
 //! [`FULL_EVERY`] and [`WRITE_CHAIN`] deltas, so a seek applies a bounded number; a history's
 //! segment is a recording of its own and starts with one.
 use super::{
-    attribution::{Attribution, MAX_FRAME, MAX_RULES},
+    attribution::{Attribution, MAX_FRAME, MAX_RULES, bits},
     format::{Malformed, Reader, apply_zigzag, each_netns, put_uvarint, zigzag_diff},
 };
 use crate::{
@@ -27,11 +27,6 @@ pub const FULL_EVERY: std::time::Duration = std::time::Duration::from_secs(600);
 fn written(w: &RulesWindow) -> usize {
     let chains = w.chains.len().min(MAX_RULES);
     w.rules.len().min(MAX_RULES - chains)
-}
-
-/// A window's flags as a frame writes them.
-pub(super) fn bits(w: &RulesWindow) -> u64 {
-    u64::from(w.whole) | u64::from(w.late) << 1 | u64::from(w.changed) << 2
 }
 
 /// Whether two rules are the same but for their counters.
