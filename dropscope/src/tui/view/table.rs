@@ -301,8 +301,10 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
     let program = shown.iter().any(|r| counter_only::is_beside(&r.key));
     let by_reason = program || dims.contains(&Dim::Reason);
     let by_location = program || dims.contains(&Dim::Location);
-    // The location (where in the kernel) keeps at least LOCATION_MIN columns: long socket or
-    // culprit cells are cut first (their whole text is in the Enter and `e` views).
+    // The location (where in the kernel) keeps LOCATION_MIN columns where it can: long socket
+    // or culprit cells are cut first (their whole text is in the Enter and `e` views), WHO no
+    // narrower than its cells' shortest useful form (a program's name: at 100 columns the
+    // location is then narrower).
     let mut attr_widths: Vec<u16> = attrs.iter().map(|(_, w)| *w).collect();
     let mut who_cut = who_width;
     if by_location {
