@@ -127,6 +127,16 @@ pub enum Command {
     /// two counts given their windows' lengths) gives a p-value below --alpha. Exit status: 1
     /// when a --budget clause is broken (or, with --fail-on-regression, a key's rate went up
     /// significantly), 2 on a usage error, including a clause the inputs cannot answer.
+    ///
+    /// With --by ...,culprit, each run's culprits are derived from its own recording (as
+    /// `report --input` derives them), and rows are matched across the runs by their culprit's
+    /// stable label: its certainty and who it names (a rule by family, table, chain and handle,
+    /// a chain's policy by its chain, a program by its name and attach point without its id,
+    /// a socket by its holders' names without process ids, its protocol and local address). A
+    /// row whose culprit differs between the runs (another rule, or exact in one run and a
+    /// candidate in the other) is two rows, one only in BASE and one only in NEW, never one.
+    /// A JSON report carries no kernel view: it is refused as an input with --by culprit or
+    /// --culprit.
     Diff(DiffArgs),
     /// Count live for --duration, then judge the drops against budgets: exit status 1 when a
     /// clause is broken, naming it and what broke it; 0 when every clause holds.

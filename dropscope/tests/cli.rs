@@ -229,7 +229,7 @@ fn the_flamegraph_says_where_it_wrote() {
 /// `--by reason,culprit` on a recording: rows grouped by who dropped them after the culprit is
 /// derived, nothing lost; rows that cannot be attributed group under `unknown` (a rule's drops
 /// recorded without the kernel's view), rows nobody is named for under `none`; `--culprit`
-/// keeps the matching rows; `diff` refuses the grouping with a usage error. The recording is
+/// keeps the matching rows; `diff` groups by it as well. The recording is
 /// one of format 1 (no kernel view at all) with firewall drops in it.
 #[test]
 fn a_recording_groups_and_filters_by_culprit() {
@@ -277,13 +277,25 @@ fn a_recording_groups_and_filters_by_culprit() {
     assert_eq!(kept.len(), 1, "{only:#}");
     assert_eq!(kept[0]["reason"], "NETFILTER_DROP");
     assert_eq!(only["total"], kept[0]["count"]);
-    let diff = run(dropscope().args(["diff", sample, sample, "--by", "culprit"]));
-    assert_eq!(diff.status.code(), Some(2), "{}", text(&diff.stderr));
-    assert!(
-        text(&diff.stderr).contains("--by culprit"),
-        "{}",
-        text(&diff.stderr)
-    );
+    // `diff` groups by culprit too: the unattributed rows of both runs are one row.
+    let diff = run(dropscope().args([
+        "diff",
+        sample,
+        sample,
+        "--by",
+        "reason,culprit",
+        "--format",
+        "json",
+    ]));
+    assert!(diff.status.success(), "{}", text(&diff.stderr));
+    let diff: serde_json::Value = serde_json::from_slice(&diff.stdout).expect("JSON");
+    let keys = diff["keys"].as_array().expect("keys");
+    let nf: Vec<_> = (keys.iter())
+        .filter(|k| k["reason"] == "NETFILTER_DROP")
+        .collect();
+    assert_eq!(nf.len(), 1, "{diff:#}");
+    assert_eq!(nf[0]["culprit"], "unknown", "{diff:#}");
+    assert_eq!(nf[0]["base_count"], row("NETFILTER_DROP")["count"]);
 }
 
 #[test]

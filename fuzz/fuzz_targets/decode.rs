@@ -15,7 +15,8 @@
 //! - 2: the rest drives a generator of snapshots, which are encoded, checked to read back
 //!   identical (up to order), then damaged by a few edits (checksums fixed) and decoded again;
 //!   its readings of the kernel carry cookies, rulesets, attached programs and listeners, so
-//!   kernel, kernel delta and attribution frames are all written, read back and damaged.
+//!   kernel, kernel delta, attribution and attribution delta frames are all written, read
+//!   back and damaged.
 #![no_main]
 
 use std::{sync::Arc, time::Duration};
@@ -376,14 +377,24 @@ fn generated(data: &[u8]) -> Option<()> {
             if let Some(v) = r.netns.values_mut().flat_map(|g| g.values_mut()).next() {
                 *v = v.saturating_add(1 + u64::from(src.byte()));
             }
-            // A rule's counter grew too, or a cookie changed: an attribution frame alone, or
-            // a kernel delta's cookies.
+            // Rules' counters grew too (an attribution delta frame, or a whole one where a
+            // counter appeared), a window's flags changed, or a cookie changed (a kernel
+            // delta's cookies).
             let g = src.byte();
-            if let Some(rule) = (r.rules.values_mut().flat_map(|w| w.rules.iter_mut()))
-                .next()
-                .filter(|_| g & 1 != 0)
+            if g & 1 != 0 {
+                let every = usize::from(g >> 4) + 1;
+                for rule in (r.rules.values_mut().flat_map(|w| w.rules.iter_mut())).step_by(every)
+                {
+                    let by = src.u64() % 1000;
+                    rule.rule.packets = rule.rule.packets.map(|p| p.wrapping_add(by));
+                    rule.grew = Some(rule.grew.unwrap_or(0).wrapping_add(by ^ u64::from(g & 8)));
+                }
+            }
+            if g & 4 != 0
+                && let Some(w) = r.rules.values_mut().next()
             {
-                rule.grew = Some(rule.grew.unwrap_or(0).saturating_add(1));
+                w.late = !w.late;
+                w.generation = w.generation.wrapping_add(1);
             }
             if g & 2 != 0 {
                 r.cookies.insert(src.u64(), src.u64().max(1));

@@ -603,3 +603,42 @@ fn by_culprit_splits_two_rules_drops_exactly() {
         assert_eq!(row["location"], "*", "{row:#}");
     }
 }
+
+/// `check --by reason,culprit` (live) judges the rows grouped by who dropped them: it reads
+/// the kernel's view as it counts (without it every rule's drops were `unknown`), and the
+/// rule's row is keyed by its label with exactly the count its counter has.
+#[test]
+fn check_groups_by_culprit_live() {
+    let _serial = root_test();
+    let ns = Netns::new("culprit-check");
+    nft(
+        &ns,
+        "table inet dsck { chain input { type filter hook input priority 0;
+           udp dport 5021 counter drop comment \"dsck\"\n }\n}",
+    );
+    let c = Counting::start(&[
+        "check",
+        "--by",
+        "reason,culprit",
+        "--netns",
+        &ns.name,
+        "--budget",
+        "total<1000000/s",
+        "--format",
+        "json",
+    ]);
+    ns.traffic(&["udp", "5021", "217"]);
+    let out: Value = serde_json::from_str(&c.interrupt()).expect("JSON");
+    let handle = handle_of(&ns, "inet", "dsck", "input", "dsck");
+    let counted = nft_packets(&ns, "inet", "dsck", "input", handle);
+    assert_eq!(counted, 217);
+    let label = format!("exact: rule inet dsck input handle {handle}");
+    let keys = out["keys"].as_array().expect("keys");
+    let rows: Vec<&Value> = (keys.iter())
+        .filter(|k| k["reason"] == "NETFILTER_DROP")
+        .collect();
+    assert_eq!(rows.len(), 1, "{out:#}");
+    assert_eq!(rows[0]["culprit"], label.as_str(), "{out:#}");
+    assert_eq!(rows[0]["count"], counted, "{out:#}");
+    assert_eq!(out["ok"], true, "{out:#}");
+}

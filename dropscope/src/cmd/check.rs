@@ -34,13 +34,6 @@ const CHECK_KERNEL_READ: Duration = Duration::from_secs(5);
 pub async fn check_cmd(args: CheckArgs) -> anyhow::Result<()> {
     let usage = |m: String| anyhow::Error::new(Outcome::Usage(m));
     // What the run cannot answer is refused before counting.
-    if args.live.select.by.contains(&Dim::Culprit) {
-        return Err(usage(
-            "--by culprit: a budget judges keys by their names, which do not hold a culprit; \
-             filter with --culprit, or see `report --by reason,culprit`"
-                .into(),
-        ));
-    }
     if let Some(c) = args.budget.iter().find(|c| c.needs_base()) {
         return Err(usage(format!(
             "--budget {c}: new reasons are reasons a baseline does not have, and `check` has \
@@ -63,7 +56,10 @@ pub async fn check_cmd(args: CheckArgs) -> anyhow::Result<()> {
     let programs = (args.budget.iter()).any(|c| c.reason().is_some_and(is_program_reason));
     // The packets come with the kernel's counters, read once more right before the last
     // snapshot (the same span as its counts).
-    let counters = (packets || programs).then_some(CHECK_KERNEL_READ);
+    // So is the culprit (grouped or filtered by), from the rulesets and programs read with
+    // them.
+    let culprit = args.live.select.derives_culprit();
+    let counters = (packets || programs || culprit).then_some(CHECK_KERNEL_READ);
     let (_, snap) = live::count_live(&args.live, args.duration, "", counters, |_| Ok(())).await?;
     let seconds = snap.elapsed.as_secs_f64();
     if seconds <= 0.0 {
@@ -196,6 +192,7 @@ mod tests {
             device: None,
             protocol: None,
             port: None,
+            culprit: None,
         };
         let keys = [
             (key("NO_SOCKET"), 300),

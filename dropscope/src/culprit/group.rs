@@ -36,6 +36,41 @@ pub fn label(culprit: Option<&Culprit>) -> String {
     }
 }
 
+/// The label rows with `culprit` are matched by across two runs (`diff`): its certainty and
+/// who it names by [`Who::stable_identity`] (a program without its id, a socket's holders
+/// without their process ids), `unknown` and `none` as in [`label`]. Rows whose culprits differ
+/// in either (another rule, or the same rule exact in one run and a candidate in the other)
+/// never match.
+pub fn stable_label(culprit: Option<&Culprit>) -> String {
+    match culprit {
+        None | Some(Culprit::Unknown { .. }) => label(culprit),
+        Some(c) => {
+            let who: Vec<String> = c.who().iter().map(Who::stable_identity).collect();
+            format!("{}: {}", c.certainty(), who.join("; "))
+        }
+    }
+}
+
+/// `s`, grouped by culprit (by [`apply`]), with each row's label made [`stable_label`]: rows of
+/// one stable label are then one key where keys are compared by their names.
+pub fn stable(mut s: Snapshot) -> Snapshot {
+    let relabel = |k: &mut DropKey| {
+        if let Some(g) = &k.attr.culprit
+            && g.culprit.is_some()
+        {
+            let label = stable_label(g.culprit.as_ref());
+            k.attr.culprit = Some(Arc::new(Grouped {
+                label: label.into(),
+                culprit: g.culprit.clone(),
+            }));
+        }
+    };
+    s.drops.iter_mut().for_each(|d| relabel(&mut d.key));
+    s.stacks.iter_mut().for_each(|st| relabel(&mut st.key));
+    s.samples.iter_mut().for_each(|k| relabel(&mut k.key));
+    s
+}
+
 /// Whether a culprit, as the report prints it (its certainty and who it names, one line),
 /// contains `pattern` in any case.
 pub fn matches(line: &str, pattern: &str) -> bool {

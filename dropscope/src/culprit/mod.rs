@@ -73,6 +73,40 @@ impl Who {
         }
     }
 
+    /// Who it is as two runs share it (what `diff` matches rows by): [`Who::identity`] less
+    /// what changes from run to run for the same culprit: a program's id (a new one at every
+    /// load) and its tc filter's pref and handle, the holders' process ids.
+    pub fn stable_identity(&self) -> String {
+        match self {
+            Who::Program {
+                program, attach, ..
+            } => {
+                let name = match program.rsplit_once('#') {
+                    Some((n, id)) if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) => n,
+                    _ => program,
+                };
+                format!("{name} at {attach}")
+            }
+            Who::Socket {
+                local,
+                protocol,
+                processes,
+                ..
+            } => {
+                let comms: Vec<&str> = (processes.iter())
+                    .map(
+                        |p| match p.strip_suffix(']').and_then(|r| r.rsplit_once('[')) {
+                            Some((comm, pid)) if pid.bytes().all(|b| b.is_ascii_digit()) => comm,
+                            _ => p,
+                        },
+                    )
+                    .collect();
+                format!("socket {} {protocol} {local}", comms.join(","))
+            }
+            _ => self.identity(),
+        }
+    }
+
     /// A socket as its table cell names it: `traffic[4242] udp 127.0.0.1:5353 rcvbuf 2304`
     /// (the buffer where it was full); `None` for the others.
     pub fn socket_text(&self) -> Option<String> {

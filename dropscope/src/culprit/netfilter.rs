@@ -1,8 +1,9 @@
 //! Who dropped a `NETFILTER_DROP` row: its namespace's drop rules and drop policies, matched
 //! with their counters' growth over the same window.
 //!
-//! Since 6.7 nftables drops inside `nft_do_chain`, a rule's verdict and a chain's policy at
-//! two different call sites. Which site is which is learned from the running kernel, never
+//! Where the kernel's nftables drops inside `nft_do_chain` (6.7 on, and older kernels that
+//! have the change, such as Debian's 6.1), a rule's verdict and a chain's policy are at two
+//! different call sites. Which site is which is learned from the running kernel, never
 //! from an offset written here: the site whose drops the counted drop rules' growth accounts
 //! for exactly is the rules' site, and the other one of `nft_do_chain` is then the policies'.
 //! - Exact, rules: every drop of the scope (the row's namespace, or every namespace where rows
@@ -11,9 +12,10 @@
 //! - Exact, policy: the row is at the other site of `nft_do_chain`, and one base chain of
 //!   the scope has a drop policy.
 //! - Candidates otherwise: the rules that grew (with their counts), the drop rules without a
-//!   counter, and the chains whose policy drops. On kernels before 6.7 every netfilter drop is
-//!   in `nf_hook_slow`, where a rule, a policy and conntrack look alike: only counters that
-//!   account for every drop of the scope make it exact.
+//!   counter, and the chains whose policy drops. Where the drops are read elsewhere (every
+//!   netfilter drop in `nf_hook_slow`, on kernels without that change), a rule, a policy and
+//!   conntrack look alike: only counters that account for every drop of the scope make it
+//!   exact. Which it is is read from the drops' call site, never from the kernel's version.
 //! - Unknown where the namespace's ruleset was not read, or it holds nothing that drops.
 use std::collections::{BTreeMap, HashMap};
 
@@ -25,7 +27,7 @@ use crate::model::{DropKey, Snapshot};
 
 /// The drop reason attributed here.
 pub const REASON: &str = "NETFILTER_DROP";
-/// The function nftables evaluates chains in (and drops in, since 6.7).
+/// The function nftables evaluates chains in (and drops in, where the kernel has that change).
 const NFT_DO_CHAIN: &str = "nft_do_chain+";
 
 /// Who dropped each `NETFILTER_DROP` row of `snap`, where the kernel's reading it carries holds
@@ -291,9 +293,10 @@ impl<'a> Scope<'a> {
             )
         } else {
             format!(
-                "dropped in {} where a rule's verdict, a chain's policy and other netfilter \
-                 modules (conntrack) look alike (kernels before 6.7); counted drop rules grew by \
-                 {counted} of {all}{caveat}",
+                "these drops are at {}, outside nftables' own `nft_do_chain` (the call site read \
+                 from the drops), where a rule's verdict, a chain's policy and other netfilter \
+                 modules (conntrack) look alike; counted drop rules grew by {counted} of \
+                 {all}{caveat}",
                 location.split('+').next().unwrap_or(location),
             )
         };

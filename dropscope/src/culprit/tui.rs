@@ -11,35 +11,99 @@ use crate::sanitize;
 /// The most characters of the table's WHO column.
 pub const WHO_WIDTH: usize = 44;
 
+/// The longest WHO cell [`within`] falls back to (a program's or chain's name is its useful
+/// minimum; a longer one is cut).
+pub const WHO_MIN_MAX: usize = 24;
+
 /// A culprit in one table cell: `rule filter INPUT #2`, `policy ip gate` (exact), `maybe: rule
 /// t input #1 +2` (candidates), `?` (unknown), `-` (none).
 pub fn cell(culprit: Option<&Culprit>) -> String {
-    let Some(c) = culprit else {
-        return "-".into();
-    };
-    let short = |w: &Who| match w {
+    forms(culprit).swap_remove(0)
+}
+
+/// Who, in one cell, from the whole to the shortest: what a narrower cell leaves out first is
+/// the least useful (the kind's word, a rule's table, a program's id, a socket's buffer).
+fn short(w: &Who) -> Vec<String> {
+    match w {
         Who::Rule {
             table,
             chain,
             position,
             ..
-        } => format!("rule {table} {chain} #{position}"),
-        Who::Policy { table, chain, .. } => format!("policy {table} {chain}"),
-        Who::Program { program, .. } => program.clone(),
-        Who::Socket { .. } => w.socket_text().unwrap_or_default(),
-        Who::More { count } => format!("+{count}"),
+        } => vec![
+            format!("rule {table} {chain} #{position}"),
+            format!("{table} {chain} #{position}"),
+            format!("{chain} #{position}"),
+        ],
+        Who::Policy { table, chain, .. } => vec![
+            format!("policy {table} {chain}"),
+            format!("policy {chain}"),
+            chain.clone(),
+        ],
+        Who::Program { program, .. } => {
+            let named = program.strip_prefix("prog ").unwrap_or(program);
+            let name = named.rsplit_once('#').map_or(named, |(n, _)| n);
+            vec![program.clone(), named.to_string(), name.to_string()]
+        }
+        Who::Socket {
+            local,
+            protocol,
+            processes,
+            ..
+        } => {
+            let procs = processes.join(",");
+            vec![
+                w.socket_text().unwrap_or_default(),
+                format!("{procs} {protocol} {local}"),
+                if procs.is_empty() {
+                    local.clone()
+                } else {
+                    procs
+                },
+            ]
+        }
+        Who::More { count } => vec![format!("+{count}")],
+    }
+}
+
+/// The cell's forms, the whole first, then shorter ones, the last the shortest useful one.
+fn forms(culprit: Option<&Culprit>) -> Vec<String> {
+    let Some(c) = culprit else {
+        return vec!["-".into()];
     };
     let who = c.who();
-    let first = who.first().map(short).unwrap_or_default();
+    let mut first = who.first().map(short).unwrap_or_default();
+    first.dedup();
+    if first.is_empty() {
+        first.push(String::new());
+    }
     let more = match who.len() {
         0 | 1 => String::new(),
         n => format!(" +{}", n - 1),
     };
     match c {
-        Culprit::Exact { .. } => format!("{first}{more}"),
-        Culprit::Candidates { .. } => format!("maybe: {first}{more}"),
-        Culprit::Unknown { .. } => "?".into(),
+        Culprit::Exact { .. } => first.iter().map(|f| format!("{f}{more}")).collect(),
+        // A candidate stays one however short: `maybe: ` first, then a `?` after the name.
+        Culprit::Candidates { .. } => (first.iter())
+            .map(|f| format!("maybe: {f}{more}"))
+            .chain(first.iter().map(|f| format!("{f}?{more}")))
+            .collect(),
+        Culprit::Unknown { .. } => vec!["?".into()],
     }
+}
+
+/// The cell in at most `width` characters: its longest form that fits, else its shortest
+/// (which the table then cuts).
+pub fn within(culprit: Option<&Culprit>, width: usize) -> String {
+    let mut forms = forms(culprit);
+    let fits = forms.iter().position(|f| f.chars().count() <= width);
+    let i = fits.unwrap_or(forms.len() - 1);
+    forms.swap_remove(i)
+}
+
+/// The characters of the cell's shortest form: what a narrower WHO column would cut into.
+pub fn min_width(culprit: Option<&Culprit>) -> usize {
+    forms(culprit).last().map_or(1, |f| f.chars().count())
 }
 
 /// A culprit as a metric label value: [`cell`], empty where there is none (the label is then
@@ -166,9 +230,14 @@ mod tests {
             &mut s,
             Msg::Key(KeyEvent::new(KeyCode::Char('e'), KeyModifiers::NONE)),
         );
+        render(&s)
+    }
+
+    /// The screen of `s`, drawn at its size.
+    fn render(s: &State) -> String {
         let (w, h) = s.size;
         let mut t = Terminal::new(TestBackend::new(w, h)).expect("terminal");
-        t.draw(|f| view::render(f, &s)).expect("draw");
+        t.draw(|f| view::render(f, s)).expect("draw");
         let buf = t.backend().buffer();
         (0..h)
             .map(|y| (0..w).map(|x| buf[(x, y)].symbol()).collect::<String>() + "\n")
@@ -286,5 +355,116 @@ mod tests {
         let out = screen_after_e(snap(false));
         assert!(out.contains("who: unknown"), "{out}");
         assert!(out.contains("recorded before attribution"), "{out}");
+    }
+
+    /// A live snapshot of a `TC_INGRESS` row on `veth-web0` whose tc program `dsdrop_ingress`
+    /// is a candidate (its verdicts not counted), in a namespace named `web`.
+    fn candidate_program() -> Snapshot {
+        use crate::culprit::programs::{Attached, TcFilter};
+        let mut key = DropKey {
+            reason: Reason {
+                code: 40,
+                name: "TC_INGRESS".into(),
+            },
+            location: "tcf_classify+0x2a1".into(),
+            attr: Default::default(),
+        };
+        key.attr.netns = Some(9);
+        key.attr.netns_name = Some("web".into());
+        key.attr.device = Some("veth-web0".into());
+        key.attr.protocol = Some("udp".into());
+        let mut r = KernelReading {
+            attributed: true,
+            ..Default::default()
+        };
+        r.attached.insert(
+            9,
+            vec![Attached {
+                device: "veth-web0".into(),
+                hook: "ingress".into(),
+                prog: 4242,
+                name: "dsdrop_ingress".into(),
+                filter: Some(TcFilter {
+                    pref: 49152,
+                    handle: 1,
+                }),
+            }],
+        );
+        Snapshot {
+            elapsed: Duration::from_secs(1),
+            total: 12_345,
+            drops: vec![DropCount { key, count: 12_345 }],
+            kernel: Some(Arc::new(r)),
+            ..Default::default()
+        }
+    }
+
+    /// In a 100-column terminal the WHO cell of a candidate program keeps the program's name
+    /// (the kind's word and its id go first), never `maybe: p`.
+    #[test]
+    fn at_100_columns_who_keeps_a_candidate_programs_name() {
+        let mut s = State::new(SessionInfo::default(), None, (100, 20));
+        update(
+            &mut s,
+            Msg::Snapshot(Box::new(candidate_program()), Instant::now()),
+        );
+        let out = render(&s);
+        let head = out.lines().find(|l| l.contains("COUNT")).expect("a header");
+        assert!(head.contains("WHO"), "{out}");
+        let row = (out.lines())
+            .find(|l| l.contains("TC_INGRESS"))
+            .expect("the row");
+        assert!(row.contains("dsdrop_ingress"), "{out}");
+        assert!(row.contains("12,345"), "{out}");
+    }
+
+    #[test]
+    fn a_cell_leaves_out_the_least_useful_parts_first() {
+        use super::{cell, min_width, within};
+        use crate::culprit::{Culprit, Who};
+        let c = Culprit::Candidates {
+            who: vec![
+                Who::Program {
+                    program: "prog dsdrop_ingress#4242".into(),
+                    attach: "veth-web0 tc ingress".into(),
+                    pref: None,
+                    handle: None,
+                },
+                Who::More { count: 1 },
+            ],
+            why: "not counted".into(),
+        };
+        assert_eq!(cell(Some(&c)), "maybe: prog dsdrop_ingress#4242 +1");
+        assert_eq!(within(Some(&c), 30), "maybe: dsdrop_ingress#4242 +1");
+        assert_eq!(within(Some(&c), 25), "maybe: dsdrop_ingress +1");
+        assert_eq!(within(Some(&c), 20), "dsdrop_ingress? +1");
+        assert_eq!(min_width(Some(&c)), "dsdrop_ingress? +1".len());
+        assert_eq!(
+            within(Some(&c), 5),
+            "dsdrop_ingress? +1",
+            "the shortest, then cut"
+        );
+        assert_eq!(within(None, 1), "-");
+    }
+
+    /// In a replay, what to change runs in the row's namespace as the recording names it
+    /// (`ip netns exec web`, as `report --input` fills it), never `nsenter` with a PID to find.
+    #[test]
+    fn a_replays_e_panel_enters_the_recorded_namespace_by_name() {
+        let mut snap = snap(true);
+        snap.drops[0].key.attr.netns_name = Some("web".into());
+        let mut s = State::new(SessionInfo::default(), None, (160, 40));
+        s.replay = Some(crate::source::ReplayStatus::default());
+        update(&mut s, Msg::Snapshot(Box::new(snap), Instant::now()));
+        update(
+            &mut s,
+            Msg::Key(KeyEvent::new(KeyCode::Char('e'), KeyModifiers::NONE)),
+        );
+        let out = render(&s);
+        assert!(
+            out.contains("`ip netns exec web nft -a list chain ip filter INPUT`"),
+            "{out}"
+        );
+        assert!(!out.contains("nsenter"), "{out}");
     }
 }

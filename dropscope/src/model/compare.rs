@@ -38,6 +38,10 @@ pub struct DiffKey {
     /// The destination port.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
+    /// Who dropped them, where grouped by culprit: the label rows group by (see
+    /// [`crate::culprit::group`]); `None` when not grouped by it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub culprit: Option<Arc<str>>,
 }
 
 impl DiffKey {
@@ -51,6 +55,7 @@ impl DiffKey {
             device: a.device.clone(),
             protocol: a.protocol.clone(),
             port: a.port,
+            culprit: a.culprit.as_ref().map(|g| g.label.clone()),
         }
     }
 
@@ -82,6 +87,10 @@ impl DiffKey {
             (None, Some(port)) => s.push_str(&format!(" (port {port})")),
             (None, None) => {}
         }
+        if let Some(c) = &self.culprit {
+            s.push_str(" by ");
+            s.push_str(&cut(c));
+        }
         s
     }
 
@@ -103,7 +112,12 @@ impl DiffKey {
                 protocol: self.protocol.clone(),
                 port: self.port,
                 socket: None,
-                culprit: None,
+                culprit: self.culprit.as_ref().map(|label| {
+                    Arc::new(crate::culprit::who::Grouped {
+                        label: label.clone(),
+                        culprit: None,
+                    })
+                }),
             },
         }
     }
@@ -435,6 +449,7 @@ mod tests {
             device: Some("lo".into()),
             protocol: Some("udp".into()),
             port: Some(53),
+            culprit: None,
         };
         assert_eq!(
             k.describe(),
@@ -447,8 +462,19 @@ mod tests {
             device: None,
             protocol: None,
             port: None,
+            culprit: None,
         };
         assert_eq!(merged.describe(), "drops in netns web1");
+        let by = DiffKey {
+            culprit: Some("exact: rule inet f input handle 4".into()),
+            ..merged.clone()
+        };
+        assert_eq!(
+            by.describe(),
+            "drops in netns web1 by exact: rule inet f input handle 4"
+        );
+        let shown = by.to_drop_key();
+        assert_eq!(DiffKey::of(&shown), by, "the label survives the view's key");
         let long = DiffKey {
             location: "x".repeat(100_000).into(),
             ..k.clone()

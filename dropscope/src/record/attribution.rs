@@ -1,4 +1,5 @@
-//! Attribution frames (format version 8): what a kernel reading says of who could have dropped,
+//! Attribution frames (format version 8; their deltas, version 9, are
+//! `attribution_delta`'s): what a kernel reading says of who could have dropped,
 //! beside its counters: each namespace's nftables drop rules and chains with their counters'
 //! growth ([`RulesWindow`]), the BPF programs attached to its devices ([`Attached`]) and its
 //! full TCP listeners ([`Listener`]). Written when they change, before the first snapshot frame
@@ -154,12 +155,14 @@ fn chain_id(r: &mut Reader) -> Result<ChainId, Malformed> {
     })
 }
 
+/// A window's flags as a frame writes them.
+pub(super) fn bits(w: &RulesWindow) -> u64 {
+    u64::from(w.whole) | u64::from(w.late) << 1 | u64::from(w.changed) << 2
+}
+
 fn put_window(out: &mut Vec<u8>, w: &RulesWindow) {
     put_uvarint(out, u64::from(w.generation));
-    put_uvarint(
-        out,
-        u64::from(w.whole) | u64::from(w.late) << 1 | u64::from(w.changed) << 2,
-    );
+    put_uvarint(out, bits(w));
     let chains = &w.chains[..w.chains.len().min(MAX_RULES)];
     let rules = &w.rules[..w.rules.len().min(MAX_RULES - chains.len())];
     put_uvarint(out, chains.len() as u64);
@@ -364,6 +367,11 @@ fn listeners(r: &mut Reader) -> Result<Vec<Listener>, Malformed> {
 /// The payload of an attribution frame of `r`: at most [`MAX_FRAME`] bytes whatever `r`
 /// holds; namespaces beyond [`MAX_NETNS`] or the frame's room are left out, with a note.
 pub fn encode(r: &KernelReading) -> Vec<u8> {
+    encode_whole(r).0
+}
+
+/// [`encode`], and whether the frame holds every namespace of `r` (a delta may follow it).
+pub fn encode_whole(r: &KernelReading) -> (Vec<u8>, bool) {
     let namespaces: std::collections::BTreeSet<u64> = (r.rules.keys())
         .chain(r.attached.keys())
         .chain(r.listeners.keys())
@@ -413,7 +421,7 @@ pub fn encode(r: &KernelReading) -> Vec<u8> {
     } else {
         put_uvarint(&mut p, 0);
     }
-    p
+    (p, left == 0)
 }
 
 /// Decodes an attribution frame's payload, refusing anything the writer would not have

@@ -422,6 +422,8 @@ pub(crate) struct Cursor {
     /// The reading given last, by kernel and attribution frame index: the kernel frame's
     /// reading with the attribution frame's rulesets, programs and listeners.
     attributed: Option<((usize, usize), Arc<KernelReading>)>,
+    /// The attribution decoded last, by attribution frame index.
+    attribution: Option<(usize, Arc<super::attribution::Attribution>)>,
 }
 
 impl Cursor {
@@ -467,13 +469,45 @@ impl Cursor {
             return Ok(r.clone());
         }
         let mut r = KernelReading::clone(&*self.kernel(rec, k)?);
-        let f = rec.attribution_frame(a).ok_or(RecordError::Empty)?;
-        let payload = rec.payload(f)?;
-        (super::attribution::decode(&payload).map_err(|Malformed(why)| corrupt(f.offset, why))?)
-            .apply(&mut r);
+        self.attribution(rec, a)?.apply(&mut r);
         let r = Arc::new(r);
         self.attributed = Some(((k, a), r.clone()));
         Ok(r)
+    }
+
+    /// Attribution frame `i`, decoded (once for the snapshots after it): a delta applied to
+    /// the attribution decoded last when it is of the same chain and before it, else to the
+    /// chain's whole frame.
+    fn attribution(
+        &mut self,
+        rec: &impl Frames,
+        i: usize,
+    ) -> Result<Arc<super::attribution::Attribution>, RecordError> {
+        if let Some((at, a)) = &self.attribution
+            && *at == i
+        {
+            return Ok(a.clone());
+        }
+        let f = rec.attribution_frame(i).ok_or(RecordError::Empty)?;
+        let (mut a, from) = match &self.attribution {
+            Some((at, a)) if !f.keyframe && *at >= f.base && *at < i => ((**a).clone(), at + 1),
+            _ => {
+                let b = rec.attribution_frame(f.base).ok_or(RecordError::Empty)?;
+                let payload = rec.payload(b)?;
+                let a = super::attribution::decode(&payload)
+                    .map_err(|Malformed(why)| corrupt(b.offset, why))?;
+                (a, f.base + 1)
+            }
+        };
+        for j in from..=i {
+            let d = rec.attribution_frame(j).ok_or(RecordError::Empty)?;
+            let payload = rec.payload(d)?;
+            super::attribution_delta::apply(&payload, &mut a)
+                .map_err(|Malformed(why)| corrupt(d.offset, why))?;
+        }
+        let a = Arc::new(a);
+        self.attribution = Some((i, a.clone()));
+        Ok(a)
     }
 
     /// Kernel frame `i`, decoded (once for the snapshots after it).

@@ -79,6 +79,9 @@ pub(crate) struct Encoder {
     /// The reading whose rulesets, programs and listeners were written last (an attribution
     /// frame is written when they change).
     attribution_last: Option<std::sync::Arc<crate::model::KernelReading>>,
+    /// While an attribution delta may follow (the last whole attribution frame held every
+    /// namespace): its time and how many deltas followed it.
+    attribution_chain: Option<(u64, u32)>,
     last_keyframe_ns: u64,
     since_keyframe: u32,
 }
@@ -374,13 +377,31 @@ impl Encoder {
         // Who could have dropped, where that changed with it.
         let attribution =
             kernel.filter(|r| super::attribution::changed(self.attribution_last.as_deref(), r));
+        let mut attribution_chain = self.attribution_chain;
         if let Some(r) = attribution {
-            push_frame(
-                out,
-                Kind::Attribution,
-                elapsed_ns,
-                &super::attribution::encode(r),
-            )?;
+            use super::attribution_delta as delta;
+            let (full, whole) = super::attribution::encode_whole(r);
+            // The counters that changed only, while a chain may go on.
+            let d = match (&self.attribution_last, attribution_chain) {
+                (Some(last), Some((since, n)))
+                    if n < delta::WRITE_CHAIN
+                        && elapsed_ns.saturating_sub(since)
+                            < delta::FULL_EVERY.as_nanos() as u64 =>
+                {
+                    delta::encode(last, r, full.len())
+                }
+                _ => None,
+            };
+            match d {
+                Some(d) => {
+                    push_frame(out, Kind::AttributionDelta, elapsed_ns, &d)?;
+                    attribution_chain = attribution_chain.map(|(since, n)| (since, n + 1));
+                }
+                None => {
+                    push_frame(out, Kind::Attribution, elapsed_ns, &full)?;
+                    attribution_chain = whole.then_some((elapsed_ns, 0));
+                }
+            }
         }
         let keyframe = match &self.prev {
             None => true,
@@ -407,6 +428,7 @@ impl Encoder {
         }
         if let Some(r) = attribution {
             self.attribution_last = Some(r.clone());
+            self.attribution_chain = attribution_chain;
         }
         self.new_samples.clear();
         self.new_strings.clear();

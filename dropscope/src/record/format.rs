@@ -6,7 +6,7 @@ use super::error::RecordError;
 /// First bytes of every recording (PNG-style: a high-bit byte, the name, CR LF, ^Z, LF).
 pub const MAGIC: [u8; 14] = *b"\x89DROPSCOPE\r\n\x1a\n";
 /// The format version this dropscope writes and the newest it reads.
-pub const VERSION: u16 = 8;
+pub const VERSION: u16 = 9;
 /// Bytes in the file header: magic and version.
 pub const FILE_HEADER_LEN: usize = MAGIC.len() + 2;
 /// Bytes in a frame header: length, kind, flags, reserved, elapsed, CRC32.
@@ -37,6 +37,8 @@ pub enum Kind {
     KernelDelta = 6,
     /// Who could have dropped: rulesets, attached programs and full listeners (version 8).
     Attribution = 7,
+    /// The drop rules' counters that changed since the attribution frame before (version 9).
+    AttributionDelta = 8,
 }
 
 impl Kind {
@@ -50,6 +52,7 @@ impl Kind {
             5 => Kind::Kernel,
             6 => Kind::KernelDelta,
             7 => Kind::Attribution,
+            8 => Kind::AttributionDelta,
             _ => return None,
         })
     }

@@ -8,6 +8,7 @@
 //! - [`replay_feed`] plays a recording as a [`Feed`](crate::source::Feed) with timeline controls;
 //!   [`record_feed`] records a feed to a file: the headless `dropscope record`.
 pub mod attribution;
+pub mod attribution_delta;
 pub mod budget;
 mod cookies;
 pub mod crafted;

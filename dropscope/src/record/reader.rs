@@ -80,6 +80,8 @@ pub struct Recording {
     /// The reading the kernel frames so far make, and its size: each delta is checked against
     /// it on opening.
     kernel_now: Option<(crate::model::KernelReading, usize)>,
+    /// The attribution of the frames read so far (an attribution delta applies to it).
+    attribution_now: Option<super::attribution::Attribution>,
     /// Attribution frames (version 8 on: rulesets, attached programs, listeners), in order.
     attribution_frames: Vec<FrameInfo>,
     pub(super) dict: Dictionary,
@@ -261,6 +263,7 @@ impl Recording {
             frames: Vec::new(),
             kernel_frames: Vec::new(),
             kernel_now: None,
+            attribution_now: None,
             attribution_frames: Vec::new(),
             dict: Dictionary::new(version),
             spent: Spent::default(),
@@ -454,14 +457,39 @@ impl Recording {
                 self.kernel_now = Some(now.map_err(|Malformed(why)| corrupt(offset, why))?);
                 (self.kernel_frames).push(FrameInfo::beside(offset, &h, elapsed, whole, base));
             }
-            Kind::Attribution => {
-                let early = self.dict.version < 8;
+            Kind::Attribution | Kind::AttributionDelta => {
+                let whole = h.kind == Kind::Attribution;
+                let early = self.dict.version < if whole { 8 } else { 9 };
                 let p = self.beside(offset, (&h, &payload, raw), early, Side::ATTRIBUTION)?;
                 // Checked now, so that a damaged frame is refused on opening; decoded again
-                // when a snapshot after it is shown.
-                super::attribution::decode(&p).map_err(|Malformed(why)| corrupt(offset, why))?;
-                let base = self.attribution_frames.len();
-                (self.attribution_frames).push(FrameInfo::beside(offset, &h, elapsed, true, base));
+                // when a snapshot after it is shown. A delta applies to the attribution of
+                // the frames before it, after a whole one and at most `MAX_CHAIN` of them.
+                let base = match self.attribution_frames.last() {
+                    _ if whole => self.attribution_frames.len(),
+                    Some(prev) if self.attribution_frames.len() - prev.base <= MAX_CHAIN => {
+                        prev.base
+                    }
+                    Some(_) => {
+                        return Err(corrupt(
+                            offset,
+                            "more than 255 attribution delta frames in a row",
+                        ));
+                    }
+                    None => {
+                        return Err(corrupt(
+                            offset,
+                            "an attribution delta frame before any attribution",
+                        ));
+                    }
+                };
+                let now = if whole {
+                    super::attribution::decode(&p)
+                } else {
+                    let mut now = self.attribution_now.take().unwrap_or_default();
+                    super::attribution_delta::apply(&p, &mut now).map(|()| now)
+                };
+                self.attribution_now = Some(now.map_err(|Malformed(why)| corrupt(offset, why))?);
+                (self.attribution_frames).push(FrameInfo::beside(offset, &h, elapsed, whole, base));
             }
             Kind::Keyframe | Kind::Delta => {
                 let keyframe = h.kind == Kind::Keyframe;

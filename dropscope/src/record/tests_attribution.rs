@@ -165,3 +165,26 @@ fn a_reading_without_attribution_reads_back_recorded_before() {
         "{line}"
     );
 }
+
+/// A recording of format 8 (attribution frames whole, no deltas: `testdata/version8.dsrec`,
+/// the sample recording as it was recorded then) still reads: its readings carry the
+/// programs attached, and its tc program is named as the candidate of its drops.
+#[test]
+fn a_recording_of_format_8_still_names_its_culprits() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/record/testdata/version8.dsrec");
+    let bytes = std::fs::read(path).expect("the format 8 sample");
+    assert_eq!(&bytes[14..16], &8u16.to_le_bytes());
+    let rec = Recording::from_bytes(&bytes).expect("opens");
+    let last = (rec.snapshots().last())
+        .expect("snapshots")
+        .expect("decodes");
+    let r = last.kernel.as_ref().expect("a reading");
+    assert!(r.attributed && !r.attached.is_empty(), "{r:?}");
+    let named = culprit::culprits(&last);
+    assert!(
+        (named.values()).any(|c| matches!(c, Culprit::Candidates { who, .. }
+            if who.iter().any(|w| matches!(w, culprit::Who::Program { .. })))),
+        "{named:?}"
+    );
+}

@@ -31,6 +31,8 @@ pub const DROP_LABELS: &[(&str, LabelOf)] = &[
 /// empty (left out) where no one is named.
 pub const CULPRIT_LABEL: &str = "culprit";
 const CULPRIT_NONE: &str = "";
+/// The `culprit` of a series whose sockets' keys name different culprits.
+pub const SEVERAL_SOCKETS: &str = "several sockets";
 
 /// The labels of `dropscope_packets_total`.
 pub const PACKET_LABELS: &[&str] = &["netns_name", "device", "direction"];
@@ -120,23 +122,47 @@ impl Selection {
         let without_socket: Vec<Dim> = (Dim::ALL.into_iter())
             .filter(|&d| d != Dim::Socket)
             .collect();
-        let drops = self.drops.select(snap.drops.iter().map(|d| {
-            Row {
-                // No label shows the socket: its keys are one series, and take one place.
-                id: group::coarser(&d.key, &without_socket),
-                tenant: Tenant::of_key(
-                    d.key.attr.netns,
-                    d.key.attr.netns_cookie,
-                    d.key.attr.netns_name.as_deref(),
-                    initial,
-                ),
-                labels: (DROP_LABELS.iter())
-                    .map(|(_, v)| Arc::from(v(&d.key)))
-                    .chain([Arc::from(crate::culprit::tui::label(culprits.get(&d.key)))])
-                    .collect(),
-                count: d.count,
+        // No label shows the socket: its keys are one series, and take one place.
+        let ids: Vec<DropKey> = (snap.drops.iter())
+            .map(|d| group::coarser(&d.key, &without_socket))
+            .collect();
+        // The series' culprit: the one its keys name, `several sockets` where they name
+        // different ones (never one key's, then another's, from scrape to scrape).
+        let mut named: HashMap<&DropKey, String> = HashMap::new();
+        for (id, d) in ids.iter().zip(&snap.drops) {
+            let label = crate::culprit::tui::label(culprits.get(&d.key));
+            if label.is_empty() {
+                continue;
             }
-        }));
+            named
+                .entry(id)
+                .and_modify(|l| {
+                    if *l != label {
+                        *l = SEVERAL_SOCKETS.into();
+                    }
+                })
+                .or_insert(label);
+        }
+        let drops = self
+            .drops
+            .select(ids.iter().zip(&snap.drops).map(|(id, d)| {
+                Row {
+                    id: id.clone(),
+                    tenant: Tenant::of_key(
+                        d.key.attr.netns,
+                        d.key.attr.netns_cookie,
+                        d.key.attr.netns_name.as_deref(),
+                        initial,
+                    ),
+                    labels: (DROP_LABELS.iter())
+                        .map(|(_, v)| Arc::from(v(&d.key)))
+                        .chain([Arc::from(
+                            named.get(id).map_or(CULPRIT_NONE, String::as_str),
+                        )])
+                        .collect(),
+                    count: d.count,
+                }
+            }));
         let mut selected = Selected {
             drops,
             overflow: snap.overflow,

@@ -877,3 +877,48 @@ fn a_drop_sites_sockets_are_one_series_of_one_place() {
     assert_eq!(counts, [18, 1], "{:?}", sel.drops);
     assert_eq!(sel.drops.other, None);
 }
+
+/// A drop site's sockets are one series, and its `culprit` label does not follow whichever
+/// socket's key came last: the holders' culprit where every key names the same, `several
+/// sockets` where they differ, in any order of the keys.
+#[test]
+fn a_series_of_several_sockets_has_one_culprit_label_whatever_the_order() {
+    use crate::{
+        fixtures::{found, with_socket},
+        vocab::socket::Via,
+    };
+    let sock = |comm: &str, count: u64| {
+        let mut d = attributed(
+            "SOCKET_RCVBUFF",
+            HOST,
+            Some("host"),
+            (1, "lo"),
+            "udp",
+            count,
+        );
+        d.key = with_socket(d.key, Via::Receiving, found(comm, "127.0.0.1:5353", 2304));
+        if let Some(s) = &mut d.key.attr.socket {
+            Arc::make_mut(s).inode = count as u32;
+        }
+        d
+    };
+    let culprit = |drops: Vec<DropCount>| {
+        let snap = attributed_snapshot(drops, &[]);
+        let sel = super::series::Selection::new(10).select(&snap);
+        assert_eq!(sel.drops.series.len(), 1, "{:?}", sel.drops);
+        sel.drops.series[0]
+            .labels
+            .last()
+            .expect("a culprit")
+            .to_string()
+    };
+    let one = culprit(vec![sock("dns", 5), sock("dns", 6)]);
+    assert_eq!(one, "dns[812] udp 127.0.0.1:5353 rcvbuf 2304");
+    for drops in [
+        vec![sock("dns", 5), sock("cache", 6)],
+        vec![sock("cache", 6), sock("dns", 5)],
+        vec![sock("cache", 600), sock("dns", 5)],
+    ] {
+        assert_eq!(culprit(drops), super::series::SEVERAL_SOCKETS);
+    }
+}

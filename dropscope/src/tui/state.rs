@@ -309,10 +309,15 @@ impl State {
     }
 
     /// What the guide's checks for `key` are filled in with: its device and port, and the way
-    /// into its namespace as found live (`nsenter` with a `PID` to fill in where none was).
+    /// into its namespace as found live (`nsenter` with a `PID` to fill in where none was), or
+    /// in a replay as the recording names it (`ip netns exec NAME`, as `report --input` fills
+    /// them: [`crate::explain::fill::Origin::Recorded`]).
     pub fn check_target<'a>(&self, key: &'a DropKey) -> crate::explain::fill::Target<'a> {
-        use crate::explain::fill::{Target, Way};
+        use crate::explain::fill::{Origin, Target, Way, Ways};
         let initial = self.kernel.as_ref().map(|k| k.initial_netns);
+        if self.is_replay() {
+            return Ways::new(initial, Origin::Recorded).target(key);
+        }
         let way = match key.attr.netns {
             None => Way::Here,
             Some(ns) if Some(ns) == initial => Way::Here,

@@ -44,6 +44,8 @@ pub struct Input {
     /// Whether every attached program's verdicts were counted, or why not (see
     /// [`programs::counted`]).
     pub programs_counted: Result<(), String>,
+    /// Whether it was a JSON report (which carries no kernel view to derive culprits from).
+    pub json: bool,
 }
 
 /// What a recording starts with (its magic, less the line-ending checks after it).
@@ -76,7 +78,7 @@ pub fn load(path: &Path) -> anyhow::Result<Input> {
         .take(RECORDING.len() as u64)
         .read_to_end(&mut head)
         .with_context(|| format!("reading {name}"))?;
-    let (snapshot, seconds, (programs, programs_counted)) = if head == RECORDING {
+    let (snapshot, seconds, (programs, programs_counted), json) = if head == RECORDING {
         // A pipe (`-`, `<(...)`) is read through as a stream; a file is opened as one.
         let rec = if regular {
             drop(src);
@@ -96,7 +98,7 @@ pub fn load(path: &Path) -> anyhow::Result<Input> {
             programs::of_snapshot(&snapshot),
             programs::counted(&snapshot),
         );
-        (snapshot, seconds, programs)
+        (snapshot, seconds, programs, false)
     } else if !head.is_empty() && RECORDING.starts_with(&head) {
         bail!("{name} is a recording cut short in its header");
     } else {
@@ -122,7 +124,7 @@ pub fn load(path: &Path) -> anyhow::Result<Input> {
         let seconds = report.seconds;
         let counted = report.programs_counted();
         let programs = (report.programs(), counted);
-        (report.snapshot(), seconds, programs)
+        (report.snapshot(), seconds, programs, true)
     };
     if !(seconds.is_finite() && seconds > 0.0) {
         bail!("{name} covers no time ({seconds} s): no rate can be computed from it");
@@ -133,6 +135,7 @@ pub fn load(path: &Path) -> anyhow::Result<Input> {
         seconds,
         programs,
         programs_counted,
+        json,
     })
 }
 
@@ -156,6 +159,7 @@ pub fn history(dir: &Path, args: &crate::cli::DiffArgs) -> anyhow::Result<(Input
         name: s.name,
         snapshot: s.snap,
         seconds: s.seconds,
+        json: false,
     };
     Ok((input(base), input(new)))
 }

@@ -39,12 +39,14 @@ pub fn diff_cmd(args: DiffArgs) -> anyhow::Result<()> {
         (None, Some(b), Some(n)) => (input::load(b)?, input::load(n)?),
         _ => return Err(Outcome::Usage("BASE and NEW, or --history DIR".into()).into()),
     };
-    if args.select.by.contains(&Dim::Culprit) {
-        return Err(Outcome::Usage(
-            "--by culprit: diff compares keys by their names, which do not hold a culprit; \
-             compare `report --by reason,culprit` of each, or filter with --culprit"
-                .into(),
-        )
+    if args.select.derives_culprit()
+        && let Some(i) = [&base, &new].into_iter().find(|i| i.json)
+    {
+        return Err(Outcome::Usage(format!(
+            "{}: a JSON report carries no rulesets, programs or sockets to derive culprits \
+             from (--by culprit, --culprit): diff the recordings it was made from",
+            crate::sanitize::terminal(&i.name)
+        ))
         .into());
     }
     let (filter, by) = args.select.recorded_all(&[&base.snapshot, &new.snapshot])?;
@@ -149,7 +151,12 @@ fn judge(args: &DiffArgs, sides: (Side, Side), new: &str) -> anyhow::Result<Judg
 /// its programs' drop verdicts as keys of their own (a filter on drops knows nothing of them,
 /// as in `report`).
 fn side(i: &Input, filter: &Filter, by: &[Dim], culprit: Option<&str>) -> Side {
-    let snap = crate::culprit::group::apply(&i.snapshot, filter, by, culprit);
+    let mut snap = crate::culprit::group::apply(&i.snapshot, filter, by, culprit);
+    // Rows are matched across the runs by their culprit's stable label (see
+    // [`crate::culprit::group::stable_label`]).
+    if by.contains(&Dim::Culprit) {
+        snap = crate::culprit::group::stable(snap);
+    }
     let mut side = Side::of(&snap, i.seconds, compare::packets(&i.snapshot, filter));
     side.sent = compare::sent(&i.snapshot, filter);
     if filter.is_set() || culprit.is_some() || i.programs_counted.is_err() {

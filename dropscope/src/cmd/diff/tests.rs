@@ -186,6 +186,7 @@ fn recorded(rec: &Recording) -> input::Input {
         programs_counted: crate::model::programs::counted(&snapshot),
         snapshot,
         seconds,
+        json: false,
     }
 }
 

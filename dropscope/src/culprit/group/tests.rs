@@ -218,3 +218,59 @@ fn the_kernel_counts_what_the_culprit_is_derived_from() {
     );
     assert_eq!(Dim::counted(&[Dim::Reason]), [Dim::Reason]);
 }
+
+/// Across two runs a culprit is matched by what stays the same: a program's name and attach
+/// point (not its id, new at every load), a socket's holders by name (not their pids); its
+/// certainty and a rule's handle still tell two culprits apart.
+#[test]
+fn stable_labels_leave_out_what_changes_from_run_to_run() {
+    use super::stable_label;
+    use crate::culprit::Who;
+    let prog = |id: u32, pref: u16| Culprit::Candidates {
+        who: vec![Who::Program {
+            program: format!("prog shoot#{id}"),
+            attach: "veth0 tc ingress".into(),
+            pref: Some(pref),
+            handle: Some("0x1".into()),
+        }],
+        why: "two programs".into(),
+    };
+    assert_eq!(
+        stable_label(Some(&prog(12, 1))),
+        "candidates: prog shoot at veth0 tc ingress"
+    );
+    assert_eq!(
+        stable_label(Some(&prog(12, 1))),
+        stable_label(Some(&prog(40, 49152)))
+    );
+    let socket = |pid: u32| Culprit::Exact {
+        who: vec![Who::Socket {
+            local: "127.0.0.1:5353".into(),
+            protocol: "udp".into(),
+            processes: vec![format!("traffic[{pid}]"), "odd[name".into()],
+            rcvbuf: Some(2304),
+            inode: Some(pid),
+            buffer: true,
+        }],
+        how: "the kernel keyed it".into(),
+    };
+    assert_eq!(
+        stable_label(Some(&socket(4242))),
+        "exact: socket traffic,odd[name udp 127.0.0.1:5353"
+    );
+    assert_eq!(
+        stable_label(Some(&socket(4242))),
+        stable_label(Some(&socket(77)))
+    );
+    let g = apply(&snap(), &Filter::default(), &[Dim::Culprit], None);
+    let labels: Vec<String> = rows(&super::stable(g)).into_iter().map(|r| r.0).collect();
+    assert_eq!(
+        labels,
+        [
+            "exact: rule ip filter INPUT handle 4",
+            "exact: rule ip filter INPUT handle 9",
+            NONE,
+            UNKNOWN
+        ]
+    );
+}

@@ -286,6 +286,12 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
         let widest = who.iter().map(|w| w.chars().count()).max().unwrap_or(3);
         widest.clamp(3, crate::culprit::tui::WHO_WIDTH) as u16
     };
+    let who_min = (shown.iter())
+        .map(|r| crate::culprit::tui::min_width(state.culprits.get(&r.key)))
+        .max()
+        .unwrap_or(0)
+        .clamp(usize::from(CUT_CELL_MIN), crate::culprit::tui::WHO_MIN_MAX)
+        .min(usize::from(who_width)) as u16;
     let right = |s: String| Cell::from(Line::from(s).right_aligned());
     // A name the grouping merged away is `*` in every row: its column is left out.
     let (dims, _) = state.grouping_dims();
@@ -295,6 +301,36 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
     let program = shown.iter().any(|r| counter_only::is_beside(&r.key));
     let by_reason = program || dims.contains(&Dim::Reason);
     let by_location = program || dims.contains(&Dim::Location);
+    // The location (where in the kernel) keeps LOCATION_MIN columns where it can: long socket
+    // or culprit cells are cut first (their whole text is in the Enter and `e` views), WHO no
+    // narrower than its cells' shortest useful form (a program's name: at 100 columns the
+    // location is then narrower).
+    let mut attr_widths: Vec<u16> = attrs.iter().map(|(_, w)| *w).collect();
+    let mut who_cut = who_width;
+    if by_location {
+        let columns = 1 + attrs.len() + usize::from(who_width > 0) + 4 + usize::from(with_ratio);
+        let fixed = u32::from(if by_reason { reason_width } else { 0 })
+            + attr_widths.iter().map(|w| u32::from(*w)).sum::<u32>()
+            + u32::from(who_width)
+            + u32::from(count_width)
+            + u32::from(rate_width)
+            + 6
+            + if with_ratio { 7 } else { 0 }
+            + u32::from(trend_width)
+            + columns as u32;
+        let mut short = (fixed + u32::from(LOCATION_MIN)).saturating_sub(u32::from(inner.width));
+        // WHO keeps at least its cells' shortest useful forms (a program's name), the others
+        // CUT_CELL_MIN.
+        let cuts = std::iter::once((&mut who_cut, who_min))
+            .chain(attr_widths.iter_mut().rev().map(|w| (w, CUT_CELL_MIN)));
+        for (w, min) in cuts {
+            let cut = (*w)
+                .saturating_sub(min)
+                .min(short.min(u32::from(u16::MAX)) as u16);
+            *w -= cut;
+            short -= u32::from(cut);
+        }
+    }
     let body = visible.into_iter().map(|(i, r, count, rate)| {
         let mut cells = Vec::new();
         if by_reason {
@@ -314,7 +350,8 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
             cells.push(Cell::from(sanitize::terminal_cell(&text, MAX_NAME_CHARS)));
         }
         if who_width > 0 {
-            let text = crate::culprit::tui::cell(state.culprits.get(&r.key));
+            let c = state.culprits.get(&r.key);
+            let text = crate::culprit::tui::within(c, usize::from(who_cut));
             cells.push(Cell::from(sanitize::terminal_cell(&text, MAX_NAME_CHARS)));
         }
         cells.extend([right(count), right(rate), right(format!("{:.1}", r.share))]);
@@ -332,30 +369,6 @@ pub fn render(frame: &mut Frame<'_>, area: Rect, state: &State) {
             row
         }
     });
-    // The location (where in the kernel) keeps at least LOCATION_MIN columns: long socket or
-    // culprit cells are cut first (their whole text is in the Enter and `e` views).
-    let mut attr_widths: Vec<u16> = attrs.iter().map(|(_, w)| *w).collect();
-    let mut who_cut = who_width;
-    if by_location {
-        let columns = 1 + attrs.len() + usize::from(who_width > 0) + 4 + usize::from(with_ratio);
-        let fixed = u32::from(if by_reason { reason_width } else { 0 })
-            + attr_widths.iter().map(|w| u32::from(*w)).sum::<u32>()
-            + u32::from(who_width)
-            + u32::from(count_width)
-            + u32::from(rate_width)
-            + 6
-            + if with_ratio { 7 } else { 0 }
-            + u32::from(trend_width)
-            + columns as u32;
-        let mut short = (fixed + u32::from(LOCATION_MIN)).saturating_sub(u32::from(inner.width));
-        for w in std::iter::once(&mut who_cut).chain(attr_widths.iter_mut().rev()) {
-            let cut = (*w)
-                .saturating_sub(CUT_CELL_MIN)
-                .min(short.min(u32::from(u16::MAX)) as u16);
-            *w -= cut;
-            short -= u32::from(cut);
-        }
-    }
     let mut head = Vec::new();
     let mut widths = Vec::new();
     if by_reason {
