@@ -109,7 +109,7 @@ fn six_kinds_of_drops_in_three_namespaces_agree_in_every_view_and_with_the_kerne
     }
     // The neighbour is resolved before counting (its ARP request is not in the burst).
     q.traffic(&["udp-to", "10.86.0.2", "9", "1"]);
-    std::thread::sleep(Duration::from_millis(200));
+    dropscope_tests::wait::neighbour_resolved(&q, "10.86.0.2");
 
     let tools = || {
         [

@@ -140,7 +140,7 @@ fn qdisc_drops_equal_tc_and_the_matched_kfree_skb_drops_live_and_recorded() {
     ]);
     // The neighbour is resolved before counting (its ARP request is not in the burst).
     a.traffic(&["udp-to", "10.81.0.2", "9", "1"]);
-    std::thread::sleep(Duration::from_millis(200));
+    dropscope_tests::wait::neighbour_resolved(&a, "10.81.0.2");
     let before = tc_drops(&a, &va);
     let rec = dir.path().join("ledger.dsrec");
     let recorder = Counting::start(&["record", "-o", rec.to_str().expect("utf-8"), "--by", BY]);
@@ -206,7 +206,7 @@ fn a_qdisc_made_again_keeps_the_old_ones_drops_and_adds_the_new_ones() {
     };
     tbf(&a);
     a.traffic(&["udp-to", "10.87.0.2", "9", "1"]);
-    std::thread::sleep(Duration::from_millis(200));
+    dropscope_tests::wait::neighbour_resolved(&a, "10.87.0.2");
     let before = tc_drops(&a, &va);
     let report = Counting::start(&["report", "--format", "json", "--by", BY, "--every", "1"]);
     a.traffic(&["udp-to", "10.87.0.2", "9", "400"]);
@@ -247,7 +247,7 @@ fn backlog_drops_equal_softnet_stat_and_the_matched_cpu_backlog_drops() {
     // packets that veth hands to the backlog back to back, faster than it drains.
     a.exec(&["ip", "link", "set", "dev", &va, "gso_max_segs", "1"]);
     a.traffic(&["udp-to", "10.82.0.2", "9", "1"]);
-    std::thread::sleep(Duration::from_millis(200));
+    dropscope_tests::wait::neighbour_resolved(&a, "10.82.0.2");
     let backlog_before =
         std::fs::read_to_string("/proc/sys/net/core/netdev_max_backlog").expect("sysctl");
     let (softnet0, rx0, tx0) = (
