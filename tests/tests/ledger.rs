@@ -4,7 +4,10 @@
 //! Needs root.
 use std::{os::unix::fs::MetadataExt as _, process::Command, time::Duration};
 
-use dropscope_tests::{Counting, Netns, ethtool_sum, json_output, root_test, run, veth_pair};
+use dropscope_tests::{
+    Counting, Netns, ethtool_sum, json_output, root_test, run, veth_pair,
+    wait::{until, wait_line, wait_report},
+};
 use serde_json::Value;
 
 /// The grouping every report here counts by: the ledger matches drops per namespace and device.
@@ -75,6 +78,26 @@ fn report_around(traffic: impl FnOnce()) -> Value {
     // The last packets are through their queues and freed.
     std::thread::sleep(Duration::from_millis(500));
     serde_json::from_str(&report.interrupt()).expect("JSON report")
+}
+
+/// Waits until the root qdisc of `dev` holds no packet: what it was given is sent or dropped.
+fn qdisc_drained(ns: &Netns, dev: &str) {
+    until(&format!("the root qdisc of {dev} empty"), || {
+        let out = ns.exec(&["tc", "-s", "-j", "qdisc", "show", "dev", dev, "root"]);
+        let v: Value = serde_json::from_slice(&out.stdout).expect("tc -j output");
+        v[0]["qlen"].as_u64() == Some(0) && v[0]["backlog"].as_u64() == Some(0)
+    });
+}
+
+/// The delta of the ledger's row of `counter` in `netns`, if a report has one (else 0).
+fn delta_of(report: &Value, netns: u64, counter: &str) -> u64 {
+    (report["ledger"]["counters"]
+        .as_array()
+        .into_iter()
+        .flatten())
+    .find(|r| r["netns"] == netns && r["counter"] == counter)
+    .and_then(|r| r["delta"].as_u64())
+    .unwrap_or(0)
 }
 
 /// The ledger's row of `counter` in namespace `netns`.
@@ -208,17 +231,29 @@ fn a_qdisc_made_again_keeps_the_old_ones_drops_and_adds_the_new_ones() {
     a.traffic(&["udp-to", "10.87.0.2", "9", "1"]);
     dropscope_tests::wait::neighbour_resolved(&a, "10.87.0.2");
     let before = tc_drops(&a, &va);
-    let report = Counting::start(&["report", "--format", "json", "--by", BY, "--every", "1"]);
+    let mut report = Counting::start(&["report", "--format", "json", "--by", BY, "--every", "1"]);
+    let lines = report.stdout_lines();
+    let ns = inode(&a);
+    let counter = format!("Qdisc:{va}:tbf 1::drops");
     a.traffic(&["udp-to", "10.87.0.2", "9", "400"]);
-    std::thread::sleep(Duration::from_millis(2500));
+    qdisc_drained(&a, &va);
     let old = tc_drops(&a, &va) - before;
+    // Read with the old qdisc's drops.
+    wait_report(&lines, "a reading with the old qdisc's drops", |r| {
+        delta_of(r, ns, &counter) >= old
+    });
     a.exec(&["tc", "qdisc", "del", "dev", &va, "root"]);
     tbf(&a);
-    // Read at least once with the new qdisc at zero; then it drops more than the old one did
-    // (a count past the old one's is no sign of a new qdisc by itself).
-    std::thread::sleep(Duration::from_millis(1500));
+    // Read at least once with the new qdisc at zero (the report under way at the change may
+    // have read the old one: two more); then it drops more than the old one did (a count past
+    // the old one's is no sign of a new qdisc by itself).
+    while lines.try_recv().is_ok() {}
+    for _ in 0..2 {
+        wait_line(&lines, "a reading of the new qdisc", |l| l.starts_with('{'));
+    }
     a.traffic(&["udp-to", "10.87.0.2", "9", "700"]);
-    std::thread::sleep(Duration::from_millis(1500));
+    // The end's reading has them all once the queue is empty.
+    qdisc_drained(&a, &va);
     let new = tc_drops(&a, &va);
     let out = report.interrupt();
     assert!(
@@ -229,8 +264,7 @@ fn a_qdisc_made_again_keeps_the_old_ones_drops_and_adds_the_new_ones() {
         .find(|l| l.starts_with('{'))
         .expect("a JSON report");
     let report: Value = serde_json::from_str(last).expect("JSON report");
-    let ns = inode(&a);
-    let q = row(&report, ns, &format!("Qdisc:{va}:tbf 1::drops"));
+    let q = row(&report, ns, &counter);
     assert_eq!(
         (n(q, "delta"), n(q, "matched"), n(q, "counter_only")),
         (old + new, old + new, 0),
