@@ -464,8 +464,13 @@ fn a_recorded_window_follows_a_device_renamed_inside_it() {
     // The recording's time started before it was ready: at least this much has passed in it.
     let started = std::time::Instant::now();
     c.traffic(&["udp-to", "10.86.0.2", "9", "10"]);
-    // A recording reads the counters every 10 s: the reading at 10 s has `ifb0`'s 10 drops,
-    // and the rename comes after 12 s of the recording.
+    // A recording reads the counters every 10 s: the reading at 10 s has `ifb0`'s 10 drops
+    // (waited for in its frames written down), and the rename comes after 12 s of the
+    // recording (a time that is part of the scenario: the window below starts at 11 s).
+    let ns = inode(&c);
+    dropscope_tests::wait::wait_recorded(dir.path(), "the reading with ifb0's drops", |r| {
+        delta_of(r, ns, "Link:ifb0:rx_dropped") >= 10
+    });
     std::thread::sleep(Duration::from_millis(12_500).saturating_sub(started.elapsed()));
     let at_rename = link_stat(&c, "ifb0", "rx", "dropped") - before;
     c.exec(&["ip", "link", "set", "ifb0", "down"]);
@@ -488,7 +493,6 @@ fn a_recorded_window_follows_a_device_renamed_inside_it() {
                 .args(extra),
         )
     };
-    let ns = inode(&c);
     // The whole recording: every drop since it started, under the new name.
     let whole = report(&[]);
     let r = row(&whole, ns, "Link:ctr0:rx_dropped");
@@ -513,13 +517,23 @@ fn a_device_deleted_while_counted_keeps_the_windows_drops() {
     let c = ifb_namespace("ldel", "10.85.0.1/24");
     c.traffic(&["udp-to", "10.85.0.2", "9", "30"]);
     let before = link_stat(&c, "ifb0", "rx", "dropped");
-    let report = Counting::start(&["report", "--format", "json", "--by", BY, "--every", "1"]);
+    let mut report = Counting::start(&["report", "--format", "json", "--by", BY, "--every", "1"]);
+    let lines = report.stdout_lines();
     c.traffic(&["udp-to", "10.85.0.2", "9", "20"]);
     // Read at least once with its 20 drops (the counters are read every second here).
-    std::thread::sleep(Duration::from_millis(2500));
+    let ns = inode(&c);
+    wait_report(&lines, "a reading with the device's 20 drops", |r| {
+        delta_of(r, ns, "Link:ifb0:rx_dropped") >= 20
+    });
     let in_window = link_stat(&c, "ifb0", "rx", "dropped") - before;
     c.exec(&["ip", "link", "del", "ifb0"]);
-    std::thread::sleep(Duration::from_millis(1500));
+    // Read again without it (the report under way at the deletion may predate it: two more).
+    while lines.try_recv().is_ok() {}
+    for _ in 0..2 {
+        wait_line(&lines, "a reading after the deletion", |l| {
+            l.starts_with('{')
+        });
+    }
     let out = report.interrupt();
     // `--every` prints a report a second; the last one is the end's.
     let last = out
@@ -532,7 +546,6 @@ fn a_device_deleted_while_counted_keeps_the_windows_drops() {
         in_window, 20,
         "ip -s link: every datagram dropped by the ifb"
     );
-    let ns = inode(&c);
     let r = row(&report, ns, "Link:ifb0:rx_dropped");
     assert_eq!(
         (n(r, "delta"), n(r, "counter_only")),
