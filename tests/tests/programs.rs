@@ -14,7 +14,7 @@ use dropscope_tests::{
     Counting, Netns, ethtool_sum,
     fixture::{self, Bpffs, Kind, TC_ACT_SHOT, XDP_ABORTED, XDP_DROP},
     root_test, veth_pair,
-    wait::{wait_line, wait_report},
+    wait::{until, wait_line, wait_report},
 };
 use serde_json::Value;
 
@@ -485,10 +485,14 @@ fn a_program_in_a_namespace_without_a_name_or_counted_drops_is_found() {
         .args(["netns", "exec", &b.name, "sleep", "120"])
         .spawn()
         .expect("holder");
-    std::thread::sleep(Duration::from_millis(300));
-    let nb = std::fs::metadata(format!("/proc/{}/ns/net", holder.id()))
-        .expect("holder's namespace")
-        .ino();
+    // In b once `ip netns exec` has entered it (not after a guessed time).
+    let holder_ns = || {
+        std::fs::metadata(format!("/proc/{}/ns/net", holder.id()))
+            .expect("holder's namespace")
+            .ino()
+    };
+    until("the holder in b", || holder_ns() == inode(&b));
+    let nb = holder_ns();
     assert_eq!(nb, inode(&b));
     let status = std::process::Command::new("ip")
         .args(["netns", "del", &b.name])
