@@ -11,7 +11,7 @@ use std::{
 
 use dropscope_tests::{
     Counting, root_test, traffic_bin,
-    wait::{wait_line, wait_report},
+    wait::{until, wait_line, wait_report},
 };
 
 /// How many short-lived namespaces the test makes.
@@ -47,15 +47,17 @@ fn held_netns(pid: u32) -> BTreeSet<u64> {
 
 /// Waits until `pid` is in a network namespace other than ours; its inode.
 fn netns_of(pid: u32, ours: u64) -> u64 {
-    for _ in 0..500 {
-        if let Ok(meta) = std::fs::metadata(format!("/proc/{pid}/ns/net"))
-            && meta.ino() != ours
-        {
-            return meta.ino();
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    panic!("process {pid} never left our network namespace");
+    let theirs = || {
+        std::fs::metadata(format!("/proc/{pid}/ns/net"))
+            .ok()
+            .map(|m| m.ino())
+            .filter(|&ino| ino != ours)
+    };
+    until(
+        &format!("process {pid} out of our network namespace"),
+        || theirs().is_some(),
+    );
+    theirs().expect("its namespace")
 }
 
 #[test]
