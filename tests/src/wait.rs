@@ -21,6 +21,8 @@ impl Counting {
     /// Reads stdout as it comes, as [`Counting::read_stdout`] does (what
     /// [`Counting::wait_within`] and [`Counting::try_interrupt`] return is the same), and also
     /// hands over each line as it comes, for a test to wait on ([`wait_line`], [`wait_report`]).
+    /// End it with [`Counting::try_interrupt`] or [`Counting::wait_within`], which return what
+    /// was read ([`Counting::interrupt`] reads stdout itself, and finds it taken).
     pub fn stdout_lines(&mut self) -> Receiver<String> {
         let (tx, rx) = std::sync::mpsc::channel();
         if let Some(stdout) = self.child.as_mut().and_then(|c| c.stdout.take()) {

@@ -255,7 +255,9 @@ fn a_qdisc_made_again_keeps_the_old_ones_drops_and_adds_the_new_ones() {
     // The end's reading has them all once the queue is empty.
     qdisc_drained(&a, &va);
     let new = tc_drops(&a, &va);
-    let out = report.interrupt();
+    let out = report
+        .try_interrupt(Duration::from_secs(30))
+        .expect("report ends");
     assert!(
         old > 100 && new > old,
         "tbf dropped {old} of 400, then {new} of 700"
@@ -534,7 +536,9 @@ fn a_device_deleted_while_counted_keeps_the_windows_drops() {
             l.starts_with('{')
         });
     }
-    let out = report.interrupt();
+    let out = report
+        .try_interrupt(Duration::from_secs(30))
+        .expect("report ends");
     // `--every` prints a report a second; the last one is the end's.
     let last = out
         .lines()

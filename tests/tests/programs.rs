@@ -190,7 +190,11 @@ fn xdp_drop_and_aborted_are_counted_per_program_device_and_namespace() {
     a.traffic(&["udp-to", "10.82.0.2", "7001", "500"]);
     b.traffic(&["udp-to", "10.82.0.1", "7002", "300"]);
     std::thread::sleep(Duration::from_millis(300));
-    let report = last_report(&report.interrupt());
+    let report = last_report(
+        &report
+            .try_interrupt(Duration::from_secs(30))
+            .expect("report ends"),
+    );
     let (checked, check, check_err) = check
         .try_interrupt_status(Duration::from_secs(30))
         .expect("check ends");
@@ -455,7 +459,9 @@ fn a_tcx_program_attached_while_dropscope_runs_is_found_within_a_reading() {
     wait_report(&lines, "the program's drops counted", |r| {
         probe_drops(r, na, &va, "TC_EGRESS", "") >= 150
     });
-    let out = report.interrupt();
+    let out = report
+        .try_interrupt(Duration::from_secs(30))
+        .expect("report ends");
     let report = last_report(&out);
 
     assert_eq!(
@@ -529,7 +535,9 @@ fn a_program_in_a_namespace_without_a_name_or_counted_drops_is_found() {
                 .any(|row| n(row, "delta") >= 120)
         });
     }
-    let out = report.interrupt();
+    let out = report
+        .try_interrupt(Duration::from_secs(30))
+        .expect("report ends");
     let _ = holder.kill();
     let _ = holder.wait();
     let report = last_report(&out);
