@@ -10,6 +10,7 @@ pub mod rules;
 pub mod serve;
 pub mod tmux;
 pub mod traffic;
+pub mod wait;
 pub mod xsk;
 
 use std::{

@@ -212,7 +212,10 @@ fn a_process_renaming_itself_makes_no_new_keys() {
     );
     let renamer = run(Command::new("unshare").args(["-n", "sh", "-c", &script]));
     assert!(renamer.status.success());
-    std::thread::sleep(std::time::Duration::from_millis(1200));
+    // Ended once a frame written down has every drop: 20 rounds of 10 and 1.
+    dropscope_tests::wait::wait_recorded(dir.path(), "the 220 drops recorded", |r| {
+        r["total"].as_u64().is_some_and(|t| t >= 220)
+    });
     recording.interrupt();
 
     let report = |extra: &[&str]| {

@@ -54,6 +54,7 @@ fn check(ns: &Netns, args: &[&str]) -> Checked {
     let counting = rx.recv_timeout(Duration::from_secs(60)).is_ok();
     let mut sent = 0;
     if counting {
+        // Part of what is tested: drops at a rate (about 500/s for 2 s) that budgets judge.
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(2) {
             ns.traffic(&["udp", "9", "50"]);

@@ -51,7 +51,13 @@ fn the_first_five_minutes_in_the_live_view() {
     ] {
         assert!(s.contains(key), "the footer lacks {key:?}:\n{s}");
     }
-    std::thread::sleep(Duration::from_secs(2));
+    // The rates settle: NO_SOCKET's row (the most drops) is above IP_NOPROTO's, where the
+    // selection starts.
+    t.wait("NO_SOCKET's row on top", |s| {
+        s.lines()
+            .find(|l| l.contains("NO_SOCKET") || l.contains("IP_NOPROTO"))
+            .is_some_and(|l| l.contains("NO_SOCKET") && l.contains("1,500"))
+    });
 
     // Enter: the selected (top) row's packets and stacks, with its exact count.
     t.keys("Enter");

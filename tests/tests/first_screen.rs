@@ -109,7 +109,7 @@ fn six_kinds_of_drops_in_three_namespaces_agree_in_every_view_and_with_the_kerne
     }
     // The neighbour is resolved before counting (its ARP request is not in the burst).
     q.traffic(&["udp-to", "10.86.0.2", "9", "1"]);
-    std::thread::sleep(Duration::from_millis(200));
+    dropscope_tests::wait::neighbour_resolved(&q, "10.86.0.2");
 
     let tools = || {
         [
@@ -137,7 +137,13 @@ fn six_kinds_of_drops_in_three_namespaces_agree_in_every_view_and_with_the_kerne
     fw.traffic(&["udp", "7777", "150"]);
     fw.traffic(&["udp", "7778", "100"]);
     q.traffic(&["udp-to", "10.86.0.2", "9", "400"]);
-    std::thread::sleep(Duration::from_millis(500));
+    // The shaper has sent or dropped all it was given (its queue empty) before the kernel's
+    // counts are taken.
+    dropscope_tests::wait::until("the shaper's queue empty", || {
+        let out = q.exec(&["tc", "-s", "-j", "qdisc", "show", "dev", &vq, "root"]);
+        let v: Value = serde_json::from_slice(&out.stdout).expect("tc -j output");
+        v[0]["qlen"].as_u64() == Some(0) && v[0]["backlog"].as_u64() == Some(0)
+    });
     let after = tools();
     let delta: Vec<u64> = after.iter().zip(before).map(|(a, b)| a - b).collect();
     let json: Value = serde_json::from_str(&json.interrupt()).expect("JSON report");

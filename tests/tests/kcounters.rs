@@ -9,7 +9,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use dropscope_tests::{Counting, root_test, traffic_bin};
+use dropscope_tests::{
+    Counting, root_test, traffic_bin,
+    wait::{until, wait_line, wait_report},
+};
 
 /// How many short-lived namespaces the test makes.
 const NAMESPACES: usize = 50;
@@ -44,15 +47,17 @@ fn held_netns(pid: u32) -> BTreeSet<u64> {
 
 /// Waits until `pid` is in a network namespace other than ours; its inode.
 fn netns_of(pid: u32, ours: u64) -> u64 {
-    for _ in 0..500 {
-        if let Ok(meta) = std::fs::metadata(format!("/proc/{pid}/ns/net"))
-            && meta.ino() != ours
-        {
-            return meta.ino();
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    panic!("process {pid} never left our network namespace");
+    let theirs = || {
+        std::fs::metadata(format!("/proc/{pid}/ns/net"))
+            .ok()
+            .map(|m| m.ino())
+            .filter(|&ino| ino != ours)
+    };
+    until(
+        &format!("process {pid} out of our network namespace"),
+        || theirs().is_some(),
+    );
+    theirs().expect("its namespace")
 }
 
 #[test]
@@ -61,11 +66,10 @@ fn short_lived_namespaces_are_read_while_they_live_and_never_kept_alive() {
     let ours = std::fs::metadata("/proc/self/ns/net")
         .expect("own netns")
         .ino();
-    // report --every reads the kernel counters every second.
+    // report --every reads the kernel counters every second; it runs until interrupted, so
+    // however slowly the namespaces come and go, it is still running when they are gone.
     let mut report = Counting::start(&[
         "report",
-        "--duration",
-        "14",
         "--every",
         "1s",
         "--format",
@@ -73,8 +77,9 @@ fn short_lived_namespaces_are_read_while_they_live_and_never_kept_alive() {
         "--by",
         "reason,location,netns",
     ]);
-    // A report a second: its lines are read as they come (a full pipe would stall dropscope).
-    report.read_stdout();
+    // A report a second: its lines are read as they come (a full pipe would stall dropscope),
+    // and waited on below.
+    let lines = report.stdout_lines();
     let pid = report.pid();
 
     // Each process: one drop, 3 s (its namespace is found and read), one more drop, 3 s (read
@@ -101,14 +106,16 @@ fn short_lived_namespaces_are_read_while_they_live_and_never_kept_alive() {
     }
 
     // Every process has exited: within two polls dropscope holds none of their namespaces.
-    let deadline = Instant::now() + Duration::from_secs(3);
-    let mut held;
-    loop {
-        held = held_netns(pid);
-        if held.is_disjoint(&inodes) || Instant::now() > deadline {
+    // Counted in reports (one a second, each after a reading), not in time: the one under way
+    // at the exits, then two more.
+    while lines.try_recv().is_ok() {}
+    let mut held = held_netns(pid);
+    for _ in 0..3 {
+        if held.is_disjoint(&inodes) {
             break;
         }
-        std::thread::sleep(Duration::from_millis(200));
+        wait_line(&lines, "a report after the exits", |l| l.starts_with('{'));
+        held = held_netns(pid);
     }
     let kept: Vec<_> = held.intersection(&inodes).collect();
     assert!(
@@ -121,7 +128,9 @@ fn short_lived_namespaces_are_read_while_they_live_and_never_kept_alive() {
         "dropscope is still running"
     );
 
-    let out = report.wait_within(Duration::from_secs(30));
+    let out = report
+        .try_interrupt(Duration::from_secs(30))
+        .expect("report ends");
     let last: serde_json::Value = out
         .lines()
         .last()
@@ -351,19 +360,21 @@ fn the_hosts_counters_stay_fresh_while_many_namespaces_wait_their_turn() {
     let host = std::fs::metadata("/proc/self/ns/net")
         .expect("our namespace")
         .ino();
+    // Runs until interrupted, once enough reports have followed the drops.
     let mut counting = Counting::start(&[
         "report",
         "--every",
         "1",
-        "--duration",
-        "10",
         "--format",
         "json",
         "--by",
         "reason,location,netns",
     ]);
-    counting.read_stdout();
-    std::thread::sleep(Duration::from_secs(3));
+    let lines = counting.stdout_lines();
+    // The drops come while the crowd waits its turn: once a report has said so.
+    wait_line(&lines, "a report with namespaces left for later", |l| {
+        l.contains("namespaces not read this time")
+    });
     // UDP to a closed port on the host's own loopback: Udp:NoPorts of the initial namespace.
     let traffic = traffic_bin();
     let out = Command::new(&traffic)
@@ -371,7 +382,16 @@ fn the_hosts_counters_stay_fresh_while_many_namespaces_wait_their_turn() {
         .output()
         .expect("traffic generator");
     assert!(out.status.success(), "traffic: {out:?}");
-    let out = counting.wait_within(Duration::from_secs(60));
+    // The report in which the probe has them all, and three more.
+    wait_report(&lines, "the probe's count of the drops", |r| {
+        noports(r, host).0 >= SENT
+    });
+    for _ in 0..3 {
+        wait_line(&lines, "a report after the drops", |l| l.starts_with('{'));
+    }
+    let out = counting
+        .try_interrupt(Duration::from_secs(60))
+        .expect("report ends");
     drop(crowd);
     let reports: Vec<serde_json::Value> = (out.lines().filter(|l| l.starts_with('{')))
         .map(|l| serde_json::from_str(l).expect("a JSON report"))

@@ -4,7 +4,10 @@
 //! Needs root.
 use std::{os::unix::fs::MetadataExt as _, process::Command, time::Duration};
 
-use dropscope_tests::{Counting, Netns, ethtool_sum, json_output, root_test, run, veth_pair};
+use dropscope_tests::{
+    Counting, Netns, ethtool_sum, json_output, root_test, run, veth_pair,
+    wait::{until, wait_line, wait_report},
+};
 use serde_json::Value;
 
 /// The grouping every report here counts by: the ledger matches drops per namespace and device.
@@ -77,6 +80,26 @@ fn report_around(traffic: impl FnOnce()) -> Value {
     serde_json::from_str(&report.interrupt()).expect("JSON report")
 }
 
+/// Waits until the root qdisc of `dev` holds no packet: what it was given is sent or dropped.
+fn qdisc_drained(ns: &Netns, dev: &str) {
+    until(&format!("the root qdisc of {dev} empty"), || {
+        let out = ns.exec(&["tc", "-s", "-j", "qdisc", "show", "dev", dev, "root"]);
+        let v: Value = serde_json::from_slice(&out.stdout).expect("tc -j output");
+        v[0]["qlen"].as_u64() == Some(0) && v[0]["backlog"].as_u64() == Some(0)
+    });
+}
+
+/// The delta of the ledger's row of `counter` in `netns`, if a report has one (else 0).
+fn delta_of(report: &Value, netns: u64, counter: &str) -> u64 {
+    (report["ledger"]["counters"]
+        .as_array()
+        .into_iter()
+        .flatten())
+    .find(|r| r["netns"] == netns && r["counter"] == counter)
+    .and_then(|r| r["delta"].as_u64())
+    .unwrap_or(0)
+}
+
 /// The ledger's row of `counter` in namespace `netns`.
 fn row<'a>(report: &'a Value, netns: u64, counter: &str) -> &'a Value {
     report["ledger"]["counters"]
@@ -140,7 +163,7 @@ fn qdisc_drops_equal_tc_and_the_matched_kfree_skb_drops_live_and_recorded() {
     ]);
     // The neighbour is resolved before counting (its ARP request is not in the burst).
     a.traffic(&["udp-to", "10.81.0.2", "9", "1"]);
-    std::thread::sleep(Duration::from_millis(200));
+    dropscope_tests::wait::neighbour_resolved(&a, "10.81.0.2");
     let before = tc_drops(&a, &va);
     let rec = dir.path().join("ledger.dsrec");
     let recorder = Counting::start(&["record", "-o", rec.to_str().expect("utf-8"), "--by", BY]);
@@ -206,21 +229,35 @@ fn a_qdisc_made_again_keeps_the_old_ones_drops_and_adds_the_new_ones() {
     };
     tbf(&a);
     a.traffic(&["udp-to", "10.87.0.2", "9", "1"]);
-    std::thread::sleep(Duration::from_millis(200));
+    dropscope_tests::wait::neighbour_resolved(&a, "10.87.0.2");
     let before = tc_drops(&a, &va);
-    let report = Counting::start(&["report", "--format", "json", "--by", BY, "--every", "1"]);
+    let mut report = Counting::start(&["report", "--format", "json", "--by", BY, "--every", "1"]);
+    let lines = report.stdout_lines();
+    let ns = inode(&a);
+    let counter = format!("Qdisc:{va}:tbf 1::drops");
     a.traffic(&["udp-to", "10.87.0.2", "9", "400"]);
-    std::thread::sleep(Duration::from_millis(2500));
+    qdisc_drained(&a, &va);
     let old = tc_drops(&a, &va) - before;
+    // Read with the old qdisc's drops.
+    wait_report(&lines, "a reading with the old qdisc's drops", |r| {
+        delta_of(r, ns, &counter) >= old
+    });
     a.exec(&["tc", "qdisc", "del", "dev", &va, "root"]);
     tbf(&a);
-    // Read at least once with the new qdisc at zero; then it drops more than the old one did
-    // (a count past the old one's is no sign of a new qdisc by itself).
-    std::thread::sleep(Duration::from_millis(1500));
+    // Read at least once with the new qdisc at zero (the report under way at the change may
+    // have read the old one: two more); then it drops more than the old one did (a count past
+    // the old one's is no sign of a new qdisc by itself).
+    while lines.try_recv().is_ok() {}
+    for _ in 0..2 {
+        wait_line(&lines, "a reading of the new qdisc", |l| l.starts_with('{'));
+    }
     a.traffic(&["udp-to", "10.87.0.2", "9", "700"]);
-    std::thread::sleep(Duration::from_millis(1500));
+    // The end's reading has them all once the queue is empty.
+    qdisc_drained(&a, &va);
     let new = tc_drops(&a, &va);
-    let out = report.interrupt();
+    let out = report
+        .try_interrupt(Duration::from_secs(30))
+        .expect("report ends");
     assert!(
         old > 100 && new > old,
         "tbf dropped {old} of 400, then {new} of 700"
@@ -229,8 +266,7 @@ fn a_qdisc_made_again_keeps_the_old_ones_drops_and_adds_the_new_ones() {
         .find(|l| l.starts_with('{'))
         .expect("a JSON report");
     let report: Value = serde_json::from_str(last).expect("JSON report");
-    let ns = inode(&a);
-    let q = row(&report, ns, &format!("Qdisc:{va}:tbf 1::drops"));
+    let q = row(&report, ns, &counter);
     assert_eq!(
         (n(q, "delta"), n(q, "matched"), n(q, "counter_only")),
         (old + new, old + new, 0),
@@ -247,7 +283,7 @@ fn backlog_drops_equal_softnet_stat_and_the_matched_cpu_backlog_drops() {
     // packets that veth hands to the backlog back to back, faster than it drains.
     a.exec(&["ip", "link", "set", "dev", &va, "gso_max_segs", "1"]);
     a.traffic(&["udp-to", "10.82.0.2", "9", "1"]);
-    std::thread::sleep(Duration::from_millis(200));
+    dropscope_tests::wait::neighbour_resolved(&a, "10.82.0.2");
     let backlog_before =
         std::fs::read_to_string("/proc/sys/net/core/netdev_max_backlog").expect("sysctl");
     let (softnet0, rx0, tx0) = (
@@ -430,8 +466,13 @@ fn a_recorded_window_follows_a_device_renamed_inside_it() {
     // The recording's time started before it was ready: at least this much has passed in it.
     let started = std::time::Instant::now();
     c.traffic(&["udp-to", "10.86.0.2", "9", "10"]);
-    // A recording reads the counters every 10 s: the reading at 10 s has `ifb0`'s 10 drops,
-    // and the rename comes after 12 s of the recording.
+    // A recording reads the counters every 10 s: the reading at 10 s has `ifb0`'s 10 drops
+    // (waited for in its frames written down), and the rename comes after 12 s of the
+    // recording (a time that is part of the scenario: the window below starts at 11 s).
+    let ns = inode(&c);
+    dropscope_tests::wait::wait_recorded(dir.path(), "the reading with ifb0's drops", |r| {
+        delta_of(r, ns, "Link:ifb0:rx_dropped") >= 10
+    });
     std::thread::sleep(Duration::from_millis(12_500).saturating_sub(started.elapsed()));
     let at_rename = link_stat(&c, "ifb0", "rx", "dropped") - before;
     c.exec(&["ip", "link", "set", "ifb0", "down"]);
@@ -454,7 +495,6 @@ fn a_recorded_window_follows_a_device_renamed_inside_it() {
                 .args(extra),
         )
     };
-    let ns = inode(&c);
     // The whole recording: every drop since it started, under the new name.
     let whole = report(&[]);
     let r = row(&whole, ns, "Link:ctr0:rx_dropped");
@@ -479,14 +519,26 @@ fn a_device_deleted_while_counted_keeps_the_windows_drops() {
     let c = ifb_namespace("ldel", "10.85.0.1/24");
     c.traffic(&["udp-to", "10.85.0.2", "9", "30"]);
     let before = link_stat(&c, "ifb0", "rx", "dropped");
-    let report = Counting::start(&["report", "--format", "json", "--by", BY, "--every", "1"]);
+    let mut report = Counting::start(&["report", "--format", "json", "--by", BY, "--every", "1"]);
+    let lines = report.stdout_lines();
     c.traffic(&["udp-to", "10.85.0.2", "9", "20"]);
     // Read at least once with its 20 drops (the counters are read every second here).
-    std::thread::sleep(Duration::from_millis(2500));
+    let ns = inode(&c);
+    wait_report(&lines, "a reading with the device's 20 drops", |r| {
+        delta_of(r, ns, "Link:ifb0:rx_dropped") >= 20
+    });
     let in_window = link_stat(&c, "ifb0", "rx", "dropped") - before;
     c.exec(&["ip", "link", "del", "ifb0"]);
-    std::thread::sleep(Duration::from_millis(1500));
-    let out = report.interrupt();
+    // Read again without it (the report under way at the deletion may predate it: two more).
+    while lines.try_recv().is_ok() {}
+    for _ in 0..2 {
+        wait_line(&lines, "a reading after the deletion", |l| {
+            l.starts_with('{')
+        });
+    }
+    let out = report
+        .try_interrupt(Duration::from_secs(30))
+        .expect("report ends");
     // `--every` prints a report a second; the last one is the end's.
     let last = out
         .lines()
@@ -498,7 +550,6 @@ fn a_device_deleted_while_counted_keeps_the_windows_drops() {
         in_window, 20,
         "ip -s link: every datagram dropped by the ifb"
     );
-    let ns = inode(&c);
     let r = row(&report, ns, "Link:ifb0:rx_dropped");
     assert_eq!(
         (n(r, "delta"), n(r, "counter_only")),

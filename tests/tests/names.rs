@@ -16,7 +16,7 @@ use std::{
     time::Duration,
 };
 
-use dropscope_tests::{Netns, root_test, run};
+use dropscope_tests::{Netns, root_test, run, wait::until};
 use names::Names;
 
 /// A child process killed and reaped when dropped, before the namespaces go.
@@ -58,15 +58,17 @@ fn ifindex(ns: &Netns, dev: &str) -> u32 {
 /// Waits until `pid` is in a namespace other than ours (the spawned command has unshared).
 fn netns_of(pid: u32) -> u64 {
     let ours = inode("/proc/self/ns/net");
-    for _ in 0..200 {
-        if let Ok(meta) = std::fs::metadata(format!("/proc/{pid}/ns/net"))
-            && meta.ino() != ours
-        {
-            return meta.ino();
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    panic!("process {pid} never left our network namespace");
+    let theirs = || {
+        std::fs::metadata(format!("/proc/{pid}/ns/net"))
+            .ok()
+            .map(|m| m.ino())
+            .filter(|&ino| ino != ours)
+    };
+    until(
+        &format!("process {pid} out of our network namespace"),
+        || theirs().is_some(),
+    );
+    theirs().expect("its namespace")
 }
 
 /// The name of interface `index` in namespace `ino`, once the worker has read them.
@@ -342,16 +344,12 @@ fn a_fifo_in_a_users_podman_scope_neither_stalls_report_nor_names_it_unlabelled(
     let pid = sleeper.0.id();
     std::fs::write(dir.join("cgroup.procs"), pid.to_string()).expect("join the scope");
     let ino = netns_of(pid);
-    for _ in 0..200 {
-        if std::fs::metadata(format!("/proc/{pid}"))
+    until("the process running as the user", || {
+        std::fs::metadata(format!("/proc/{pid}"))
             .map(|m| m.uid())
             .ok()
             == Some(uid)
-        {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    });
     assert_eq!(
         std::fs::metadata(format!("/proc/{pid}"))
             .map(|m| m.uid())

@@ -14,6 +14,7 @@ use dropscope_tests::{
     Counting, Netns, ethtool_sum,
     fixture::{self, Bpffs, Kind, TC_ACT_SHOT, XDP_ABORTED, XDP_DROP},
     root_test, veth_pair,
+    wait::{until, wait_line, wait_report},
 };
 use serde_json::Value;
 
@@ -38,6 +39,23 @@ fn rows<'a>(report: &'a Value, netns: u64, prefix: &str) -> Vec<&'a Value> {
             r["netns"] == netns && r["counter"].as_str().is_some_and(|c| c.starts_with(prefix))
         })
         .collect()
+}
+
+/// Whether a report's ledger knows program `id` in `netns`: a row of `prefix`, or a note on it.
+fn found_in(report: &Value, netns: u64, prefix: &str, id: u32) -> bool {
+    report["ledger"]["counters"].is_array()
+        && (!rows(report, netns, prefix).is_empty()
+            || (report["ledger"]["notes"].as_array().into_iter().flatten())
+                .filter_map(Value::as_str)
+                .any(|n| n.starts_with(&format!("program {id} "))))
+}
+
+/// The last (final) report of `report --every --format json`'s lines.
+fn last_report(out: &str) -> Value {
+    let last = (out.lines().rev())
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no JSON report in {out}"));
+    serde_json::from_str(last).expect("JSON report")
 }
 
 /// The ledger's notes.
@@ -144,7 +162,9 @@ fn xdp_drop_and_aborted_are_counted_per_program_device_and_namespace() {
     b.traffic(&["udp-to", "10.82.0.1", "7999", "1"]);
 
     let xdp_drops_before = ethtool_sum(&b, &vb, "_xdp_drops");
-    let report = Counting::start(&["report", "--format", "json", "--by", BY]);
+    // A report a second, waited on below.
+    let mut report = Counting::start(&["report", "--format", "json", "--by", BY, "--every", "1"]);
+    let lines = report.stdout_lines();
     // Judged beside: a budget on a program's verdicts makes `check` count them.
     let check = Counting::start(&[
         "check",
@@ -160,12 +180,21 @@ fn xdp_drop_and_aborted_are_counted_per_program_device_and_namespace() {
     let abort_id = prog_id(&abort);
     let pin2 = fs.pin(&abort, "abort");
     attach_xdp(&a, &va, "xdpdrv", &pin2);
-    // Found within a second.
-    std::thread::sleep(Duration::from_millis(1200));
+    // Found by the watch: its row or its note in a report. `check` says nothing until it ends;
+    // started with the report and watching on the same schedule, it has found it too.
+    let na = inode(&a);
+    let abort_prefix = format!("Xdp:{va}:xdpdrv:ds_fx_abort#{abort_id}:");
+    wait_report(&lines, "the program attached meanwhile found", |r| {
+        found_in(r, na, &abort_prefix, abort_id)
+    });
     a.traffic(&["udp-to", "10.82.0.2", "7001", "500"]);
     b.traffic(&["udp-to", "10.82.0.1", "7002", "300"]);
     std::thread::sleep(Duration::from_millis(300));
-    let report: Value = serde_json::from_str(&report.interrupt()).expect("JSON report");
+    let report = last_report(
+        &report
+            .try_interrupt(Duration::from_secs(30))
+            .expect("report ends"),
+    );
     let (checked, check, check_err) = check
         .try_interrupt_status(Duration::from_secs(30))
         .expect("check ends");
@@ -410,27 +439,37 @@ fn a_tcx_program_attached_while_dropscope_runs_is_found_within_a_reading() {
     let (va, _vb) = veth_pair(&a, &b, "10.84.0");
     a.traffic(&["udp-to", "10.84.0.2", "7999", "1"]);
     // Started first: with no tc program loaded, its readings ask no device for tcx programs
-    // until the program watch finds one.
-    let report = Counting::start(&["report", "--format", "json", "--by", BY]);
-    std::thread::sleep(Duration::from_millis(500));
+    // until the program watch finds one. A report a second, waited on below.
+    let mut report = Counting::start(&["report", "--format", "json", "--by", BY, "--every", "1"]);
+    let lines = report.stdout_lines();
+    wait_line(&lines, "a reading before the program", |l| {
+        l.starts_with('{')
+    });
     let tcx = fixture::load(Kind::Tc, "ds_fx_late", 7005, TC_ACT_SHOT, true).expect("load");
     let tcx_id = prog_id(&tcx);
     let traced = fixture::fentry_allowed(&tcx);
     let _link = fixture::attach_tcx(&tcx, &a.path(), &va, true).expect("tcx link");
-    // Found by the watch within a second; on the device by the next reading (one a second).
-    std::thread::sleep(Duration::from_millis(2500));
-    a.traffic(&["udp-to", "10.84.0.2", "7005", "150"]);
-    std::thread::sleep(Duration::from_millis(1500));
-    let report: Value = serde_json::from_str(&report.interrupt()).expect("JSON report");
-
     let na = inode(&a);
+    // Found by the watch; on the device by the next reading: its row or its note in a report.
+    let prefix = format!("Tc:{va}:tcx-egress:ds_fx_late#{tcx_id}:");
+    wait_report(&lines, "the program found on the device", |r| {
+        found_in(r, na, &prefix, tcx_id)
+    });
+    a.traffic(&["udp-to", "10.84.0.2", "7005", "150"]);
+    wait_report(&lines, "the program's drops counted", |r| {
+        probe_drops(r, na, &va, "TC_EGRESS", "") >= 150
+    });
+    let out = report
+        .try_interrupt(Duration::from_secs(30))
+        .expect("report ends");
+    let report = last_report(&out);
+
     assert_eq!(
         probe_drops(&report, na, &va, "TC_EGRESS", ""),
         150,
         "{:#}",
         report["drops"]
     );
-    let prefix = format!("Tc:{va}:tcx-egress:ds_fx_late#{tcx_id}:");
     let place = (na, tcx_id, "ds_fx_late", "tc tcx-egress");
     counted_or_noted(&report, &traced, &prefix, place, 150);
 }
@@ -452,10 +491,14 @@ fn a_program_in_a_namespace_without_a_name_or_counted_drops_is_found() {
         .args(["netns", "exec", &b.name, "sleep", "120"])
         .spawn()
         .expect("holder");
-    std::thread::sleep(Duration::from_millis(300));
-    let nb = std::fs::metadata(format!("/proc/{}/ns/net", holder.id()))
-        .expect("holder's namespace")
-        .ino();
+    // In b once `ip netns exec` has entered it (not after a guessed time).
+    let holder_ns = || {
+        std::fs::metadata(format!("/proc/{}/ns/net", holder.id()))
+            .expect("holder's namespace")
+            .ino()
+    };
+    until("the holder in b", || holder_ns() == inode(&b));
+    let nb = holder_ns();
     assert_eq!(nb, inode(&b));
     let status = std::process::Command::new("ip")
         .args(["netns", "del", &b.name])
@@ -466,7 +509,7 @@ fn a_program_in_a_namespace_without_a_name_or_counted_drops_is_found() {
 
     // Counted without the namespace (`--by` without netns): the drops there name no namespace
     // to read, so only the search for where new programs are attached can find it.
-    let report = Counting::start(&[
+    let mut report = Counting::start(&[
         "report",
         "--format",
         "json",
@@ -475,16 +518,29 @@ fn a_program_in_a_namespace_without_a_name_or_counted_drops_is_found() {
         "--every",
         "1",
     ]);
-    // Two searching readings, then readings of where the program was found.
-    std::thread::sleep(Duration::from_millis(4500));
+    let lines = report.stdout_lines();
+    // Searching readings, then readings of where the program was found: its row or its note
+    // in a report.
+    let prefix = format!("Xdp:{vb}:xdpdrv:ds_fx_hidden#{drop_id}:");
+    wait_report(&lines, "the program found", |r| {
+        found_in(r, nb, &prefix, drop_id)
+    });
     a.traffic(&["udp-to", "10.85.0.2", "7006", "120"]);
-    std::thread::sleep(Duration::from_millis(1500));
-    let out = report.interrupt();
+    // Where verdicts are counted: a report whose reading came after the drops has them (else
+    // the note found above is all there is to see).
+    if traced.is_ok() {
+        wait_report(&lines, "the program's drops read", |r| {
+            rows(r, nb, &prefix)
+                .iter()
+                .any(|row| n(row, "delta") >= 120)
+        });
+    }
+    let out = report
+        .try_interrupt(Duration::from_secs(30))
+        .expect("report ends");
     let _ = holder.kill();
     let _ = holder.wait();
-    let report: Value =
-        serde_json::from_str(out.lines().last().expect("a report")).expect("JSON report");
-    let prefix = format!("Xdp:{vb}:xdpdrv:ds_fx_hidden#{drop_id}:");
+    let report = last_report(&out);
     let place = (nb, drop_id, "ds_fx_hidden", "xdp xdpdrv");
     counted_or_noted(&report, &traced, &prefix, place, 120);
 }
@@ -600,8 +656,8 @@ fn a_program_load_moves_the_load_watch() {
         before + 1
     );
     drop(prog);
-    // Its unload is an event too (freed after an RCU grace period: waited for).
-    let until = std::time::Instant::now() + Duration::from_secs(5);
+    // Its unload is an event too (freed after an RCU grace period: waited for, generously).
+    let until = std::time::Instant::now() + dropscope_tests::wait::LIMIT;
     let mut seen = watch.changed();
     while !seen && std::time::Instant::now() < until {
         std::thread::sleep(Duration::from_millis(50));

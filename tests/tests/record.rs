@@ -1,6 +1,6 @@
 //! Recordings of real drops: replayed counts equal the live ones, a SIGKILLed recording still
 //! replays, and replay needs no root. Needs root (to record).
-use std::{os::unix::fs::PermissionsExt, process::Command, time::Duration};
+use std::{os::unix::fs::PermissionsExt, process::Command};
 
 use dropscope_tests::{Counting, Netns, count, dropscope_bin, root_test};
 
@@ -75,7 +75,10 @@ fn a_recording_killed_with_sigkill_replays_its_complete_frames() {
         "100ms",
     ]);
     ns.traffic(&["udp", "9", "500"]);
-    std::thread::sleep(Duration::from_millis(2000));
+    // Killed once the drops are in a frame written down (not after a guessed time).
+    dropscope_tests::wait::wait_recorded(dir.path(), "the 500 drops recorded", |r| {
+        count(r, "NO_SOCKET", "__udp4_lib_rcv+") >= 500
+    });
     // SAFETY: kill(2) with a valid signal to the process we started.
     unsafe { libc::kill(rec.pid() as i32, libc::SIGKILL) };
     let _ = std::panic::catch_unwind(|| rec.wait());

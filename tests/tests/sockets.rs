@@ -11,6 +11,7 @@ use dropscope_tests::{
     Counting, Netns,
     holder::{Holder, rcvbuf_errors},
     root_test,
+    wait::wait_report,
 };
 use serde_json::Value;
 
@@ -44,6 +45,21 @@ fn rows_of(report: &Value, inode: u64) -> Vec<&Value> {
         .collect()
 }
 
+/// Whether a report has the socket `inode`'s row naming process `pid` as its holder.
+fn holds(report: &Value, inode: u64, pid: u64) -> bool {
+    rows_of(report, inode)
+        .iter()
+        .any(|d| d["socket"]["holders"][0]["pid"].as_u64() == Some(pid))
+}
+
+/// The last (final) report of `report --every --format json`'s lines.
+fn last_report(out: &str) -> Value {
+    let last = (out.lines().rev())
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no JSON report in {out}"));
+    serde_json::from_str(last).expect("JSON report")
+}
+
 #[test]
 fn a_udp_socket_that_never_reads_is_named_by_its_process_and_port() {
     named_by_its_process_and_port(&[]);
@@ -62,18 +78,25 @@ fn named_by_its_process_and_port(probe: &[&str]) {
     let _serial = root_test();
     let rx_sk = kernel_passes_rx_sk();
     let ns = Netns::new("sock");
-    let mut args = vec!["report", "--format", "json"];
+    // A report a second: the socket's naming is waited for in them.
+    let mut args = vec!["report", "--format", "json", "--every", "1"];
     args.extend_from_slice(probe);
-    let report = Counting::start(&args);
+    let mut report = Counting::start(&args);
+    let lines = report.stdout_lines();
     let mut holder = Holder::start(&ns, 10, 0);
     let dropped = holder.dropped();
     assert!(dropped > 0, "a socket of buffer {} took all", holder.rcvbuf);
     // Named beside the counting, within a few polls, while the process holds it.
-    std::thread::sleep(Duration::from_secs(4));
+    if rx_sk {
+        let pid = u64::from(holder.child.id());
+        wait_report(&lines, "the socket named by its process", |r| {
+            holds(r, holder.inode, pid)
+        });
+    }
     let out = report
         .try_interrupt(Duration::from_secs(30))
         .expect("report ends");
-    let report: Value = serde_json::from_str(&out).expect("JSON report");
+    let report = last_report(&out);
     let counted = rcvbuf_errors(&ns);
     assert_eq!(dropped, counted, "the kernel's Udp:RcvbufErrors");
     if !rx_sk {
@@ -130,16 +153,26 @@ fn a_process_with_thousands_of_sockets_is_bounded_said_so_and_crowds_out_no_othe
         limit.rlim_max
     );
     let ns = Netns::new("sockcrowd");
-    let report = Counting::start(&["report", "--format", "json"]);
+    // A report a second: the sockets' lookups are waited for in them.
+    let mut report = Counting::start(&["report", "--format", "json", "--every", "1"]);
+    let lines = report.stdout_lines();
     let mut crowded = Holder::start(&ns, 10, CROWD);
     let mut plain = Holder::start(&ns, 10, 0);
     let dropped = (crowded.dropped(), plain.dropped());
-    std::thread::sleep(Duration::from_secs(4));
+    if kernel_passes_rx_sk() {
+        let pid = u64::from(plain.child.id());
+        wait_report(&lines, "both sockets looked up", |r| {
+            holds(r, plain.inode, pid)
+                && rows_of(r, crowded.inode)
+                    .iter()
+                    .any(|d| d["socket"]["sure"] == "unknown")
+        });
+    }
     // Never a hang: the report ends when asked, its bounded lookups or not.
     let out = report
         .try_interrupt(Duration::from_secs(30))
         .expect("report ends");
-    let report: Value = serde_json::from_str(&out).expect("JSON report");
+    let report = last_report(&out);
     assert_eq!(dropped.0 + dropped.1, rcvbuf_errors(&ns));
 
     let rows = rows_of(&report, crowded.inode);

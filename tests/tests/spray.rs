@@ -3,7 +3,11 @@
 //! `--max-keys` show as overflow, dropscope's memory does not grow with the keys sprayed, and
 //! `serve`, counting beside, exports no more than `--max-series` label sets whose sum is still
 //! every drop. Needs root.
-use dropscope_tests::{Counting, Netns, keyed_overflow_total, root_test, serve::Serve};
+use dropscope_tests::{
+    Counting, Netns, keyed_overflow_total, root_test,
+    serve::{Serve, get},
+    wait::until,
+};
 
 /// Namespaces sprayed: each sends one datagram to every closed UDP port (65,533 or 65,534 of
 /// them: its own source ports left out), so 16 give over 1,048,000 distinct keys of
@@ -56,8 +60,11 @@ fn a_spray_of_a_million_keys_is_counted_exactly_in_bounded_memory() {
         "--max-series",
         &MAX_SERIES.to_string(),
     ]);
-    // The heap once counting (a poll has run), before any key exists.
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    // The heap once counting (a poll has run), before any key exists: `serve`, started after
+    // the report and polling on the same schedule, has published its first snapshot by then.
+    until("serve's first snapshot", || {
+        get(serve.port, "/metrics", "text/plain").0 == 200
+    });
     let heap_before = status_kb(c.pid(), "RssAnon");
     // First 640 ports in each namespace (16 x 640 = the 10,240 keys the map holds, so every
     // namespace has keys), then the rest of the ports: overflow.
@@ -71,10 +78,14 @@ fn a_spray_of_a_million_keys_is_counted_exactly_in_bounded_memory() {
         }
     }
     assert!(sent > 1_000_000, "only {sent} datagrams sent");
-    // Let a poll or two read the maps at their fullest.
-    std::thread::sleep(std::time::Duration::from_secs(3));
+    // Until a poll has read the maps at their fullest: serve's series sum to every drop sent
+    // (the report polls on the same schedule).
+    let mut series = Vec::new();
+    until("serve's series summing to every drop sent", || {
+        series = serve.drops();
+        series.iter().map(|(_, n)| n).sum::<u64>() >= sent
+    });
     let (heap_after, peak) = (status_kb(c.pid(), "RssAnon"), status_kb(c.pid(), "VmHWM"));
-    let series = serve.drops();
     drop(serve);
     let out = c.interrupt();
     let report: serde_json::Value = serde_json::from_str(&out).expect("JSON report");

@@ -124,8 +124,15 @@ fn recorded_stacks_are_found_by_their_namespaces_name() {
         rec.to_str().expect("utf-8"),
     ]);
     ns.traffic(&["udp", "9", "500"]);
-    // A few polls, so that the names are found while it records.
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    // Ended once a frame written down has the drops under the namespace's name (found beside
+    // the counting while it records).
+    dropscope_tests::wait::wait_recorded(dir.path(), "the drops recorded with their name", |r| {
+        (r["drops"].as_array().into_iter().flatten())
+            .filter(|d| d["netns_name"] == ns.name.as_str())
+            .map(|d| d["count"].as_u64().unwrap_or(0))
+            .sum::<u64>()
+            >= 500
+    });
     c.interrupt();
     let out = dropscope_tests::run(
         std::process::Command::new(dropscope_tests::dropscope_bin()).args([

@@ -118,9 +118,14 @@ fn the_selection_starts_on_the_top_row_and_enter_opens_it() {
     t.wait("2,000 NO_SOCKET drops", |s| {
         s.contains("2,000") && s.contains("NO_SOCKET")
     });
-    // The rates settle (no more drops): the order is by count then, NO_SOCKET first.
-    std::thread::sleep(std::time::Duration::from_secs(2));
-    let styled = t.styled_screen();
+    // The rates settle (no more drops): the order is by count then, NO_SOCKET first. Waited
+    // for on the screen, which the view redraws on its own schedule.
+    let mut styled = String::new();
+    dropscope_tests::wait::until("the 2,000 NO_SOCKET drops on the top row", || {
+        styled = t.styled_screen();
+        let (row, _) = top_row(&styled);
+        row.starts_with("NO_SOCKET") && row.contains("2,000")
+    });
     let (row, selected) = top_row(&styled);
     assert!(
         row.starts_with("NO_SOCKET") && row.contains("2,000"),
