@@ -30,11 +30,7 @@ pub mod when;
 pub mod writer;
 
 #[cfg(test)]
-mod kernel_tests;
-#[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tests_index;
 
 pub use retention::Retention;
 pub use writer::{HistoryWriter, Running, Status, StatusView};

@@ -32,22 +32,6 @@ mod writer;
 
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tests_attribution;
-#[cfg(test)]
-mod tests_budget;
-#[cfg(test)]
-mod tests_damage;
-#[cfg(test)]
-mod tests_kernel;
-#[cfg(test)]
-mod tests_replay;
-#[cfg(test)]
-mod tests_socket;
-#[cfg(test)]
-mod tests_stream;
-#[cfg(test)]
-mod tests_v2;
 
 pub use encoder::{KEYFRAME_EVERY, KEYFRAME_MAX_FRAMES};
 pub use error::RecordError;

@@ -151,10 +151,4 @@ pub async fn run(
 }
 
 #[cfg(test)]
-mod auth_tests;
-#[cfg(test)]
-mod server_tests;
-#[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod webconfig_tests;

@@ -6,7 +6,7 @@ use tokio::{
     time::{Instant, sleep},
 };
 
-use super::{
+use crate::record::{
     Recording, encode, record_feed, replay_feed,
     tests::{session, story},
 };

@@ -3,7 +3,7 @@
 //! replay's ledger and culprits are the live ones.
 use std::{sync::Arc, time::Duration};
 
-use super::{Recording, encode, tests::session};
+use crate::record::{Recording, encode, tests::session};
 use crate::{
     culprit::{self, Culprit},
     ledger::reconcile,
@@ -46,7 +46,7 @@ fn round_trip(snaps: &[Snapshot]) -> Vec<Snapshot> {
     let bytes = encode(&session(), snaps).expect("encode");
     let rec = Recording::from_bytes(&bytes).expect("open");
     assert!(rec.warnings().is_empty(), "{:?}", rec.warnings());
-    super::tests::decode_all(&rec)
+    crate::record::tests::decode_all(&rec)
 }
 
 /// A namespace that ended (drops keyed by its cookie 5) and the one given its inode next
@@ -94,7 +94,7 @@ fn cookies_that_change_between_readings_read_back_with_each_snapshot() {
         .collect();
     let bytes = encode(&session(), &snaps).expect("encode");
     let rec = Recording::from_bytes(&bytes).expect("open");
-    for (i, s) in super::tests::decode_all(&rec).iter().enumerate() {
+    for (i, s) in crate::record::tests::decode_all(&rec).iter().enumerate() {
         let want = &snaps[i].kernel.as_deref().expect("r").cookies;
         assert_eq!(
             &s.kernel.as_deref().expect("a reading").cookies,
@@ -114,7 +114,7 @@ fn cookies_that_change_between_readings_read_back_with_each_snapshot() {
 /// exact, and a listener is read back with its process.
 #[test]
 fn culprits_of_a_replay_are_the_live_ones() {
-    let attributed = super::attribution::tests::attributed();
+    let attributed = crate::record::attribution::tests::attributed();
     let mut snaps = Vec::new();
     for i in 1..=3u64 {
         let mut r = attributed.clone();

@@ -2,7 +2,8 @@
 //! seeks; deltas refused where the writer never puts them.
 use std::{sync::Arc, time::Duration};
 
-use super::{
+use crate::model::KernelReading;
+use crate::record::{
     Recording,
     decode::Frames,
     encode,
@@ -10,7 +11,6 @@ use super::{
     kernel,
     tests::{decode_all, session, story},
 };
-use crate::model::KernelReading;
 
 /// A host's reading: 40 namespaces of 10 device counters, and a program's verdicts.
 fn reading(unix_ms: u64, xdp: u64, shift: u64) -> KernelReading {
@@ -111,12 +111,12 @@ fn a_kernel_delta_before_any_reading_is_refused() {
     // it replayed.
     let mut p = Vec::new();
     for v in [1u64, 1, 1, 1] {
-        super::format::put_uvarint(&mut p, v);
+        crate::record::format::put_uvarint(&mut p, v);
     }
-    super::format::put_str(&mut p, "Udp:NoPorts");
-    super::format::put_uvarint(&mut p, 1);
-    super::format::put_uvarint(&mut p, 0);
-    let end = bytes.len() - super::format::FRAME_HEADER_LEN;
+    crate::record::format::put_str(&mut p, "Udp:NoPorts");
+    crate::record::format::put_uvarint(&mut p, 1);
+    crate::record::format::put_uvarint(&mut p, 0);
+    let end = bytes.len() - crate::record::format::FRAME_HEADER_LEN;
     bytes.truncate(end);
     let elapsed = snaps[2].elapsed.as_nanos() as u64;
     push_frame(&mut bytes, Kind::KernelDelta, elapsed, &p).expect("frame");
@@ -147,7 +147,7 @@ fn counters_of_oddly_named_devices_are_recorded_or_noted() {
     }
     let (payload, whole) = kernel::encode(&r);
     assert!(whole);
-    let back = kernel::decode(&payload, super::VERSION).expect("decoded");
+    let back = kernel::decode(&payload, crate::record::VERSION).expect("decoded");
     assert_eq!(back.netns[&1].get("Dev:eth0\\u{34f}:RxDrop"), Some(&4));
     assert_eq!(back, r);
     // A name no reader would take (from a producer that did not escape it, or too long).
@@ -156,7 +156,7 @@ fn counters_of_oddly_named_devices_are_recorded_or_noted() {
     g.insert(Arc::from(format!("Ethtool:eth1:{}", "x".repeat(300))), 2);
     let (payload, whole) = kernel::encode(&r);
     assert!(!whole);
-    let back = kernel::decode(&payload, super::VERSION).expect("decoded");
+    let back = kernel::decode(&payload, crate::record::VERSION).expect("decoded");
     assert_eq!(back.netns[&1].len(), c.len());
     let note = (back.errors.iter())
         .find(|e| e.contains("not recorded"))

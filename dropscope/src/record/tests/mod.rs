@@ -1,4 +1,13 @@
 //! Round trips, seeking, ordering, file permissions and size bounds; shared test fixtures.
+
+mod attribution;
+mod budget;
+mod damage;
+mod kernel;
+mod replay;
+mod socket;
+mod stream;
+mod v2;
 use std::{
     os::unix::fs::{FileExt, PermissionsExt},
     sync::Arc,

@@ -1,5 +1,9 @@
 //! Tests of the exposition formats, content negotiation and the HTTP server on loopback (its
-//! connection limits, TLS and basic auth in `server_tests`).
+//! connection limits, TLS and basic auth in `server`, `auth` and `webconfig`).
+
+mod auth;
+mod server;
+mod webconfig;
 use std::{
     io::{Read, Write},
     sync::Arc,

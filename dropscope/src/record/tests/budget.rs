@@ -2,7 +2,7 @@
 //! chains of deltas. Each is refused (or cut) at open, before its output or its work is spent.
 use std::time::Duration;
 
-use super::{
+use crate::record::{
     RecordError, Recording,
     budget::{MAX_CHAIN_BYTES, MAX_DELTAS, MAX_REFERENCED_BYTES},
     crafted,

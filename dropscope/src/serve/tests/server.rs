@@ -15,7 +15,7 @@ use tokio::{
     net::TcpStream,
 };
 
-use super::{
+use crate::serve::{
     auth::{CHALLENGE, FAILURE_BUDGET, FAILURE_INTERVAL},
     connections::{
         IDLE_TIMEOUT, Limits, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER,
@@ -493,7 +493,7 @@ fn the_help_and_the_prometheus_page_state_the_limits() {
         .render_long_help()
         .to_string();
     let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
-    let page = include_str!("../../../docs/prometheus.md")
+    let page = include_str!("../../../../docs/prometheus.md")
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ");

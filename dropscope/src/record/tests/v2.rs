@@ -1,7 +1,8 @@
 //! Format version 2: keys with their attribution, sampled packets, and the sample limits.
 use std::{sync::Arc, time::Duration};
 
-use super::{
+use crate::model::{Attribution, DropCount, DropKey, KeySamples, Sample, Snapshot};
+use crate::record::{
     RecordError, Recording,
     budget::{MAX_RENAMES_PER_KEY, MAX_SAMPLE_BYTES, MAX_SAMPLES_PER_KEY},
     encode,
@@ -9,7 +10,6 @@ use super::{
     format::{Kind, push_frame, put_str, put_uvarint},
     tests::{decode_all, key, session},
 };
-use crate::model::{Attribution, DropCount, DropKey, KeySamples, Sample, Snapshot};
 
 fn attributed(port: Option<u16>, device: Option<&str>, netns: Option<u64>) -> DropKey {
     let mut k = key(2, "NO_SOCKET", "__udp4_lib_rcv+0x8a4");
@@ -69,7 +69,7 @@ fn keys_differing_only_in_attribution_round_trip_as_distinct_keys() {
         })
         .collect();
     let bytes = encode(&session(), &snaps).expect("encode");
-    assert_eq!(&bytes[14..16], &super::VERSION.to_le_bytes());
+    assert_eq!(&bytes[14..16], &crate::record::VERSION.to_le_bytes());
     let rec = Recording::from_bytes(&bytes).expect("open");
     assert!(rec.warnings().is_empty(), "{:?}", rec.warnings());
     let back = decode_all(&rec);
@@ -199,7 +199,7 @@ fn crafted(samples: usize, len: usize) -> Vec<u8> {
     for v in [0, 0, 0] {
         put_uvarint(&mut k, v);
     }
-    super::health::put_full(&mut k, &Default::default());
+    crate::record::health::put_full(&mut k, &Default::default());
     put_uvarint(&mut k, 0);
     put_uvarint(&mut k, 0);
     push_frame(&mut out, Kind::Keyframe, 1, &k).expect("keyframe");
@@ -354,7 +354,7 @@ fn a_stack_takes_its_keys_names_written_after_it() {
 /// is a rename of a key never defined.
 #[test]
 fn a_key_renamed_too_often_is_refused() {
-    use super::{budget::Spent, decode::Dictionary};
+    use crate::record::{budget::Spent, decode::Dictionary};
     let frame = |keys: u64, renames: &[u64]| {
         let mut p = Vec::new();
         put_uvarint(&mut p, 1);
@@ -376,13 +376,13 @@ fn a_key_renamed_too_often_is_refused() {
         p
     };
     let mut spent = Spent::default();
-    let mut dict = Dictionary::new(super::VERSION);
+    let mut dict = Dictionary::new(crate::record::VERSION);
     assert!(dict.add(&frame(1, &[]), &mut spent).is_ok(), "a key");
     let allowed = vec![0; usize::from(MAX_RENAMES_PER_KEY)];
     let ok = dict.add(&frame(0, &allowed), &mut spent).is_ok();
     assert!(ok, "as often as a writer renames");
     assert!(dict.add(&frame(0, &[0]), &mut spent).is_err(), "once more");
-    let mut fresh = Dictionary::new(super::VERSION);
+    let mut fresh = Dictionary::new(crate::record::VERSION);
     assert!(fresh.add(&frame(0, &[7]), &mut Spent::default()).is_err());
 }
 

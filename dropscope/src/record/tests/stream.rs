@@ -6,7 +6,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::{
+use crate::record::{
     Recording, encode,
     tests::{decode_all, session, story},
 };
@@ -152,7 +152,7 @@ fn a_stream_that_ends_between_frames_or_before_its_header() {
     drop(tx);
     assert!(matches!(
         Recording::read_stream(src),
-        Err(super::RecordError::NotARecording)
+        Err(crate::record::RecordError::NotARecording)
     ));
 }
 
@@ -174,7 +174,7 @@ async fn replay_follows_a_growing_stream_live_and_stops_following_at_its_end() {
     let (tx, src) = fed();
     tx.send(bytes[..at(4)].to_vec()).expect("send");
     let rec = Recording::follow(src).expect("follow");
-    let mut feed = super::replay_feed(rec);
+    let mut feed = crate::record::replay_feed(rec);
     let status = feed.replay.as_ref().expect("replay").status.clone();
     // The latest snapshot that has arrived, not the first: it is live.
     let mut s = recv(&mut feed.snapshots).await;

@@ -1,4 +1,7 @@
 //! Reading generated histories: spans, gaps, refused segments and exact window counts.
+
+mod index;
+mod kernel;
 use std::time::Duration;
 
 use super::{

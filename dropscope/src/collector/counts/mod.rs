@@ -124,5 +124,4 @@ impl CountReader {
 }
 
 #[cfg(test)]
-#[path = "counts_tests.rs"]
 mod tests;

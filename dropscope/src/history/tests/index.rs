@@ -1,7 +1,7 @@
 //! The index beside each segment: built, written privately, and caught whenever it lies.
 use std::{os::unix::fs::PermissionsExt as _, path::Path};
 
-use super::{
+use crate::history::{
     catalog::Catalog,
     dir,
     index::{self, Loaded, SegmentIndex},
@@ -223,8 +223,8 @@ fn the_strip_reads_the_same_from_indexes_without_opening_the_segments() {
     let b = snapshots(4, 2, 30, 601);
     let seq = write_session(tmp.path(), 1, &session("h", T0), &a, 240).expect("a");
     write_session(tmp.path(), seq, &session("h", T0 + 1_200_000), &b, 240).expect("b");
-    let whole =
-        super::timeline::build(&Catalog::open(tmp.path()).expect("open"), 30).expect("timeline");
+    let whole = crate::history::timeline::build(&Catalog::open(tmp.path()).expect("open"), 30)
+        .expect("timeline");
     for s in dir::list(tmp.path()).expect("list").segments {
         index::index_segment(&s.path).expect("index");
     }
@@ -234,15 +234,16 @@ fn the_strip_reads_the_same_from_indexes_without_opening_the_segments() {
     for p in &cat.pieces {
         std::fs::write(&p.file.path, b"gone").expect("overwrite");
     }
-    let indexed = super::timeline::build(&cat, 30).expect("timeline");
+    let indexed = crate::history::timeline::build(&cat, 30).expect("timeline");
     assert_eq!(
         (indexed.from_ms, indexed.to_ms),
         (whole.from_ms, whole.to_ms)
     );
-    let gaps =
-        |t: &super::timeline::Timeline| t.buckets.iter().map(Option::is_none).collect::<Vec<_>>();
+    let gaps = |t: &crate::history::timeline::Timeline| {
+        t.buckets.iter().map(Option::is_none).collect::<Vec<_>>()
+    };
     assert_eq!(gaps(&indexed), gaps(&whole));
-    let sum = |t: &super::timeline::Timeline| -> f64 { t.buckets.iter().flatten().sum() };
+    let sum = |t: &crate::history::timeline::Timeline| -> f64 { t.buckets.iter().flatten().sum() };
     let (x, y) = (sum(&indexed), sum(&whole));
     assert!((x - y).abs() / y < 0.02, "{x} vs {y}");
 }

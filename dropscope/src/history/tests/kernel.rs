@@ -1,6 +1,6 @@
 //! The kernel's counters over a window of a generated history: exact growth between the
 //! readings at its ends, summed across sessions, with the probe's drops to match them.
-use super::{
+use crate::history::{
     catalog::Catalog,
     range::{Counted, Window, count},
     synthetic::{INITIAL_NETNS, session, with_counters, write_session},

@@ -1,6 +1,6 @@
 //! Damaged files: truncation and flipped bytes at every byte, wrong magic and versions, and an
 //! interrupted recorder. Each must give the valid prefix and a warning naming the byte offset.
-use super::{
+use crate::record::{
     RecordError, Recorder, Recording, encode,
     format::{FILE_HEADER_LEN, FRAME_HEADER_LEN},
     tests::{decode_all, session, story},
@@ -115,16 +115,16 @@ fn bad_magic_and_newer_versions_are_named() {
 
     let mut newer = bytes.clone();
     newer[FILE_HEADER_LEN - 2..FILE_HEADER_LEN]
-        .copy_from_slice(&(super::VERSION + 1).to_le_bytes());
+        .copy_from_slice(&(crate::record::VERSION + 1).to_le_bytes());
     let e = Recording::from_bytes(&newer).err().expect("error");
     assert!(matches!(
         e,
         RecordError::NewerVersion {
             found,
-            supported: super::VERSION
-        } if found == super::VERSION + 1
+            supported: crate::record::VERSION
+        } if found == crate::record::VERSION + 1
     ));
-    let newer = format!("version {} is newer", super::VERSION + 1);
+    let newer = format!("version {} is newer", crate::record::VERSION + 1);
     assert!(e.to_string().contains(&newer), "{e}");
 
     assert!(matches!(

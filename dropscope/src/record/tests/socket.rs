@@ -2,7 +2,7 @@
 //! changes), its bounds, and recordings of version 6 read as before.
 use std::time::Duration;
 
-use super::{
+use crate::record::{
     Recording, encode,
     format::{FILE_HEADER_LEN, Reader},
     socket,
@@ -122,7 +122,7 @@ fn hostile_descriptions_are_refused() {
         strings
             .get(id as usize)
             .cloned()
-            .ok_or(super::format::Malformed("undefined string"))
+            .ok_or(crate::record::format::Malformed("undefined string"))
     };
     let many = About::Exact(Found {
         holders: (0..MAX_HOLDERS as u32 + 1)
