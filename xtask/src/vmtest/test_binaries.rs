@@ -406,6 +406,23 @@ mod tests {
         );
     }
 
+    /// Every name a guest leaves out is a column or one of its tests: a misspelt one would run
+    /// what it meant to leave out.
+    #[test]
+    fn what_a_guest_leaves_out_is_a_column_or_a_test() {
+        let known = |n: &str| COLUMNS.iter().any(|c| c.name == n || c.tests.contains(&n));
+        for series in ["6.1", "6.12", "host"] {
+            for (name, why) in left_out(series)
+                .into_iter()
+                .chain(left_out_emulated(series))
+            {
+                assert!(known(name), "{series}: {name} is no column or test");
+                assert!(!why.is_empty(), "{series}: {name} has no reason");
+            }
+        }
+        assert!(!known("netkits"));
+    }
+
     #[test]
     fn a_column_or_test_left_out_is_not_run() {
         let bins: Vec<(String, PathBuf)> = COLUMNS
