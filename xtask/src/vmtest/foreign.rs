@@ -1,9 +1,10 @@
 //! vmtest's guests of another machine (arm64 kernels on an x86_64 host): this machine's root
 //! filesystem cannot serve them, so each boots with qemu-system-aarch64 (`-M virt -cpu max`,
 //! emulated) on a small initramfs root (`initramfs`) holding the aarch64 dist binary, the
-//! suite runner and the traffic generator built for aarch64, and Debian's arm64 busybox. The
-//! host's output directory is shared over 9p: the guest writes its results there, as the amd64
-//! guests do.
+//! suite runner and the traffic generator built for aarch64, Debian's arm64 busybox and the
+//! network tools the tests' fixtures call (`userland`). The host's output directory is shared
+//! over 9p: the guest writes its results there, as the amd64 guests do; the tests crate's
+//! binaries, built for aarch64, come over a second, read-only share (`/tests`).
 use std::{
     fs,
     path::{Path, PathBuf},
@@ -11,16 +12,25 @@ use std::{
     time::Duration,
 };
 
-use anyhow::bail;
+use anyhow::{Context as _, bail};
 
 use super::{initramfs, kernels::Kernel};
 use crate::dist::Arch;
 
-/// The suite runner and the traffic generator, built for the guest's machine.
+/// The suite runner and the traffic generator, built for the guest's machine, and the tests
+/// crate's binaries when the guest runs them.
 pub struct Tools {
     xtask: PathBuf,
     traffic: PathBuf,
+    /// The directory shared as /tests: the tests crate's binaries by name, and `traffic`
+    /// beside them (where they look for it).
+    pub tests: Option<PathBuf>,
+    /// The tests crate's binaries as the guest sees them (name, /tests/NAME).
+    pub binaries: Vec<(String, PathBuf)>,
 }
+
+/// The 9p tag (and the guest's mount point) of the tests crate's binaries.
+pub const TESTS_TAG: &str = "tests";
 
 /// Builds the suite runner (this program) and the traffic generator for `arch` (static musl
 /// binaries, like the dist binary).
@@ -46,19 +56,51 @@ pub fn tools(arch: Arch) -> anyhow::Result<Tools> {
     let dir = crate::target_dir().join(arch.target()).join("debug");
     let stripped = |name: &str| -> anyhow::Result<PathBuf> {
         let to = dir.join(format!("{name}.stripped"));
-        crate::setup::run(
-            Command::new(arch.strip())
-                .arg("--strip-debug")
-                .arg("-o")
-                .arg(&to)
-                .arg(dir.join(name)),
-        )?;
+        strip(arch, &dir.join(name), &to)?;
         Ok(to)
     };
     Ok(Tools {
         xtask: stripped("xtask")?,
         traffic: stripped("traffic")?,
+        tests: None,
+        binaries: Vec::new(),
     })
+}
+
+/// Strips a binary built for `arch` into `to`.
+fn strip(arch: Arch, from: &Path, to: &Path) -> anyhow::Result<()> {
+    crate::setup::run(
+        Command::new(arch.strip())
+            .arg("--strip-debug")
+            .arg("-o")
+            .arg(to)
+            .arg(from),
+    )
+}
+
+/// Builds the tests crate's test binaries for `arch` (static, as the tools are) and strips
+/// those named in `tests` into the directory the guest mounts as /tests, with the traffic
+/// generator beside them (where the tests look for it).
+pub fn with_tests(arch: Arch, mut tools: Tools, tests: &[&str]) -> anyhow::Result<Tools> {
+    crate::step(&format!("the tests crate's binaries for {}", arch.name()));
+    let built = super::test_binaries::binaries(Some(arch.target()))?;
+    let share = (crate::target_dir().join(arch.target()))
+        .join("debug")
+        .join("vmtest-tests");
+    if share.exists() {
+        fs::remove_dir_all(&share)?;
+    }
+    fs::create_dir_all(&share)?;
+    fs::copy(&tools.traffic, share.join("traffic"))?;
+    for name in tests {
+        let (_, path) = (built.iter().find(|(n, _)| n == name))
+            .with_context(|| format!("cargo built no test binary {name}"))?;
+        strip(arch, path, &share.join(name))?;
+        let guest = Path::new("/").join(TESTS_TAG).join(name);
+        tools.binaries.push((name.to_string(), guest));
+    }
+    tools.tests = Some(share);
+    Ok(tools)
 }
 
 /// One guest to boot.
@@ -73,8 +115,9 @@ pub struct Guest<'a> {
     pub tools: &'a Tools,
     /// Its CPUs.
     pub cpus: u32,
-    /// Seconds of the interleaved flood check (0: skipped).
-    pub flood_seconds: u64,
+    /// The command the guest runs (the runner at /bin/xtask, dropscope at /bin/dropscope,
+    /// the traffic generator at /bin/traffic, the output directory at /out).
+    pub command: &'a str,
 }
 
 /// Boots the guest and runs the suite in it, its results written to `out` (shared over 9p),
@@ -94,11 +137,11 @@ pub fn boot(guest: &Guest<'_>, work: &Path, out: &Path, limit: Duration) -> anyh
     let initrd_dir = work.join("initrd");
     fs::create_dir_all(&initrd_dir)?;
     let initrd = initrd_dir.join(format!("{}.cpio", guest.kernel.release));
-    let command = format!(
-        "/bin/xtask vmtest-guest --dropscope /bin/dropscope --traffic /bin/traffic --out /out \
-         --flood-seconds {}",
-        guest.flood_seconds
-    );
+    let files = super::userland::files(guest.arch, work)?;
+    let shares: &[&str] = match guest.tools.tests {
+        Some(_) => &[TESTS_TAG],
+        None => &[],
+    };
     initramfs::write(
         &initramfs::Root {
             busybox: &busybox,
@@ -108,7 +151,9 @@ pub fn boot(guest: &Guest<'_>, work: &Path, out: &Path, limit: Duration) -> anyh
                 ("traffic", &guest.tools.traffic),
             ],
             modules: &guest.kernel.modules,
-            command: &command,
+            files: &files,
+            shares,
+            command: guest.command,
         },
         &initrd,
     )?;
@@ -133,8 +178,18 @@ pub fn boot(guest: &Guest<'_>, work: &Path, out: &Path, limit: Duration) -> anyh
             "virtio-9p-device,fsdev=out,mount_tag={}",
             initramfs::OUT_TAG
         ))
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log);
+        .stdin(Stdio::null());
+    if let Some(dir) = &guest.tools.tests {
+        cmd.arg("-fsdev")
+            .arg(format!(
+                "local,id={TESTS_TAG},path={},security_model=none,readonly=on",
+                dir.display()
+            ))
+            .arg("-device")
+            .arg(format!(
+                "virtio-9p-device,fsdev={TESTS_TAG},mount_tag={TESTS_TAG}"
+            ));
+    }
+    cmd.stdout(log.try_clone()?).stderr(log);
     crate::vmtest::run_limited(&mut cmd, limit, &log_path)
 }

@@ -1,7 +1,8 @@
 //! The root of a guest of another machine (arm64), which cannot use this machine's root
 //! filesystem: a small initramfs (a newc cpio archive) holding busybox, the static binaries
 //! under test, the modules of the kernel package that the shared directory needs (9p over
-//! virtio-mmio), an `ip` that knows `netns`, and an init that runs one command and powers off.
+//! virtio-mmio) and those the tests' fixtures load, Debian's network tools with their libraries
+//! (`userland`), and an init that runs one command and powers off.
 use std::{
     collections::{HashMap, HashSet},
     fs,
@@ -15,9 +16,21 @@ use anyhow::{Context as _, bail};
 /// The modules the guest loads (their dependencies come first, found by modinfo): the host's
 /// output directory is shared over 9p on virtio-mmio.
 const MODULES: [&str; 3] = ["virtio_mmio", "9pnet_virtio", "9p"];
-/// Modules loaded where the kernel package has them: AF_XDP's `sock_diag` (a module on
-/// 6.12, absent from 6.1).
-const OPTIONAL_MODULES: [&str; 1] = ["xsk_diag"];
+/// Modules loaded where the kernel package has them (a kernel may build them in, or lack
+/// them): AF_XDP's `sock_diag` (a module on 6.12, absent from 6.1), and what the tests'
+/// fixtures ask the kernel for: veth pairs, a tbf qdisc, clsact with BPF filters, nftables
+/// and iptables' nft backend with the matches of the tests' rules.
+const OPTIONAL_MODULES: [&str; 9] = [
+    "xsk_diag",
+    "veth",
+    "sch_tbf",
+    "sch_ingress",
+    "cls_bpf",
+    "nf_tables",
+    "nft_compat",
+    "xt_comment",
+    "xt_tcpudp",
+];
 
 /// Whether the kernel package's module tree has module `name`.
 fn has_module(tree: &Path, name: &str) -> bool {
@@ -28,25 +41,6 @@ fn has_module(tree: &Path, name: &str) -> bool {
 /// The 9p mount tag of the shared output directory.
 pub const OUT_TAG: &str = "out";
 
-/// busybox's `ip` has no `netns`; this one makes the same named namespaces iproute2 makes (a
-/// network namespace bind-mounted on /run/netns/NAME) with busybox's unshare and nsenter, and
-/// passes everything else to busybox.
-const IP: &str = r#"#!/bin/sh
-# ip netns add|del|exec|list and ip -n NAME, as iproute2 does them, with busybox.
-case "$1" in
--n) ns=$2; shift 2; exec nsenter --net="/run/netns/$ns" busybox ip "$@" ;;
-netns)
-    case "$2" in
-    add) mkdir -p /run/netns && touch "/run/netns/$3" &&
-        exec unshare --net="/run/netns/$3" true ;;
-    del|delete) umount "/run/netns/$3" && exec rm -f "/run/netns/$3" ;;
-    exec) ns=$3; shift 3; exec nsenter --net="/run/netns/$ns" "$@" ;;
-    list|"") ls /run/netns 2>/dev/null; exit 0 ;;
-    esac ;;
-esac
-exec busybox ip "$@"
-"#;
-
 /// What goes into the guest.
 pub struct Root<'a> {
     /// busybox (static) for the guest's machine.
@@ -55,6 +49,10 @@ pub struct Root<'a> {
     pub programs: &'a [(&'a str, &'a Path)],
     /// The kernel package's `lib/modules/<release>`.
     pub modules: &'a Path,
+    /// Other files: (path in the root, file on this machine), e.g. `userland`'s.
+    pub files: &'a [(String, PathBuf)],
+    /// Further 9p shares, each mounted read-only at /TAG.
+    pub shares: &'a [&'a str],
     /// The command init runs (its output goes to the console).
     pub command: &'a str,
 }
@@ -71,7 +69,7 @@ pub fn write(root: &Root<'_>, out: &Path) -> anyhow::Result<()> {
         "run",
         "sys",
         "tmp",
-        "usr/local/bin",
+        "usr/sbin",
     ] {
         cpio.dir(dir);
     }
@@ -79,7 +77,9 @@ pub fn write(root: &Root<'_>, out: &Path) -> anyhow::Result<()> {
     for (name, path) in root.programs {
         cpio.file(&format!("bin/{name}"), 0o755, &read(path)?);
     }
-    cpio.file("usr/local/bin/ip", 0o755, IP.as_bytes());
+    for (to, from) in root.files {
+        cpio.file(to, 0o755, &read(from)?);
+    }
     let mut names = Vec::new();
     let optional: Vec<&str> = OPTIONAL_MODULES
         .into_iter()
@@ -90,7 +90,11 @@ pub fn write(root: &Root<'_>, out: &Path) -> anyhow::Result<()> {
         cpio.file(&format!("lib/modules/{name}.ko"), 0o644, &data);
         names.push(name);
     }
-    cpio.file("init", 0o755, init(&names, root.command).as_bytes());
+    cpio.file(
+        "init",
+        0o755,
+        init(&names, root.shares, root.command).as_bytes(),
+    );
     fs::write(out, cpio.finish()).with_context(|| format!("writing {}", out.display()))
 }
 
@@ -98,26 +102,38 @@ fn read(path: &Path) -> anyhow::Result<Vec<u8>> {
     fs::read(path).with_context(|| format!("reading {}", path.display()))
 }
 
-/// The guest's /init: mounts, modules, the shared directory, the command, power off.
-fn init(modules: &[String], command: &str) -> String {
+/// The guest's /init: mounts, modules, the shared directories, the command, power off.
+fn init(modules: &[String], shares: &[&str], command: &str) -> String {
     let insmod: String = modules
         .iter()
         .map(|m| format!("insmod /lib/modules/{m}.ko || echo \"init: insmod {m} failed\"\n"))
+        .collect();
+    let shares: String = shares
+        .iter()
+        .map(|t| {
+            format!(
+                "mkdir -p /{t} && mount -t 9p -o ro,cache=loose,trans=virtio,version=9p2000.L,msize=512000 \
+                 {t} /{t} || echo 'init: mounting /{t} failed'\n"
+            )
+        })
         .collect();
     format!(
         "#!/bin/busybox sh\n\
          # The guest's init: its file systems, the modules of the shared directory, the suite.\n\
          /bin/busybox --install -s /bin\n\
-         export PATH=/usr/local/bin:/bin\n\
+         export PATH=/usr/sbin:/bin\n\
+         mkdir -p /var && ln -s /run /var/run\n\
          mount -t proc proc /proc\n\
          mount -t sysfs sysfs /sys\n\
          mount -t devtmpfs devtmpfs /dev\n\
          mount -t tmpfs tmpfs /tmp\n\
          mount -t tmpfs tmpfs /run\n\
          mount -t tracefs tracefs /sys/kernel/tracing\n\
+         mount -t bpf bpf /sys/fs/bpf\n\
          {insmod}\
          mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 {OUT_TAG} /out \
          || echo 'init: mounting the shared directory failed'\n\
+         {shares}\
          ip link set lo up\n\
          echo \"init: $(nproc) CPU(s), $(uname -r), up $(cut -d ' ' -f 1 /proc/uptime) s\"\n\
          {command}\n\
@@ -338,12 +354,14 @@ mod tests {
 
     #[test]
     fn the_init_loads_modules_in_order_and_powers_off() {
-        let text = init(&["netfs".into(), "9p".into()], "run-suite");
+        let text = init(&["netfs".into(), "9p".into()], &["tests"], "run-suite");
         let netfs = text
             .find("insmod /lib/modules/netfs.ko")
             .unwrap_or(usize::MAX);
         let p9 = text.find("insmod /lib/modules/9p.ko").unwrap_or(0);
         assert!(netfs < p9, "{text}");
         assert!(text.contains("\nrun-suite\n") && text.ends_with("poweroff -f\n"));
+        let tests = text.find(" tests /tests ").unwrap_or(usize::MAX);
+        assert!(tests < text.find("run-suite").unwrap_or(0), "{text}");
     }
 }

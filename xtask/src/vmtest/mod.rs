@@ -10,6 +10,7 @@ pub mod kernels;
 pub mod sockets;
 mod table;
 pub mod test_binaries;
+mod userland;
 
 use std::{
     fs,
@@ -46,6 +47,11 @@ pub struct VmtestArgs {
     /// CPU; none may show a MISMATCH (0: skip).
     #[arg(long, default_value_t = 60)]
     pub flood_seconds: u64,
+    /// What the arm64 guests run: `checks`, the exact-count suite of `cargo xtask
+    /// vmtest-guest`, or `tests`, the tests crate's own binaries (built for aarch64) in the
+    /// columns the amd64 guests run.
+    #[arg(long, value_enum, default_value_t = ForeignSuite::Checks)]
+    pub arm64_suite: ForeignSuite,
     /// The running kernel ran the whole tests crate already (`cargo xtask test`): its row
     /// checks the reasons only and says so.
     #[arg(long, hide = true)]
@@ -63,9 +69,19 @@ impl Default for VmtestArgs {
             accel: Accel::Auto,
             arm64_cpus: 2,
             flood_seconds: 60,
+            arm64_suite: ForeignSuite::Checks,
             host_tested: false,
         }
     }
+}
+
+/// The suite of the arm64 guests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ForeignSuite {
+    /// The exact-count suite of `guest`.
+    Checks,
+    /// The tests crate's binaries, as in the amd64 guests.
+    Tests,
 }
 
 /// How qemu runs the guest.
@@ -137,7 +153,17 @@ pub fn run(args: &VmtestArgs) -> anyhow::Result<()> {
             .iter()
             .find(|d| d.arch == *arch)
             .context("no dist binary for a guest")?;
-        let foreign = (*arch != host).then(|| foreign::tools(*arch)).transpose()?;
+        let tests = args.arm64_suite == ForeignSuite::Tests;
+        let columns: Vec<&str> = match tests {
+            true => test_binaries::COLUMNS.iter().map(|c| c.name).collect(),
+            false => Vec::new(),
+        };
+        let foreign = (*arch != host)
+            .then(|| match tests {
+                true => foreign::with_tests(*arch, foreign::tools(*arch)?, &columns),
+                false => foreign::tools(*arch),
+            })
+            .transpose()?;
         for name in &args.kernels {
             if name == "host" && *arch != host {
                 continue;
@@ -156,6 +182,25 @@ pub fn run(args: &VmtestArgs) -> anyhow::Result<()> {
             let mut row = if let Some(tools) = &foreign {
                 let kernel = kernels::fetch(name, *arch, &work)?;
                 let cpus = args.arm64_cpus;
+                let left_out = match tests {
+                    true => test_binaries::left_out_emulated(name),
+                    false => Vec::new(),
+                };
+                let command = match tests {
+                    true => {
+                        let mut cmd = vec![
+                            "/bin/xtask vmtest-tests --dropscope /bin/dropscope --out /out"
+                                .to_string(),
+                        ];
+                        cmd.extend(test_binaries::run_args(&tools.binaries, &left_out)?);
+                        cmd.join(" ")
+                    }
+                    false => format!(
+                        "/bin/xtask vmtest-guest --dropscope /bin/dropscope --traffic \
+                         /bin/traffic --out /out --flood-seconds {}",
+                        args.flood_seconds
+                    ),
+                };
                 crate::step(&format!(
                     "booting {} under qemu-system-{} ({cpus} CPUs, TCG)",
                     kernel.release,
@@ -168,7 +213,7 @@ pub fn run(args: &VmtestArgs) -> anyhow::Result<()> {
                         dropscope: &dist.binary,
                         tools,
                         cpus,
-                        flood_seconds: args.flood_seconds,
+                        command: &command,
                     },
                     &work,
                     &out,
@@ -177,15 +222,26 @@ pub fn run(args: &VmtestArgs) -> anyhow::Result<()> {
                 .err();
                 let mut results = table::read_results(&out, test_binaries::MARKER);
                 results.push(check_btf(&host_bin, &kernel.btf, &out));
-                results.push(check_replay(&host_bin, &out));
-                results.extend(err.map(|e| ("run".into(), false, format!("{e:#}"))));
                 let mut skipped = table::read_skips(&out, test_binaries::MARKER);
-                if args.flood_seconds == 0 {
-                    skipped.push((guest::FLOOD.into(), "--flood-seconds 0".into()));
-                }
+                let columns = match tests {
+                    true => {
+                        skipped.extend(
+                            (left_out.into_iter()).map(|(t, why)| (t.to_string(), why.to_string())),
+                        );
+                        test_binaries::table_columns()
+                    }
+                    false => {
+                        results.push(check_replay(&host_bin, &out));
+                        if args.flood_seconds == 0 {
+                            skipped.push((guest::FLOOD.into(), "--flood-seconds 0".into()));
+                        }
+                        GUEST_COLUMNS.to_vec()
+                    }
+                };
+                results.extend(err.map(|e| ("run".into(), false, format!("{e:#}"))));
                 Row {
                     kernel: format!("{} (TCG, {cpus} CPUs)", kernel.release),
-                    columns: GUEST_COLUMNS.to_vec(),
+                    columns,
                     results,
                     skipped,
                     seconds: 0.0,
