@@ -181,7 +181,11 @@ fn recorded_window_kernel(
             }
             _ => None,
         };
-        (window::between(&earlier, &later), kernel)
+        let mut snap = window::between(&earlier, &later);
+        // The culprits of the window's rows are derived from its reading (rules' growth,
+        // programs, listeners), as live from the latest one.
+        snap.kernel = kernel.as_ref().map(|(r, _)| Arc::clone(r));
+        (snap, kernel)
     };
     let group = |s: &Snapshot| crate::model::group::apply(s, &filter, &by);
     let kernel = kernel.map(|(r, seen)| (r, group(&seen)));
@@ -226,6 +230,61 @@ mod tests {
         cli::{Cli, Command},
         model::{KernelReading, SessionInfo, Snapshot},
     };
+
+    /// A recorded window that starts after the recording's start names the culprits of its
+    /// rows from its own reading, as the whole recording does (before, its rows had none: the
+    /// window's snapshot carried no reading, and a counted rule's drops read "not read").
+    #[test]
+    fn a_window_from_mid_recording_names_its_rows_culprits() {
+        let ns = 4026532999;
+        let attributed = crate::record::attribution::tests::attributed();
+        let key = crate::model::DropKey {
+            attr: crate::model::Attribution {
+                netns: Some(ns),
+                ..Default::default()
+            },
+            ..crate::fixtures::key(2, "NETFILTER_DROP", "nf_hook_slow+0xa1")
+        };
+        let snaps: Vec<Snapshot> = (1..=20u64)
+            .map(|t| {
+                let mut r = attributed.clone();
+                r.unix_ms = 1_750_000_000_000 + 1000 * t - 500;
+                let w = r.rules.get_mut(&ns).expect("a window");
+                w.rules[0].grew = Some(40 * t);
+                Snapshot {
+                    elapsed: Duration::from_secs(t),
+                    unix_ms: 1_750_000_000_000 + 1000 * t,
+                    total: 40 * t,
+                    drops: vec![crate::model::DropCount {
+                        key: key.clone(),
+                        count: 40 * t,
+                    }],
+                    kernel: Some(Arc::new(r)),
+                    ..Default::default()
+                }
+            })
+            .collect();
+        let bytes = crate::record::encode(&SessionInfo::default(), &snaps).expect("encode");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("w.dsrec");
+        std::fs::write(&path, bytes).expect("write");
+        let p = path.to_str().expect("utf-8");
+        let cli = Cli::try_parse_from(["dropscope", "report", "--input", p, "--from", "5"])
+            .expect("parse");
+        let Some(Command::Report(r)) = cli.command else {
+            panic!("not report");
+        };
+        let (_, snap, _, _) =
+            super::recorded_window_kernel(&r.window, &r.live.select).expect("window");
+        let culprits = crate::culprit::culprits(&snap);
+        let row = snap.drops.first().expect("the rule's row");
+        let c = culprits.get(&row.key).expect("a culprit");
+        assert!(
+            matches!(c, crate::culprit::Culprit::Exact { .. }),
+            "{}",
+            c.line()
+        );
+    }
 
     /// A window that starts before the recording's first reading of the kernel's counters
     /// says its counters (and programs' verdicts) span more than its drops.

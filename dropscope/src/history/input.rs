@@ -109,9 +109,13 @@ pub fn recorded_window(
     let (filter, by) = sel.recorded(&counted.snap)?;
     let group = |s: &crate::model::Snapshot| sel.by_culprit(s, &filter, &by);
     let kernel = (counted.kernel).map(|(r, seen)| (std::sync::Arc::new(r), group(&seen)));
+    // The culprits of the window's rows are derived from its reading (rules' growth,
+    // programs, listeners), as live from the latest one.
+    let mut snap = counted.snap;
+    snap.kernel = kernel.as_ref().map(|(r, _)| std::sync::Arc::clone(r));
     Ok((
         counted.info,
-        group(&counted.snap),
+        group(&snap),
         (Duration::ZERO, covered),
         kernel,
     ))

@@ -465,7 +465,7 @@ pub fn decode(payload: &[u8]) -> Result<Attribution, Malformed> {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A reading with a drop rule, a drop policy, a tc program and a full listener.
