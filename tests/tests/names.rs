@@ -71,6 +71,14 @@ fn netns_of(pid: u32) -> u64 {
     theirs().expect("its namespace")
 }
 
+/// Waits until `pid` runs `comm` (the spawned command has unshared and exec'd it: between the
+/// two, its namespace is new and its name still the launcher's, `unshare`).
+fn running(pid: u32, comm: &str) {
+    until(&format!("process {pid} running {comm}"), || {
+        std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == comm)
+    });
+}
+
 /// The name of interface `index` in namespace `ino`, once the worker has read them.
 fn device(names: &mut Names, ino: u64, index: u32) -> Option<std::sync::Arc<str>> {
     if let Some(name) = names.device(ino, index) {
@@ -110,6 +118,7 @@ fn ip_netns_names_and_interfaces_inside_each_namespace() {
     );
     assert_eq!(netns_of(sleeper.0.id()), ino_a, "sleep runs in {}", a.name);
     let ino_loner = netns_of(loner.0.id());
+    running(loner.0.id(), "sleep");
 
     let mut names = Names::new();
     // Nothing is known at first, and asking does not wait.
