@@ -33,13 +33,15 @@ use dropscope::{
     model::{
         Attribution, DropCount, DropKey, Health, KernelReading, KeySamples, Reason, Sample,
         SessionInfo, Snapshot, StackCount,
-        kernel::{Holder, Listener},
-        socket::{About, Found, Socket, Via},
     },
     record::{
         Recording,
         budget::{OUTPUT_PER_RECTANGLE, OUTPUT_PER_ROW, report_bound},
         encode,
+    },
+    vocab::{
+        reading::Listener,
+        socket::{About, Found, Holder, Socket, Via},
     },
 };
 use libfuzzer_sys::fuzz_target;
@@ -383,8 +385,7 @@ fn generated(data: &[u8]) -> Option<()> {
             let g = src.byte();
             if g & 1 != 0 {
                 let every = usize::from(g >> 4) + 1;
-                for rule in (r.rules.values_mut().flat_map(|w| w.rules.iter_mut())).step_by(every)
-                {
+                for rule in (r.rules.values_mut().flat_map(|w| w.rules.iter_mut())).step_by(every) {
                     let by = src.u64() % 1000;
                     rule.rule.packets = rule.rule.packets.map(|p| p.wrapping_add(by));
                     rule.grew = Some(rule.grew.unwrap_or(0).wrapping_add(by ^ u64::from(g & 8)));

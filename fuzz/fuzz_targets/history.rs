@@ -154,7 +154,7 @@ fn read(dir: &std::path::Path) {
     };
     let budget: Vec<_> = ["total<5/s", "NO_SOCKET<1/s", "ratio<0.1%", "new-reasons=0"]
         .iter()
-        .filter_map(|c| dropscope::model::budget::parse(c).ok())
+        .filter_map(|c| dropscope::vocab::budget::parse(c).ok())
         .collect();
     let _ = compare_window(dir, now, vs, (&Default::default(), &[]), 0.001, &budget)
         .map(|c| c.over_budget(None).len());
