@@ -144,3 +144,23 @@ pub fn neighbour_resolved(ns: &Netns, ip: &str) {
         },
     );
 }
+
+/// Waits until `pid` is in a network namespace other than ours (the spawned command has
+/// unshared); its inode.
+pub fn netns_of(pid: u32) -> u64 {
+    use std::os::unix::fs::MetadataExt as _;
+    let ours = std::fs::metadata("/proc/self/ns/net")
+        .expect("our network namespace")
+        .ino();
+    let theirs = || {
+        std::fs::metadata(format!("/proc/{pid}/ns/net"))
+            .ok()
+            .map(|m| m.ino())
+            .filter(|&ino| ino != ours)
+    };
+    until(
+        &format!("process {pid} out of our network namespace"),
+        || theirs().is_some(),
+    );
+    theirs().expect("its namespace")
+}

@@ -11,7 +11,7 @@ use std::{
 
 use dropscope_tests::{
     Counting, root_test, traffic_bin,
-    wait::{until, wait_line, wait_report},
+    wait::{netns_of, wait_line, wait_report},
 };
 
 /// How many short-lived namespaces the test makes.
@@ -45,27 +45,9 @@ fn held_netns(pid: u32) -> BTreeSet<u64> {
         .collect()
 }
 
-/// Waits until `pid` is in a network namespace other than ours; its inode.
-fn netns_of(pid: u32, ours: u64) -> u64 {
-    let theirs = || {
-        std::fs::metadata(format!("/proc/{pid}/ns/net"))
-            .ok()
-            .map(|m| m.ino())
-            .filter(|&ino| ino != ours)
-    };
-    until(
-        &format!("process {pid} out of our network namespace"),
-        || theirs().is_some(),
-    );
-    theirs().expect("its namespace")
-}
-
 #[test]
 fn short_lived_namespaces_are_read_while_they_live_and_never_kept_alive() {
     let _serial = root_test();
-    let ours = std::fs::metadata("/proc/self/ns/net")
-        .expect("own netns")
-        .ino();
     // report --every reads the kernel counters every second; it runs until interrupted, so
     // however slowly the namespaces come and go, it is still running when they are gone.
     let mut report = Counting::start(&[
@@ -98,7 +80,7 @@ fn short_lived_namespaces_are_read_while_they_live_and_never_kept_alive() {
             .expect("unshare");
         children.0.push(child);
     }
-    let inodes: BTreeSet<u64> = children.0.iter().map(|c| netns_of(c.id(), ours)).collect();
+    let inodes: BTreeSet<u64> = children.0.iter().map(|c| netns_of(c.id())).collect();
     assert_eq!(inodes.len(), NAMESPACES, "one namespace each");
     for c in &mut children.0 {
         let status = c.wait().expect("wait");

@@ -16,7 +16,10 @@ use std::{
     time::Duration,
 };
 
-use dropscope_tests::{Netns, root_test, run, wait::until};
+use dropscope_tests::{
+    Netns, root_test, run,
+    wait::{netns_of, until},
+};
 use names::Names;
 
 /// A child process killed and reaped when dropped, before the namespaces go.
@@ -53,22 +56,6 @@ fn ifindex(ns: &Netns, dev: &str) -> u32 {
         .next()
         .and_then(|i| i.trim().parse().ok())
         .unwrap_or_else(|| panic!("no index in {text:?}"))
-}
-
-/// Waits until `pid` is in a namespace other than ours (the spawned command has unshared).
-fn netns_of(pid: u32) -> u64 {
-    let ours = inode("/proc/self/ns/net");
-    let theirs = || {
-        std::fs::metadata(format!("/proc/{pid}/ns/net"))
-            .ok()
-            .map(|m| m.ino())
-            .filter(|&ino| ino != ours)
-    };
-    until(
-        &format!("process {pid} out of our network namespace"),
-        || theirs().is_some(),
-    );
-    theirs().expect("its namespace")
 }
 
 /// Waits until `pid` runs `comm` (the spawned command has unshared and exec'd it: between the
