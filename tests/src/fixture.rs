@@ -331,42 +331,88 @@ pub fn fentry_allowed(target: &OwnedFd) -> io::Result<()> {
     bpf_fd(bpf_cmd::BPF_PROG_LOAD, &mut attr).map(drop)
 }
 
-/// How many programs loaded on the host are named `name` (at most 15 bytes, as the kernel
-/// keeps it); programs that go while they are looked at are not counted.
-pub fn programs_named(name: &str) -> io::Result<usize> {
-    let (mut id, mut n) = (0u32, 0);
+/// Calls `f` with a descriptor of each BPF object of one kind loaded on the host, in id order:
+/// programs (`BPF_PROG_GET_NEXT_ID`, `BPF_PROG_GET_FD_BY_ID`) or links. Objects that go while
+/// they are walked are skipped.
+fn each_object(
+    next: bpf_cmd,
+    get_fd: bpf_cmd,
+    mut f: impl FnMut(&OwnedFd) -> io::Result<()>,
+) -> io::Result<()> {
+    let mut id = 0u32;
     loop {
         // SAFETY: as above.
         let mut attr: bpf_attr = unsafe { zeroed() };
         attr.__bindgen_anon_6.__bindgen_anon_1.start_id = id;
-        match bpf(bpf_cmd::BPF_PROG_GET_NEXT_ID, &mut attr) {
+        match bpf(next, &mut attr) {
             // SAFETY: the kernel wrote next_id into the variant it was given.
             Ok(_) => id = unsafe { attr.__bindgen_anon_6.next_id },
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(n),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(()),
             Err(e) => return Err(e),
         }
         // SAFETY: as above.
         let mut attr: bpf_attr = unsafe { zeroed() };
         attr.__bindgen_anon_6.__bindgen_anon_1.start_id = id;
-        let fd = match bpf_fd(bpf_cmd::BPF_PROG_GET_FD_BY_ID, &mut attr) {
-            Ok(fd) => fd,
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+        match bpf_fd(get_fd, &mut attr) {
+            Ok(fd) => f(&fd)?,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
             Err(e) => return Err(e),
-        };
-        // SAFETY: bpf_prog_info is plain data; zero is a valid initial state.
-        let mut info: aya_obj::generated::bpf_prog_info = unsafe { zeroed() };
-        // SAFETY: as above.
-        let mut attr: bpf_attr = unsafe { zeroed() };
-        attr.info.bpf_fd = fd.as_raw_fd() as u32;
-        attr.info.info_len = size_of::<aya_obj::generated::bpf_prog_info>() as u32;
-        attr.info.info = &mut info as *mut _ as u64;
-        bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr)?;
-        let got: Vec<u8> = (info.name.iter())
-            .take_while(|c| **c != 0)
-            .map(|c| c.to_ne_bytes()[0])
-            .collect();
-        n += usize::from(got == name.as_bytes());
+        }
     }
+}
+
+/// Fills `info` (a `bpf_prog_info` or `bpf_link_info`) for the object `fd`.
+fn object_info<T>(fd: &OwnedFd, info: &mut T) -> io::Result<()> {
+    // SAFETY: as above.
+    let mut attr: bpf_attr = unsafe { zeroed() };
+    attr.info.bpf_fd = fd.as_raw_fd() as u32;
+    attr.info.info_len = size_of::<T>() as u32;
+    attr.info.info = info as *mut T as u64;
+    bpf(bpf_cmd::BPF_OBJ_GET_INFO_BY_FD, &mut attr).map(drop)
+}
+
+/// How many programs loaded on the host are named `name` (at most 15 bytes, as the kernel
+/// keeps it); programs that go while they are looked at are not counted.
+pub fn programs_named(name: &str) -> io::Result<usize> {
+    let mut n = 0;
+    each_object(
+        bpf_cmd::BPF_PROG_GET_NEXT_ID,
+        bpf_cmd::BPF_PROG_GET_FD_BY_ID,
+        |fd| {
+            // SAFETY: bpf_prog_info is plain data; zero is a valid initial state.
+            let mut info: aya_obj::generated::bpf_prog_info = unsafe { zeroed() };
+            object_info(fd, &mut info)?;
+            let got: Vec<u8> = (info.name.iter())
+                .take_while(|c| **c != 0)
+                .map(|c| c.to_ne_bytes()[0])
+                .collect();
+            n += usize::from(got == name.as_bytes());
+            Ok(())
+        },
+    )?;
+    Ok(n)
+}
+
+/// How many tracing links (fentry or fexit) are attached to program `id`: each dropscope running
+/// watches an XDP or tc program's verdicts through one, and counts its drops from then on.
+pub fn tracing_links(id: u32) -> io::Result<usize> {
+    use aya_obj::generated::{bpf_link_info, bpf_link_type::BPF_LINK_TYPE_TRACING};
+    let mut found = 0;
+    each_object(
+        bpf_cmd::BPF_LINK_GET_NEXT_ID,
+        bpf_cmd::BPF_LINK_GET_FD_BY_ID,
+        |fd| {
+            // SAFETY: bpf_link_info is plain data; zero is a valid initial state.
+            let mut info: bpf_link_info = unsafe { zeroed() };
+            object_info(fd, &mut info)?;
+            // SAFETY: the union is plain integers, zeroed and then filled by the kernel: any
+            // variant reads; the `tracing` one is used only for a link of that type.
+            let target = unsafe { info.__bindgen_anon_1.tracing.target_obj_id };
+            found += usize::from(info.type_ == BPF_LINK_TYPE_TRACING as u32 && target == id);
+            Ok(())
+        },
+    )?;
+    Ok(found)
 }
 
 /// The id the kernel gave a loaded program (from its descriptor's fdinfo).

@@ -50,6 +50,24 @@ fn found_in(report: &Value, netns: u64, prefix: &str, id: u32) -> bool {
                 .any(|n| n.starts_with(&format!("program {id} "))))
 }
 
+/// Whether the `watchers` dropscopes running have taken in program `id`, attached in `netns`
+/// while they run: where the kernel lets a program's verdicts be traced (`traced`, the
+/// fixture's trial), a tracing link on it each, which counts its drops from then on (a watched
+/// program that dropped nothing has no row yet); where it refuses, the report's note that the
+/// program is not counted.
+fn taken_in(
+    report: &Value,
+    (traced, watchers): (&std::io::Result<()>, usize),
+    netns: u64,
+    prefix: &str,
+    id: u32,
+) -> bool {
+    match traced {
+        Ok(()) => fixture::tracing_links(id).expect("the host's BPF links") >= watchers,
+        Err(_) => found_in(report, netns, prefix, id),
+    }
+}
+
 /// The last (final) report of `report --every --format json`'s lines.
 fn last_report(out: &str) -> Value {
     let last = (out.lines().rev())
@@ -180,12 +198,13 @@ fn xdp_drop_and_aborted_are_counted_per_program_device_and_namespace() {
     let abort_id = prog_id(&abort);
     let pin2 = fs.pin(&abort, "abort");
     attach_xdp(&a, &va, "xdpdrv", &pin2);
-    // Found by the watch: its row or its note in a report. `check` says nothing until it ends;
-    // started with the report and watching on the same schedule, it has found it too.
+    // Taken in by the watches of the report and of `check` (a tracing link each), or, where the
+    // kernel refuses those, noted in a report (`check` says nothing until it ends: started with
+    // the report and watching on the same schedule, it has noted it too).
     let na = inode(&a);
     let abort_prefix = format!("Xdp:{va}:xdpdrv:ds_fx_abort#{abort_id}:");
-    wait_report(&lines, "the program attached meanwhile found", |r| {
-        found_in(r, na, &abort_prefix, abort_id)
+    wait_report(&lines, "the program attached meanwhile taken in", |r| {
+        taken_in(r, (&traced, 2), na, &abort_prefix, abort_id)
     });
     a.traffic(&["udp-to", "10.82.0.2", "7001", "500"]);
     b.traffic(&["udp-to", "10.82.0.1", "7002", "300"]);
@@ -450,10 +469,11 @@ fn a_tcx_program_attached_while_dropscope_runs_is_found_within_a_reading() {
     let traced = fixture::fentry_allowed(&tcx);
     let _link = fixture::attach_tcx(&tcx, &a.path(), &va, true).expect("tcx link");
     let na = inode(&a);
-    // Found by the watch; on the device by the next reading: its row or its note in a report.
+    // Taken in by the watch (its tracing link, or its note in a report where the kernel refuses
+    // one); its drops are on the device from the reading that finds it there.
     let prefix = format!("Tc:{va}:tcx-egress:ds_fx_late#{tcx_id}:");
-    wait_report(&lines, "the program found on the device", |r| {
-        found_in(r, na, &prefix, tcx_id)
+    wait_report(&lines, "the program taken in", |r| {
+        taken_in(r, (&traced, 1), na, &prefix, tcx_id)
     });
     a.traffic(&["udp-to", "10.84.0.2", "7005", "150"]);
     wait_report(&lines, "the program's drops counted", |r| {
@@ -519,11 +539,11 @@ fn a_program_in_a_namespace_without_a_name_or_counted_drops_is_found() {
         "1",
     ]);
     let lines = report.stdout_lines();
-    // Searching readings, then readings of where the program was found: its row or its note
-    // in a report.
+    // Taken in by the watch (its tracing link, or its note once a reading places it where the
+    // kernel refuses one); where it is counted, below, only the search can tell.
     let prefix = format!("Xdp:{vb}:xdpdrv:ds_fx_hidden#{drop_id}:");
-    wait_report(&lines, "the program found", |r| {
-        found_in(r, nb, &prefix, drop_id)
+    wait_report(&lines, "the program taken in", |r| {
+        taken_in(r, (&traced, 1), nb, &prefix, drop_id)
     });
     a.traffic(&["udp-to", "10.85.0.2", "7006", "120"]);
     // Where verdicts are counted: a report whose reading came after the drops has them (else
@@ -725,4 +745,60 @@ fn a_program_given_an_id_below_the_highest_seen_is_found_at_its_load() {
     let id = prog_id(&prog);
     // Its load is seen at the next poll: found then, not at a later look.
     found_within(&mut programs, id, Duration::from_millis(400), false);
+}
+
+#[test]
+fn a_program_attached_long_after_its_load_is_counted_from_its_load() {
+    let _serial = root_test();
+    let (a, b) = (Netns::new("pg-a"), Netns::new("pg-b"));
+    let (_va, vb) = veth_pair(&a, &b, "10.86.0");
+    let fs = Bpffs::mount();
+    // The neighbours are resolved before counting.
+    a.traffic(&["udp-to", "10.86.0.2", "7999", "1"]);
+    b.traffic(&["udp-to", "10.86.0.1", "7999", "1"]);
+    let mut report = Counting::start(&["report", "--format", "json", "--by", BY, "--every", "1"]);
+    let lines = report.stdout_lines();
+    wait_line(&lines, "a reading before the program", |l| {
+        l.starts_with('{')
+    });
+    // Loaded while dropscope runs, attached by a later step of its loader.
+    let prog = fixture::load(Kind::Xdp, "ds_fx_grace", 7006, XDP_DROP, true).expect("load");
+    let id = prog_id(&prog);
+    let traced = fixture::fentry_allowed(&prog);
+    eprintln!("tracing programs on this kernel: {traced:?}");
+    if traced.is_ok() {
+        until("the program watched", || {
+            fixture::tracing_links(id).expect("the host's BPF links") >= 1
+        });
+    }
+    // Part of what is tested: more readings than the search for where it is attached and the
+    // two after it (a second each) go by with the program attached nowhere.
+    for _ in 0..6 {
+        wait_line(&lines, "a reading of the program attached nowhere", |l| {
+            l.starts_with('{')
+        });
+    }
+    let pin = fs.pin(&prog, "grace");
+    attach_xdp(&b, &vb, "xdpdrv", &pin);
+    a.traffic(&["udp-to", "10.86.0.2", "7006", "200"]);
+    let nb = inode(&b);
+    let prefix = format!("Xdp:{vb}:xdpdrv:ds_fx_grace#{id}:");
+    wait_report(&lines, "the program's drops read, or its note", |r| {
+        found_in(r, nb, &prefix, id)
+            && (traced.is_err()
+                || rows(r, nb, &prefix)
+                    .iter()
+                    .any(|row| n(row, "delta") >= 200))
+    });
+    let out = report
+        .try_interrupt(Duration::from_secs(30))
+        .expect("report ends");
+    let report = last_report(&out);
+    counted_or_noted(
+        &report,
+        &traced,
+        &prefix,
+        (nb, id, "ds_fx_grace", "xdp xdpdrv"),
+        200,
+    );
 }

@@ -32,7 +32,10 @@ impl Collector {
             if let Ok(p) = &k.programs {
                 wanted.extend(p.homes());
             }
-            if k.counters.ask(&wanted, searching) {
+            // Within a program's grace (see `probe::verdicts::ATTACH_GRACE`) every reading
+            // looks for where it is attached, at the reading's own pace.
+            let every = searching || k.programs.as_ref().is_ok_and(|p| p.seeking());
+            if k.counters.ask(&wanted, every) {
                 k.searching = searching;
                 k.read_at = Some(Instant::now());
             }

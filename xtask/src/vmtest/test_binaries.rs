@@ -64,6 +64,7 @@ pub const COLUMNS: [Column; 10] = [
             "tc_shot_is_one_drop_and_a_program_without_btf_is_listed",
             "a_tcx_program_attached_while_dropscope_runs_is_found_within_a_reading",
             "an_af_xdp_socket_without_buffers_drops_what_it_is_given",
+            "a_program_attached_long_after_its_load_is_counted_from_its_load",
         ],
     },
     Column {

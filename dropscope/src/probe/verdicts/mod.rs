@@ -52,6 +52,10 @@ pub const WALK_ALL_EVERY: Duration = Duration::from_secs(60);
 pub const MAX_KNOWN_IDS: usize = 65_536;
 /// Readings in a row that must find a program attached nowhere before its counter goes.
 pub const UNATTACHED_READINGS: u32 = 2;
+/// How long a program never found attached keeps its counter: one attached within this after
+/// it was found (a loader's later `ip link set ... xdp pinned`) is counted from then, not from
+/// the reading that finds it attached. Its counter holds it loaded meanwhile.
+pub const ATTACH_GRACE: Duration = Duration::from_secs(60);
 /// The most programs looked at in one discovery (the rest wait for the next one).
 pub const MAX_PER_DISCOVERY: usize = 1024;
 /// The most programs kept as refused, with their reason; past it, an attached program that is
@@ -114,6 +118,8 @@ struct Watched {
     _link: OwnedFd,
     /// Readings in a row that found it attached nowhere.
     unattached: u32,
+    /// When its counter was attached.
+    since: Instant,
     /// The frames it dropped that were read (XDP), in their places' order, with the verdict.
     frames: Vec<(u32, Sample)>,
     /// Its drops as last read (every verdict counted): frames are read while fewer than
@@ -346,6 +352,7 @@ impl Programs {
                 _prog: prog,
                 _link: link,
                 unattached: 0,
+                since: Instant::now(),
                 frames: Vec::new(),
                 counted: std::cell::Cell::new(0),
                 ethernet: std::cell::Cell::new(true),
@@ -501,8 +508,9 @@ impl Programs {
             let Some(w) = self.watched.get(id) else {
                 reading.errors.push(format!(
                     "{PROGRAM_NOTE}{id} ({} {} on {}, netns {ns}): {UNCOUNTED}: not \
-                     watched (it could not be read when it was loaded, or more than \
-                     {MAX_REFUSED} programs could not be watched)",
+                     watched (it could not be read when it was loaded, it was found attached \
+                     nowhere for {ATTACH_GRACE:.0?} after its load or was detached since, or \
+                     more than {MAX_REFUSED} programs could not be watched)",
                     h.hook.kind_name(),
                     h.hook.as_str(),
                     h.device,
@@ -539,11 +547,13 @@ impl Programs {
         let mut gone = Vec::new();
         let searching = self.searching();
         for (id, w) in &mut self.watched {
+            let homes = self.homes.get(id);
             if attached.contains(id) {
                 w.unattached = 0;
-            } else if looked_everywhere(self.homes.get(id), &read, searching) {
+            } else if looked_everywhere(homes, &read, searching) {
                 w.unattached += 1;
-                if w.unattached >= UNATTACHED_READINGS {
+                let never = homes.is_none_or(BTreeSet::is_empty);
+                if lets_go(w.unattached, never, w.since.elapsed()) {
                     gone.push(*id);
                 }
             }
@@ -608,6 +618,15 @@ impl Programs {
         self.search > 0
     }
 
+    /// Whether readings at their pace are to look in every namespace a process is in too: a
+    /// watched program has not been found attached yet, within [`ATTACH_GRACE`] of its watch
+    /// (attached by a later step of its loader, wherever that is).
+    pub fn seeking(&self) -> bool {
+        (self.watched.iter()).any(|(id, w)| {
+            self.homes.get(id).is_none_or(BTreeSet::is_empty) && w.since.elapsed() < ATTACH_GRACE
+        })
+    }
+
     /// Takes in that a searching reading was made; `rounds`: how many readings it takes to
     /// read every namespace once (more than one past the bound on namespaces per reading:
     /// the search then lasts as many times longer).
@@ -618,6 +637,13 @@ impl Programs {
         }
         self.search = self.search.saturating_sub(1);
     }
+}
+
+/// Whether the counter of a program that `unattached` readings in a row found attached nowhere
+/// goes: after [`UNATTACHED_READINGS`]; for one never found attached (`never`), only once it
+/// was watched for [`ATTACH_GRACE`].
+fn lets_go(unattached: u32, never: bool, watched_for: Duration) -> bool {
+    unattached >= UNATTACHED_READINGS && (!never || watched_for >= ATTACH_GRACE)
 }
 
 /// Whether a reading that found a program attached nowhere looked everywhere it could be: in
@@ -693,6 +719,18 @@ pub fn counter_name(
 mod tests {
     use super::*;
     use crate::kcounters::hooks::Hook;
+
+    #[test]
+    fn a_program_never_found_attached_keeps_its_counter_for_the_grace() {
+        let (grace, second) = (ATTACH_GRACE, Duration::from_secs(1));
+        // Once attached, then attached nowhere: goes after the readings, grace or not.
+        assert!(!lets_go(UNATTACHED_READINGS - 1, false, grace));
+        assert!(lets_go(UNATTACHED_READINGS, false, second));
+        // Never attached: stays within the grace, however many readings found it nowhere.
+        assert!(!lets_go(UNATTACHED_READINGS + 100, true, grace - second));
+        assert!(lets_go(UNATTACHED_READINGS, true, grace));
+        assert!(!lets_go(UNATTACHED_READINGS - 1, true, grace + grace));
+    }
 
     /// A program attached nowhere now is counted so where every namespace it was last found
     /// in was read whole or is gone: a note of another namespace (a dump cut short) never
