@@ -5,7 +5,10 @@
 use anyhow::{Context as _, bail, ensure};
 use serde_json::Value;
 
-use super::{container::Container, scenario::wait_for};
+use super::{
+    container::Container,
+    scenario::{report, wait_for},
+};
 
 /// The nftables table made in the namespace (its one rule drops UDP to [`FILTERED_PORT`]).
 const TABLE: &str = "dropscope_check";
@@ -74,19 +77,11 @@ pub fn prepare(c: &Container, netns: &str) -> anyhow::Result<()> {
 /// first reading is the baseline of its growth), so that the kernel counts every drop sent
 /// after this: a packet to the sink at a time until `/metrics` shows the namespace's packets.
 /// Fails at once where the history's notes say the service was refused a reading.
-pub fn wait_read(c: &Container, history: &str, netns: &str, inode: &str) -> anyhow::Result<()> {
+pub fn wait_read(c: &Container, netns: &str, inode: &str) -> anyhow::Result<()> {
     let send = format!("printf x > /dev/udp/127.0.0.1/{SINK_PORT}");
     wait_for("the service to read the new namespace's counters", || {
         c.run(&["ip", "netns", "exec", netns, "bash", "-c", &send])?;
-        let report = c.stdout(&[
-            "dropscope",
-            "report",
-            "--input",
-            history,
-            "--format",
-            "json",
-        ])?;
-        let refused = refusals(&report)?;
+        let refused = refusals(&report(c, &["--format", "json"])?)?;
         ensure!(
             refused.is_empty(),
             "the service was refused what it reads:\n{}",

@@ -85,7 +85,7 @@ pub fn run(c: &Container, deb: &Path) -> anyhow::Result<()> {
         .to_string();
     named::prepare(c, NETNS)?;
     let t = Instant::now();
-    named::wait_read(c, HISTORY, NETNS, &inode)?;
+    named::wait_read(c, NETNS, &inode)?;
     eprintln!(
         "systemd: the service read the new namespace's counters {:.1} s after the process \
          in it started",
@@ -111,14 +111,7 @@ pub fn run(c: &Container, deb: &Path) -> anyhow::Result<()> {
     ];
     wait_for("the history to hold the drops", || {
         // Unfiltered: until the namespace's first drop is in, a filter naming it is refused.
-        let all = c.stdout(&[
-            "dropscope",
-            "report",
-            "--input",
-            HISTORY,
-            "--format",
-            "json",
-        ])?;
+        let all = report(c, &["--format", "json"])?;
         let total = drops_in(&all, &inode)?;
         ensure!(
             total <= DROPS,
@@ -141,26 +134,17 @@ pub fn run(c: &Container, deb: &Path) -> anyhow::Result<()> {
         listing.contains("seg-"),
         "`dropscope history` lists no segment:\n{listing}"
     );
-    let mut args = vec![
-        "dropscope",
-        "report",
-        "--input",
-        HISTORY,
-        "--from",
-        &before.1,
-        "--to",
-        &after.1,
-    ];
+    let mut args = vec!["--from", &before.1, "--to", &after.1];
     args.extend(filter);
-    let report = c.stdout(&args)?;
-    let counted = total(&report)?;
+    let filtered = report(c, &args)?;
+    let counted = total(&filtered)?;
     ensure!(
         counted == DROPS,
-        "report --from {} --to {} counts {counted} drops, not {DROPS}:\n{report}",
+        "report --from {} --to {} counts {counted} drops, not {DROPS}:\n{filtered}",
         before.1,
         after.1
     );
-    check_rows(&report)?;
+    check_rows(&filtered)?;
     let window = format!("{}s", after.0 - before.0 + 1);
     let diff = c.stdout(&[
         "dropscope",
@@ -184,16 +168,7 @@ pub fn run(c: &Container, deb: &Path) -> anyhow::Result<()> {
     step("names, the kernel's counters and who dropped it, from the history");
     // The kernel's counters are read every 10 s: until a reading after the drops is in.
     wait_for("the namespace's kernel counters in the history", || {
-        let json = c.stdout(&[
-            "dropscope",
-            "report",
-            "--input",
-            HISTORY,
-            "--from",
-            &before.1,
-            "--format",
-            "json",
-        ])?;
+        let json = report(c, &["--from", &before.1, "--format", "json"])?;
         let counted = named::counter(&json, NETNS, &inode, "Udp:NoPorts")?;
         ensure!(
             counted <= DROPS,
@@ -203,19 +178,11 @@ pub fn run(c: &Container, deb: &Path) -> anyhow::Result<()> {
     })?;
     crate::bench::interrupt::sleep(Duration::from_millis(1100))?;
     let end = now(c)?;
-    let report = c.stdout(&[
-        "dropscope",
-        "report",
-        "--input",
-        HISTORY,
-        "--from",
-        &before.1,
-        "--to",
-        &end.1,
-        "--format",
-        "json",
-    ])?;
-    let found = named::check(&report, NETNS, &inode, DROPS)?;
+    let json = report(
+        c,
+        &["--from", &before.1, "--to", &end.1, "--format", "json"],
+    )?;
+    let found = named::check(&json, NETNS, &inode, DROPS)?;
     eprintln!("systemd: {} to {}: {found}", before.1, end.1);
 
     step("the history's disk use");
@@ -319,6 +286,13 @@ pub(super) fn wait_for<T>(
         }
         crate::bench::interrupt::sleep(Duration::from_millis(250))?;
     }
+}
+
+/// `dropscope report --input` the history, with `args`: its standard output.
+pub(super) fn report(c: &Container, args: &[&str]) -> anyhow::Result<String> {
+    let mut all = vec!["dropscope", "report", "--input", HISTORY];
+    all.extend(args);
+    c.stdout(&all)
 }
 
 /// The container's clock now: Unix seconds and the RFC 3339 stamp of that second (UTC).
