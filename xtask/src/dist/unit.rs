@@ -125,6 +125,35 @@ mod tests {
         assert!(packaged("[Service]\nExecStart=/bin/true\n").is_err());
     }
 
+    /// What entering every network namespace needs (`cargo xtask systemd` shows it at work):
+    /// the capabilities both granted and bounded, the one namespace operation, netlink and
+    /// pidfd_getfd; nothing of them lost by an edit of the unit.
+    #[test]
+    fn the_unit_grants_what_names_counters_and_culprits_need() {
+        let unit = include_str!("../../../assets/dropscope-serve.service");
+        let value = |key: &str| {
+            (unit.lines())
+                .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+                .unwrap_or_else(|| panic!("no {key}= in the unit"))
+        };
+        let caps = value("AmbientCapabilities");
+        assert_eq!(caps, value("CapabilityBoundingSet"));
+        for cap in [
+            "CAP_BPF",
+            "CAP_PERFMON",
+            "CAP_SYSLOG",
+            "CAP_SYS_ADMIN",
+            "CAP_NET_ADMIN",
+            "CAP_SYS_PTRACE",
+            "CAP_DAC_READ_SEARCH",
+        ] {
+            assert!(caps.split_whitespace().any(|c| c == cap), "{cap}: {caps}");
+        }
+        assert_eq!(value("RestrictNamespaces"), "net");
+        assert!(value("RestrictAddressFamilies").contains("AF_NETLINK"));
+        assert!(value("SystemCallFilter").contains(" pidfd_getfd"));
+    }
+
     /// The scripts run with `deb-systemd-helper` and `deb-systemd-invoke` replaced by stubs
     /// that log their arguments: enabled on install, masked on removal, purged on purge; on
     /// this machine (no /run/systemd/system: systemd is not PID 1) nothing is started or

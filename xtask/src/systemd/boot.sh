@@ -51,4 +51,10 @@ rm -f "$root/usr/sbin/policy-rc.d"
 # Modules are the host kernel's: none is loaded from here (and the capability is dropped).
 ln -sf /dev/null "$root/etc/systemd/system/systemd-modules-load.service"
 
+# Every mount shared, as systemd makes them when the kernel starts it (in a container it leaves
+# that to the container manager): a mount made later, such as `ip netns add`'s under /run/netns,
+# reaches the services' own mount namespaces as on a booted machine. The peer groups are this
+# mount namespace's own: `unshare` made every mount private first.
+mount --make-rshared "$root"
+
 exec setpriv --bounding-set=-sys_module chroot "$root" /lib/systemd/systemd --unit=basic.target

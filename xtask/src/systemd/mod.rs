@@ -1,9 +1,12 @@
 //! `cargo xtask systemd`: the `.deb` installed, run and removed under a real systemd (PID 1
 //! of a throw-away container, [`container`]), as a new user would: `dpkg -i` (the maintainer
-//! scripts enable and start the `serve` unit), known drops in a network namespace, the history
-//! read through `/var/lib/dropscope` by `history`, `report` and `diff` with exact counts, its
-//! disk use, then `dpkg -r` (the unit stopped) and `dpkg --purge`.
+//! scripts enable and start the `serve` unit), known drops in a network namespace made after
+//! it started, the history read through `/var/lib/dropscope` by `history`, `report` and `diff`
+//! with exact counts and with the namespace's and interface's names, the kernel's counters
+//! and who dropped what ([`named`]), its disk use, then `dpkg -r` (the unit stopped) and
+//! `dpkg --purge`.
 mod container;
+mod named;
 mod scenario;
 
 use std::{path::PathBuf, time::Instant};
@@ -77,8 +80,9 @@ pub fn run(args: &SystemdArgs) -> anyhow::Result<()> {
 }
 
 /// What the check uses that a fresh Debian machine may lack: systemd itself (the container's
-/// PID 1, systemctl, journalctl; init-system-helpers comes with it) and curl (the service's
-/// /metrics); util-linux (unshare, nsenter, setpriv) and iproute2 are there.
+/// PID 1, systemctl, journalctl; init-system-helpers comes with it), curl (the service's
+/// /metrics) and nftables (a rule that drops); util-linux (unshare, nsenter, setpriv),
+/// iproute2 (ip, ss) and perl are there.
 fn tools() -> anyhow::Result<()> {
     let mut missing = Vec::new();
     if !std::path::Path::new("/lib/systemd/systemd").exists() {
@@ -88,6 +92,7 @@ fn tools() -> anyhow::Result<()> {
         ("curl", "curl"),
         ("ip", "iproute2"),
         ("setpriv", "util-linux"),
+        ("nft", "nftables"),
     ] {
         if !crate::setup::have(cmd) && !missing.contains(&pkg) {
             missing.push(pkg);

@@ -7,7 +7,7 @@ use std::{
 
 use anyhow::{Context as _, bail, ensure};
 
-use super::container::Container;
+use super::{container::Container, named};
 use crate::dist::unit::UNIT;
 
 /// The history's directory as users name it: with `DynamicUser=`, a link to
@@ -17,7 +17,7 @@ const HISTORY: &str = "/var/lib/dropscope";
 /// Where systemd keeps the history of a `DynamicUser=` service.
 const PRIVATE_HISTORY: &str = "/var/lib/private/dropscope";
 
-/// The network namespace made in the container for the drops.
+/// The network namespace made in the container for the drops, after the service started.
 const NETNS: &str = "drops";
 
 /// Datagrams sent to a closed UDP port: exactly as many NO_SOCKET drops (from 1,000 to
@@ -76,17 +76,30 @@ pub fn run(c: &Container, deb: &Path) -> anyhow::Result<()> {
         "{PRIVATE_HISTORY} is not 0700 and the service's own user's: {owner}"
     );
 
-    step("known drops in a network namespace, read back from the history");
+    step("a network namespace made now (ip netns add), with an nftables rule and a process");
     c.run(&["ip", "netns", "add", NETNS])?;
     c.run(&["ip", "-n", NETNS, "link", "set", "lo", "up"])?;
     let inode = c
         .stdout(&["stat", "-L", "-c", "%i", &format!("/run/netns/{NETNS}")])?
         .trim()
         .to_string();
+    named::prepare(c, NETNS)?;
+    let t = Instant::now();
+    named::wait_read(c, NETNS, &inode)?;
+    eprintln!(
+        "systemd: the service read the new namespace's counters {:.1} s after the process \
+         in it started",
+        t.elapsed().as_secs_f64()
+    );
+
+    step("known drops in the namespace, read back from the history");
     // The quiet window diff compares the drops with: the service's first seconds.
     crate::bench::interrupt::sleep(QUIET.saturating_sub(up.elapsed()))?;
     let before = now(c)?;
-    let send = format!("for i in $(seq {DROPS}); do printf x > /dev/udp/127.0.0.1/9; done");
+    let send = format!(
+        "for i in $(seq {DROPS}); do printf x > /dev/udp/127.0.0.1/9; done; {}",
+        named::traffic()
+    );
     c.run_timeout(&["ip", "netns", "exec", NETNS, "bash", "-c", &send], LIMIT)?;
     let filter = [
         "--netns",
@@ -98,14 +111,7 @@ pub fn run(c: &Container, deb: &Path) -> anyhow::Result<()> {
     ];
     wait_for("the history to hold the drops", || {
         // Unfiltered: until the namespace's first drop is in, a filter naming it is refused.
-        let all = c.stdout(&[
-            "dropscope",
-            "report",
-            "--input",
-            HISTORY,
-            "--format",
-            "json",
-        ])?;
+        let all = report(c, &["--format", "json"])?;
         let total = drops_in(&all, &inode)?;
         ensure!(
             total <= DROPS,
@@ -128,26 +134,17 @@ pub fn run(c: &Container, deb: &Path) -> anyhow::Result<()> {
         listing.contains("seg-"),
         "`dropscope history` lists no segment:\n{listing}"
     );
-    let mut args = vec![
-        "dropscope",
-        "report",
-        "--input",
-        HISTORY,
-        "--from",
-        &before.1,
-        "--to",
-        &after.1,
-    ];
+    let mut args = vec!["--from", &before.1, "--to", &after.1];
     args.extend(filter);
-    let report = c.stdout(&args)?;
-    let counted = total(&report)?;
+    let filtered = report(c, &args)?;
+    let counted = total(&filtered)?;
     ensure!(
         counted == DROPS,
-        "report --from {} --to {} counts {counted} drops, not {DROPS}:\n{report}",
+        "report --from {} --to {} counts {counted} drops, not {DROPS}:\n{filtered}",
         before.1,
         after.1
     );
-    check_rows(&report)?;
+    check_rows(&filtered)?;
     let window = format!("{}s", after.0 - before.0 + 1);
     let diff = c.stdout(&[
         "dropscope",
@@ -167,6 +164,26 @@ pub fn run(c: &Container, deb: &Path) -> anyhow::Result<()> {
     ])?;
     eprintln!("{}", diff.trim_end());
     check_diff(&diff)?;
+
+    step("names, the kernel's counters and who dropped it, from the history");
+    // The kernel's counters are read every 10 s: until a reading after the drops is in.
+    wait_for("the namespace's kernel counters in the history", || {
+        let json = report(c, &["--from", &before.1, "--format", "json"])?;
+        let counted = named::counter(&json, NETNS, &inode, "Udp:NoPorts")?;
+        ensure!(
+            counted <= DROPS,
+            "Udp:NoPorts grew by {counted} in namespace {inode}, {DROPS} drops were made"
+        );
+        Ok((counted == DROPS && named::looked_up(&json, &inode)?).then_some(()))
+    })?;
+    crate::bench::interrupt::sleep(Duration::from_millis(1100))?;
+    let end = now(c)?;
+    let json = report(
+        c,
+        &["--from", &before.1, "--to", &end.1, "--format", "json"],
+    )?;
+    let found = named::check(&json, NETNS, &inode, DROPS)?;
+    eprintln!("systemd: {} to {}: {found}", before.1, end.1);
 
     step("the history's disk use");
     let du = c.stdout(&["du", "-sb", PRIVATE_HISTORY])?;
@@ -255,7 +272,7 @@ fn ensure_active(c: &Container) -> anyhow::Result<()> {
 }
 
 /// Calls `probe` until it returns a value, failing past [`LIMIT`] or on its error.
-fn wait_for<T>(
+pub(super) fn wait_for<T>(
     what: &str,
     mut probe: impl FnMut() -> anyhow::Result<Option<T>>,
 ) -> anyhow::Result<T> {
@@ -269,6 +286,13 @@ fn wait_for<T>(
         }
         crate::bench::interrupt::sleep(Duration::from_millis(250))?;
     }
+}
+
+/// `dropscope report --input` the history, with `args`: its standard output.
+pub(super) fn report(c: &Container, args: &[&str]) -> anyhow::Result<String> {
+    let mut all = vec!["dropscope", "report", "--input", HISTORY];
+    all.extend(args);
+    c.stdout(&all)
 }
 
 /// The container's clock now: Unix seconds and the RFC 3339 stamp of that second (UTC).
