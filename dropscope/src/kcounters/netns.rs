@@ -142,6 +142,10 @@ pub struct Namespaces {
     deferred: u64,
     proc: PathBuf,
     run_netns: PathBuf,
+    /// The device of namespace files (nsfs): a name under `run_netns` that is not on it is a
+    /// file whose bind mount this process does not see (made in another mount namespace that
+    /// does not propagate to ours), no namespace. `None`: every name is taken (fake roots).
+    nsfs: Option<u64>,
     /// The reading thread, started by the first read.
     reader: Option<Reader>,
     /// The namespaces of the reading asked for, in the order it reads them.
@@ -167,7 +171,15 @@ impl Namespaces {
     /// Opens the initial namespace (that of pid 1, else this process's own); its readings
     /// keep the counters `keep` wants.
     pub fn new(keep: Keep) -> anyhow::Result<Self> {
-        Self::with_roots(Path::new("/proc"), Path::new(RUN_NETNS), keep)
+        let mut ns = Self::with_roots(Path::new("/proc"), Path::new(RUN_NETNS), keep)?;
+        ns.nsfs = Some(
+            ns.initial_ns
+                .0
+                .metadata()
+                .context("the initial namespace")?
+                .dev(),
+        );
+        Ok(ns)
     }
 
     /// Like [`Namespaces::new`], with other places than `/proc` and `/run/netns` (for tests).
@@ -189,6 +201,7 @@ impl Namespaces {
             deferred: 0,
             proc: proc.to_path_buf(),
             run_netns: run_netns.to_path_buf(),
+            nsfs: None,
             reader: None,
             asked: Vec::new(),
             keep,
@@ -240,7 +253,10 @@ impl Namespaces {
         if let Ok(dir) = std::fs::read_dir(&self.run_netns) {
             for entry in dir.flatten() {
                 let path = entry.path();
-                if let Ok(meta) = std::fs::metadata(&path) {
+                let Ok(meta) = std::fs::metadata(&path) else {
+                    continue;
+                };
+                if self.nsfs.is_none_or(|dev| meta.dev() == dev) {
                     found.entry(meta.ino()).or_insert(path);
                 }
             }
@@ -939,6 +955,33 @@ mod tests {
 
     fn others(ns: &Namespaces) -> Vec<u64> {
         ns.inodes().skip(1).collect()
+    }
+
+    #[test]
+    fn a_name_whose_bind_mount_is_not_seen_here_is_no_namespace() {
+        let f = Fake::new();
+        let a = f.process(10, None);
+        let b = f.process(20, None);
+        // Names `ip netns add` made in a mount namespace that does not propagate to ours: the
+        // plain files their bind mounts cover there (here, files of the fake's own filesystem).
+        std::fs::hard_link(
+            f.dir.path().join("proc/20/ns/net"),
+            f.dir.path().join("netns/b"),
+        )
+        .expect("link");
+        std::fs::write(f.dir.path().join("netns/late"), b"").expect("plain file");
+        let mut ns = f.namespaces();
+        // This process's namespace files are on nsfs; the names are not.
+        let nsfs = std::fs::metadata("/proc/self/ns/net").expect("nsfs").dev();
+        assert_ne!(nsfs, std::fs::metadata(f.dir.path()).expect("fake").dev());
+        ns.nsfs = Some(nsfs);
+        ns.refresh(&[a]);
+        // Only the namespace a process is in, found through /proc.
+        assert_eq!(others(&ns), vec![a]);
+        // Without the check (fake roots), every name is taken.
+        ns.nsfs = None;
+        ns.refresh(&[a]);
+        assert_eq!(others(&ns).len(), 3, "{:?} and b {b}", others(&ns));
     }
 
     #[test]
