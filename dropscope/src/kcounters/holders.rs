@@ -44,6 +44,9 @@ pub struct Scan {
     pub more: BTreeMap<u32, u32>,
     /// The bound reached, if one was (the scan is then incomplete).
     pub cut: Option<String>,
+    /// Processes whose descriptors this process may not read (without CAP_SYS_PTRACE and
+    /// CAP_DAC_READ_SEARCH, those of other users): a socket they hold is not found.
+    pub refused: usize,
 }
 
 /// Looks under `proc` for the processes holding each socket of `inodes`, within `b`.
@@ -77,8 +80,12 @@ pub fn scan(proc: &Path, inodes: &BTreeSet<u32>, b: Bounds) -> Scan {
         }
         processes += 1;
         let base = proc.join(pid.to_string());
-        let Ok(entries) = std::fs::read_dir(base.join("fd")) else {
-            continue;
+        let entries = match std::fs::read_dir(base.join("fd")) {
+            Ok(entries) => entries,
+            Err(e) => {
+                out.refused += usize::from(e.kind() == std::io::ErrorKind::PermissionDenied);
+                continue;
+            }
         };
         let mut comm = None;
         for (n, e) in entries.flatten().enumerate() {

@@ -43,14 +43,24 @@ pub fn describe(proc: &Path, inodes: &BTreeSet<u32>, b: Bounds) -> BTreeMap<u32,
                     }
                     About::Exact(f)
                 }
-                _ => match &scan.cut {
-                    Some(cut) => About::unknown(&format!("no holder found: {cut}")),
-                    None => About::unknown("no process holds it (closed, or the kernel's own)"),
-                },
+                _ => About::unknown(&not_held(&scan)),
             };
             (inode, about)
         })
         .collect()
+}
+
+/// Why a scan found no holder of a socket: a bound it reached, processes whose descriptors it
+/// was refused, or none holds it.
+fn not_held(scan: &holders::Scan) -> String {
+    match (&scan.cut, scan.refused) {
+        (Some(cut), _) => format!("no holder found: {cut}"),
+        (None, 0) => "no process holds it (closed, or the kernel's own)".into(),
+        (None, n) => format!(
+            "no holder found: the descriptors of {n} process(es) could not be read (permission \
+             denied: CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH read other users')"
+        ),
+    }
 }
 
 /// A descriptor of this process for descriptor `fd` of process `pid`, if it is socket `inode`.
@@ -155,6 +165,19 @@ mod tests {
     use std::os::unix::fs::MetadataExt;
 
     use super::*;
+
+    #[test]
+    fn a_socket_not_found_says_why_a_refused_scan_is_not_none_holding_it() {
+        let mut scan = holders::Scan::default();
+        assert!(not_held(&scan).starts_with("no process holds it"));
+        scan.refused = 3;
+        let why = not_held(&scan);
+        assert!(why.contains("3 process(es) could not be read"), "{why}");
+        assert!(!why.contains("no process holds it"), "{why}");
+        // A bound reached says so first: the scan did not look everywhere.
+        scan.cut = Some("not looked for past 4096 processes".into());
+        assert!(not_held(&scan).contains("past 4096"));
+    }
 
     #[test]
     fn a_socket_of_this_process_is_described_as_ss_does() {
