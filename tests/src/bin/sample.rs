@@ -1,10 +1,11 @@
 //! Makes the sample recording (`assets/sample.dsrec`, `cargo xtask sample`) from a real
 //! session, as root: two network namespaces (`dsample-web`, `dsample-db`) joined by a veth
 //! pair (`web0`, `db0`), and in them what drops packets, each to a UDP port of its own:
-//! an XDP program on `db0` (port 7001), a tc program on `web0`'s ingress (7002), an nft rule
-//! with a counter (7003) and an iptables rule (7004) in `dsample-db`'s input, a chain whose
-//! policy drops in `dsample-web`'s input (7005), and a slow reader in `dsample-db` (7006: the
-//! smallest receive buffer, one datagram read every 100 ms). Then about 20 s of `dropscope
+//! on `web0`, an XDP program (port 7001) and a tc program on its ingress (7002); in
+//! `dsample-web`'s input an iptables rule (nft backend, 7004) and a chain whose policy drops
+//! (7005); in `dsample-db`'s input an nft rule with a counter (7003); and a slow reader in
+//! `dsample-db` (7006: the smallest receive buffer, one datagram read every 100 ms). Then
+//! about 20 s of `dropscope
 //! record` while UDP to a closed port, TCP connection attempts to one, raw IP packets of an
 //! unused protocol and datagrams to those ports are sent at rates that change over the
 //! session. Everything it made is removed at its end (the namespaces with their rules, the
@@ -39,23 +40,28 @@ fn main() -> anyhow::Result<()> {
     link(&web, &db)?;
 
     let fs = Bpffs::mount();
+    // The XDP program on web0 sees every packet before tc does: veth's XDP copies each into a
+    // buffer of its own, so what reaches tc no longer carries its sender's socket (a row per
+    // `traffic` run's socket otherwise).
     let xdp = fixture::load(Kind::Xdp, "sample_xdp_drop", 7001, XDP_DROP, true)?;
     let pin = fs.pin(&xdp, "xdp");
     let pin = pin.to_str().context("a UTF-8 path")?;
-    db.exec(&["ip", "link", "set", "dev", "db0", "xdpdrv", "pinned", pin]);
+    web.exec(&["ip", "link", "set", "dev", "web0", "xdpdrv", "pinned", pin]);
     let tc = fixture::load(Kind::Tc, "sample_tc_shot", 7002, TC_ACT_SHOT, true)?;
     tc_ingress(&web, "web0", &fs.pin(&tc, "tc"));
     // The neighbours are resolved before recording.
     web.traffic(&["udp-to", "10.99.0.2", "7999", "1"]);
     db.traffic(&["udp-to", "10.99.0.1", "7999", "1"]);
-    // db: an nft rule with a counter and an iptables rule (nft backend) with a comment.
+    // db: an nft rule with a counter.
     nft(
         &db,
         "table inet sample { chain input { type filter hook input priority 0;
            udp dport 7003 counter drop comment \"no 7003 from web\"\n }\n}",
     );
-    iptables_drop(&db, 7004, "no 7004 from web");
-    // web: a chain whose policy drops what it does not accept (loopback and ICMP).
+    // web: an iptables rule with a comment, and after it a chain whose policy drops what it
+    // does not accept (loopback and ICMP). The rule drops more than the policy in every
+    // window, so its call site is told from the policy's and both are exact.
+    iptables_drop(&web, 7004, "no 7004 from db");
     nft(
         &web,
         "table ip gate { chain input { type filter hook input priority 10; policy drop;
@@ -84,19 +90,19 @@ fn main() -> anyhow::Result<()> {
         if (6..12).contains(&s) {
             db.traffic(&["raw", "253", &n(150)]);
         }
-        // The XDP program's drops (db0), steady; the tc program's (web0), from second 8.
-        web.traffic(&["udp-to", "10.99.0.2", "7001", &n(60)]);
+        // The XDP program's drops (web0), steady; the tc program's (web0), from second 8.
+        db.traffic(&["udp-to", "10.99.0.1", "7001", &n(60)]);
         if s >= 8 {
             db.traffic(&["udp-to", "10.99.0.1", "7002", &n(25 * (s - 7))]);
         }
-        // The nft rule's, a burst early on; the iptables rule's, steady.
+        // The nft rule's (db), a burst early on; the iptables rule's (web), steady.
         if (3..9).contains(&s) {
             web.traffic(&["udp-to", "10.99.0.2", "7003", &n(120)]);
         }
-        web.traffic(&["udp-to", "10.99.0.2", "7004", &n(20)]);
-        // The chain policy's, from second 11.
+        db.traffic(&["udp-to", "10.99.0.1", "7004", &n(45)]);
+        // The chain policy's (web), from second 11.
         if s >= 11 {
-            db.traffic(&["udp-to", "10.99.0.1", "7005", &n(90)]);
+            db.traffic(&["udp-to", "10.99.0.1", "7005", &n(30)]);
         }
         // The slow reader's, every other second.
         if s % 2 == 0 {
