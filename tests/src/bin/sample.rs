@@ -5,10 +5,9 @@
 //! `dsample-web`'s input an iptables rule (nft backend, 7004) and a chain whose policy drops
 //! (7005); in `dsample-db`'s input an nft rule with a counter (7003); and a slow reader in
 //! `dsample-db` (7006: the smallest receive buffer, one datagram read every 100 ms). Then
-//! about 20 s of `dropscope
-//! record` while UDP to a closed port, TCP connection attempts to one, raw IP packets of an
-//! unused protocol and datagrams to those ports are sent at rates that change over the
-//! session. Everything it made is removed at its end (the namespaces with their rules, the
+//! about 20 s of `dropscope record` while UDP to a closed port, TCP connection attempts to
+//! one, raw IP packets of an unused protocol and datagrams to those ports are sent at rates
+//! that change over the session. Everything it made is removed at its end (the namespaces with their rules, the
 //! programs, the bpffs, the reader).
 //!
 //! `sample OUT`: writes the recording to OUT (replacing it; owned by the user who ran sudo).
