@@ -9,7 +9,7 @@ fn dropscope() -> Command {
     Command::new(env!("CARGO_BIN_EXE_dropscope"))
 }
 
-/// The sample recording in the repository (five drop kinds, about 11 s).
+/// The sample recording in the repository (nine kinds of drops and who dropped them, 20 s).
 fn sample() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../assets/sample.dsrec")
 }

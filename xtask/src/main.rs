@@ -43,7 +43,8 @@ enum Task {
         no_vmtest: bool,
     },
     /// Record assets/sample.dsrec again from a real session of about 20 s (root: two
-    /// namespaces, a veth pair, an XDP and a tc program that drop, all removed at the end).
+    /// namespaces, a veth pair, an XDP and a tc program, an nft rule, an iptables rule, a chain
+    /// policy and a slow reader that drop, all removed at the end).
     Sample,
     /// Benchmark dropscope against nothing attached and peers on real drops (root; a few minutes).
     Bench(bench::BenchArgs),

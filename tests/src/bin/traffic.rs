@@ -21,6 +21,9 @@
 //! other sockets (its descriptor limit raised to the hard limit), and holds the socket
 //! SECONDS after the drops; prints `socket INODE PORT RCVBUF` before sending and
 //! `dropped N` after.
+//! `traffic udp-slow PORT SECONDS`: a slow reader: binds UDP PORT (every address) with the
+//! smallest receive buffer and reads one datagram every 100 ms for SECONDS, so what arrives
+//! faster is dropped (SOCKET_RCVBUFF) while its process holds the socket.
 //! `traffic mix RUN SECONDS`: for SECONDS, runs of RUN datagrams to closed UDP port 9
 //! (NO_SOCKET) alternating with runs of RUN raw packets of protocol 253 (IP_NOPROTO), from one
 //! thread, so drops of two keys interleave on one CPU; prints `at UNIX_MS UDP RAW` (cumulative
@@ -142,18 +145,7 @@ fn main() -> anyhow::Result<()> {
         Some("rcvbuf") => {
             let n = arg(1)?;
             let rx = UdpSocket::bind("127.0.0.1:0")?;
-            let size: libc::c_int = 1;
-            // SAFETY: setsockopt reads `size` (a valid c_int) for the given length.
-            let rc = unsafe {
-                libc::setsockopt(
-                    rx.as_raw_fd(),
-                    libc::SOL_SOCKET,
-                    libc::SO_RCVBUF,
-                    (&size as *const libc::c_int).cast(),
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                )
-            };
-            anyhow::ensure!(rc == 0, "SO_RCVBUF: {}", std::io::Error::last_os_error());
+            smallest_rcvbuf(&rx)?;
             let tx = UdpSocket::bind("127.0.0.1:0")?;
             for _ in 0..n {
                 tx.send_to(&[0u8; 512], rx.local_addr()?)?;
@@ -170,12 +162,16 @@ fn main() -> anyhow::Result<()> {
             let (n, seconds, crowd) = (arg(1)?, arg(2)?, arg(3)?);
             rcvbuf_hold(n, Duration::from_secs(seconds), crowd as usize)?;
         }
+        Some("udp-slow") => {
+            let (port, seconds) = (arg(1)? as u16, arg(2)?);
+            udp_slow(port, Duration::from_secs(seconds))?;
+        }
         Some("mix") => {
             let (run, seconds) = (arg(1)?.max(1), arg(2)?);
             mix(run, Duration::from_secs(seconds))?;
         }
         _ => anyhow::bail!(
-            "usage: traffic udp PORT N | udp-to ADDR PORT N | udp-gso ADDR PORT SEGMENTS N | udp-spray [FIRST LAST] | udp-sink PORT SECONDS | tcp PORT N | tcp-payload PORT N | raw PROTO N | rcvbuf N | rcvbuf-hold N SECONDS CROWD | mix RUN SECONDS"
+            "usage: traffic udp PORT N | udp-to ADDR PORT N | udp-gso ADDR PORT SEGMENTS N | udp-spray [FIRST LAST] | udp-sink PORT SECONDS | udp-slow PORT SECONDS | tcp PORT N | tcp-payload PORT N | raw PROTO N | rcvbuf N | rcvbuf-hold N SECONDS CROWD | mix RUN SECONDS"
         ),
     }
     Ok(())
@@ -199,26 +195,7 @@ fn rcvbuf_hold(n: u64, hold: Duration, crowd: usize) -> anyhow::Result<()> {
         .map(|_| UdpSocket::bind("127.0.0.1:0"))
         .collect::<std::io::Result<Vec<_>>>()?;
     let rx = UdpSocket::bind("127.0.0.1:0")?;
-    let size: libc::c_int = 1;
-    let mut got: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: setsockopt reads `size` and getsockopt writes `got` and `len`, all valid.
-    let rc = unsafe {
-        libc::setsockopt(
-            rx.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            (&size as *const libc::c_int).cast(),
-            len,
-        ) | libc::getsockopt(
-            rx.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUF,
-            (&raw mut got).cast(),
-            &raw mut len,
-        )
-    };
-    anyhow::ensure!(rc == 0, "SO_RCVBUF: {}", std::io::Error::last_os_error());
+    let got = smallest_rcvbuf(&rx)?;
     use std::os::unix::fs::MetadataExt as _;
     let inode = std::fs::metadata(format!("/proc/self/fd/{}", rx.as_raw_fd()))?.ino();
     let mut out = std::io::stdout().lock();
@@ -238,6 +215,45 @@ fn rcvbuf_hold(n: u64, hold: Duration, crowd: usize) -> anyhow::Result<()> {
     out.flush()?;
     std::thread::sleep(hold);
     drop(others);
+    Ok(())
+}
+
+/// Sets `s`'s receive buffer to the smallest the kernel allows; returns the limit it took.
+fn smallest_rcvbuf(s: &UdpSocket) -> anyhow::Result<libc::c_int> {
+    let size: libc::c_int = 1;
+    let mut got: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: setsockopt reads `size` and getsockopt writes `got` and `len`, all valid.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&size as *const libc::c_int).cast(),
+            len,
+        ) | libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&raw mut got).cast(),
+            &raw mut len,
+        )
+    };
+    anyhow::ensure!(rc == 0, "SO_RCVBUF: {}", std::io::Error::last_os_error());
+    Ok(got)
+}
+
+/// `udp-slow`: reads one datagram every 100 ms from UDP `port` (smallest buffer) for `time`.
+fn udp_slow(port: u16, time: Duration) -> anyhow::Result<()> {
+    let s = UdpSocket::bind(("0.0.0.0", port))?;
+    smallest_rcvbuf(&s)?;
+    s.set_nonblocking(true)?;
+    let end = std::time::Instant::now() + time;
+    let mut buf = [0u8; 2048];
+    while std::time::Instant::now() < end {
+        let _ = s.recv(&mut buf);
+        std::thread::sleep(Duration::from_millis(100));
+    }
     Ok(())
 }
 

@@ -396,6 +396,24 @@ fn the_sample_recording_in_assets_replays_cleanly() {
     }
     assert!(last.drops.iter().all(|d| d.key.attr.device.is_some()));
     assert!(last.kernel.is_some());
+    // Who dropped it, as the replay and `report --input` name them: each culprit of the
+    // session (the tc program a candidate where its verdicts are not counted), and no row
+    // whose culprit cannot be told.
+    let culprits = crate::culprit::culprits(last);
+    let lines: Vec<String> = culprits.values().map(|c| c.line()).collect();
+    for want in [
+        "exact: rule inet sample input (input) handle",
+        "exact: rule ip filter INPUT (input) handle",
+        "exact: policy drop of chain ip gate input",
+        "prog sample_tc_shot#",
+        "exact: socket traffic[",
+    ] {
+        assert!(lines.iter().any(|l| l.contains(want)), "{want}: {lines:#?}");
+    }
+    assert!(
+        culprits.values().all(|c| c.certainty() != "unknown"),
+        "{lines:#?}"
+    );
 }
 
 #[test]
