@@ -4,7 +4,8 @@
 //!
 //! - A program's own verdict row (`XDP_DROP`, `XDP_ABORTED`, `TC_SHOT`: its verdict counter)
 //!   is exact: the program at its attach point.
-//! - A `TC_INGRESS`/`TC_EGRESS` (or other `TC_*`) row, and an `XDP` row, is exact where the
+//! - A `TC_INGRESS`/`TC_EGRESS` (or other `TC_*`) row, and an `XDP` row (or a veth's XDP
+//!   drop: `NOT_SPECIFIED` at `veth_xdp_rcv_skb`, as the ledger matches it), is exact where the
 //!   verdict counters of the programs at that device and direction grew by as many as the row
 //!   counts; otherwise the programs there are candidates (a tc filter that is not BPF, such as
 //!   `u32 ... action drop`, drops likewise, and is not listed); with none there, unknown.
@@ -25,8 +26,9 @@ impl Attached {
     }
 }
 
-/// The hooks where a drop of `reason` happens: tc's ingress or egress, XDP's.
-fn hooks_of(reason: &str) -> Option<&'static [&'static str]> {
+/// The hooks where a drop of `key`'s reason (and, for a veth's XDP, location) happens: tc's
+/// ingress or egress, XDP's.
+fn hooks_of(key: &DropKey) -> Option<&'static [&'static str]> {
     const INGRESS: &[&str] = &["ingress", "tcx-ingress"];
     const EGRESS: &[&str] = &["egress", "tcx-egress", "netkit-primary", "netkit-peer"];
     const TC: &[&str] = &[
@@ -38,18 +40,24 @@ fn hooks_of(reason: &str) -> Option<&'static [&'static str]> {
         "netkit-peer",
     ];
     const XDP: &[&str] = &["xdpdrv", "xdpgeneric", "xdpoffload"];
-    match reason {
+    match &*key.reason.name {
         "TC_INGRESS" => Some(INGRESS),
         "TC_EGRESS" => Some(EGRESS),
         "XDP" => Some(XDP),
+        // A veth frees what its XDP program dropped (or failed to redirect) without a reason.
+        "NOT_SPECIFIED" if key.location.starts_with(VETH_XDP) => Some(XDP),
         r if r.starts_with("TC_") => Some(TC),
         _ => None,
     }
 }
 
-/// Whether a row's drops are a tc or XDP program's (its verdict row, or a `TC_*`, `XDP` row).
+/// Where a veth frees the packets its native XDP program dropped.
+const VETH_XDP: &str = "veth_xdp_rcv_skb";
+
+/// Whether a row's drops are a tc or XDP program's (its verdict row, or a `TC_*`, `XDP` row,
+/// or a veth's XDP drop).
 pub fn attributable(key: &DropKey) -> bool {
-    programs::is_program(key) || hooks_of(&key.reason.name).is_some()
+    programs::is_program(key) || hooks_of(key).is_some()
 }
 
 /// The verdict counter growth of program `prog` in namespace `ns` (drops, aborts and shots).
@@ -97,7 +105,7 @@ pub fn culprits(snap: &Snapshot) -> HashMap<DropKey, Culprit> {
             );
             continue;
         }
-        let Some(hooks) = hooks_of(&key.reason.name) else {
+        let Some(hooks) = hooks_of(key) else {
             continue;
         };
         let Some(ns) = key.attr.netns else {
@@ -227,4 +235,78 @@ fn name_of(id: u32) -> String {
     }
     let _ = id;
     String::new()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::model::{DropCount, Reason};
+
+    /// A row of `reason` at `location` on device `vb` of namespace 9, where an XDP program
+    /// whose verdict counter counted `dropped` is attached.
+    fn snap(reason: &str, location: &str, count: u64, dropped: u64) -> (Snapshot, DropKey) {
+        let mut key = DropKey {
+            reason: Reason {
+                code: 2,
+                name: reason.into(),
+            },
+            location: location.into(),
+            attr: Default::default(),
+        };
+        key.attr.netns = Some(9);
+        key.attr.device = Some("vb".into());
+        let mut r = KernelReading {
+            attributed: true,
+            ..Default::default()
+        };
+        r.attached.insert(
+            9,
+            vec![Attached {
+                device: "vb".into(),
+                hook: "xdpdrv".into(),
+                prog: 12,
+                name: "xdp_fw".into(),
+                filter: None,
+            }],
+        );
+        let counter = "Xdp:vb:xdpdrv:xdp_fw#12:drop";
+        r.netns
+            .entry(9)
+            .or_default()
+            .insert(Arc::from(counter), dropped);
+        let s = Snapshot {
+            drops: vec![DropCount {
+                key: key.clone(),
+                count,
+            }],
+            kernel: Some(Arc::new(r)),
+            ..Default::default()
+        };
+        (s, key)
+    }
+
+    #[test]
+    fn a_veths_xdp_drop_is_its_xdp_programs() {
+        let (s, key) = snap("NOT_SPECIFIED", "veth_xdp_rcv_skb+0x2ca", 500, 500);
+        assert!(attributable(&key));
+        match culprits(&s).get(&key) {
+            Some(Culprit::Exact { who, .. }) => {
+                assert_eq!(who.len(), 1, "{who:?}");
+                assert!(format!("{who:?}").contains("xdp_fw"), "{who:?}");
+            }
+            other => panic!("not the XDP program, exactly: {other:?}"),
+        }
+        // Its counter counted fewer: the program is a candidate.
+        let (s, key) = snap("NOT_SPECIFIED", "veth_xdp_rcv_skb+0x2ca", 500, 300);
+        assert!(matches!(
+            culprits(&s).get(&key),
+            Some(Culprit::Candidates { .. })
+        ));
+        // Elsewhere NOT_SPECIFIED says nothing of a program.
+        let (s, key) = snap("NOT_SPECIFIED", "skb_release_data+0x10", 500, 500);
+        assert!(!attributable(&key));
+        assert!(!culprits(&s).contains_key(&key));
+    }
 }
