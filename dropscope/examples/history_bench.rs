@@ -3,7 +3,8 @@
 //! the time to open it, to count a minute of it (a seek) and to count all seven days, with its
 //! segments' indexes and without, and the reader's peak memory.
 //!
-//! `cargo run --release -p dropscope --example history_bench [KEYS_FOR_THE_WEEK]`
+//! `cargo run --release -p dropscope --example history_bench [KEYS_FOR_THE_WEEK]`; with
+//! `--generate DIR [KEYS]`, only writes the week into `DIR` (for timing the commands on it).
 use std::{
     path::Path,
     time::{Duration, Instant},
@@ -204,6 +205,25 @@ fn main() -> anyhow::Result<()> {
             anyhow::bail!("--read DIR END");
         };
         return read_week(Path::new(dir), end.parse()?);
+    }
+    // A week kept for timing the commands themselves (`dropscope report --input DIR`).
+    if args.first().map(String::as_str) == Some("--generate") {
+        let Some(dir) = args.get(1) else {
+            anyhow::bail!("--generate DIR [KEYS]");
+        };
+        let keys = args.get(2).map(|a| a.parse()).transpose()?.unwrap_or(1_000);
+        let dir = Path::new(dir);
+        dir::create_dir(dir)?;
+        let t = Instant::now();
+        generate_week(dir, keys)?;
+        let bytes: u64 = dir::list(dir)?.segments.iter().map(|s| s.bytes).sum();
+        println!(
+            "{keys} keys: {bytes} B ({:.0} MiB) in {}, generated in {:.1?}",
+            bytes as f64 / (1 << 20) as f64,
+            dir.display(),
+            t.elapsed()
+        );
+        return Ok(());
     }
     let week_keys: usize = args
         .first()
