@@ -492,6 +492,24 @@ pub fn count(report: &serde_json::Value, reason: &str, location: &str) -> u64 {
         .sum()
 }
 
+/// Keeps a copy of `bytes` as `name` for whoever runs the tests to check further, in the
+/// directory `DROPSCOPE_TESTS_KEEP` names (vmtest: a recording made in an arm64 guest is
+/// replayed on the x86_64 host); nothing where it names none. A file already there is an
+/// error, never overwritten, and a link there is not followed.
+pub fn keep(name: &str, bytes: &[u8]) {
+    use std::io::Write as _;
+    let Some(dir) = std::env::var_os("DROPSCOPE_TESTS_KEEP") else {
+        return;
+    };
+    let path = Path::new(&dir).join(name);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(bytes))
+        .unwrap_or_else(|e| panic!("keeping {}: {e}", path.display()));
+}
+
 /// A command that runs dropscope as the unprivileged user nobody (uid 65534, no capabilities).
 pub fn dropscope_as_nobody() -> Command {
     let mut c = Command::new("setpriv");

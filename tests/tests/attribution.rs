@@ -248,3 +248,56 @@ fn a_process_renaming_itself_makes_no_new_keys() {
         assert!(rows.iter().sum::<u64>() < 200, "from {from}s: {window:#}");
     }
 }
+
+/// Through both hooks, the typed one and the classic tracepoint (whose attribution reads the
+/// packet with `bpf_probe_read_kernel`): drops filtered in the kernel to one namespace (and by
+/// a reason the traffic does not have, a filter that costs none of the counts), grouped by
+/// namespace, interface, protocol and port, counted exactly, named after the namespace, with
+/// sampled packets to the right ports, and nothing else counted.
+#[test]
+fn both_hooks_attribute_filter_and_sample_a_namespace_s_drops_alike() {
+    let _serial = root_test();
+    const UDP: u64 = 500;
+    const TCP: u64 = 20;
+    for probe in ["btf", "tracepoint"] {
+        let ns = Netns::new("attr-hook");
+        let c = Counting::start(&[
+            "report",
+            "--format",
+            "json",
+            "--no-stacks",
+            "--probe",
+            probe,
+            "--netns",
+            &ns.name,
+            "--exclude-reason",
+            "IP_NOPROTO",
+            "--by",
+            "reason,location,netns,device,protocol,port",
+        ]);
+        ns.traffic(&["udp", "9", &UDP.to_string()]);
+        ns.traffic(&["tcp", "7", &TCP.to_string()]);
+        let report: serde_json::Value = serde_json::from_str(&c.interrupt()).expect("JSON report");
+        let drops = report["drops"].as_array().expect("drops array");
+        for (proto, port, want) in [("udp", 9, UDP), ("tcp", 7, TCP)] {
+            let d = (drops.iter())
+                .find(|d| d["reason"] == "NO_SOCKET" && d["protocol"] == proto && d["port"] == port)
+                .unwrap_or_else(|| panic!("{probe}: no NO_SOCKET {proto}/{port} row: {report:#}"));
+            assert_eq!(
+                (&d["count"], &d["device"], &d["netns_name"]),
+                (&want.into(), &"lo".into(), &ns.name.as_str().into()),
+                "{probe}: {proto}/{port}: {d:#}"
+            );
+            let samples = d["samples"].as_array().map_or(0, Vec::len);
+            assert!(
+                (1..=8).contains(&samples)
+                    && d["samples"][0]["dport"] == port
+                    && d["samples"][0]["dst"] == "127.0.0.1",
+                "{probe}: {proto}/{port}: samples {:#}",
+                d["samples"]
+            );
+        }
+        // The namespace filter ran in the kernel: nothing else was counted.
+        assert_eq!(report["total"], UDP + TCP, "{probe}: {report:#}");
+    }
+}

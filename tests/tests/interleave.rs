@@ -175,3 +175,115 @@ fn interleaved_runs_are_counted_exactly_and_freshly_in_every_window() {
         }
     }
 }
+
+/// Seconds of the flood read from another CPU, unless `DROPSCOPE_TESTS_FLOOD_SECONDS` says
+/// otherwise (vmtest floods its arm64 guests longer).
+fn flood_seconds() -> u64 {
+    std::env::var("DROPSCOPE_TESTS_FLOOD_SECONDS")
+        .ok()
+        .map(|s| {
+            s.parse()
+                .expect("DROPSCOPE_TESTS_FLOOD_SECONDS: a number of seconds")
+        })
+        .unwrap_or(FLOOD)
+}
+
+/// `args` run pinned to `cpu` with taskset where there are two CPUs or more, else as they are.
+fn pinned<'a>(cpus: usize, cpu: &'a str, args: &[&'a str]) -> Vec<&'a str> {
+    let mut all = match cpus {
+        0 | 1 => Vec::new(),
+        _ => vec!["taskset", "-c", cpu],
+    };
+    all.extend_from_slice(args);
+    all
+}
+
+/// Runs of one datagram to a closed port and one raw packet of an unused protocol, two keys
+/// interleaved on one CPU, while `report --every 1s` reads them from the other CPU (pinned
+/// with taskset where there are two, so that the reads cross CPUs as the counting protocol's
+/// weakly ordered case needs; on one CPU the same runs unpinned). Every report keeps keyed +
+/// overflow = total (a MISMATCH, a settled read disagreeing twice at the same totals, would
+/// show the kernel's total instead) and no total goes back. The last report counts exactly
+/// what was sent, unless a slow machine's loopback backlog overflowed (`CPU_BACKLOG`, which
+/// also takes ICMP errors the UDP drops send back): then no sum of sends pins the counts, and
+/// each key is checked to be at most what was sent of it.
+#[test]
+fn an_interleaved_flood_read_live_from_another_cpu_keeps_every_report_whole() {
+    let _serial = root_test();
+    let seconds = flood_seconds();
+    let ns = Netns::new("flood");
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    let dropscope = dropscope_bin();
+    let traffic = dropscope_tests::traffic_bin();
+    let (dropscope, traffic) = (
+        dropscope.to_str().expect("utf-8 path"),
+        traffic.to_str().expect("utf-8 path"),
+    );
+    let secs = seconds.to_string();
+    let report = [
+        dropscope,
+        "report",
+        "--format",
+        "json",
+        "--no-stacks",
+        "--netns",
+        &ns.name,
+        "--every",
+        "1s",
+    ];
+    let reader = pinned(cpus, "0", &report);
+    let mut live = Counting::try_start(
+        std::path::Path::new(reader[0]),
+        &reader[1..],
+        dropscope_tests::wait::LIMIT,
+    )
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    live.read_stdout();
+    let sent = ns.exec(&pinned(cpus, "1", &[traffic, "mix", "1", &secs]));
+    let sent = Sent::parse(String::from_utf8_lossy(&sent.stdout).trim());
+    let out = live
+        .try_interrupt(dropscope_tests::wait::LIMIT)
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let reports: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON report per line"))
+        .collect();
+    // At least one report read while the flood ran (one a second for 8 s or more), and the
+    // final one.
+    assert!(
+        reports.len() >= 2,
+        "{} report(s) in a {seconds}-s flood",
+        reports.len()
+    );
+    let mut last_total = 0;
+    for (i, r) in reports.iter().enumerate() {
+        let (keyed, overflow, total) = dropscope_tests::keyed_overflow_total(r);
+        assert_eq!(
+            keyed + overflow,
+            total,
+            "report {i} of {}: MISMATCH: {r:#}",
+            reports.len()
+        );
+        assert!(
+            total >= last_total,
+            "report {i}: the total went back: {r:#}"
+        );
+        last_total = total;
+    }
+    let last = reports.last().expect("a final report");
+    let (udp, raw) = (count(last, UDP.0, UDP.1), count(last, RAW.0, RAW.1));
+    match count(last, "CPU_BACKLOG", "") {
+        0 => assert_eq!(
+            (udp, raw),
+            (sent.udp, sent.raw),
+            "counted (NO_SOCKET, IP_NOPROTO), sent (UDP, raw): {last:#}"
+        ),
+        backlog => assert!(
+            udp <= sent.udp && raw <= sent.raw && udp + raw + backlog >= sent.udp.min(sent.raw),
+            "counted NO_SOCKET {udp} IP_NOPROTO {raw} CPU_BACKLOG {backlog}, sent {} UDP and {} \
+             raw: {last:#}",
+            sent.udp,
+            sent.raw
+        ),
+    }
+}

@@ -128,6 +128,36 @@ fn probe_drops(report: &Value, netns: u64, device: &str, reason: &str, at: &str)
         .sum()
 }
 
+/// The count of the report's program row of (`reason`, `location`), if it has one.
+fn program_count(report: &Value, reason: &str, location: &str) -> Option<u64> {
+    (report["programs"].as_array().into_iter().flatten())
+        .find(|r| r["reason"] == reason && r["location"] == location)
+        .and_then(|r| r["count"].as_u64())
+}
+
+/// The JSON report of a whole recording.
+fn recorded_report(file: &std::path::Path) -> Value {
+    dropscope_tests::json_output(
+        std::process::Command::new(dropscope_tests::dropscope_bin())
+            .args(["report", "--format", "json", "--input"])
+            .arg(file),
+    )
+}
+
+/// `diff --budget XDP_DROP<1/s` of a recording against itself (only the budget matters): its
+/// exit status, stdout and stderr.
+fn diff_budget(file: &std::path::Path) -> (std::process::ExitStatus, String, String) {
+    let out = std::process::Command::new(dropscope_tests::dropscope_bin())
+        .arg("diff")
+        .args([file, file])
+        .args(["--format", "json", "--budget", "XDP_DROP<1/s"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("diff runs");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status, text(&out.stdout), text(&out.stderr))
+}
+
 /// The ledger's total of `layer` on (`netns`, `device`).
 /// Asserts the report has one program row of (`reason`, `location`), on (`netns`, `device`),
 /// that counted `count`.
@@ -193,21 +223,36 @@ fn xdp_drop_and_aborted_are_counted_per_program_device_and_namespace() {
         "--budget",
         "XDP_DROP<1/s,total<1000000/s",
     ]);
+    // Recorded beside: the programs' verdicts are read every second, between the readings of
+    // the kernel's counters (every 10 s), and written down as they are read.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let recording = dir.path().join("programs.dsrec");
+    let recording_s = recording.to_str().expect("utf-8 path");
+    let recorder = Counting::start(&["record", "-o", recording_s, "--no-stacks", "--by", BY]);
     // Attached while dropscope runs: aborts UDP to port 7002 arriving on va.
     let abort = fixture::load(Kind::Xdp, "ds_fx_abort", 7002, XDP_ABORTED, true).expect("load");
     let abort_id = prog_id(&abort);
     let pin2 = fs.pin(&abort, "abort");
     attach_xdp(&a, &va, "xdpdrv", &pin2);
-    // Taken in by the watches of the report and of `check` (a tracing link each), or, where the
-    // kernel refuses those, noted in a report (`check` says nothing until it ends: started with
-    // the report and watching on the same schedule, it has noted it too).
+    // Taken in by the watches of the report, of `check` and of the recorder (a tracing link
+    // each), or, where the kernel refuses those, noted in a report (`check` and the recorder
+    // say nothing until they end: started with the report and watching on the same schedule,
+    // they have noted it too).
     let na = inode(&a);
     let abort_prefix = format!("Xdp:{va}:xdpdrv:ds_fx_abort#{abort_id}:");
     wait_report(&lines, "the program attached meanwhile taken in", |r| {
-        taken_in(r, (&traced, 2), na, &abort_prefix, abort_id)
+        taken_in(r, (&traced, 3), na, &abort_prefix, abort_id)
     });
     a.traffic(&["udp-to", "10.82.0.2", "7001", "500"]);
     b.traffic(&["udp-to", "10.82.0.1", "7002", "300"]);
+    let drop_location = format!("prog ds_fx_drop#{drop_id} (xdpdrv)");
+    if traced.is_ok() {
+        // In a frame written while recording, not only in the last one, written at the end.
+        dropscope_tests::wait::wait_recorded(dir.path(), "the XDP_DROP verdicts recorded", |r| {
+            program_count(r, "XDP_DROP", &drop_location) == Some(500)
+        });
+    }
+    recorder.interrupt();
     std::thread::sleep(Duration::from_millis(300));
     let report = last_report(
         &report
@@ -296,6 +341,33 @@ fn xdp_drop_and_aborted_are_counted_per_program_device_and_namespace() {
             let key = (check["keys"].as_array().into_iter().flatten())
                 .find(|k| k["reason"] == "XDP_DROP" && k["location"] == "prog ds_fx_drop (xdpdrv)");
             assert_eq!(key.map(|k| n(k, "count")), Some(500), "{check:#}");
+            // The recording has the same rows, and the program's first dropped frames are its
+            // row's samples, UDP to its port, live and recorded alike.
+            let recorded = recorded_report(&recording);
+            program_row(&recorded, ("XDP_DROP", &drop_location), (nb, &vb), 500);
+            for (what, r) in [("live", &report), ("recorded", &recorded)] {
+                let samples: Vec<(Option<u64>, Option<&str>)> =
+                    (r["programs"].as_array().into_iter().flatten())
+                        .filter(|p| p["reason"] == "XDP_DROP" && p["location"] == drop_location)
+                        .flat_map(|p| p["samples"].as_array().into_iter().flatten())
+                        .map(|s| (s["dport"].as_u64(), s["protocol"].as_str()))
+                        .collect();
+                assert!(
+                    (1..=8).contains(&samples.len())
+                        && samples.iter().all(|s| *s == (Some(7001), Some("udp"))),
+                    "{what}: the XDP_DROP row samples 1 to 8 UDP frames to 7001: {samples:?}"
+                );
+            }
+            // `diff` judges the recorded verdicts too: broken, naming the program.
+            let (status, diff, _) = diff_budget(&recording);
+            let diff: Value = serde_json::from_str(&diff).expect("diff JSON");
+            assert_eq!(status.code(), Some(1), "{diff:#}");
+            assert_eq!(diff["budgets"][0]["ok"], false, "{diff:#}");
+            assert!(
+                (diff["budgets"][0]["message"].as_str())
+                    .is_some_and(|m| m.contains("prog ds_fx_drop (xdpdrv)")),
+                "{diff:#}"
+            );
         }
         Err(e) => {
             assert!(
@@ -310,6 +382,13 @@ fn xdp_drop_and_aborted_are_counted_per_program_device_and_namespace() {
             assert!(
                 check_err.contains("--budget XDP_DROP<1/s cannot be judged: program "),
                 "{check_err}"
+            );
+            // Nor is one judged on a recording of them.
+            let (status, diff, diff_err) = diff_budget(&recording);
+            assert_eq!(status.code(), Some(2), "diff wrote {diff}");
+            assert!(
+                diff_err.contains("--budget XDP_DROP<1/s cannot be judged: program "),
+                "{diff_err}"
             );
             let why = e.to_string();
             for (id, name, dev, ns) in [

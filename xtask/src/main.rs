@@ -60,16 +60,13 @@ enum Task {
         arches: Vec<dist::Arch>,
     },
     /// Boot Debian's 6.1 and 6.12 kernels (amd64 and arm64) under qemu and test the dist binary
-    /// in each (amd64 and the running kernel: the tests crate's binaries; arm64: an exact-count
-    /// suite) (root); prints a kernel × check table.
+    /// in each, and on the running kernel, with the tests crate's binaries (built for aarch64
+    /// for the arm64 guests) (root); prints a kernel × test binary table.
     Vmtest(vmtest::VmtestArgs),
     /// Install this machine's .deb in a container with systemd as PID 1 (root): the unit
     /// enabled and started, known drops read back from its history (`history`, `report`,
     /// `diff`), then `dpkg -r` and `--purge`; the host's files are not changed.
     Systemd(systemd::SystemdArgs),
-    /// The suite vmtest runs inside the arm64 guests (internal).
-    #[command(hide = true)]
-    VmtestGuest(vmtest::guest::GuestArgs),
     /// The tests crate's binaries vmtest runs inside each guest (internal).
     #[command(hide = true)]
     VmtestTests(vmtest::test_binaries::RunArgs),
@@ -95,7 +92,6 @@ fn main() -> anyhow::Result<()> {
             require_root("the check boots systemd in a container and attaches the probe")?;
             systemd::run(&args)
         }
-        Task::VmtestGuest(args) => vmtest::guest::run(&args),
         Task::VmtestTests(args) => vmtest::test_binaries::run(&args),
         Task::Run { args } => {
             setup::all(false)?;

@@ -1,10 +1,11 @@
 //! vmtest's guests of another machine (arm64 kernels on an x86_64 host): this machine's root
 //! filesystem cannot serve them, so each boots with qemu-system-aarch64 (`-M virt -cpu max`,
 //! emulated) on a small initramfs root (`initramfs`) holding the aarch64 dist binary, the
-//! suite runner and the traffic generator built for aarch64, Debian's arm64 busybox and the
+//! runner of the tests crate's binaries built for aarch64, Debian's arm64 busybox and the
 //! network tools the tests' fixtures call (`userland`). The host's output directory is shared
 //! over 9p: the guest writes its results there, as the amd64 guests do; the tests crate's
-//! binaries, built for aarch64, come over a second, read-only share (`/tests`).
+//! binaries and the traffic generator, built for aarch64, come over a second, read-only share
+//! (`/tests`).
 use std::{
     fs,
     path::{Path, PathBuf},
@@ -17,14 +18,12 @@ use anyhow::{Context as _, bail};
 use super::{initramfs, kernels::Kernel};
 use crate::dist::Arch;
 
-/// The suite runner and the traffic generator, built for the guest's machine, and the tests
-/// crate's binaries when the guest runs them.
+/// The runner (this program) and the tests crate's binaries, built for the guest's machine.
 pub struct Tools {
     xtask: PathBuf,
-    traffic: PathBuf,
     /// The directory shared as /tests: the tests crate's binaries by name, and `traffic`
     /// beside them (where they look for it).
-    pub tests: Option<PathBuf>,
+    tests: PathBuf,
     /// The tests crate's binaries as the guest sees them (name, /tests/NAME).
     pub binaries: Vec<(String, PathBuf)>,
 }
@@ -32,11 +31,13 @@ pub struct Tools {
 /// The 9p tag (and the guest's mount point) of the tests crate's binaries.
 pub const TESTS_TAG: &str = "tests";
 
-/// Builds the suite runner (this program) and the traffic generator for `arch` (static musl
-/// binaries, like the dist binary).
+/// Builds the runner (this program), the traffic generator and the tests crate's binaries
+/// for `arch` (static musl binaries, like the dist binary), and strips those of vmtest's
+/// columns into the directory the guest mounts as /tests, with the traffic generator beside
+/// them (where the tests look for it).
 pub fn tools(arch: Arch) -> anyhow::Result<Tools> {
     crate::step(&format!(
-        "the suite runner and the traffic generator for {}",
+        "the runner and the traffic generator for {}",
         arch.name()
     ));
     crate::cargo(&[
@@ -54,16 +55,27 @@ pub fn tools(arch: Arch) -> anyhow::Result<Tools> {
     ])?;
     // Stripped copies: the guest unpacks its whole root into memory, emulated.
     let dir = crate::target_dir().join(arch.target()).join("debug");
-    let stripped = |name: &str| -> anyhow::Result<PathBuf> {
-        let to = dir.join(format!("{name}.stripped"));
-        strip(arch, &dir.join(name), &to)?;
-        Ok(to)
-    };
+    let xtask = dir.join("xtask.stripped");
+    strip(arch, &dir.join("xtask"), &xtask)?;
+    crate::step(&format!("the tests crate's binaries for {}", arch.name()));
+    let built = super::test_binaries::binaries(Some(arch.target()))?;
+    let share = dir.join("vmtest-tests");
+    if share.exists() {
+        fs::remove_dir_all(&share)?;
+    }
+    fs::create_dir_all(&share)?;
+    strip(arch, &dir.join("traffic"), &share.join("traffic"))?;
+    let mut binaries = Vec::new();
+    for name in super::test_binaries::COLUMNS.iter().map(|c| c.name) {
+        let (_, path) = (built.iter().find(|(n, _)| n == name))
+            .with_context(|| format!("cargo built no test binary {name}"))?;
+        strip(arch, path, &share.join(name))?;
+        binaries.push((name.to_string(), Path::new("/").join(TESTS_TAG).join(name)));
+    }
     Ok(Tools {
-        xtask: stripped("xtask")?,
-        traffic: stripped("traffic")?,
-        tests: None,
-        binaries: Vec::new(),
+        xtask,
+        tests: share,
+        binaries,
     })
 }
 
@@ -78,31 +90,6 @@ fn strip(arch: Arch, from: &Path, to: &Path) -> anyhow::Result<()> {
     )
 }
 
-/// Builds the tests crate's test binaries for `arch` (static, as the tools are) and strips
-/// those named in `tests` into the directory the guest mounts as /tests, with the traffic
-/// generator beside them (where the tests look for it).
-pub fn with_tests(arch: Arch, mut tools: Tools, tests: &[&str]) -> anyhow::Result<Tools> {
-    crate::step(&format!("the tests crate's binaries for {}", arch.name()));
-    let built = super::test_binaries::binaries(Some(arch.target()))?;
-    let share = (crate::target_dir().join(arch.target()))
-        .join("debug")
-        .join("vmtest-tests");
-    if share.exists() {
-        fs::remove_dir_all(&share)?;
-    }
-    fs::create_dir_all(&share)?;
-    fs::copy(&tools.traffic, share.join("traffic"))?;
-    for name in tests {
-        let (_, path) = (built.iter().find(|(n, _)| n == name))
-            .with_context(|| format!("cargo built no test binary {name}"))?;
-        strip(arch, path, &share.join(name))?;
-        let guest = Path::new("/").join(TESTS_TAG).join(name);
-        tools.binaries.push((name.to_string(), guest));
-    }
-    tools.tests = Some(share);
-    Ok(tools)
-}
-
 /// One guest to boot.
 pub struct Guest<'a> {
     /// Its machine.
@@ -111,16 +98,16 @@ pub struct Guest<'a> {
     pub kernel: &'a Kernel,
     /// The dist binary for its machine.
     pub dropscope: &'a Path,
-    /// The suite runner and traffic generator for its machine.
+    /// The runner and the tests crate's binaries for its machine.
     pub tools: &'a Tools,
     /// Its CPUs.
     pub cpus: u32,
     /// The command the guest runs (the runner at /bin/xtask, dropscope at /bin/dropscope,
-    /// the traffic generator at /bin/traffic, the output directory at /out).
+    /// the tests crate's binaries at /tests, the output directory at /out).
     pub command: &'a str,
 }
 
-/// Boots the guest and runs the suite in it, its results written to `out` (shared over 9p),
+/// Boots the guest and runs the tests in it, their results written to `out` (shared over 9p),
 /// its console to `out/console.log`.
 pub fn boot(guest: &Guest<'_>, work: &Path, out: &Path, limit: Duration) -> anyhow::Result<()> {
     let (qemu, console) = match guest.arch {
@@ -138,21 +125,16 @@ pub fn boot(guest: &Guest<'_>, work: &Path, out: &Path, limit: Duration) -> anyh
     fs::create_dir_all(&initrd_dir)?;
     let initrd = initrd_dir.join(format!("{}.cpio", guest.kernel.release));
     let files = super::userland::files(guest.arch, work)?;
-    let shares: &[&str] = match guest.tools.tests {
-        Some(_) => &[TESTS_TAG],
-        None => &[],
-    };
     initramfs::write(
         &initramfs::Root {
             busybox: &busybox,
             programs: &[
                 ("dropscope", guest.dropscope),
                 ("xtask", &guest.tools.xtask),
-                ("traffic", &guest.tools.traffic),
             ],
             modules: &guest.kernel.modules,
             files: &files,
-            shares,
+            shares: &[TESTS_TAG],
             command: guest.command,
         },
         &initrd,
@@ -179,17 +161,16 @@ pub fn boot(guest: &Guest<'_>, work: &Path, out: &Path, limit: Duration) -> anyh
             initramfs::OUT_TAG
         ))
         .stdin(Stdio::null());
-    if let Some(dir) = &guest.tools.tests {
-        cmd.arg("-fsdev")
-            .arg(format!(
-                "local,id={TESTS_TAG},path={},security_model=none,readonly=on",
-                dir.display()
-            ))
-            .arg("-device")
-            .arg(format!(
-                "virtio-9p-device,fsdev={TESTS_TAG},mount_tag={TESTS_TAG}"
-            ));
-    }
-    cmd.stdout(log.try_clone()?).stderr(log);
+    cmd.arg("-fsdev")
+        .arg(format!(
+            "local,id={TESTS_TAG},path={},security_model=none,readonly=on",
+            guest.tools.tests.display()
+        ))
+        .arg("-device")
+        .arg(format!(
+            "virtio-9p-device,fsdev={TESTS_TAG},mount_tag={TESTS_TAG}"
+        ))
+        .stdout(log.try_clone()?)
+        .stderr(log);
     crate::vmtest::run_limited(&mut cmd, limit, &log_path)
 }

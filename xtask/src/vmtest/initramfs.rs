@@ -19,14 +19,19 @@ const MODULES: [&str; 3] = ["virtio_mmio", "9pnet_virtio", "9p"];
 /// Modules loaded where the kernel package has them (a kernel may build them in, or lack
 /// them): AF_XDP's `sock_diag` (a module on 6.12, absent from 6.1), and what the tests'
 /// fixtures ask the kernel for: veth pairs, a tbf qdisc, clsact with BPF filters, nftables
-/// and iptables' nft backend with the matches of the tests' rules.
-const OPTIONAL_MODULES: [&str; 9] = [
+/// (and its `reject` of the inet family) and iptables' nft backend with the matches of the
+/// tests' rules. `crc32c_generic` comes before them: `libcrc32c`, which nftables needs, asks
+/// the crypto API for crc32c as it loads (a soft dependency, which `depends` does not name,
+/// and the guest has no modprobe to find it), and fails without it.
+const OPTIONAL_MODULES: [&str; 11] = [
     "xsk_diag",
     "veth",
     "sch_tbf",
     "sch_ingress",
     "cls_bpf",
+    "crc32c_generic",
     "nf_tables",
+    "nft_reject_inet",
     "nft_compat",
     "xt_comment",
     "xt_tcpudp",

@@ -1,13 +1,11 @@
 //! `cargo xtask vmtest`: boots Debian's 6.1 and 6.12 kernels under qemu and tests the `dist`
-//! binary inside each: amd64 kernels with virtme-ng on this machine's root filesystem, where
-//! they run the tests crate's own binaries (`test_binaries`), as the running kernel does;
-//! arm64 kernels emulated by qemu-system-aarch64 on a small initramfs root (`foreign`), where
-//! the exact-count suite of `guest` runs. Prints a kernel × check table per suite.
+//! binary inside each with the tests crate's own binaries (`test_binaries`), as the running
+//! kernel does: amd64 kernels with virtme-ng on this machine's root filesystem, arm64 kernels
+//! emulated by qemu-system-aarch64 on a small initramfs root (`foreign`), the binaries built
+//! for aarch64. Prints a kernel × test binary table.
 pub mod foreign;
-pub mod guest;
 mod initramfs;
 pub mod kernels;
-pub mod sockets;
 mod table;
 pub mod test_binaries;
 mod userland;
@@ -43,15 +41,10 @@ pub struct VmtestArgs {
     /// CPUs of the arm64 guests.
     #[arg(long, default_value_t = 2)]
     pub arm64_cpus: u32,
-    /// Seconds of interleaved flood in each arm64 guest, its live reports read from another
-    /// CPU; none may show a MISMATCH (0: skip).
+    /// Seconds of the interleaved flood in each arm64 guest (the `interleave` column), its
+    /// live reports read from another CPU; none may show a MISMATCH (0: leave it out).
     #[arg(long, default_value_t = 60)]
     pub flood_seconds: u64,
-    /// What the arm64 guests run: `checks`, the exact-count suite of `cargo xtask
-    /// vmtest-guest`, or `tests`, the tests crate's own binaries (built for aarch64) in the
-    /// columns the amd64 guests run.
-    #[arg(long, value_enum, default_value_t = ForeignSuite::Checks)]
-    pub arm64_suite: ForeignSuite,
     /// The running kernel ran the whole tests crate already (`cargo xtask test`): its row
     /// checks the reasons only and says so.
     #[arg(long, hide = true)]
@@ -69,19 +62,9 @@ impl Default for VmtestArgs {
             accel: Accel::Auto,
             arm64_cpus: 2,
             flood_seconds: 60,
-            arm64_suite: ForeignSuite::Checks,
             host_tested: false,
         }
     }
-}
-
-/// The suite of the arm64 guests.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum ForeignSuite {
-    /// The exact-count suite of `guest`.
-    Checks,
-    /// The tests crate's binaries, as in the amd64 guests.
-    Tests,
 }
 
 /// How qemu runs the guest.
@@ -94,23 +77,6 @@ pub enum Accel {
     /// Emulation with one CPU (slow, works nested).
     Tcg,
 }
-
-/// The columns of the arm64 guests' suite (`guest`), in order.
-const GUEST_COLUMNS: [&str; 13] = [
-    "reasons",
-    "reasons --btf",
-    "report tp_btf",
-    "report tracepoint",
-    "attribution",
-    "stacks",
-    guest::PROGRAMS,
-    guest::AF_XDP,
-    guest::NETKIT,
-    guest::SOCKETS,
-    "record",
-    "replay here",
-    guest::FLOOD,
-];
 
 /// The limit on one guest run (boot plus suite).
 const GUEST_LIMIT: Duration = Duration::from_secs(900);
@@ -153,17 +119,7 @@ pub fn run(args: &VmtestArgs) -> anyhow::Result<()> {
             .iter()
             .find(|d| d.arch == *arch)
             .context("no dist binary for a guest")?;
-        let tests = args.arm64_suite == ForeignSuite::Tests;
-        let columns: Vec<&str> = match tests {
-            true => test_binaries::COLUMNS.iter().map(|c| c.name).collect(),
-            false => Vec::new(),
-        };
-        let foreign = (*arch != host)
-            .then(|| match tests {
-                true => foreign::with_tests(*arch, foreign::tools(*arch)?, &columns),
-                false => foreign::tools(*arch),
-            })
-            .transpose()?;
+        let foreign = (*arch != host).then(|| foreign::tools(*arch)).transpose()?;
         for name in &args.kernels {
             if name == "host" && *arch != host {
                 continue;
@@ -182,25 +138,17 @@ pub fn run(args: &VmtestArgs) -> anyhow::Result<()> {
             let mut row = if let Some(tools) = &foreign {
                 let kernel = kernels::fetch(name, *arch, &work)?;
                 let cpus = args.arm64_cpus;
-                let left_out = match tests {
-                    true => test_binaries::left_out_emulated(name),
-                    false => Vec::new(),
-                };
-                let command = match tests {
-                    true => {
-                        let mut cmd = vec![
-                            "/bin/xtask vmtest-tests --dropscope /bin/dropscope --out /out"
-                                .to_string(),
-                        ];
-                        cmd.extend(test_binaries::run_args(&tools.binaries, &left_out)?);
-                        cmd.join(" ")
-                    }
-                    false => format!(
-                        "/bin/xtask vmtest-guest --dropscope /bin/dropscope --traffic \
-                         /bin/traffic --out /out --flood-seconds {}",
-                        args.flood_seconds
-                    ),
-                };
+                let mut left_out = test_binaries::left_out_emulated(name);
+                if args.flood_seconds == 0 {
+                    left_out.push(("interleave", "--flood-seconds 0"));
+                }
+                let mut cmd = vec![format!(
+                    "/bin/xtask vmtest-tests --dropscope /bin/dropscope --out /out \
+                     --flood-seconds {}",
+                    args.flood_seconds
+                )];
+                cmd.extend(test_binaries::run_args(&tools.binaries, &left_out)?);
+                let command = cmd.join(" ");
                 crate::step(&format!(
                     "booting {} under qemu-system-{} ({cpus} CPUs, TCG)",
                     kernel.release,
@@ -222,28 +170,15 @@ pub fn run(args: &VmtestArgs) -> anyhow::Result<()> {
                 .err();
                 let mut results = table::read_results(&out, test_binaries::MARKER);
                 results.push(check_btf(&host_bin, &kernel.btf, &out));
-                let mut skipped = table::read_skips(&out, test_binaries::MARKER);
-                let columns = match tests {
-                    true => {
-                        skipped.extend(
-                            (left_out.into_iter()).map(|(t, why)| (t.to_string(), why.to_string())),
-                        );
-                        test_binaries::table_columns()
-                    }
-                    false => {
-                        results.push(check_replay(&host_bin, &out));
-                        if args.flood_seconds == 0 {
-                            skipped.push((guest::FLOOD.into(), "--flood-seconds 0".into()));
-                        }
-                        GUEST_COLUMNS.to_vec()
-                    }
-                };
+                replay(&host_bin, &out, &mut results, &mut left_out);
                 results.extend(err.map(|e| ("run".into(), false, format!("{e:#}"))));
                 Row {
                     kernel: format!("{} (TCG, {cpus} CPUs)", kernel.release),
-                    columns,
+                    columns: test_binaries::table_columns(),
                     results,
-                    skipped,
+                    skipped: (left_out.into_iter())
+                        .map(|(t, why)| (t.to_string(), why.to_string()))
+                        .collect(),
                     seconds: 0.0,
                 }
             } else {
@@ -300,6 +235,7 @@ pub fn run(args: &VmtestArgs) -> anyhow::Result<()> {
                 };
                 let mut results = table::read_results(&out, test_binaries::MARKER);
                 results.push(check_btf(&host_bin, &btf, &out));
+                replay(&host_bin, &out, &mut results, &mut left_out);
                 results.extend(err.map(|e| ("run".into(), false, e)));
                 Row {
                     kernel: label,
@@ -447,27 +383,57 @@ fn check_btf(bin: &Path, btf: &Path, out: &Path) -> (String, bool, String) {
     outcome("reasons --btf", result)
 }
 
-/// The recording made in the guest replays here with the exact counts sent there.
+/// Where the record column ran, its recording replayed here (`check_replay`); else the
+/// column left out with its reason.
+fn replay(
+    bin: &Path,
+    out: &Path,
+    results: &mut Vec<(String, bool, String)>,
+    left_out: &mut Vec<(&str, &str)>,
+) {
+    if left_out.iter().any(|(n, _)| *n == "record") {
+        left_out.push((
+            test_binaries::REPLAY,
+            "no recording was made on this kernel (its record column is left out)",
+        ));
+    } else {
+        results.push(check_replay(bin, out));
+    }
+}
+
+/// The recording the record test made (kept in `out`, see `test_binaries::KEEP`) replays here
+/// exactly as it replayed where it was made: the same rows, total and overflow (a recording
+/// made in an arm64 guest read by the x86_64 binary).
 fn check_replay(bin: &Path, out: &Path) -> (String, bool, String) {
     let result = (|| {
-        let expected =
-            fs::read_to_string(out.join("record-expected.txt")).context("no recording was made")?;
-        let counts = expected
-            .lines()
-            .filter_map(|l| l.split_once('='))
-            .map(|(r, n)| Ok((r.to_string(), n.parse()?)))
-            .collect::<anyhow::Result<Vec<_>>>()?;
+        let there: Value = serde_json::from_slice(
+            &fs::read(out.join("record.json")).context("no recording was kept")?,
+        )
+        .context("the replay where it was made")?;
         let o = Command::new(bin)
             .args(["report", "--format", "json", "--input"])
-            .arg(out.join("drops.dsrec"))
+            .arg(out.join("record.dsrec"))
             .output()?;
         ensure!(
             o.status.success(),
             "replaying failed: {}",
             String::from_utf8_lossy(&o.stderr)
         );
-        let report: Value = serde_json::from_slice(&o.stdout)?;
-        guest::Expected { counts }.check(&report)
+        let here: Value = serde_json::from_slice(&o.stdout)?;
+        for field in ["drops", "total", "overflow"] {
+            ensure!(
+                here[field] == there[field],
+                "the {field} replayed here differ from where the recording was made: {} here, \
+                 {} there",
+                here[field],
+                there[field]
+            );
+        }
+        Ok(format!(
+            "{} rows, total {}, as where it was made",
+            here["drops"].as_array().map_or(0, Vec::len),
+            here["total"]
+        ))
     })();
-    outcome("replay here", result)
+    outcome(test_binaries::REPLAY, result)
 }

@@ -1,6 +1,5 @@
-//! vmtest's kernel × check table: a row per kernel, a column per test binary or check (one
-//! table per suite: the tests crate's binaries, the arm64 guests' suite), then each result's
-//! detail and every check left out with its reason.
+//! vmtest's kernel × check table: a row per kernel, a column per test binary or check made
+//! on the host, then each result's detail and every check left out with its reason.
 use std::{fs, path::Path};
 
 /// One kernel's results.
@@ -17,7 +16,8 @@ pub struct Row {
     pub seconds: f64,
 }
 
-/// The result lines (`<marker> <check>: PASS|FAIL <detail>`) a suite wrote to OUT/results.txt.
+/// The result lines (`<marker> <check>: PASS|FAIL <detail>`) a guest's runner wrote to
+/// OUT/results.txt.
 pub fn read_results(out: &Path, marker: &str) -> Vec<(String, bool, String)> {
     let text = fs::read_to_string(out.join("results.txt")).unwrap_or_default();
     text.lines()
@@ -25,21 +25,7 @@ pub fn read_results(out: &Path, marker: &str) -> Vec<(String, bool, String)> {
         .filter_map(|l| {
             let (check, rest) = l.trim().split_once(": ")?;
             let (status, detail) = rest.split_once(' ').unwrap_or((rest, ""));
-            (status != "SKIP").then(|| (check.to_string(), status == "PASS", detail.to_string()))
-        })
-        .collect()
-}
-
-/// The checks a suite left out, and why (`<marker> <check>: SKIP <why>`): a kernel without
-/// what the check counts. A skip is never a pass: the table shows `-` and the reason.
-pub fn read_skips(out: &Path, marker: &str) -> Vec<(String, String)> {
-    let text = fs::read_to_string(out.join("results.txt")).unwrap_or_default();
-    text.lines()
-        .filter_map(|l| l.strip_prefix(marker))
-        .filter_map(|l| {
-            let (check, rest) = l.trim().split_once(": ")?;
-            let why = rest.strip_prefix("SKIP ")?;
-            Some((check.to_string(), why.to_string()))
+            Some((check.to_string(), status == "PASS", detail.to_string()))
         })
         .collect()
 }
@@ -141,25 +127,23 @@ fn details(row: &Row) -> usize {
 mod tests {
     use super::*;
 
-    /// A skip written by a suite is read as a skip with its reason (the cell `-`), never as a
-    /// pass or a failure.
+    /// Result lines are read with their status and detail; other lines (a console's kernel
+    /// messages) are not results.
     #[test]
-    fn a_skip_is_read_as_a_skip_not_a_pass() {
+    fn result_lines_are_read_with_their_status() {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(
             dir.path().join("results.txt"),
-            "M netkit: SKIP no netkit: 6.7 added it\nM counts: PASS 500\n",
+            "[ 1.2] virtio: hello\nM counts: PASS 2 passed\nM stacks: FAIL panicked\n",
         )
         .expect("results");
-        let results = read_results(dir.path(), "M");
-        assert_eq!(results, [("counts".to_string(), true, "500".to_string())]);
-        let skips = read_skips(dir.path(), "M");
         assert_eq!(
-            skips,
-            [("netkit".to_string(), "no netkit: 6.7 added it".to_string())]
+            read_results(dir.path(), "M"),
+            [
+                ("counts".to_string(), true, "2 passed".to_string()),
+                ("stacks".to_string(), false, "panicked".to_string())
+            ]
         );
-        let r = row(results, skips);
-        assert_eq!(cell(&r, "netkit"), "-");
     }
 
     fn row(results: Vec<(String, bool, String)>, skipped: Vec<(String, String)>) -> Row {

@@ -1,7 +1,7 @@
 //! The tools the tests crate's fixtures call, for a guest of another machine (arm64), whose
 //! initramfs root has only busybox: Debian's `ip` and `tc` (iproute2), `nft` (nftables),
-//! `iptables`/`iptables-save` (iptables' nft backend) and `ethtool`, with the shared libraries they need and
-//! the dynamic loader. The packages are downloaded for the guest's machine and unpacked once
+//! `iptables`/`iptables-save` (iptables' nft backend), `ethtool` and `setpriv` (util-linux's:
+//! busybox's has no `--reuid`), with the shared libraries they need and the dynamic loader. The packages are downloaded for the guest's machine and unpacked once
 //! (cached beside the kernels); only the programs, the iptables extensions the tests' rules
 //! use and the libraries the programs need (found by their `NEEDED` entries) go into the root.
 use std::{
@@ -17,11 +17,13 @@ use crate::dist::Arch;
 
 /// The packages of the programs and of every library they load (closed under `NEEDED`: a
 /// library found in none of them is an error naming it).
-const PACKAGES: [&str; 19] = [
+const PACKAGES: [&str; 21] = [
     "iproute2",
     "nftables",
     "iptables",
     "ethtool",
+    "util-linux",
+    "libcap-ng0",
     "libc6",
     "libbpf1",
     "libbsd0",
@@ -41,13 +43,14 @@ const PACKAGES: [&str; 19] = [
 
 /// The programs (package, path in it, name in the guest's /usr/sbin): iptables' multi-call
 /// binary answers to the name it is called by.
-const PROGRAMS: [(&str, &str, &str); 6] = [
+const PROGRAMS: [(&str, &str, &str); 7] = [
     ("iproute2", "bin/ip", "ip"),
     ("iproute2", "sbin/tc", "tc"),
     ("nftables", "usr/sbin/nft", "nft"),
     ("iptables", "usr/sbin/xtables-nft-multi", "iptables"),
     ("iptables", "usr/sbin/xtables-nft-multi", "iptables-save"),
     ("ethtool", "sbin/ethtool", "ethtool"),
+    ("util-linux", "usr/bin/setpriv", "setpriv"),
 ];
 
 /// The iptables extensions the tests' rules load (`-p udp --dport`, `-m comment`, `-j DROP`),
