@@ -173,16 +173,7 @@ pub fn left_out(series: &str) -> Vec<(&'static str, &'static str)> {
 /// host); 6.12 stacks, programs (tcx, tracing programs on programs), netkit and the flood.
 pub fn left_out_emulated(series: &str) -> Vec<(&'static str, &'static str)> {
     const TIME: &str = "vmtest's time: run in the other arm64 guest";
-    // Found by these guests, not yet mended: where the test expects the rules' drops and the
-    // policy's at two sites of nft_do_chain (500 and 100), dropscope counted all 600 at one
-    // and named the rules for the policy's drops too.
-    const ONE_SITE: &str = "a defect it found, not yet mended: Debian's arm64 kernels drop at \
-                            one call site of nft_do_chain for rules' verdicts and chain \
-                            policies alike (one call of the drop in its code; amd64: two), \
-                            which dropscope takes for the rules' site, naming rules for the \
-                            policy's drops";
-    let mut out = vec![(RULES_AND_POLICY, ONE_SITE)];
-    out.extend(match series {
+    match series {
         "6.1" => vec![
             ("stacks", TIME),
             ("programs", TIME),
@@ -200,8 +191,7 @@ pub fn left_out_emulated(series: &str) -> Vec<(&'static str, &'static str)> {
             ),
         ],
         _ => Vec::new(),
-    });
-    out
+    }
 }
 
 /// The tests crate's test binaries (name, path), built for `target` (the host's if `None`)

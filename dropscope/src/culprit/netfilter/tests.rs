@@ -254,3 +254,35 @@ fn drops_after_the_counters_reading_keep_a_counted_rule_among_the_candidates() {
     assert_eq!(c.certainty(), "candidates", "{c:?}");
     assert_eq!(counted(c), [Some(0)]);
 }
+
+/// Some builds drop a rule's verdict and a chain's policy at one call site of nft_do_chain
+/// (Debian's arm64 6.1: 600 drops at `nft_do_chain+0x3b8`, 300 of them the counted rule's,
+/// 100 the policy's): with no second site in the window, the policy stays a candidate.
+#[test]
+fn one_call_site_of_rules_and_policy_keeps_the_policy_a_candidate() {
+    for uncounted in [true, false] {
+        let mut rules = vec![rule(2, Some(300))];
+        if uncounted {
+            rules.push(rule(3, None));
+        }
+        let s = snap(&[("nft_do_chain+0x3b8", 600)], Some(window(rules, true)));
+        let c = &culprits(&s)[&key("nft_do_chain+0x3b8")];
+        assert_eq!(c.certainty(), "candidates", "{c:?}");
+        let who = c.who();
+        assert!(
+            matches!(who.last(), Some(Who::Policy { chain, .. }) if chain == "input"),
+            "{c:?}"
+        );
+        assert_eq!(counted(c)[0], Some(300), "{c:?}");
+        assert_eq!(who.len(), if uncounted { 3 } else { 2 }, "{c:?}");
+    }
+    // The counters account for every drop there: the policy dropped none.
+    let s = snap(
+        &[("nft_do_chain+0x3b8", 300)],
+        Some(window(vec![rule(2, Some(300))], true)),
+    );
+    assert_eq!(
+        culprits(&s)[&key("nft_do_chain+0x3b8")].certainty(),
+        "exact"
+    );
+}
