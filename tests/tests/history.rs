@@ -299,6 +299,64 @@ fn replaying_a_history_shows_its_timeline_with_the_gap_in_tmux() {
     assert!(s.contains("EXIT=0"), "{s}");
 }
 
+/// Needs root (as the other tests of this crate). `t` to a time hours before the window
+/// replayed (the last hour, by default): the window around it is read from the history and
+/// replayed, the strip's position moves there, and the table shows that session's drops.
+#[test]
+fn t_jumps_to_a_time_hours_before_the_window_replayed_in_tmux() {
+    use dropscope::history::synthetic::{session, write_session};
+    let _serial = root_test();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // Two minutes dropping from t0 (2026-09-21T14:13:20Z), then, three hours on, two minutes
+    // without drops: the last hour holds no drop.
+    let t0 = 1_790_000_000_000;
+    let a = dropscope::record::synthetic::snapshots(4, 4, 100, 120);
+    let mut b = dropscope::record::synthetic::snapshots(4, 0, 1, 120);
+    for s in &mut b {
+        s.drops.clear();
+        s.total = 0;
+    }
+    let seq = write_session(tmp.path(), 1, &session("a", t0), &a, 60).expect("a");
+    write_session(tmp.path(), seq, &session("a", t0 + 3 * 3_600_000), &b, 60).expect("b");
+    let hot = a[60].drops[0].key.location.to_string();
+    let t =
+        dropscope_tests::tmux::Tmux::start("histjump", &format!("replay {}", tmp.path().display()));
+    let before = t.wait_for("REPLAY");
+    assert!(
+        !before.contains(&hot),
+        "no drop in the last hour:\n{before}"
+    );
+    t.keys("t");
+    t.wait_for("go to _");
+    t.keys("2026-09-21T14:14:20Z");
+    t.keys("Enter");
+    let screen = t.wait_for("jumped to");
+    let screen = if screen.contains(&hot) {
+        screen
+    } else {
+        t.wait_for(&hot)
+    };
+    let line = screen
+        .lines()
+        .find(|l| l.starts_with("history "))
+        .unwrap_or_else(|| panic!("no timeline:\n{screen}"));
+    let strip: Vec<char> = line["history ".len()..]
+        .split(" 2026-")
+        .next()
+        .expect("a strip")
+        .chars()
+        .collect();
+    let cursor = strip.iter().position(|&c| c == '|');
+    assert!(
+        cursor.is_some_and(|c| c < strip.len() / 10),
+        "the position near the history's start: {line}"
+    );
+    assert!(!screen.contains("outside"), "{screen}");
+    t.keys("q");
+    let s = t.wait_for("EXIT=");
+    assert!(s.contains("EXIT=0"), "{s}");
+}
+
 /// Needs root (as the other tests of this crate: tmux runs the binary through the runner's
 /// environment). `v` in the replay of a generated history: the last hour against the hour
 /// before, one key ten times more, said as a significant change with then/now per row; Esc

@@ -67,6 +67,7 @@ pub async fn live_tui(live: &LiveArgs, dir: &Path) -> anyhow::Result<()> {
         by: live.select.by.clone(),
         timeline: None,
         compare: None,
+        jump: None,
     };
     // The TUI ends on `q`, a signal, or the feed closing; then the probe is detached, and a
     // collector failure, if that is what closed the feed, is reported.

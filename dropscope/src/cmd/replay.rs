@@ -15,9 +15,16 @@ pub async fn replay_cmd(
 ) -> anyhow::Result<()> {
     let file = window.input.as_deref().unwrap_or(Path::new("-"));
     if file.is_dir() {
-        let (rec, timeline) = crate::history::replay::open(file, window)?;
+        let opened = crate::history::replay::open(file, window)?;
         require_terminal("replay")?;
-        return replay_recording(rec, dir, select, Some((timeline, file, budget))).await;
+        let len_ms = opened.window.to_ms.saturating_sub(opened.window.from_ms);
+        let history = History {
+            timeline: opened.timeline,
+            dir: file,
+            budget,
+            len_ms,
+        };
+        return replay_recording(opened.recording, dir, select, Some(history)).await;
     }
     if !budget.is_empty() {
         anyhow::bail!(
@@ -49,34 +56,54 @@ pub async fn replay_cmd(
     replay_recording(rec, dir, select, None).await
 }
 
+/// A history replayed: its strip, directory, the budget `v` judges, and the length of the
+/// window replayed (a jump with `t` opens one as long around its time).
+struct History<'a> {
+    timeline: crate::history::timeline::Timeline,
+    dir: &'a Path,
+    budget: Vec<crate::vocab::budget::Clause>,
+    len_ms: u64,
+}
+
 /// Replays `rec` in the TUI, grouped and filtered by `select`; a window of a history comes with
-/// its timeline and directory (for the strip, and the windows `v` compares).
+/// its timeline and directory (for the strip, the windows `v` compares and those `t` jumps to).
 async fn replay_recording(
     rec: record::Recording,
     dir: &Path,
     select: &crate::cli::Selection,
-    history: Option<(
-        crate::history::timeline::Timeline,
-        &Path,
-        Vec<crate::vocab::budget::Clause>,
-    )>,
+    history: Option<History<'_>>,
 ) -> anyhow::Result<()> {
     // What the recording holds so far decides which filters and groupings it can take.
     let (filter, by) = select.recorded(&rec.snapshot_at(rec.duration()).unwrap_or_default())?;
-    let (timeline, compare) = match history {
-        Some((t, h, budget)) => (
-            Some(t),
-            Some(tui::CompareSource {
-                dir: h.to_path_buf(),
+    let grouped = {
+        let (sel, filter, by) = (select.clone(), filter.clone(), by.clone());
+        move |rec| {
+            let (sel, filter, by) = (sel.clone(), filter.clone(), by.clone());
+            record::replay_feed(rec).map(move |s| sel.by_culprit(&s, &filter, &by))
+        }
+    };
+    let (timeline, compare, jump) = match history {
+        Some(h) => {
+            let (hdir, len_ms, grouped) = (h.dir.to_path_buf(), h.len_ms, grouped.clone());
+            let jump = tui::JumpSource(std::sync::Arc::new(move |at_ms| {
+                let opened = crate::history::replay::open_around(&hdir, at_ms, len_ms)?;
+                Ok(tui::Jumped {
+                    feed: grouped(opened.recording),
+                    timeline: opened.timeline,
+                    notes: opened.notes,
+                })
+            }));
+            let compare = tui::CompareSource {
+                dir: h.dir.to_path_buf(),
                 filter: filter.clone(),
                 by: by.clone(),
-                budget,
-            }),
-        ),
-        None => (None, None),
+                budget: h.budget,
+            };
+            (Some(h.timeline), Some(compare), Some(jump))
+        }
+        None => (None, None, None),
     };
-    let sel = select.clone();
-    let feed = record::replay_feed(rec).map(move |s| sel.by_culprit(&s, &filter, &by));
+    let feed = grouped(rec);
     let opts = tui::TuiOptions {
         flamegraph_dir: dir.to_path_buf(),
         record_dir: dir.to_path_buf(),
@@ -88,6 +115,7 @@ async fn replay_recording(
         },
         timeline,
         compare,
+        jump,
     };
     tui::run(feed, opts).await
 }

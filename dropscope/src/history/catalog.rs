@@ -91,7 +91,7 @@ pub struct Catalog {
 }
 
 /// A segment's file name, for messages.
-fn shown(f: &SegmentFile) -> String {
+pub(super) fn shown(f: &SegmentFile) -> String {
     let name = f.path.file_name().unwrap_or(f.path.as_os_str());
     crate::sanitize::terminal(&name.to_string_lossy()).into_owned()
 }

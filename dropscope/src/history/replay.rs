@@ -24,14 +24,90 @@ use crate::{
 
 /// The window `w` of the history in `dir` (by default its last hour) across its sessions and
 /// gaps, as a recording; notes on stderr where the window reaches past the history.
-pub fn open(dir: &Path, w: &InputWindow) -> anyhow::Result<(Recording, Timeline)> {
+pub fn open(dir: &Path, w: &InputWindow) -> anyhow::Result<Opened> {
     let (cat, (lo, hi)) = Catalog::open_to_read(dir)?;
-    let shown = terminal(&dir.to_string_lossy()).into_owned();
     let mut win = window_of(w, lo, hi, super::dir::now_unix_ms())?;
     if w.from.is_none() && w.since.is_none() {
-        win.from_ms = win.to_ms.saturating_sub(3_600_000);
+        win.from_ms = win.to_ms.saturating_sub(DEFAULT_LENGTH_MS);
     }
-    let (tmp, origin, first_ms, notes) = write_window(&cat, win)?.ok_or_else(|| {
+    let opened = open_window(dir, &cat, hi, win)?;
+    for n in &opened.notes {
+        eprintln!("dropscope: note: {n}");
+    }
+    Ok(opened)
+}
+
+/// The window of `len_ms` around wall time `at_ms` (a jump to a time outside the window
+/// replayed: `t` in the TUI), within the history's range, as a recording; the catalog read
+/// again, so a history still written to has grown. Nothing goes to stderr (the screen is up):
+/// refused segments and notes come back in [`Opened::notes`].
+pub fn open_around(dir: &Path, at_ms: u64, len_ms: u64) -> anyhow::Result<Opened> {
+    let cat = Catalog::open(dir)?;
+    let spans = cat.spans();
+    let (Some(lo), Some(hi)) = (
+        spans.iter().map(|s| s.from_ms).min(),
+        spans.iter().map(|s| s.to_ms).max(),
+    ) else {
+        anyhow::bail!("the history holds no snapshot any more");
+    };
+    if at_ms < lo || at_ms > hi {
+        anyhow::bail!(
+            "{} is outside the history ({} – {})",
+            local(at_ms),
+            local(lo),
+            local(hi)
+        );
+    }
+    let win = around(at_ms, len_ms, lo, hi);
+    let mut opened = open_window(dir, &cat, hi, win)?;
+    let mut notes: Vec<String> = (cat.refused.iter())
+        .map(|r| {
+            format!(
+                "segment {} refused: {}",
+                super::catalog::shown(&r.file),
+                r.why
+            )
+        })
+        .chain(cat.notes.iter().cloned())
+        .collect();
+    notes.append(&mut opened.notes);
+    opened.notes = notes;
+    Ok(opened)
+}
+
+/// What `replay DIR` shows when no window is given: the last hour.
+pub const DEFAULT_LENGTH_MS: u64 = 3_600_000;
+
+/// The window of `len_ms` centred on `at_ms`, moved (not cut) to lie within `lo..=hi` where
+/// the range is long enough.
+pub fn around(at_ms: u64, len_ms: u64, lo: u64, hi: u64) -> Window {
+    let len = len_ms.min(hi.saturating_sub(lo));
+    let from_ms = at_ms
+        .saturating_sub(len / 2)
+        .clamp(lo, hi.saturating_sub(len));
+    Window {
+        from_ms,
+        to_ms: from_ms + len,
+    }
+}
+
+/// A window of a history opened for replay: its recording, the timeline of the whole history
+/// placed on the recording's clock, the window asked, and notes.
+pub struct Opened {
+    /// The window's snapshots, one clock, counts carried across sessions.
+    pub recording: Recording,
+    /// The strip of the whole history, with the window's start, clock and gaps.
+    pub timeline: Timeline,
+    /// The window asked for (wall clock).
+    pub window: Window,
+    /// Where the window reaches past the history, and the like.
+    pub notes: Vec<String>,
+}
+
+/// The window `win` of `cat` (the history in `dir`, its last snapshot at `hi`) as a recording.
+fn open_window(dir: &Path, cat: &Catalog, hi: u64, win: Window) -> anyhow::Result<Opened> {
+    let shown = terminal(&dir.to_string_lossy()).into_owned();
+    let (tmp, origin, first_ms, notes) = write_window(cat, win)?.ok_or_else(|| {
         anyhow::anyhow!(
             "the history {shown} holds no snapshot between {} and {} (`dropscope history \
                  {shown}` lists its ranges)",
@@ -39,10 +115,7 @@ pub fn open(dir: &Path, w: &InputWindow) -> anyhow::Result<(Recording, Timeline)
             local(win.to_ms)
         )
     })?;
-    for n in notes {
-        eprintln!("dropscope: note: {n}");
-    }
-    let mut timeline = super::timeline::build(&cat, super::timeline::BUCKETS)?;
+    let mut timeline = super::timeline::build(cat, super::timeline::BUCKETS)?;
     timeline.replay_started_ms = origin;
     timeline.replay_from_ms = first_ms;
     let (_, gaps) = range::coverage(
@@ -54,7 +127,12 @@ pub fn open(dir: &Path, w: &InputWindow) -> anyhow::Result<(Recording, Timeline)
     );
     timeline.gaps = gaps;
     // The recording keeps its own descriptor; the name goes with `tmp`.
-    Ok((Recording::open(tmp.path())?, timeline))
+    Ok(Opened {
+        recording: Recording::open(tmp.path())?,
+        timeline,
+        window: win,
+        notes,
+    })
 }
 
 /// A replay's temporary recording, where its clock starts (ms since the epoch), the wall time

@@ -97,6 +97,40 @@ pub fn spawn_compare(
     });
 }
 
+/// Replaying a history: how a jump (`t` to a time past the window replayed) opens the window
+/// around that time, as a feed filtered and grouped as the replay is.
+#[derive(Clone)]
+pub struct JumpSource(pub std::sync::Arc<dyn Fn(u64) -> anyhow::Result<Jumped> + Send + Sync>);
+
+impl std::fmt::Debug for JumpSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JumpSource")
+    }
+}
+
+/// The window a jump opened.
+pub struct Jumped {
+    /// Its replay.
+    pub feed: crate::source::Feed,
+    /// The history's strip, with the new window's start, clock and gaps.
+    pub timeline: crate::history::timeline::Timeline,
+    /// Notes on the history (refused segments, a clock set back).
+    pub notes: Vec<String>,
+}
+
+/// Opens the window around wall time `at_ms` off the event loop (it reads and copies
+/// segments); the window, or why there is none, comes back on `done`.
+pub fn spawn_jump(
+    src: JumpSource,
+    at_ms: u64,
+    done: mpsc::UnboundedSender<(u64, Result<Jumped, String>)>,
+) {
+    tokio::task::spawn_blocking(move || {
+        let result = (src.0)(at_ms).map_err(|e| sanitize::terminal(&format!("{e:#}")).into_owned());
+        let _ = done.send((at_ms, result));
+    });
+}
+
 /// Writes a flamegraph of `stacks` into `dir`, named as the flamegraph command names its
 /// snapshots (UTC, as recordings): see [`crate::flamegraph::snapshot::snapshot_svg`].
 pub(super) fn write_flamegraph(

@@ -371,7 +371,7 @@ pub const REPLAY: &[Key] = &[
     ),
     key(
         "t",
-        "jump to a typed time: session time (90s) or wall clock (03:12, 2026-11-27 03:12)",
+        "jump to a typed time: 90s, 03:12, 2026-11-27 03:12 (a history: anywhere in it)",
         &[(C::Char('t'), A::GoTo)],
         Replay,
     ),

@@ -14,7 +14,7 @@ pub mod view;
 pub mod warnings;
 
 mod effects;
-pub use effects::CompareSource;
+pub use effects::{CompareSource, JumpSource, Jumped};
 #[cfg(test)]
 mod tests;
 
@@ -61,6 +61,8 @@ pub struct TuiOptions {
     pub timeline: Option<crate::history::timeline::Timeline>,
     /// Replaying a history: where `v` reads the windows it compares.
     pub compare: Option<CompareSource>,
+    /// Replaying a history: how `t` opens a window past the one replayed.
+    pub jump: Option<JumpSource>,
 }
 
 /// Least time between two redraws caused by data (snapshots, replay position).
@@ -240,6 +242,8 @@ struct Session {
     replay_tx: Option<mpsc::UnboundedSender<crate::source::ReplayCommand>>,
     kernel_pace: Option<crate::source::KernelPace>,
     done_tx: mpsc::UnboundedSender<Msg>,
+    /// Where a jump's window comes back (see [`effects::spawn_jump`]).
+    jumped_tx: mpsc::UnboundedSender<(u64, Result<Jumped, String>)>,
     /// Data changes mark the screen dirty; one timer draws it, at most every DATA_REDRAW, or
     /// every CLOCK while the header clock runs. Keys draw at once.
     dirty: bool,
@@ -298,6 +302,55 @@ impl Session {
         self.state.ways.insert(ns, way);
     }
 
+    /// Takes in the window a jump opened: its feed replaces the replay's (the old one's
+    /// player ends with its channels), the state starts again from it, and the replay seeks
+    /// to the time jumped to.
+    fn jumped(
+        &mut self,
+        at_ms: u64,
+        jumped: Result<Jumped, String>,
+        snapshots: &mut mpsc::Receiver<Snapshot>,
+        replay_rx: &mut Option<watch::Receiver<ReplayStatus>>,
+    ) -> Msg {
+        let j = match jumped {
+            Ok(j) => j,
+            Err(e) => return Msg::Status(format!("no jump: {e}")),
+        };
+        let Feed {
+            info,
+            snapshots: snaps,
+            replay: Some(handle),
+            ..
+        } = j.feed
+        else {
+            return Msg::Status("no jump: the window opened is not a replay".into());
+        };
+        let mut status = handle.status;
+        let initial = *status.borrow_and_update();
+        *snapshots = snaps;
+        *replay_rx = Some(status);
+        let target = at_ms.saturating_sub(j.timeline.replay_started_ms);
+        let by = Duration::from_millis(target).as_secs_f64() - initial.position.as_secs_f64();
+        let _ = handle
+            .commands
+            .send(crate::source::ReplayCommand::SeekBy(by));
+        self.replay_tx = Some(handle.commands);
+        self.info = info.clone();
+        self.state.jumped(info, initial, j.timeline);
+        let mut msg = format!(
+            "jumped to {}: replaying the history around it",
+            crate::history::when::local(at_ms)
+        );
+        if let Some(n) = j.notes.first() {
+            msg.push_str(&format!(
+                " (note: {}{})",
+                crate::sanitize::terminal(n),
+                if j.notes.len() > 1 { ", ..." } else { "" }
+            ));
+        }
+        Msg::Status(msg)
+    }
+
     /// Takes in one message; returns whether the TUI is to end.
     fn handle(&mut self, msg: Msg) -> anyhow::Result<bool> {
         if let Msg::Snapshot(s, _) = &msg {
@@ -343,6 +396,12 @@ impl Session {
                 effects::spawn_flamegraph(req, &self.info, dir, done);
             }
             Some(Effect::Copy(command)) => effects::copy(&command)?,
+            Some(Effect::Jump(at_ms)) => match &self.opts.jump {
+                Some(src) => effects::spawn_jump(src.clone(), at_ms, self.jumped_tx.clone()),
+                None => {
+                    update(&mut self.state, Msg::Status("no history to jump in".into()));
+                }
+            },
             Some(Effect::Compare { now, vs }) => match &self.opts.compare {
                 Some(src) => effects::spawn_compare(src.clone(), now, vs, self.done_tx.clone()),
                 None => {
@@ -427,6 +486,7 @@ pub async fn run(feed: Feed, opts: TuiOptions) -> anyhow::Result<()> {
     let (mut events, events_task) = forward_events();
     let mut signals = Signals::new()?;
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Msg>();
+    let (jumped_tx, mut jumped_rx) = mpsc::unbounded_channel();
     let mut s = Session {
         terminal,
         state,
@@ -436,6 +496,7 @@ pub async fn run(feed: Feed, opts: TuiOptions) -> anyhow::Result<()> {
         replay_tx,
         kernel_pace,
         done_tx,
+        jumped_tx,
         dirty: false,
         last_draw: Instant::now(),
         ticked: false,
@@ -454,6 +515,7 @@ pub async fn run(feed: Feed, opts: TuiOptions) -> anyhow::Result<()> {
             },
             status = next_status(&mut replay_rx) => Turn::Msg(Msg::Replay(status)),
             Some(msg) = done_rx.recv() => Turn::Msg(msg),
+            Some((at, j)) = jumped_rx.recv() => Turn::Msg(s.jumped(at, j, &mut snapshots, &mut replay_rx)),
             sig = signals.next() => match sig {
                 Sig::End => Turn::End(Ok(())),
                 Sig::Suspend => s.suspend(terminal::suspend).map_or_else(|e| Turn::End(Err(e)), |()| Turn::Again),

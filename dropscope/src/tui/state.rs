@@ -308,6 +308,27 @@ impl State {
         }
     }
 
+    /// Replaying a history, the replay moved to another window (a jump with `t`): the counts,
+    /// rates and kernel reading start again from the new window's; what the screen shows (panel,
+    /// sort, filter, selection, grouping) stays.
+    pub fn jumped(
+        &mut self,
+        info: SessionInfo,
+        replay: ReplayStatus,
+        timeline: crate::history::timeline::Timeline,
+    ) {
+        self.info = info;
+        self.tracker = Tracker::new();
+        self.frozen = None;
+        self.replay = Some(replay);
+        self.timeline = Some(timeline);
+        self.kernel = None;
+        self.kernel_reading = None;
+        self.culprits.clear();
+        self.compare = None;
+        self.snapshot_at = None;
+    }
+
     /// What the guide's checks for `key` are filled in with: its device and port, and the way
     /// into its namespace as found live (`nsenter` with a `PID` to fill in where none was), or
     /// in a replay as the recording names it (`ip netns exec NAME`, as `report --input` fills

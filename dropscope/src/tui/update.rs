@@ -63,6 +63,9 @@ pub enum Effect {
     ToggleRecording,
     /// Put this command on the clipboard (OSC 52 to the terminal).
     Copy(String),
+    /// Replay the window of the history around this wall time (ms since the epoch): a jump
+    /// past the window replayed.
+    Jump(u64),
     /// Compare this window of the history with the same window `vs` earlier.
     Compare {
         /// The window shown.
@@ -453,20 +456,14 @@ fn outside_replay(state: &State, ms: u64) -> bool {
     ms < t.replay_from_ms || ms > t.wall_ms(r.duration)
 }
 
-/// What `t` says of a time outside the stretch replayed.
-fn outside_message(state: &State, ms: u64) -> String {
+/// What `t` says of a time outside the whole history.
+fn outside_message(t: &crate::history::timeline::Timeline, ms: u64) -> String {
     use crate::history::when::local;
-    let (from, to) = match (&state.timeline, &state.replay) {
-        (Some(t), Some(r)) => (t.replay_from_ms, t.wall_ms(r.duration)),
-        _ => (0, 0),
-    };
     format!(
-        "{} is outside the stretch replayed ({} – {}); quit and replay the history with --to {} \
-         to see it",
+        "{} is outside the history ({} – {})",
         local(ms),
-        local(from),
-        local(to),
-        local(ms)
+        local(t.from_ms),
+        local(t.to_ms)
     )
 }
 
@@ -521,7 +518,17 @@ fn on_goto_key(state: &mut State, key: KeyEvent) -> Option<Effect> {
     let position = state.replay.as_ref()?.position;
     match crate::history::when::parse_time(&typed) {
         Ok(crate::history::when::TimeArg::Wall(ms)) if outside_replay(state, ms) => {
-            state.status = Some(outside_message(state, ms));
+            let t = state.timeline.as_ref()?;
+            if ms < t.from_ms || ms > t.to_ms {
+                state.status = Some(outside_message(t, ms));
+                return None;
+            }
+            // Elsewhere in the history: its window around `ms` is read and replayed.
+            state.status = Some(format!(
+                "reading the history around {}...",
+                crate::history::when::local(ms)
+            ));
+            return Some(Effect::Jump(ms));
         }
         Ok(t) => {
             let target = t.session(state.info.started_unix_ms);

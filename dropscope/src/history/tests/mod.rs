@@ -290,3 +290,66 @@ fn a_replay_runs_across_sessions_and_gaps_on_one_clock_without_counts_going_back
     let across = window::between(&snaps[9], &snaps[10]);
     assert_eq!(across.total, b[0].total);
 }
+
+#[test]
+fn a_jump_opens_the_window_around_its_time_within_the_history() {
+    use super::replay::{around, open_around};
+    // Centred where it can be; moved, not cut, at the history's ends; the range at most.
+    assert_eq!(
+        around(5_000, 2_000, 0, 10_000),
+        Window {
+            from_ms: 4_000,
+            to_ms: 6_000
+        }
+    );
+    assert_eq!(around(500, 2_000, 0, 10_000).from_ms, 0);
+    assert_eq!(around(500, 2_000, 0, 10_000).to_ms, 2_000);
+    assert_eq!(around(9_900, 2_000, 0, 10_000).from_ms, 8_000);
+    assert_eq!(
+        around(7, 1_000_000, 5, 10),
+        Window {
+            from_ms: 5,
+            to_ms: 10
+        }
+    );
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (a, b) = two_sessions(tmp.path());
+    // A window of 4 s around the first session's seventh snapshot (6.003 s): that session only, on its
+    // own clock, the strip of the whole history beside it.
+    let opened = open_around(tmp.path(), T0 + 6_003, 4_000).expect("opened");
+    assert!(opened.notes.is_empty(), "{:?}", opened.notes);
+    assert_eq!(
+        opened.window,
+        Window {
+            from_ms: T0 + 4_003,
+            to_ms: T0 + 8_003
+        }
+    );
+    assert_eq!(opened.timeline.replay_started_ms, T0);
+    assert_eq!(opened.timeline.replay_from_ms, T0 + 4_003);
+    assert_eq!(
+        (opened.timeline.from_ms, opened.timeline.to_ms),
+        (T0, T0 + 109_003)
+    );
+    let snaps: Vec<Snapshot> = (opened.recording.snapshots())
+        .map(|s| s.expect("snapshot"))
+        .collect();
+    assert_eq!(snaps.len(), 5);
+    assert_eq!(snaps[2].elapsed, Duration::from_millis(6_003));
+    assert_eq!(snaps[2].total, a[6].total);
+    // In the second session: its counts, on a clock from its own start.
+    let opened = open_around(tmp.path(), T0 + 105_003, 2_000).expect("opened");
+    assert_eq!(opened.timeline.replay_started_ms, T0 + 100_000);
+    let last = (opened.recording.snapshots().last())
+        .expect("a snapshot")
+        .expect("reads");
+    // The window's end, 106.003 s, is b's seventh snapshot.
+    assert_eq!(last.elapsed, Duration::from_millis(6_003));
+    assert_eq!(last.total, b[6].total);
+    // Past the history's ends: refused, saying its range.
+    let e = open_around(tmp.path(), T0 + 200_000, 2_000)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(e.contains("outside the history"), "{e}");
+}

@@ -212,10 +212,11 @@ fn v_compares_the_window_shown_with_the_same_window_an_interval_earlier() {
 }
 
 #[test]
-fn t_to_a_time_outside_the_stretch_replayed_says_so_instead_of_seeking() {
+fn t_to_a_time_outside_the_stretch_replayed_jumps_there_within_the_history() {
     let mut s = state((120, 20));
     let t0 = 1_790_000_000_000;
-    // The session started at the epoch (see `info`); the stretch replayed is its 100 s to 200 s.
+    // The session started at the epoch (see `info`); the stretch replayed is its 100 s to
+    // 200 s, of a history from the epoch to t0.
     s.replay = Some(ReplayStatus {
         position: Duration::from_secs(150),
         duration: Duration::from_secs(200),
@@ -243,15 +244,17 @@ fn t_to_a_time_outside_the_stretch_replayed_says_so_instead_of_seeking() {
         jump("1970-01-01T00:02:30Z").0,
         Some(Effect::Replay(ReplayCommand::SeekBy(0.0)))
     );
-    // Later than the stretch (another session of the history): said, no seek.
+    // Later than the stretch (another session of the history): the window around it is read.
     let (e, msg) = jump("2026-09-21T14:13:20Z");
-    assert_eq!(e, None);
-    assert!(msg.contains("outside the stretch replayed"), "{msg}");
-    assert!(msg.contains("--to"), "{msg}");
+    assert_eq!(e, Some(Effect::Jump(1_790_000_000_000)));
+    assert!(msg.contains("reading the history around"), "{msg}");
     // Before it (a gap, or an earlier session): the same.
-    let (e, msg) = jump("1970-01-01T00:00:30Z");
+    let (e, _) = jump("1970-01-01T00:00:30Z");
+    assert_eq!(e, Some(Effect::Jump(30_000)));
+    // Past the history's end: said, with its range, no jump.
+    let (e, msg) = jump("2026-09-21T14:13:21Z");
     assert_eq!(e, None);
-    assert!(msg.contains("outside the stretch replayed"), "{msg}");
+    assert!(msg.contains("outside the history"), "{msg}");
 }
 
 #[test]
