@@ -14,7 +14,7 @@
 //!   the payload decoders instead of stopping at the checksum;
 //! - 2: the rest drives a generator of snapshots, which are encoded, checked to read back
 //!   identical (up to order), then damaged by a few edits (checksums fixed) and decoded again;
-//!   its readings of the kernel carry cookies, rulesets, attached programs and listeners, so
+//!   its readings of the kernel carry cookies, namespace names, rulesets, attached programs and listeners, so
 //!   kernel, kernel delta, attribution and attribution delta frames are all written, read
 //!   back and damaged.
 #![no_main]
@@ -370,6 +370,11 @@ fn generated(data: &[u8]) -> Option<()> {
             for _ in 0..src.byte() % 3 {
                 r.cookies.insert(src.u64(), src.u64().max(1));
             }
+            // The namespaces' names (kept as data: any text, never empty).
+            for _ in 0..src.byte() % 3 {
+                let name = format!("n{}", pick(src.byte()));
+                r.names.insert(src.u64(), name.into());
+            }
             attribution(&mut src, &pick, &mut r);
             reading = Some(Arc::new(r));
         } else if let Some(prev) = reading.as_ref().filter(|_| b & 16 != 0) {
@@ -399,6 +404,10 @@ fn generated(data: &[u8]) -> Option<()> {
             }
             if g & 2 != 0 {
                 r.cookies.insert(src.u64(), src.u64().max(1));
+            }
+            // A namespace found to have another name (a kernel delta's names).
+            if g & 64 != 0 {
+                r.names.insert(src.u64(), format!("ns{}", src.byte()).into());
             }
             reading = Some(Arc::new(r));
         }

@@ -294,6 +294,81 @@ fn a_namespace_made_after_serve_started_is_labelled_with_its_name() {
     stop(serve, libc::SIGTERM);
 }
 
+/// A namespace with packets and no drop (a UDP sink on its own loopback) is named in `serve`'s
+/// packet series and in the ratios of `report`, live and recorded, as one with drops is: its
+/// name travels with the kernel's reading, not only with drop keys (it was its inode in the
+/// series and nameless in the report).
+#[test]
+fn a_namespace_without_drops_is_named_in_series_and_ratios_live_and_recorded() {
+    use std::os::unix::fs::MetadataExt as _;
+    let _serial = root_test();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ns = Netns::new("quiet");
+    let inode = std::fs::metadata(ns.path()).expect("stat").ino();
+    let serve = Serve::start(&["--interval", "100ms"]);
+    let rec = dir.path().join("quiet.dsrec");
+    let recorder = Counting::start(&["record", "-o", rec.to_str().expect("utf-8")]);
+    let live = Counting::start(&["report", "--format", "json"]);
+    // 200 datagrams to a socket that reads them: packets, no drop.
+    let sink = {
+        let (bin, ns) = (dropscope_tests::traffic_bin(), ns.name.clone());
+        std::thread::spawn(move || {
+            let out = Command::new("ip")
+                .args(["netns", "exec", &ns])
+                .arg(bin)
+                .args(["udp-sink", "5000", "3"])
+                .output()
+                .expect("udp-sink");
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    ns.traffic(&["udp-to", "127.0.0.1", "5000", "200"]);
+    assert_eq!(sink.join().expect("sink"), "200", "the sink lost datagrams");
+
+    // serve: the namespace's packets series carries its name, never its inode.
+    let named = format!(
+        "dropscope_netns_packets_total{{netns_name=\"{}\"}}",
+        ns.name
+    );
+    let by_inode = format!("netns_name=\"{inode}\"");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, _, body) = get(serve.port, "/metrics", "text/plain");
+        assert!(!body.contains(&by_inode), "labelled by inode:\n{body}");
+        let packets = (body.lines())
+            .find_map(|l| l.strip_prefix(&named))
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        if status == 200 && packets.is_some_and(|p| p >= 200) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {named} of 200 packets or more within 30 s:\n{body}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
+    let check = |report: &serde_json::Value, how: &str| {
+        let r = ratio_of(report, &ns.name, None);
+        assert_eq!(r["drops"], 0, "{how}: {r}");
+        assert!(
+            r["packets"].as_u64().is_some_and(|p| p >= 200),
+            "{how}: {r}"
+        );
+    };
+    let live = serde_json::from_str::<serde_json::Value>(&live.interrupt()).expect("JSON");
+    check(&live, "live report");
+    recorder.interrupt();
+    let recorded = dropscope_tests::json_output(
+        Command::new(dropscope_bin())
+            .args(["report", "--format", "json", "--input"])
+            .arg(&rec),
+    );
+    check(&recorded, "report --input");
+    stop(serve, libc::SIGTERM);
+}
+
 /// A keep-alive scrape, to pipeline.
 const PIPELINED: &[u8] = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
 

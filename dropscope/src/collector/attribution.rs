@@ -59,6 +59,40 @@ impl Collector {
         }
     }
 
+    /// The names of the namespaces reading `r` holds (the initial one aside), found as the
+    /// drops' are ([`Self::netns_name`]: a name is taken only while the namespace holding the
+    /// inode is the one read, by cookie), without keeping a name for each namespace ever read
+    /// (what keeps names of ended namespaces is their drops').
+    pub(super) fn reading_names(
+        &mut self,
+        r: &crate::model::KernelReading,
+    ) -> std::collections::BTreeMap<u64, Arc<str>> {
+        let mut out = std::collections::BTreeMap::new();
+        let inodes: std::collections::BTreeSet<u64> = (r.netns.keys())
+            .chain(r.listeners.keys())
+            .chain(r.rules.keys())
+            .chain(r.attached.keys())
+            .copied()
+            .collect();
+        for inode in inodes {
+            if inode == r.initial_netns {
+                continue;
+            }
+            let cookie = r.cookies.get(&inode).copied();
+            let known = self.known_names.get(&cookie.unwrap_or(inode)).cloned();
+            let name = match self.names.netns(inode) {
+                Some(name) if known.as_ref() == Some(&name) || self.holds(inode, cookie) => {
+                    Some(name)
+                }
+                _ => known,
+            };
+            if let Some(name) = name {
+                out.insert(inode, name);
+            }
+        }
+        out
+    }
+
     /// Whether the namespace holding `inode` now is the one of `cookie` (always, where the
     /// cookie is unknown): read through the names' way into it, once per inode and names'
     /// generation (a scan may have found another namespace there).

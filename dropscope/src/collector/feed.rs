@@ -60,9 +60,12 @@ impl Collector {
             )),
             Err(_) => {}
         }
-        let reading = Arc::new(reading);
         k.programs_at = Instant::now();
-        k.reading = Some(reading.clone());
+        reading.names = self.reading_names(&reading);
+        let reading = Arc::new(reading);
+        if let Some(k) = &mut self.kernel {
+            k.reading = Some(reading.clone());
+        }
         self.last.kernel = Some(reading);
         true
     }

@@ -227,6 +227,7 @@ fn sum_kernel(parts: Vec<(KernelReading, Snapshot)>) -> Option<(KernelReading, S
         }
         out.listeners.extend(r.listeners);
         out.cookies.extend(r.cookies);
+        out.names.extend(r.names);
         out.rules.extend(r.rules);
         out.attached.extend(r.attached);
         for e in r.errors {

@@ -422,6 +422,8 @@ impl KernelCounters {
             rules: self.rules.windows(),
             attached: self.prog_names.attached(&self.hooks),
             attributed: true,
+            // Named by the collector, which names the drops' namespaces.
+            names: BTreeMap::new(),
         }
     }
 }

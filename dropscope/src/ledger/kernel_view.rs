@@ -102,7 +102,7 @@ pub fn view(reading: &KernelReading, snap: &Snapshot, filter: Option<String>) ->
         _ => (None, None),
     };
     let spans_more = (reading.errors.iter()).any(|e| notes::Note::of(e) == notes::Note::SinceStart);
-    let names = crate::model::programs::netns_names(snap);
+    let names = crate::model::programs::netns_names(snap, reading);
     let programs =
         (filter.is_none() && !spans_more).then(|| crate::model::programs::rows(reading, &names));
     let counter_only =
@@ -118,11 +118,8 @@ pub fn view(reading: &KernelReading, snap: &Snapshot, filter: Option<String>) ->
         ledger,
         listeners: reading.listeners.clone(),
         errors: reading.errors.clone(),
-        names: snap
-            .drops
-            .iter()
-            .filter_map(|d| Some((d.key.attr.netns?, d.key.attr.netns_name.as_deref()?)))
-            .map(|(i, n)| (i, crate::sanitize::kernel_name(n).into_owned()))
+        names: (names.iter())
+            .map(|(i, n)| (*i, crate::sanitize::kernel_name(n).into_owned()))
             .collect(),
     }
 }

@@ -124,7 +124,7 @@ pub fn key(ns: u64, counter: &str, initial: u64, names: &BTreeMap<u64, Arc<str>>
 /// drops name their namespaces.
 pub fn of_snapshot(snap: &Snapshot) -> Vec<DropCount> {
     match &snap.kernel {
-        Some(reading) => rows(reading, snap, &programs::netns_names(snap)),
+        Some(reading) => rows(reading, snap, &programs::netns_names(snap, reading)),
         None => Vec::new(),
     }
 }

@@ -192,6 +192,7 @@ impl KernelReading {
             attached: self.attached.clone(),
             attributed: self.attributed && earlier.attributed,
             cookies: self.cookies.clone(),
+            names: self.names.clone(),
         }
     }
 

@@ -158,14 +158,18 @@ pub fn of_snapshot(snap: &Snapshot) -> Vec<DropCount> {
     if !any {
         return Vec::new();
     }
-    rows(reading, &netns_names(snap))
+    rows(reading, &netns_names(snap, reading))
 }
 
-/// The namespaces' names as the snapshot's drops give them.
-pub fn netns_names(snap: &Snapshot) -> BTreeMap<u64, Arc<str>> {
-    (snap.drops.iter())
-        .filter_map(|d| Some((d.key.attr.netns?, d.key.attr.netns_name.clone()?)))
-        .collect()
+/// The namespaces' names as the snapshot's drops give them, and where none does, as
+/// `reading` names them (a namespace with no drop: see [`KernelReading::names`]).
+pub fn netns_names(snap: &Snapshot, reading: &KernelReading) -> BTreeMap<u64, Arc<str>> {
+    let mut names = reading.names.clone();
+    names.extend(
+        (snap.drops.iter())
+            .filter_map(|d| Some((d.key.attr.netns?, d.key.attr.netns_name.clone()?))),
+    );
+    names
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use super::error::RecordError;
 /// First bytes of every recording (PNG-style: a high-bit byte, the name, CR LF, ^Z, LF).
 pub const MAGIC: [u8; 14] = *b"\x89DROPSCOPE\r\n\x1a\n";
 /// The format version this dropscope writes and the newest it reads.
-pub const VERSION: u16 = 9;
+pub const VERSION: u16 = 10;
 /// Bytes in the file header: magic and version.
 pub const FILE_HEADER_LEN: usize = MAGIC.len() + 2;
 /// Bytes in a frame header: length, kind, flags, reserved, elapsed, CRC32.

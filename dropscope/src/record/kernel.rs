@@ -1,5 +1,5 @@
 //! Kernel frames (format version 4; from version 5 with each namespace's devices by interface
-//! index, from version 8 with the namespaces' cookies): a whole reading of the kernel's own counters (growth since the session started),
+//! index, from version 8 with the namespaces' cookies, from version 10 with their names): a whole reading of the kernel's own counters (growth since the session started),
 //! written before the first snapshot frame that carries it. From version 5, kernel delta frames
 //! ([`super::kernel_delta`]) may follow one: a seek then applies them from it.
 use std::sync::Arc;
@@ -35,8 +35,12 @@ const HEADER_ROOM: usize = 64;
 /// can be) is left out too, and a note says how many and names the first.
 pub fn encode(r: &KernelReading) -> (Vec<u8>, bool) {
     let mut whole = true;
-    let room =
-        MAX_KERNEL_FRAME - HEADER_ROOM - NOTES_ROOM - 2 * (MAX_ERROR + 4) - super::cookies::ROOM;
+    let room = MAX_KERNEL_FRAME
+        - HEADER_ROOM
+        - NOTES_ROOM
+        - 2 * (MAX_ERROR + 4)
+        - super::cookies::ROOM
+        - super::netns_names::ROOM;
     let (mut blocks, mut used) = (Vec::new(), 0);
     let (mut left_ns, mut left_counters) = (0usize, 0usize);
     // Names left out (counters, devices), and the first of each.
@@ -101,6 +105,17 @@ pub fn encode(r: &KernelReading) -> (Vec<u8>, bool) {
     if !odd.is_empty() {
         notes.push(odd.join("; "));
     }
+    let mut names = Vec::new();
+    let left_names = super::netns_names::put_whole(&mut names, &r.names);
+    if left_names > 0 {
+        whole = false;
+        notes.push(format!(
+            "{left_names} namespaces' names not recorded (a recording takes names of at most \
+             {} bytes, within {} KiB): those namespaces are shown by inode",
+            super::netns_names::MAX_NAME_BYTES,
+            super::netns_names::ROOM >> 10
+        ));
+    }
     if left_ns > 0 {
         whole = false;
         notes.push(format!(
@@ -120,6 +135,7 @@ pub fn encode(r: &KernelReading) -> (Vec<u8>, bool) {
         put_str(&mut p, e);
     }
     whole &= super::cookies::put_whole(&mut p, &r.cookies);
+    p.extend_from_slice(&names);
     (p, whole)
 }
 
@@ -179,6 +195,9 @@ pub fn decode(payload: &[u8], version: u16) -> Result<KernelReading, Malformed> 
     out.errors = read_notes(&mut r)?;
     if version >= 8 {
         out.cookies = super::cookies::read_whole(&mut r)?;
+    }
+    if version >= 10 {
+        out.names = super::netns_names::read_whole(&mut r)?;
     }
     r.finish()?;
     Ok(out)
@@ -252,6 +271,7 @@ mod tests {
         r.devices
             .insert(4026532999, [(7, "veth0".to_owned())].into());
         r.cookies = [(4026531840, 1), (4026532999, 4096)].into();
+        r.names = [(4026532999, "docker:web".into())].into();
         r
     }
 
@@ -259,6 +279,13 @@ mod tests {
     fn round_trips() {
         let r = reading();
         assert_eq!(decode(&encode(&r).0, VERSION).expect("decodes"), r);
+        // Format 9 has no names: a frame written without them reads as one.
+        let mut old = r.clone();
+        old.names.clear();
+        let mut p = encode(&old).0;
+        assert_eq!(p.pop(), Some(0), "the empty names section ends the frame");
+        assert_eq!(decode(&p, 9).expect("decodes as format 9"), old);
+        assert!(decode(&p, VERSION).is_err(), "format 10 has the section");
     }
 
     #[test]

@@ -46,6 +46,8 @@ pub struct Delta {
     errors: Vec<String>,
     /// Namespace cookies that changed (version 8 on; 0: left the reading).
     cookies: Vec<(u64, u64)>,
+    /// Namespace names that changed (version 10 on; empty: left the reading).
+    names: Vec<(u64, Arc<str>)>,
 }
 
 /// The delta frame's payload from `before` (as a reader rebuilds it) to `now`, or `None` when
@@ -115,6 +117,7 @@ pub fn encode(before: &KernelReading, now: &KernelReading, full: usize) -> Optio
         put_str(&mut p, e);
     }
     p.extend_from_slice(&super::cookies::diff(&before.cookies, &now.cookies)?);
+    p.extend_from_slice(&super::netns_names::diff(&before.names, &now.names)?);
     (p.len() * 2 < full).then_some(p)
 }
 
@@ -149,6 +152,9 @@ pub fn decode(payload: &[u8], version: u16) -> Result<Delta, Malformed> {
     if version >= 8 {
         d.cookies = super::cookies::changes(&mut r)?;
     }
+    if version >= 10 {
+        d.names = super::netns_names::changes(&mut r)?;
+    }
     r.finish()?;
     Ok(d)
 }
@@ -179,6 +185,7 @@ impl Delta {
         }
         base.errors.clone_from(&self.errors);
         super::cookies::apply(&mut base.cookies, &self.cookies)?;
+        super::netns_names::apply(&mut base.names, &self.names)?;
         if base.netns.len() > MAX_NETNS || *held > MAX_REBUILT {
             return Err(Malformed(
                 "kernel delta frames that make a reading larger than a frame holds",
@@ -209,9 +216,11 @@ mod tests {
         let mut a = many(10, 5);
         a.errors.push("namespace 9: gone".into());
         a.cookies = [(3, 30), (7, 70)].into();
+        a.names = [(3, "web".into()), (7, "db".into())].into();
         let mut b = many(20, 900);
-        // Namespace 7 ended; 99 was first read.
+        // Namespace 7 ended; 99 was first read; 3 was found to be a container.
         b.cookies = [(3, 30), (99, 990)].into();
+        b.names = [(3, "docker:web".into()), (99, "cache".into())].into();
         b.netns
             .get_mut(&3)
             .expect("ns")

@@ -21,6 +21,7 @@ mod health;
 mod index;
 mod kernel;
 mod kernel_delta;
+mod netns_names;
 mod peek;
 mod reader;
 mod replay;

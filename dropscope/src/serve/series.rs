@@ -197,18 +197,21 @@ impl Selection {
     }
 }
 
-/// The namespaces of a kernel reading as the snapshot's drop keys name them now: `host` for
-/// the initial one, the inode where no drop named it.
+/// The namespaces of a kernel reading as the snapshot's drop keys name them now, or where none
+/// does as the reading names them: `host` for the initial one, the inode where neither names
+/// it.
 struct Namespaces<'a> {
     names: HashMap<u64, &'a str>,
     initial: u64,
 }
 
 impl<'a> Namespaces<'a> {
-    fn new(snap: &'a Snapshot, r: &KernelReading) -> Self {
-        let names = (snap.drops.iter())
-            .filter_map(|d| Some((d.key.attr.netns?, d.key.attr.netns_name.as_deref()?)))
-            .collect();
+    fn new(snap: &'a Snapshot, r: &'a KernelReading) -> Self {
+        let mut names: HashMap<u64, &'a str> = (r.names.iter()).map(|(i, n)| (*i, &**n)).collect();
+        names.extend(
+            (snap.drops.iter())
+                .filter_map(|d| Some((d.key.attr.netns?, d.key.attr.netns_name.as_deref()?))),
+        );
         Self {
             names,
             initial: r.initial_netns,

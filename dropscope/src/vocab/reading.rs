@@ -54,6 +54,13 @@ pub struct KernelReading {
     /// inode).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub cookies: BTreeMap<u64, u64>,
+    /// Per namespace inode (the initial one aside), its name as the collector found it (see
+    /// [`crate::names`]; kept as data, escaped where shown), so that a namespace no drop names
+    /// (only unseen drops, or only counters) is named in the ledger and `serve`'s series as
+    /// its drops would be. Recordings carry them from format 10 on (an older one's replayed
+    /// readings name only the namespaces their drops name).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub names: BTreeMap<u64, Arc<str>>,
     /// Per namespace, its nftables drop rules and chains as last read, and each counted
     /// rule's growth (see [`crate::culprit`]). Recordings carry them from format 8 on.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
