@@ -4,7 +4,10 @@
 //! segments' indexes and without, and the reader's peak memory.
 //!
 //! `cargo run --release -p dropscope --example history_bench [KEYS_FOR_THE_WEEK]`; with
-//! `--generate DIR [KEYS]`, only writes the week into `DIR` (for timing the commands on it).
+//! `--generate DIR [KEYS]`, only writes the week into `DIR` (for timing the commands on it);
+//! with `--jump DIR`, times what `replay DIR` does on such a week at its start (the last hour
+//! copied into a recording) and at a `t` (the hour around a time of the full day, and of a
+//! coarse day).
 use std::{
     path::Path,
     time::{Duration, Instant},
@@ -193,6 +196,55 @@ fn read_in_child(dir: &Path, end: u64) -> anyhow::Result<Read> {
     })
 }
 
+/// `replay DIR`'s start and jumps on the week in `dir`: medians of [`ROUNDS`] runs of each.
+fn time_jumps(dir: &Path) -> anyhow::Result<()> {
+    use dropscope::history::replay::{DEFAULT_LENGTH_MS, open, open_around};
+    let cat = Catalog::open(dir)?;
+    let spans = cat.spans();
+    let (Some(lo), Some(hi)) = (
+        spans.iter().map(|s| s.from_ms).min(),
+        spans.iter().map(|s| s.to_ms).max(),
+    ) else {
+        anyhow::bail!("an empty history");
+    };
+    let timed = |f: &dyn Fn() -> anyhow::Result<usize>| -> anyhow::Result<(Duration, usize)> {
+        let mut times = Vec::new();
+        let mut frames = 0;
+        for _ in 0..ROUNDS {
+            let t = Instant::now();
+            frames = f()?;
+            times.push(t.elapsed());
+        }
+        Ok((median(times), frames))
+    };
+    let window = dropscope::cli::InputWindow {
+        input: Some(dir.to_path_buf()),
+        from: None,
+        to: None,
+        since: None,
+    };
+    let start = timed(&|| Ok(open(dir, &window)?.recording.len()))?;
+    let full = timed(&|| {
+        Ok(open_around(dir, hi - 5 * 3_600_000, DEFAULT_LENGTH_MS)?
+            .recording
+            .len())
+    })?;
+    let coarse = timed(&|| {
+        Ok(open_around(dir, lo + 3 * 86_400_000, DEFAULT_LENGTH_MS)?
+            .recording
+            .len())
+    })?;
+    println!("replay of the week, medians of {ROUNDS} runs:");
+    for (what, (t, frames)) in [
+        ("start (the last hour)", start),
+        ("t to the full day", full),
+        ("t to a coarse day", coarse),
+    ] {
+        println!("  {what:<22} {t:>9.1?}  ({frames} snapshots copied)");
+    }
+    Ok(())
+}
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort_unstable();
     v[v.len() / 2]
@@ -205,6 +257,12 @@ fn main() -> anyhow::Result<()> {
             anyhow::bail!("--read DIR END");
         };
         return read_week(Path::new(dir), end.parse()?);
+    }
+    if args.first().map(String::as_str) == Some("--jump") {
+        let Some(dir) = args.get(1) else {
+            anyhow::bail!("--jump DIR");
+        };
+        return time_jumps(Path::new(dir));
     }
     // A week kept for timing the commands themselves (`dropscope report --input DIR`).
     if args.first().map(String::as_str) == Some("--generate") {
