@@ -194,17 +194,20 @@ pub fn left_out_emulated(series: &str) -> Vec<(&'static str, &'static str)> {
     }
 }
 
-/// The tests crate's test binaries (name, path), built for `target` (the host's if `None`)
-/// as `cargo test --no-run` builds them.
+/// The tests crate's test binaries of [`COLUMNS`] (name, path), built for `target` (the
+/// host's if `None`) as `cargo test --no-run` builds them: only those, so that a target
+/// built for the guests alone (aarch64) does not build the other binaries of the crate too.
 pub fn binaries(target: Option<&str>) -> anyhow::Result<Vec<(String, PathBuf)>> {
     let mut args = vec![
         "test",
         "--package",
         "dropscope-tests",
-        "--tests",
         "--no-run",
         "--message-format=json",
     ];
+    for c in &COLUMNS {
+        args.extend(["--test", c.name]);
+    }
     if let Some(t) = target {
         args.extend(["--target", t]);
     }

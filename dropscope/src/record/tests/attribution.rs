@@ -188,3 +188,27 @@ fn a_recording_of_format_8_still_names_its_culprits() {
         "{named:?}"
     );
 }
+
+/// A recording of format 9 (`testdata/version9.dsrec`, the sample recording as it was recorded
+/// then: kernel frames without the namespaces' names) still reads: its culprits are named, and
+/// its readings' namespaces are named by its drops alone.
+#[test]
+fn a_recording_of_format_9_still_reads_without_namespace_names() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/record/testdata/version9.dsrec");
+    let bytes = std::fs::read(path).expect("the format 9 sample");
+    assert_eq!(&bytes[14..16], &9u16.to_le_bytes());
+    let rec = Recording::from_bytes(&bytes).expect("opens");
+    assert!(rec.warnings().is_empty(), "{:?}", rec.warnings());
+    let last = (rec.snapshots().last())
+        .expect("snapshots")
+        .expect("decodes");
+    assert!(last.invariant_holds());
+    let r = last.kernel.as_ref().expect("a reading");
+    assert!(r.names.is_empty(), "format 9 has no names: {:?}", r.names);
+    let names = crate::model::programs::netns_names(&last, r);
+    for ns in ["dsample-web", "dsample-db"] {
+        assert!(names.values().any(|n| &**n == ns), "{ns}: {names:?}");
+    }
+    assert!(!culprit::culprits(&last).is_empty());
+}

@@ -395,7 +395,11 @@ fn the_sample_recording_in_assets_replays_cleanly() {
         );
     }
     assert!(last.drops.iter().all(|d| d.key.attr.device.is_some()));
-    assert!(last.kernel.is_some());
+    // Its readings name their namespaces too (format 10).
+    let r = last.kernel.as_ref().expect("a reading");
+    for ns in ["dsample-web", "dsample-db"] {
+        assert!(r.names.values().any(|n| &**n == ns), "{ns}: {:?}", r.names);
+    }
     // Who dropped it, as the replay and `report --input` name them: each culprit of the
     // session (the tc program a candidate where its verdicts are not counted), and no row
     // whose culprit cannot be told.
