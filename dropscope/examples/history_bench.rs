@@ -199,12 +199,7 @@ fn read_in_child(dir: &Path, end: u64) -> anyhow::Result<Read> {
 /// `replay DIR`'s start and jumps on the week in `dir`: medians of [`ROUNDS`] runs of each.
 fn time_jumps(dir: &Path) -> anyhow::Result<()> {
     use dropscope::history::replay::{DEFAULT_LENGTH_MS, open, open_around};
-    let cat = Catalog::open(dir)?;
-    let spans = cat.spans();
-    let (Some(lo), Some(hi)) = (
-        spans.iter().map(|s| s.from_ms).min(),
-        spans.iter().map(|s| s.to_ms).max(),
-    ) else {
+    let Some((lo, hi)) = Catalog::open(dir)?.range() else {
         anyhow::bail!("an empty history");
     };
     let timed = |f: &dyn Fn() -> anyhow::Result<usize>| -> anyhow::Result<(Duration, usize)> {

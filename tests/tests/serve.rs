@@ -310,18 +310,7 @@ fn a_namespace_without_drops_is_named_in_series_and_ratios_live_and_recorded() {
     let recorder = Counting::start(&["record", "-o", rec.to_str().expect("utf-8")]);
     let live = Counting::start(&["report", "--format", "json"]);
     // 200 datagrams to a socket that reads them: packets, no drop.
-    let sink = {
-        let (bin, ns) = (dropscope_tests::traffic_bin(), ns.name.clone());
-        std::thread::spawn(move || {
-            let out = Command::new("ip")
-                .args(["netns", "exec", &ns])
-                .arg(bin)
-                .args(["udp-sink", "5000", "3"])
-                .output()
-                .expect("udp-sink");
-            String::from_utf8_lossy(&out.stdout).trim().to_string()
-        })
-    };
+    let sink = udp_sink(&ns, 3);
     std::thread::sleep(Duration::from_millis(500));
     ns.traffic(&["udp-to", "127.0.0.1", "5000", "200"]);
     assert_eq!(sink.join().expect("sink"), "200", "the sink lost datagrams");
@@ -556,6 +545,21 @@ fn a_web_config_others_could_change_is_refused_before_attaching() {
     );
 }
 
+/// A UDP socket on port 5000 of `ns` that reads for `seconds`; joined, how many datagrams it
+/// received.
+fn udp_sink(ns: &Netns, seconds: u32) -> std::thread::JoinHandle<String> {
+    let (bin, ns) = (dropscope_tests::traffic_bin(), ns.name.clone());
+    std::thread::spawn(move || {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &ns])
+            .arg(bin)
+            .args(["udp-sink", "5000", &seconds.to_string()])
+            .output()
+            .expect("udp-sink");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    })
+}
+
 /// The ratio entry of a JSON report for a namespace (`device`: `None` for the namespace).
 fn ratio_of<'a>(
     report: &'a serde_json::Value,
@@ -585,18 +589,7 @@ fn a_tenth_dropped_reads_ten_percent_live_recorded_and_in_prometheus() {
     let live = Counting::start(&["report", "--format", "json", "--by", by]);
     // B receives 1,000 datagrams over the veth: 900 to a socket that reads them, 100 to a
     // closed port (NO_SOCKET). Sent in runs of 100, so no backlog overflows on the way.
-    let sink = {
-        let (bin, ns) = (dropscope_tests::traffic_bin(), b.name.clone());
-        std::thread::spawn(move || {
-            let out = Command::new("ip")
-                .args(["netns", "exec", &ns])
-                .arg(bin)
-                .args(["udp-sink", "5000", "6"])
-                .output()
-                .expect("udp-sink");
-            String::from_utf8_lossy(&out.stdout).trim().to_string()
-        })
-    };
+    let sink = udp_sink(&b, 6);
     std::thread::sleep(Duration::from_millis(500));
     for _ in 0..9 {
         a.traffic(&["udp-to", "10.78.0.2", "5000", "100"]);

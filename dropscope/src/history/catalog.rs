@@ -196,14 +196,19 @@ impl Catalog {
         for n in &cat.notes {
             eprintln!("dropscope: note: {where_}: {n}");
         }
-        let spans = cat.spans();
-        let (Some(lo), Some(hi)) = (
-            spans.iter().map(|s| s.from_ms).min(),
-            spans.iter().map(|s| s.to_ms).max(),
-        ) else {
+        let Some(range) = cat.range() else {
             anyhow::bail!("the history {where_} holds no snapshot yet");
         };
-        Ok((cat, (lo, hi)))
+        Ok((cat, range))
+    }
+
+    /// The first and last Unix ms the history covers; `None` without a snapshot.
+    pub fn range(&self) -> Option<(u64, u64)> {
+        let spans = self.spans();
+        Some((
+            spans.iter().map(|s| s.from_ms).min()?,
+            spans.iter().map(|s| s.to_ms).max()?,
+        ))
     }
 
     /// The spans covered: consecutive pieces of one session no more than [`SEAM`] apart; one

@@ -43,11 +43,7 @@ pub fn open(dir: &Path, w: &InputWindow) -> anyhow::Result<Opened> {
 /// refused segments and notes come back in [`Opened::notes`].
 pub fn open_around(dir: &Path, at_ms: u64, len_ms: u64) -> anyhow::Result<Opened> {
     let cat = Catalog::open(dir)?;
-    let spans = cat.spans();
-    let (Some(lo), Some(hi)) = (
-        spans.iter().map(|s| s.from_ms).min(),
-        spans.iter().map(|s| s.to_ms).max(),
-    ) else {
+    let Some((lo, hi)) = cat.range() else {
         anyhow::bail!("the history holds no snapshot any more");
     };
     if at_ms < lo || at_ms > hi {

@@ -38,11 +38,7 @@ struct Sample {
 /// index's totals a minute apart (unopened), so a bucket's drops are exact sums of the
 /// differences within it (to the minute, for indexed segments).
 pub fn build(cat: &Catalog, n: usize) -> anyhow::Result<Timeline> {
-    let spans = cat.spans();
-    let (Some(from_ms), Some(to_ms)) = (
-        spans.iter().map(|s| s.from_ms).min(),
-        spans.iter().map(|s| s.to_ms).max(),
-    ) else {
+    let Some((from_ms, to_ms)) = cat.range() else {
         return Ok(Timeline::default());
     };
     let n = n.max(1);
