@@ -68,6 +68,7 @@ impl Collector {
         r: &crate::model::KernelReading,
     ) -> std::collections::BTreeMap<u64, Arc<str>> {
         let mut out = std::collections::BTreeMap::new();
+        let before = std::mem::take(&mut self.reading_named);
         let inodes: std::collections::BTreeSet<u64> = (r.netns.keys())
             .chain(r.listeners.keys())
             .chain(r.rules.keys())
@@ -80,13 +81,22 @@ impl Collector {
             }
             let cookie = r.cookies.get(&inode).copied();
             let known = self.known_names.get(&cookie.unwrap_or(inode)).cloned();
+            let kept = before
+                .get(&inode)
+                .filter(|(c, _)| *c == cookie)
+                .map(|(_, n)| n.clone());
             let name = match self.names.netns(inode) {
-                Some(name) if known.as_ref() == Some(&name) || self.holds(inode, cookie) => {
+                Some(name)
+                    if kept.as_ref() == Some(&name)
+                        || known.as_ref() == Some(&name)
+                        || self.holds(inode, cookie) =>
+                {
                     Some(name)
                 }
-                _ => known,
+                _ => known.or(kept),
             };
             if let Some(name) = name {
+                self.reading_named.insert(inode, (cookie, name.clone()));
                 out.insert(inode, name);
             }
         }

@@ -86,6 +86,11 @@ pub struct Collector {
     /// The cookie of the namespace that holds each inode now, as read in the names'
     /// generation given (`None`: it could not be read).
     holders: HashMap<u64, (u64, Option<u64>)>,
+    /// The names the last kernel reading gave its namespaces, with the cookie each was read
+    /// with: a namespace whose cookie and name have not changed keeps its name without a check
+    /// of who holds its inode (one per namespace read, at each new names' generation, would
+    /// otherwise be paid on the poll path).
+    reading_named: HashMap<u64, (Option<u64>, Arc<str>)>,
     opts: CollectorOptions,
     started: Instant,
     interval: Duration,
@@ -136,6 +141,7 @@ impl Collector {
             names_generation: 0,
             known_names: HashMap::new(),
             holders: HashMap::new(),
+            reading_named: HashMap::new(),
             opts,
             started,
             counts: CountReader::default(),
