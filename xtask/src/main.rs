@@ -70,6 +70,9 @@ enum Task {
     /// The tests crate's binaries vmtest runs inside each guest (internal).
     #[command(hide = true)]
     VmtestTests(vmtest::test_binaries::RunArgs),
+    /// The steps of `test` that run beside the root tests (internal).
+    #[command(hide = true)]
+    TestLane(test::lane::LaneArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -93,6 +96,7 @@ fn main() -> anyhow::Result<()> {
             systemd::run(&args)
         }
         Task::VmtestTests(args) => vmtest::test_binaries::run(&args),
+        Task::TestLane(args) => test::lane::run(&args),
         Task::Run { args } => {
             setup::all(false)?;
             cargo(&["build", "--release", "--package", "dropscope"])?;

@@ -5,6 +5,7 @@
 //! for aarch64. Prints a kernel × test binary table.
 pub mod foreign;
 mod initramfs;
+mod jobs;
 pub mod kernels;
 mod table;
 pub mod test_binaries;
@@ -14,6 +15,7 @@ use std::{
     fs,
     path::{Path, PathBuf},
     process::{Command, Stdio},
+    sync::OnceLock,
     time::{Duration, Instant},
 };
 
@@ -112,19 +114,28 @@ pub fn run(args: &VmtestArgs) -> anyhow::Result<()> {
     };
     let xtask = std::env::current_exe().context("path of xtask")?;
     let work = crate::target_dir().join("vmtest");
+    // The runner and the tests crate's binaries of each foreign machine: built by the first
+    // of its guests to run (the others wait for them).
+    let foreign: Vec<(Arch, OnceLock<Result<foreign::Tools, String>>)> = (args.arches.iter())
+        .filter(|a| **a != host)
+        .map(|a| (*a, OnceLock::new()))
+        .collect();
     let mut accel = args.accel;
-    let mut rows = Vec::new();
+    // Downloads first, one at a time; then the guests, side by side.
+    let mut jobs = Vec::new();
     for arch in &args.arches {
         let dist = dists
             .iter()
             .find(|d| d.arch == *arch)
             .context("no dist binary for a guest")?;
-        let foreign = (*arch != host).then(|| foreign::tools(*arch)).transpose()?;
+        if *arch != host {
+            kernels::unpacked("busybox-static", *arch, &work, kernels::keep_all)?;
+            userland::files(*arch, &work)?;
+        }
         for name in &args.kernels {
             if name == "host" && *arch != host {
                 continue;
             }
-            let t = Instant::now();
             let dir = if *arch == host {
                 name.clone()
             } else {
@@ -135,127 +146,215 @@ pub fn run(args: &VmtestArgs) -> anyhow::Result<()> {
                 fs::remove_dir_all(&out).with_context(|| format!("clearing {}", out.display()))?;
             }
             fs::create_dir_all(&out)?;
-            let mut row = if let Some(tools) = &foreign {
+            let ctx = Context {
+                args,
+                dist: &dist.binary,
+                host_bin: &host_bin,
+                work: &work,
+                out,
+            };
+            let job = if let Some((_, tools)) = foreign.iter().find(|(a, _)| a == arch) {
                 let kernel = kernels::fetch(name, *arch, &work)?;
-                let cpus = args.arm64_cpus;
-                let mut left_out = test_binaries::left_out_emulated(name);
-                if args.flood_seconds == 0 {
-                    left_out.push(("interleave", "--flood-seconds 0"));
+                let label = format!("{} (TCG, {} CPUs)", kernel.release, args.arm64_cpus);
+                jobs::Job {
+                    label: label.clone(),
+                    cpus: args.arm64_cpus as usize,
+                    run: Box::new(move || foreign_row(&ctx, *arch, name, &kernel, tools, label)),
                 }
-                let mut cmd = vec![format!(
-                    "/bin/xtask vmtest-tests --dropscope /bin/dropscope --out /out \
-                     --flood-seconds {}",
-                    args.flood_seconds
-                )];
-                cmd.extend(test_binaries::run_args(&tools.binaries, &left_out)?);
-                let command = cmd.join(" ");
-                crate::step(&format!(
-                    "booting {} under qemu-system-{} ({cpus} CPUs, TCG)",
-                    kernel.release,
-                    arch.name()
-                ));
-                let err = foreign::boot(
-                    &foreign::Guest {
-                        arch: *arch,
-                        kernel: &kernel,
-                        dropscope: &dist.binary,
-                        tools,
-                        cpus,
-                        command: &command,
-                    },
-                    &work,
-                    &out,
-                    GUEST_LIMIT,
-                )
-                .err();
-                let mut results = table::read_results(&out, test_binaries::MARKER);
-                results.push(check_btf(&host_bin, &kernel.btf, &out));
-                replay(&host_bin, &out, &mut results, &mut left_out);
-                results.extend(err.map(|e| ("run".into(), false, format!("{e:#}"))));
-                Row {
-                    kernel: format!("{} (TCG, {cpus} CPUs)", kernel.release),
-                    columns: test_binaries::table_columns(),
-                    results,
-                    skipped: (left_out.into_iter())
-                        .map(|(t, why)| (t.to_string(), why.to_string()))
-                        .collect(),
-                    seconds: 0.0,
+            } else if name == "host" {
+                let cmd = runner_command(&xtask, &ctx, &binaries, name)?;
+                jobs::Job {
+                    label: "host".into(),
+                    cpus: 1,
+                    run: Box::new(move || host_row(&ctx, cmd)),
                 }
             } else {
-                let mut left_out = test_binaries::left_out(name);
-                if name == "host" && args.host_tested {
-                    let ran = "the whole tests crate ran on this kernel earlier in this run";
-                    let rest: Vec<_> = (test_binaries::COLUMNS.iter())
-                        .filter(|c| !left_out.iter().any(|(n, _)| *n == c.name))
-                        .map(|c| (c.name, ran))
-                        .collect();
-                    left_out.extend(rest);
+                let kernel = kernels::fetch(name, *arch, &work)?;
+                if accel == Accel::Auto {
+                    accel = if kvm_boots(&kernel.vmlinuz, &ctx.out) {
+                        Accel::Kvm
+                    } else {
+                        Accel::Tcg
+                    };
+                    eprintln!("vmtest: using {accel:?}");
                 }
-                let mut cmd = vec![
-                    xtask.to_str().context("non-UTF-8 path")?.to_string(),
-                    "vmtest-tests".into(),
-                    "--dropscope".into(),
-                    dist.binary.to_str().context("non-UTF-8 path")?.into(),
-                    "--out".into(),
-                    out.to_str().context("non-UTF-8 path")?.into(),
-                ];
-                cmd.extend(test_binaries::run_args(&binaries, &left_out)?);
-                let (label, btf, err) = if name == "host" {
-                    crate::step("the tests on the running kernel (no VM)");
-                    cmd.extend(["--lock".into(), crate::test::TESTS_LOCK_FILE.into()]);
-                    let status = Command::new(&cmd[0]).args(&cmd[1..]).status();
-                    let err = match status {
-                        Ok(s) if s.success() => None,
-                        Ok(s) => Some(format!("the tests exited with {s}")),
-                        Err(e) => Some(format!("running the tests: {e}")),
-                    };
-                    let release = fs::read_to_string("/proc/sys/kernel/osrelease")
-                        .map(|s| s.trim().to_string())
-                        .unwrap_or_else(|_| "unknown".into());
-                    let btf = PathBuf::from("/sys/kernel/btf/vmlinux");
-                    (format!("{release} (host)"), btf, err)
-                } else {
-                    let kernel = kernels::fetch(name, *arch, &work)?;
-                    crate::step(&format!("booting {} under qemu", kernel.release));
-                    if accel == Accel::Auto {
-                        accel = if kvm_boots(&kernel.vmlinuz, &out) {
-                            Accel::Kvm
-                        } else {
-                            Accel::Tcg
-                        };
-                        eprintln!("vmtest: using {accel:?}");
-                    }
-                    let err = boot(&kernel.vmlinuz, accel, &out, &cmd.join(" ")).err();
-                    let how = match accel {
-                        Accel::Kvm => "KVM, 2 CPUs",
-                        Accel::Tcg | Accel::Auto => "TCG, 1 CPU",
-                    };
-                    let label = format!("{} ({how})", kernel.release);
-                    (label, kernel.btf, err.map(|e| format!("{e:#}")))
+                let cmd = runner_command(&xtask, &ctx, &binaries, name)?;
+                let how = match accel {
+                    Accel::Kvm => "KVM, 2 CPUs",
+                    Accel::Tcg | Accel::Auto => "TCG, 1 CPU",
                 };
-                let mut results = table::read_results(&out, test_binaries::MARKER);
-                results.push(check_btf(&host_bin, &btf, &out));
-                replay(&host_bin, &out, &mut results, &mut left_out);
-                results.extend(err.map(|e| ("run".into(), false, e)));
-                Row {
-                    kernel: label,
-                    columns: test_binaries::table_columns(),
-                    results,
-                    skipped: left_out
-                        .into_iter()
-                        .map(|(t, why)| (t.to_string(), why.to_string()))
-                        .collect(),
-                    seconds: 0.0,
+                let label = format!("{} ({how})", kernel.release);
+                jobs::Job {
+                    label: label.clone(),
+                    cpus: if accel == Accel::Kvm { 2 } else { 1 },
+                    run: Box::new(move || guest_row(&ctx, name, &kernel, accel, &cmd, label)),
                 }
             };
-            row.seconds = t.elapsed().as_secs_f64();
-            rows.push(row);
+            jobs.push(job);
         }
     }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let rows = jobs::run(jobs, cpus);
     let failed = table::print(&rows);
     eprintln!("vmtest: {:.0} s in all", started.elapsed().as_secs_f64());
     ensure!(failed == 0, "vmtest: {failed} check(s) failed");
     Ok(())
+}
+
+/// What every row's job reads: the options, the binaries and where its results go.
+struct Context<'a> {
+    args: &'a VmtestArgs,
+    /// The dist binary of the row's machine.
+    dist: &'a Path,
+    /// The dist binary of this machine, which checks what the guests leave.
+    host_bin: &'a Path,
+    /// vmtest's work directory (kernels, initramfs roots).
+    work: &'a Path,
+    /// The row's output directory.
+    out: PathBuf,
+}
+
+/// The runner's command line for an amd64 guest or the host: the dist binary, the tests
+/// crate's binaries built here, the columns the kernel leaves out.
+fn runner_command(
+    xtask: &Path,
+    ctx: &Context<'_>,
+    binaries: &[(String, PathBuf)],
+    name: &str,
+) -> anyhow::Result<Vec<String>> {
+    let path = |p: &Path| p.to_str().map(str::to_string).context("non-UTF-8 path");
+    let mut cmd = vec![
+        path(xtask)?,
+        "vmtest-tests".into(),
+        "--dropscope".into(),
+        path(ctx.dist)?,
+        "--out".into(),
+        path(&ctx.out)?,
+    ];
+    cmd.extend(test_binaries::run_args(
+        binaries,
+        &host_left_out(ctx.args, name),
+    )?);
+    Ok(cmd)
+}
+
+/// What an amd64 kernel or the host leaves out, and why.
+fn host_left_out(args: &VmtestArgs, name: &str) -> Vec<(&'static str, &'static str)> {
+    let mut left_out = test_binaries::left_out(name);
+    if name == "host" && args.host_tested {
+        let ran = "the whole tests crate ran on this kernel earlier in this run";
+        let rest: Vec<_> = (test_binaries::COLUMNS.iter())
+            .filter(|c| !left_out.iter().any(|(n, _)| *n == c.name))
+            .map(|c| (c.name, ran))
+            .collect();
+        left_out.extend(rest);
+    }
+    left_out
+}
+
+/// A row's results: the runner's, the BTF and replay checks made here, and how the run
+/// ended.
+fn finish_row(
+    ctx: &Context<'_>,
+    kernel: String,
+    btf: &Path,
+    mut left_out: Vec<(&str, &str)>,
+    err: Option<String>,
+    t: Instant,
+) -> Row {
+    let mut results = table::read_results(&ctx.out, test_binaries::MARKER);
+    results.push(check_btf(ctx.host_bin, btf, &ctx.out));
+    replay(ctx.host_bin, &ctx.out, &mut results, &mut left_out);
+    results.extend(err.map(|e| ("run".into(), false, e)));
+    Row {
+        kernel,
+        columns: test_binaries::table_columns(),
+        results,
+        skipped: (left_out.into_iter())
+            .map(|(t, why)| (t.to_string(), why.to_string()))
+            .collect(),
+        seconds: t.elapsed().as_secs_f64(),
+    }
+}
+
+/// The tests on the running kernel (no VM), under the tests' host-wide lock.
+fn host_row(ctx: &Context<'_>, mut cmd: Vec<String>) -> Row {
+    let t = Instant::now();
+    crate::step("the tests on the running kernel (no VM)");
+    cmd.extend(["--lock".into(), crate::test::TESTS_LOCK_FILE.into()]);
+    let err = match Command::new(&cmd[0]).args(&cmd[1..]).status() {
+        Ok(s) if s.success() => None,
+        Ok(s) => Some(format!("the tests exited with {s}")),
+        Err(e) => Some(format!("running the tests: {e}")),
+    };
+    let release = fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    let btf = Path::new("/sys/kernel/btf/vmlinux");
+    let left_out = host_left_out(ctx.args, "host");
+    finish_row(ctx, format!("{release} (host)"), btf, left_out, err, t)
+}
+
+/// An amd64 kernel of `series` booted with virtme-ng on this machine's root, the runner
+/// inside.
+fn guest_row(
+    ctx: &Context<'_>,
+    series: &str,
+    kernel: &kernels::Kernel,
+    accel: Accel,
+    cmd: &[String],
+    label: String,
+) -> Row {
+    let t = Instant::now();
+    crate::step(&format!("booting {} under qemu", kernel.release));
+    let err = boot(&kernel.vmlinuz, accel, &ctx.out, &cmd.join(" ")).err();
+    let left_out = host_left_out(ctx.args, series);
+    let err = err.map(|e| format!("{e:#}"));
+    finish_row(ctx, label, &kernel.btf, left_out, err, t)
+}
+
+/// An arm64 kernel of `series` emulated by qemu on its own small root, the runner and the
+/// tests crate's binaries built for it (by the first of its guests to run).
+fn foreign_row(
+    ctx: &Context<'_>,
+    arch: Arch,
+    series: &str,
+    kernel: &kernels::Kernel,
+    tools: &OnceLock<Result<foreign::Tools, String>>,
+    label: String,
+) -> Row {
+    let t = Instant::now();
+    let cpus = ctx.args.arm64_cpus;
+    let mut left_out = test_binaries::left_out_emulated(series);
+    if ctx.args.flood_seconds == 0 {
+        left_out.push(("interleave", "--flood-seconds 0"));
+    }
+    let tools = tools.get_or_init(|| foreign::tools(arch).map_err(|e| format!("{e:#}")));
+    let err = (|| {
+        let tools = tools.as_ref().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut cmd = vec![format!(
+            "/bin/xtask vmtest-tests --dropscope /bin/dropscope --out /out --flood-seconds {}",
+            ctx.args.flood_seconds
+        )];
+        cmd.extend(test_binaries::run_args(&tools.binaries, &left_out)?);
+        crate::step(&format!(
+            "booting {} under qemu-system-{} ({cpus} CPUs, TCG)",
+            kernel.release,
+            arch.name()
+        ));
+        let guest = foreign::Guest {
+            arch,
+            kernel,
+            dropscope: ctx.dist,
+            tools,
+            cpus,
+            command: &cmd.join(" "),
+        };
+        foreign::boot(&guest, ctx.work, &ctx.out, GUEST_LIMIT)
+    })()
+    .err()
+    .map(|e| format!("{e:#}"));
+    finish_row(ctx, label, &kernel.btf, left_out, err, t)
 }
 
 /// Whether a guest boots with KVM here (nested KVM can fail in the kernel's decompressor).

@@ -5,6 +5,9 @@
 //! `sudo -E` (cargo's `CARGO_TARGET_<triple>_RUNNER`, as aya's own xtask does), so `target/` and
 //! `~/.cargo` stay the user's; anything a root step still left there (a test's output under
 //! `target/`) is given back to the user at the end. Run as root (CI), everything runs as root.
+//!
+//! The root tests mostly wait on the kernel: what needs no kernel of its own (the dist builds,
+//! the arm64 guests' binaries, fuzzing) runs beside them in a second lane (`lane`).
 use std::{
     path::{Path, PathBuf},
     process::Command,
@@ -13,6 +16,8 @@ use std::{
 use anyhow::{Context as _, bail};
 
 use crate::{cargo, root, setup, step};
+
+pub mod lane;
 
 /// Runs the whole suite.
 pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<()> {
@@ -80,11 +85,12 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
     plain_cargo_test()?;
     step("build (the integration tests run the dropscope binary)");
     cargo(&["build", "--package", "dropscope", "--bins"])?;
+    // The unit, widget and CLI tests of the default members ran in the plain `cargo test`;
+    // the tests crate holds the root tests.
     let test = [
         "test",
-        "--workspace",
-        "--exclude",
-        "dropscope-ebpf",
+        "--package",
+        "dropscope-tests",
         "--",
         "--test-threads=1",
     ];
@@ -97,37 +103,35 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
     // instead of failing each other's exact counts.
     let runner = if as_root {
         setup::test_user()?;
-        step(&format!(
-            "tests (unit, widget, and root integration tests on the real kernel, run from the \
-             user {} through sudo -E)",
-            setup::TEST_USER
-        ));
         format!(
             "flock {TESTS_LOCK_FILE} sudo -E -u {} sudo -E",
             setup::TEST_USER
         )
     } else {
-        step("tests (built as you; the test binaries run as root through sudo -E)");
         format!("flock {TESTS_LOCK_FILE} sudo -E")
     };
-    cargo_with_runner(&test, &runner)?;
-    if fuzz_seconds > 0 {
-        step("fuzzing the recording decoder and the history reader");
-        setup::fuzz(fuzz_seconds)?;
-        // The sanitized build (about 1 GB) is not read again by this run, and a small disk
-        // needs the room for vmtest's kernels; it is rebuilt in a minute or two.
-        let fuzz_target = root().join("fuzz/target");
-        eprintln!(
-            "xtask: removing the fuzzer's build ({})",
-            fuzz_target.display()
-        );
-        std::fs::remove_dir_all(&fuzz_target)
-            .or_else(|e| match e.kind() {
-                std::io::ErrorKind::NotFound => Ok(()),
-                _ => Err(e),
-            })
-            .with_context(|| format!("removing {}", fuzz_target.display()))?;
+    // Everything the second lane installs, installed now: one package manager at a time.
+    setup::dist_targets(&crate::dist::Arch::ALL)?;
+    if !no_vmtest {
+        setup::vmtest_tools(&crate::vmtest::DEFAULT_ARCHES)?;
     }
+    let lane = lane::start(&lane::LaneArgs {
+        fuzz_seconds,
+        vmtest: !no_vmtest,
+    })?;
+    if as_root {
+        step(&format!(
+            "root tests (the tests crate, on the real kernel, run from the user {} through sudo \
+             -E)",
+            setup::TEST_USER
+        ));
+    } else {
+        step(
+            "root tests (the tests crate, built as you; its binaries run as root through sudo -E)",
+        );
+    }
+    cargo_with_runner(&test, &runner)?;
+    lane.finish()?;
     step(
         "dist: the static binaries and the .debs, checked by lintian, man and bash; the aarch64 \
          binary against this machine's under qemu",
