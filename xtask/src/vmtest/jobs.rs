@@ -1,6 +1,6 @@
-//! vmtest's guests side by side: each guest keeps as many host CPUs busy as it has (one for an
-//! amd64 guest under TCG, two for an arm64 one), and as many run at once as the host's CPUs
-//! hold, started in the table's order; their rows come back in that order.
+//! vmtest's guests side by side: each guest asks for the host CPUs it keeps busy, and as many
+//! run at once as the host's CPUs hold, the long ones started first; their rows come back in
+//! the table's order.
 use std::{
     sync::{Condvar, Mutex, PoisonError},
     thread,
@@ -12,6 +12,8 @@ use super::table::Row;
 pub struct Job<'a> {
     /// What the row is, for the table when the job panics.
     pub label: String,
+    /// Whether it is one of the longest (started before the others).
+    pub long: bool,
     /// The host CPUs it keeps busy.
     pub cpus: usize,
     /// Boots, tests and reads the results.
@@ -51,18 +53,21 @@ impl Drop for Held<'_> {
     }
 }
 
-/// Runs the jobs in order, each once `cpus` has room for it (a job asking for more than all of
-/// them runs alone), and returns their rows in the jobs' order; a job that panicked is a
-/// failed row.
+/// Runs the jobs, the long ones first and otherwise in order, each once `cpus` has room for
+/// it (a job asking for more than all of them runs alone), and returns their rows in the
+/// jobs' order; a job that panicked is a failed row.
 pub fn run(jobs: Vec<Job<'_>>, cpus: usize) -> Vec<Row> {
     let cpus = cpus.max(1);
     let pool = Cpus {
         free: Mutex::new(cpus),
         freed: Condvar::new(),
     };
+    let mut jobs: Vec<(usize, Job<'_>)> = jobs.into_iter().enumerate().collect();
+    // Stable: the long ones first, each group in the table's order.
+    jobs.sort_by_key(|(_, job)| !job.long);
     thread::scope(|s| {
-        let started: Vec<_> = (jobs.into_iter())
-            .map(|job| {
+        let mut started: Vec<_> = (jobs.into_iter())
+            .map(|(i, job)| {
                 let n = job.cpus.clamp(1, cpus);
                 pool.take(n);
                 let held = Held { cpus: &pool, n };
@@ -71,11 +76,12 @@ pub fn run(jobs: Vec<Job<'_>>, cpus: usize) -> Vec<Row> {
                     let _held = held;
                     (job.run)()
                 });
-                (label, handle)
+                (i, label, handle)
             })
             .collect();
+        started.sort_by_key(|(i, ..)| *i);
         (started.into_iter())
-            .map(|(label, handle)| {
+            .map(|(_, label, handle)| {
                 handle.join().unwrap_or_else(|_| Row {
                     kernel: label,
                     columns: super::test_binaries::table_columns(),
@@ -107,9 +113,9 @@ mod tests {
         }
     }
 
-    /// Jobs of one, two and five CPUs on two: the two one-CPU jobs side by side (the first
-    /// waits to see the second running), never more than two CPUs busy, the rows in the jobs'
-    /// order, and a panicking job a failed row that gives its CPUs back.
+    /// Jobs of one, two and five CPUs on two: the long one first, the two one-CPU jobs side by
+    /// side (the first waits to see the second running), never more than two CPUs busy, the
+    /// rows in the jobs' order, and a panicking job a failed row that gives its CPUs back.
     #[test]
     fn jobs_share_the_cpus_and_keep_their_order() {
         let busy = AtomicUsize::new(0);
@@ -119,6 +125,7 @@ mod tests {
             let (busy, most, b_started) = (&busy, &most, &b_started);
             Job {
                 label: label.into(),
+                long: label == "e",
                 cpus,
                 run: Box::new(move || {
                     // A job asking for more than all the CPUs takes them all.
@@ -134,6 +141,7 @@ mod tests {
                             }
                         }
                         "b" => b_started.store(true, Ordering::SeqCst),
+                        "e" => assert!(!b_started.load(Ordering::SeqCst), "e started after b"),
                         _ => thread::sleep(Duration::from_millis(20)),
                     }
                     busy.fetch_sub(cpus, Ordering::SeqCst);
