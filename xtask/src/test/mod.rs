@@ -115,10 +115,7 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
     if !no_vmtest {
         setup::vmtest_tools(&crate::vmtest::DEFAULT_ARCHES)?;
     }
-    let lane = lane::start(&lane::LaneArgs {
-        fuzz_seconds,
-        vmtest: !no_vmtest,
-    })?;
+    let mut lane = lane::start(fuzz_seconds, !no_vmtest)?;
     if as_root {
         step(&format!(
             "root tests (the tests crate, on the real kernel, run from the user {} through sudo \
@@ -131,7 +128,7 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
         );
     }
     cargo_with_runner(&test, &runner)?;
-    lane.finish()?;
+    lane.wait_for(lane::Part::Dist)?;
     step(
         "dist: the static binaries and the .debs, checked by lintian, man and bash; the aarch64 \
          binary against this machine's under qemu",
@@ -159,6 +156,7 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
     } else {
         xtask_as_root(&["systemd".as_ref(), "--deb".as_ref(), host.deb.as_os_str()])?;
     }
+    lane.finish()?;
     if !no_vmtest {
         step(
             "vmtest: the suite on Debian's 6.1 and 6.12 kernels (amd64, arm64) and the running one",
