@@ -355,7 +355,9 @@ fn each_object(
         attr.__bindgen_anon_6.__bindgen_anon_1.start_id = id;
         match bpf_fd(get_fd, &mut attr) {
             Ok(fd) => f(&fd)?,
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+            // Gone meanwhile, or a link still being made (its id not yet settled: EAGAIN,
+            // seen while dropscope attached its watchers); the callers look again.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::EAGAIN)) => {}
             Err(e) => return Err(e),
         }
     }
