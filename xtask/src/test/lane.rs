@@ -1,7 +1,8 @@
 //! The steps of `cargo xtask test` that need no kernel of their own (the dist builds, the
-//! tests crate's binaries for the arm64 guests, fuzzing) run as a second lane beside the root
-//! tests: children `cargo xtask test-lane` at the lowest CPU priority (nice 19), so they take
-//! only the CPU the root tests leave (they wait on the kernel far more than they compute).
+//! tests crate's binaries for the arm64 guests, fuzzing) run as a second lane from the start,
+//! beside lint, the builds and the root tests: children `cargo xtask test-lane` at the lowest
+//! CPU priority (nice 19), so they take only the CPU the other steps leave (the root tests
+//! wait on the kernel far more than they compute).
 //! The lane has two parts, one after the other: the dist builds, which the steps after the
 //! root tests wait for, then the arm64 guests' binaries and fuzzing, which run on beside those
 //! steps until vmtest; each part's output goes to a log printed whole when it ends.
@@ -112,7 +113,7 @@ pub fn start(fuzz_seconds: u64, vmtest: bool) -> anyhow::Result<Lane> {
     let running = Arc::new(Mutex::new(Some(None)));
     let shared = Arc::clone(&running);
     eprintln!(
-        "xtask: the dist builds, then{} fuzzing, run beside the root tests at the lowest CPU \
+        "xtask: the dist builds, then{} fuzzing, run beside the other steps at the lowest CPU \
          priority; their logs: {}",
         if vmtest {
             " the arm64 guests' binaries and"

@@ -32,6 +32,14 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
     let _sweep = (!as_root).then(|| Sweep::new(&[root(), setup::home().join(".cargo")]));
     warn_if_short_of_disk(&crate::target_dir());
     setup::all(true)?;
+    // Everything the second lane installs, installed now: one package manager at a time. It
+    // starts at once: its builds take the CPU the steps below leave (set-up checks, the
+    // single-threaded ends of builds, the root tests' waits).
+    setup::dist_targets(&crate::dist::Arch::ALL)?;
+    if !no_vmtest {
+        setup::vmtest_tools(&crate::vmtest::DEFAULT_ARCHES)?;
+    }
+    let mut lane = lane::start(fuzz_seconds, !no_vmtest)?;
     step("Prometheus rules: promtool check and unit tests (assets/prometheus/)");
     promtool_rules()?;
     if !no_lint {
@@ -110,12 +118,6 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
     } else {
         format!("flock {TESTS_LOCK_FILE} sudo -E")
     };
-    // Everything the second lane installs, installed now: one package manager at a time.
-    setup::dist_targets(&crate::dist::Arch::ALL)?;
-    if !no_vmtest {
-        setup::vmtest_tools(&crate::vmtest::DEFAULT_ARCHES)?;
-    }
-    let mut lane = lane::start(fuzz_seconds, !no_vmtest)?;
     if as_root {
         step(&format!(
             "root tests (the tests crate, on the real kernel, run from the user {} through sudo \
