@@ -7,7 +7,8 @@
 //! `target/`) is given back to the user at the end. Run as root (CI), everything runs as root.
 //!
 //! The root tests mostly wait on the kernel: what needs no kernel of its own (the dist builds,
-//! the arm64 guests' binaries, fuzzing) runs beside them in a second lane (`lane`).
+//! the arm64 guests' binaries, fuzzing) runs in a second lane (`lane`), started after the
+//! set-up, beside lint, the builds and the root tests.
 use std::{
     path::{Path, PathBuf},
     process::Command,
@@ -70,7 +71,6 @@ pub fn run(no_lint: bool, fuzz_seconds: u64, no_vmtest: bool) -> anyhow::Result<
             "warnings",
         ])?;
         step("clippy for aarch64 (the cross-built dist binary: c_char, libc's musl types)");
-        setup::dist_targets(&crate::dist::Arch::ALL)?;
         cargo(&[
             "clippy",
             "--target",
